@@ -1,0 +1,54 @@
+# ringlog build and test entry points. `make help` lists them.
+GO        ?= go
+BIN       := bin/ringlog
+COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+VERSION   := $(shell git describe --tags --always 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# Packages with concurrency run under the race detector in `make test`.
+RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./loadgen/... ./results/...
+FUZZTIME  ?= 30s
+
+.PHONY: help build test test-race test-short run bench bench-engine fuzz vet fmt clean
+
+help:
+	@echo "make build        build $(BIN)"
+	@echo "make test         vet, unit tests with -race, integration tests with real clients"
+	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
+	@echo "make bench        start a local broker, run the default load, print the HDR report"
+	@echo "make bench-engine go test -bench for the storage engine"
+	@echo "make fuzz         run every fuzz target for FUZZTIME (default $(FUZZTIME))"
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ringlog
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
+
+# The default test run: static checks, race-enabled unit tests, then the
+# process-level integration tests (real broker, franz-go, kcat, librdkafka).
+test: vet build
+	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
+	RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./cmd/...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+run: build
+	./$(BIN) serve --data-dir ./data
+
+bench: build
+	./$(BIN) bench
+
+bench-engine:
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/
+
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+clean:
+	rm -rf bin

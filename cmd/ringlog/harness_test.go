@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// These tests run the real `ringlog serve` binary on loopback and drive it
+// with real clients: franz-go, kcat and confluent_kafka (librdkafka).
+
+var ringlogBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ringlog-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ringlogBin = filepath.Join(dir, "ringlog")
+	if env := os.Getenv("RINGLOG_TEST_BIN"); env != "" {
+		ringlogBin = env
+	} else {
+		build := exec.Command("go", "build", "-o", ringlogBin, ".")
+		build.Stdout, build.Stderr = os.Stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building ringlog:", err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer collects a process's output for failure messages.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type brokerProc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	addr    string
+	admin   string
+	dataDir string
+	args    []string
+	out     *syncBuffer
+	exited  chan struct{}
+	exitErr error
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// ioModes lists the write paths the suite runs under; RINGLOG_TEST_IO
+// narrows it (CI runs the suite once per path).
+func ioMode() string {
+	if m := os.Getenv("RINGLOG_TEST_IO"); m != "" {
+		return m
+	}
+	return "auto"
+}
+
+// startBroker starts `ringlog serve` on free loopback ports over dataDir
+// and waits until /healthz answers.
+func startBroker(t *testing.T, dataDir string, extra ...string) *brokerProc {
+	t.Helper()
+	b := &brokerProc{t: t, dataDir: dataDir, addr: freePort(t), admin: freePort(t)}
+	b.args = append([]string{"serve",
+		"--listen", b.addr,
+		"--admin-listen", b.admin,
+		"--data-dir", dataDir,
+		"--io", ioMode(),
+		"--log-level", "debug",
+	}, extra...)
+	b.start()
+	t.Cleanup(func() { b.stop() })
+	return b
+}
+
+func (b *brokerProc) start() {
+	b.t.Helper()
+	b.out = &syncBuffer{}
+	b.cmd = exec.Command(ringlogBin, b.args...)
+	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
+	if err := b.cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	b.exited = make(chan struct{})
+	go func() {
+		b.exitErr = b.cmd.Wait()
+		close(b.exited)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-b.exited:
+			b.t.Fatalf("broker exited during startup: %v\n%s", b.exitErr, b.out.String())
+		default:
+		}
+		if _, err := b.health(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("broker not healthy after 30s\n%s", b.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *brokerProc) health() (map[string]any, error) {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + b.admin + "/healthz")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var h map[string]any
+	return h, json.NewDecoder(resp.Body).Decode(&h)
+}
+
+// kill9 sends SIGKILL and waits for the process to exit.
+func (b *brokerProc) kill9() {
+	b.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.exited
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (b *brokerProc) stop() {
+	select {
+	case <-b.exited:
+		return
+	default:
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.exited:
+		if b.exitErr != nil {
+			b.t.Errorf("broker exit after SIGTERM: %v\n%s", b.exitErr, b.out.String())
+		}
+	case <-time.After(30 * time.Second):
+		b.cmd.Process.Kill()
+		<-b.exited
+		b.t.Errorf("broker ignored SIGTERM for 30s\n%s", b.out.String())
+	}
+}
+
+// restart starts the broker again on the same ports and data dir.
+func (b *brokerProc) restart() {
+	b.t.Helper()
+	b.start()
+}
+
+func (b *brokerProc) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

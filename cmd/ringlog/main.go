@@ -1,0 +1,42 @@
+// Command ringlog is a Kafka-compatible log broker and its benchmarking
+// harness: `ringlog serve` runs a broker, `ringlog loadgen` and `ringlog
+// bench` measure one, `ringlog report` reads the results and `ringlog size`
+// does the capacity arithmetic.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/ringlog/ringlog/loadgen"
+	"github.com/ringlog/ringlog/results"
+	"github.com/urfave/cli/v2"
+)
+
+// Set by the Makefile with -ldflags "-X main.version=... -X main.commit=...".
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	app := &cli.App{
+		Name:    "ringlog",
+		Usage:   "Kafka-compatible replicated log broker and benchmark harness",
+		Version: fmt.Sprintf("%s (commit %s)", version, commit),
+		Commands: append([]*cli.Command{
+			serveCommand(),
+		}, append(loadgen.Commands(), results.Commands()...)...),
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "ringlog:", err)
+		os.Exit(1)
+	}
+}
+
+// env returns the environment variable names for a flag: every flag is
+// also readable from RINGLOG_<NAME>, dashes as underscores.
+func env(flag string) []string {
+	return []string{"RINGLOG_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}

@@ -1,0 +1,157 @@
+package engine
+
+// This file is the contract between the engine and its callers (netpath,
+// later replication). It names every exported type and method the rest of
+// ringlog relies on. Implementations live in the other files of the package.
+
+import (
+	"errors"
+	"time"
+)
+
+// FsyncPolicy says when appended bytes are flushed to stable storage.
+type FsyncPolicy int
+
+const (
+	// FsyncAlways acknowledges an append only after its bytes are on disk.
+	// Concurrent appends share one flush (group commit).
+	FsyncAlways FsyncPolicy = iota
+	// FsyncInterval flushes dirty segments every Config.FsyncInterval.
+	FsyncInterval
+	// FsyncNever leaves flushing to the kernel (and to segment roll/close).
+	FsyncNever
+)
+
+// Errors returned by the engine. netpath maps them to Kafka error codes in
+// one place (netpath/errors.go) with errors.Is, so wrap them with %w.
+var (
+	ErrUnknownTopic       = errors.New("unknown topic or partition")
+	ErrTopicExists        = errors.New("topic already exists")
+	ErrInvalidTopic       = errors.New("invalid topic name")
+	ErrInvalidPartitions  = errors.New("invalid number of partitions")
+	ErrInvalidConfig      = errors.New("invalid topic config")
+	ErrCorruptMessage     = errors.New("corrupt record batch")
+	ErrMessageTooLarge    = errors.New("record batch larger than max.message.bytes")
+	ErrInvalidRecord      = errors.New("invalid record batch")
+	ErrUnsupportedVersion = errors.New("unsupported record batch magic")
+	ErrOffsetOutOfRange   = errors.New("offset out of range")
+	ErrClosed             = errors.New("engine closed")
+	ErrStorage            = errors.New("storage error")
+	// ErrCorruptLog is returned by Open when recovery finds corruption
+	// before the tail of a log (not a torn write). The message names the
+	// file and byte position.
+	ErrCorruptLog = errors.New("corrupt log")
+)
+
+// AppendResult describes where an append landed.
+type AppendResult struct {
+	BaseOffset     int64 // offset of the first record appended
+	LastOffset     int64 // offset of the last record appended
+	LogAppendTime  int64 // ms; -1 unless the topic uses LogAppendTime
+	LogStartOffset int64
+}
+
+// AppendWaiter completes when an append is durable per the fsync policy
+// (and, later, replicated). It is safe to wait on from any goroutine.
+type AppendWaiter interface {
+	// Done is closed when the append completed or failed.
+	Done() <-chan struct{}
+	// Result is valid after Done is closed.
+	Result() (AppendResult, error)
+}
+
+// FileRange is a slice of a segment file holding whole record batches,
+// handed out by Read so fetch can send it with sendfile. The file stays
+// open (even if retention deletes the segment) until Release is called.
+type FileRange interface {
+	// Fd is the OS file descriptor, or -1 when the file is not an OS file
+	// (in-memory test file systems); callers then use ReadAt.
+	Fd() int
+	Pos() int64                              // byte position in the file
+	Len() int32                              // length in bytes; 0 for an empty read
+	ReadAt(p []byte, off int64) (int, error) // reads relative to the file, not Pos
+	Release()                                // idempotent
+}
+
+// ReadResult is what a fetch of one partition gets.
+type ReadResult struct {
+	Data             FileRange // never nil; Len()==0 when nothing to return
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+}
+
+// PartitionInfo is a snapshot of a partition's offsets.
+type PartitionInfo struct {
+	LogStartOffset int64
+	HighWatermark  int64 // consumers read below this
+	LogEndOffset   int64 // next offset to assign
+}
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+	Config     TopicConfig
+}
+
+// ConfigEntry is one effective topic config value for DescribeConfigs.
+type ConfigEntry struct {
+	Name      string
+	Value     string
+	IsDefault bool // true when not set on the topic
+	Sensitive bool
+	ReadOnly  bool
+}
+
+// TopicConfig is the per-topic configuration, Kafka names in comments.
+type TopicConfig struct {
+	SegmentBytes       int64 // segment.bytes (1 GiB)
+	SegmentMs          int64 // segment.ms (7 d)
+	RetentionMs        int64 // retention.ms (604800000); -1 = unlimited
+	RetentionBytes     int64 // retention.bytes (-1 = unlimited)
+	MaxMessageBytes    int32 // max.message.bytes (1048588)
+	IndexIntervalBytes int32 // index.interval.bytes (4096)
+	// TimestampTypeLogAppend is message.timestamp.type=LogAppendTime.
+	TimestampTypeLogAppend bool
+	CleanupPolicy          string // cleanup.policy: "delete" (compact later)
+	MinInsyncReplicas      int32  // min.insync.replicas (1 single node; used by replication)
+	// overrides remembers which keys were set explicitly on the topic.
+	overrides map[string]string
+}
+
+// Timestamp lookups for ListOffsets.
+const (
+	TimestampLatest   int64 = -1
+	TimestampEarliest int64 = -2
+	TimestampMax      int64 = -3
+)
+
+// Compile-time reminders of the methods netpath uses. The implementation
+// files define them; their signatures are part of the contract:
+//
+//	func DefaultConfig() Config
+//	func (c Config) Validate() error
+//	func Open(cfg Config) (*Engine, error)
+//	func (e *Engine) Close() error
+//	func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]string) (TopicInfo, error)
+//	func (e *Engine) DeleteTopic(name string) error
+//	func (e *Engine) CreatePartitions(name string, total int32) error
+//	func (e *Engine) Topic(name string) (TopicInfo, bool)
+//	func (e *Engine) Topics() []TopicInfo            // sorted by name
+//	func (e *Engine) Partition(topic string, p int32) (*Partition, error) // ErrUnknownTopic
+//	func DefaultTopicConfig() TopicConfig
+//	func ParseTopicConfig(base TopicConfig, kv map[string]string) (TopicConfig, error) // ErrInvalidConfig
+//	func (c TopicConfig) Entries() []ConfigEntry   // every supported key, sorted
+//	func ValidateTopicName(name string) error        // ErrInvalidTopic
+//
+//	func (p *Partition) Topic() string
+//	func (p *Partition) Index() int32
+//	func (p *Partition) Append(records []byte) (AppendWaiter, error)
+//	func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error)
+//	func (p *Partition) Info() PartitionInfo
+//	func (p *Partition) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err error)
+//	func (p *Partition) Changed() <-chan struct{}
+
+var _ = time.Second

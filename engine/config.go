@@ -1,0 +1,292 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ringlog/ringlog/engine/vfs"
+)
+
+// Config configures an Engine. Every field is documented with its default.
+type Config struct {
+	// Dir is the data directory (required).
+	Dir string
+	// FS is the file system; nil means the OS (vfs.Default).
+	FS vfs.FS
+	// Fsync says when appends are flushed (FsyncAlways).
+	Fsync FsyncPolicy
+	// FsyncInterval is the flush period under FsyncInterval (1 s).
+	FsyncInterval time.Duration
+	// Defaults apply to topics that do not override them.
+	Defaults TopicConfig
+	// RetentionCheckInterval is how often retention runs (5 min).
+	RetentionCheckInterval time.Duration
+	// CheckpointInterval is how often recovery points are written (1 min).
+	CheckpointInterval time.Duration
+	// Logger receives engine events; nil means slog.Default().
+	Logger *slog.Logger
+	// IOMode picks the write path: "auto", "uring" or "sync" ("auto").
+	// Only the sync path exists today; "uring" fails at Open.
+	IOMode string
+}
+
+// DefaultConfig returns a Config with every default filled in but Dir.
+func DefaultConfig() Config {
+	return Config{
+		Fsync:                  FsyncAlways,
+		FsyncInterval:          time.Second,
+		Defaults:               DefaultTopicConfig(),
+		RetentionCheckInterval: 5 * time.Minute,
+		CheckpointInterval:     time.Minute,
+		IOMode:                 "auto",
+	}
+}
+
+// Validate checks the fields and their combinations.
+func (c Config) Validate() error {
+	if c.Dir == "" {
+		return errors.New("engine: Config.Dir is empty")
+	}
+	switch c.Fsync {
+	case FsyncAlways, FsyncNever:
+	case FsyncInterval:
+		if c.FsyncInterval <= 0 {
+			return fmt.Errorf("engine: Fsync is interval but FsyncInterval is %v", c.FsyncInterval)
+		}
+	default:
+		return fmt.Errorf("engine: unknown FsyncPolicy %d", c.Fsync)
+	}
+	if c.RetentionCheckInterval <= 0 {
+		return fmt.Errorf("engine: RetentionCheckInterval %v must be positive", c.RetentionCheckInterval)
+	}
+	if c.CheckpointInterval <= 0 {
+		return fmt.Errorf("engine: CheckpointInterval %v must be positive", c.CheckpointInterval)
+	}
+	switch c.IOMode {
+	case "auto", "uring", "sync":
+	default:
+		return fmt.Errorf("engine: IOMode %q is not auto, uring or sync", c.IOMode)
+	}
+	if err := c.Defaults.validate(); err != nil {
+		return fmt.Errorf("engine: Config.Defaults: %w", err)
+	}
+	return nil
+}
+
+// ParseFsyncPolicy parses "always", "interval" or "never".
+func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
+	switch strings.ToLower(s) {
+	case "always":
+		return FsyncAlways, nil
+	case "interval":
+		return FsyncInterval, nil
+	case "never":
+		return FsyncNever, nil
+	}
+	return 0, fmt.Errorf("engine: unknown fsync policy %q (always, interval, never)", s)
+}
+
+func (p FsyncPolicy) String() string {
+	switch p {
+	case FsyncAlways:
+		return "always"
+	case FsyncInterval:
+		return "interval"
+	case FsyncNever:
+		return "never"
+	}
+	return "FsyncPolicy(" + strconv.Itoa(int(p)) + ")"
+}
+
+// DefaultTopicConfig returns Kafka's defaults.
+func DefaultTopicConfig() TopicConfig {
+	return TopicConfig{
+		SegmentBytes:       1 << 30,
+		SegmentMs:          7 * 24 * 3600 * 1000,
+		RetentionMs:        604800000,
+		RetentionBytes:     -1,
+		MaxMessageBytes:    1048588,
+		IndexIntervalBytes: 4096,
+		CleanupPolicy:      "delete",
+		MinInsyncReplicas:  1,
+	}
+}
+
+// Topic config keys, Kafka spelling.
+const (
+	keySegmentBytes       = "segment.bytes"
+	keySegmentMs          = "segment.ms"
+	keyRetentionMs        = "retention.ms"
+	keyRetentionBytes     = "retention.bytes"
+	keyMaxMessageBytes    = "max.message.bytes"
+	keyIndexIntervalBytes = "index.interval.bytes"
+	keyTimestampType      = "message.timestamp.type"
+	keyCleanupPolicy      = "cleanup.policy"
+	keyMinInsyncReplicas  = "min.insync.replicas"
+)
+
+var topicConfigKeys = []string{
+	keyCleanupPolicy, keyIndexIntervalBytes, keyMaxMessageBytes, keyTimestampType,
+	keyMinInsyncReplicas, keyRetentionBytes, keyRetentionMs, keySegmentBytes, keySegmentMs,
+}
+
+// ParseTopicConfig applies kv (Kafka key names) on top of base. Unknown
+// keys and bad values fail with ErrInvalidConfig.
+func ParseTopicConfig(base TopicConfig, kv map[string]string) (TopicConfig, error) {
+	c := base
+	c.overrides = make(map[string]string, len(base.overrides)+len(kv))
+	for k, v := range base.overrides {
+		c.overrides[k] = v
+	}
+	for k, v := range kv {
+		if err := c.set(k, v); err != nil {
+			return base, err
+		}
+		c.overrides[k] = v
+	}
+	if err := c.validate(); err != nil {
+		return base, err
+	}
+	return c, nil
+}
+
+func (c *TopicConfig) set(k, v string) error {
+	bad := func(err error) error {
+		return fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, k, v, err)
+	}
+	integer := func(lo, hi int64) (int64, error) {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, bad(err)
+		}
+		if n < lo || n > hi {
+			return 0, bad(fmt.Errorf("out of range [%d, %d]", lo, hi))
+		}
+		return n, nil
+	}
+	var err error
+	var n int64
+	switch k {
+	case keySegmentBytes:
+		// Positions in the .index are uint32 and Kafka caps it at int32.
+		n, err = integer(14, math.MaxInt32)
+		c.SegmentBytes = n
+	case keySegmentMs:
+		n, err = integer(1, math.MaxInt64)
+		c.SegmentMs = n
+	case keyRetentionMs:
+		n, err = integer(-1, math.MaxInt64)
+		c.RetentionMs = n
+	case keyRetentionBytes:
+		n, err = integer(-1, math.MaxInt64)
+		c.RetentionBytes = n
+	case keyMaxMessageBytes:
+		n, err = integer(0, math.MaxInt32)
+		c.MaxMessageBytes = int32(n)
+	case keyIndexIntervalBytes:
+		n, err = integer(0, math.MaxInt32)
+		c.IndexIntervalBytes = int32(n)
+	case keyMinInsyncReplicas:
+		n, err = integer(1, math.MaxInt32)
+		c.MinInsyncReplicas = int32(n)
+	case keyTimestampType:
+		switch v {
+		case "CreateTime":
+			c.TimestampTypeLogAppend = false
+		case "LogAppendTime":
+			c.TimestampTypeLogAppend = true
+		default:
+			err = bad(errors.New("want CreateTime or LogAppendTime"))
+		}
+	case keyCleanupPolicy:
+		if v != "delete" {
+			err = bad(errors.New(`only "delete" is supported`))
+		}
+		c.CleanupPolicy = v
+	default:
+		err = fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, k)
+	}
+	return err
+}
+
+func (c TopicConfig) validate() error {
+	if c.SegmentBytes < 14 || c.SegmentBytes > math.MaxInt32 {
+		return fmt.Errorf("%w: segment.bytes %d", ErrInvalidConfig, c.SegmentBytes)
+	}
+	if c.SegmentMs < 1 || c.RetentionMs < -1 || c.RetentionBytes < -1 ||
+		c.MaxMessageBytes < 0 || c.IndexIntervalBytes < 0 || c.MinInsyncReplicas < 1 {
+		return fmt.Errorf("%w: value out of range in %+v", ErrInvalidConfig, c)
+	}
+	if c.CleanupPolicy != "delete" {
+		return fmt.Errorf("%w: cleanup.policy %q", ErrInvalidConfig, c.CleanupPolicy)
+	}
+	return nil
+}
+
+func (c TopicConfig) value(k string) string {
+	switch k {
+	case keySegmentBytes:
+		return strconv.FormatInt(c.SegmentBytes, 10)
+	case keySegmentMs:
+		return strconv.FormatInt(c.SegmentMs, 10)
+	case keyRetentionMs:
+		return strconv.FormatInt(c.RetentionMs, 10)
+	case keyRetentionBytes:
+		return strconv.FormatInt(c.RetentionBytes, 10)
+	case keyMaxMessageBytes:
+		return strconv.FormatInt(int64(c.MaxMessageBytes), 10)
+	case keyIndexIntervalBytes:
+		return strconv.FormatInt(int64(c.IndexIntervalBytes), 10)
+	case keyMinInsyncReplicas:
+		return strconv.FormatInt(int64(c.MinInsyncReplicas), 10)
+	case keyTimestampType:
+		if c.TimestampTypeLogAppend {
+			return "LogAppendTime"
+		}
+		return "CreateTime"
+	case keyCleanupPolicy:
+		return c.CleanupPolicy
+	}
+	return ""
+}
+
+// Entries lists every supported key with its effective value, sorted.
+func (c TopicConfig) Entries() []ConfigEntry {
+	out := make([]ConfigEntry, 0, len(topicConfigKeys))
+	for _, k := range topicConfigKeys {
+		_, set := c.overrides[k]
+		out = append(out, ConfigEntry{Name: k, Value: c.value(k), IsDefault: !set})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Overrides returns a copy of the keys set explicitly on the topic.
+func (c TopicConfig) Overrides() map[string]string {
+	m := make(map[string]string, len(c.overrides))
+	for k, v := range c.overrides {
+		m[k] = v
+	}
+	return m
+}
+
+// ValidateTopicName applies Kafka's rules: 1..249 characters of
+// [a-zA-Z0-9._-], and not "." or "..".
+func ValidateTopicName(name string) error {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Errorf("%w: %q has illegal character %q", ErrInvalidTopic, name, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,113 @@
+// Package engine is ringlog's segmented log storage.
+//
+// # On-disk layout
+//
+//	<dir>/__meta/topics.json                 topic metadata
+//	<dir>/recovery-point-offset-checkpoint   per-partition flushed offset
+//	<dir>/.ringlog-clean-shutdown            present only after a clean Close
+//	<dir>/<topic>-<partition>/
+//	    00000000000000000000.log             record batches
+//	    00000000000000000000.index           sparse offset index
+//	    00000000000000000000.timeindex       sparse time index
+//
+// Segment files are named by the segment's base offset, 20 decimal digits.
+// Files ending in ".tmp" are interrupted atomic writes and are removed on
+// Open. Every small file (topics.json, checkpoint, indexes, marker) is
+// written to "<name>.tmp", fsynced, renamed over the old one and, except
+// the indexes, followed by an fsync of the directory.
+//
+// # .log
+//
+// Kafka record batches (magic 2), back to back, byte-for-byte as appended
+// except for baseOffset and partitionLeaderEpoch, which the engine assigns
+// (both are outside the CRC). Topics with message.timestamp.type=
+// LogAppendTime also get attributes bit 3 and maxTimestamp set, and a new
+// CRC. Batch header, big-endian:
+//
+//	 0  int64  baseOffset
+//	 8  int32  batchLength (bytes after this field)
+//	12  int32  partitionLeaderEpoch
+//	16  int8   magic (2)
+//	17  uint32 crc: CRC-32C (Castagnoli) of bytes 21..end
+//	21  int16  attributes: bits 0-2 codec (0 none .. 4 zstd), 3 timestamp
+//	           type, 4 transactional, 5 control
+//	23  int32  lastOffsetDelta (= recordCount-1)
+//	27  int64  baseTimestamp
+//	35  int64  maxTimestamp
+//	43  int64  producerId
+//	51  int16  producerEpoch
+//	53  int32  baseSequence
+//	57  int32  recordCount
+//	61         records
+//
+// # .index and .timeindex
+//
+// .index: 8-byte entries, uint32 relative offset (batch baseOffset minus
+// segment base) then uint32 byte position of that batch. One entry for the
+// first batch of a segment and then one whenever index.interval.bytes have
+// been appended since the last entry; entries strictly increase. A lookup
+// takes the last entry at or below the target and scans batch headers.
+//
+// .timeindex: 12-byte entries, int64 timestamp then uint32 relative offset:
+// the largest batch maxTimestamp seen so far and the batch that reached it,
+// added with .index entries when the timestamp grew, plus one final entry
+// for the segment's maximum when the index is written.
+//
+// Indexes live in memory and are written when a segment is sealed and at
+// Close. On Open they are checked (sizes, monotonic, within the log) and
+// rebuilt from the batch headers when missing or implausible.
+//
+// # Checkpoint and marker
+//
+// recovery-point-offset-checkpoint (Kafka's text format):
+//
+//	0
+//	<count>
+//	<topic> <partition> <offset>     one line per partition
+//
+// offset is known flushed: everything below it is durable. It is written
+// on segment roll, every Config.CheckpointInterval and at Close.
+// .ringlog-clean-shutdown is empty; Close writes it last when every
+// partition flushed successfully, and Open deletes it after loading.
+//
+// # topics.json
+//
+// {"version":1,"topics":[{"name":..,"id":<32 hex digits>,"partitions":N,
+// "configs":{<explicit overrides, Kafka key names>}}]}
+//
+// # Recovery
+//
+// With the marker, Open trusts the indexes and only rescans the active
+// segment's tail from its last index entry to find the log end. Without it,
+// segments that start after the recovery point, and the one holding it, are
+// scanned batch by batch (length, magic, CRC, increasing offsets) and their
+// indexes rebuilt. The first bad byte is then judged:
+//
+//   - a torn tail, when it is in the last segment at or after the recovery
+//     point: the segment is truncated there;
+//   - corruption, when it is in a sealed segment or before the recovery
+//     point. Those bytes were flushed, so truncating would drop
+//     acknowledged data: Open fails with an error wrapping ErrCorruptLog
+//     that names the file and the byte position.
+//
+// Rolling flushes the sealed segment before writing to the new one, so a
+// sealed segment is never legitimately torn.
+//
+// # Fault model
+//
+// Writes are visible at once and durable after fdatasync; a file's new
+// name is durable after its directory is fsynced. A crash may keep any
+// prefix of unflushed appends (a torn tail) but does not change flushed
+// bytes. A failed fdatasync cannot be retried (the kernel may have dropped
+// the dirty pages): the partition fails its waiters with ErrStorage and
+// refuses appends until a restart recovers it from disk. Silent corruption
+// of flushed bytes is detected by CRC only when those bytes are scanned.
+//
+// # Write path
+//
+// Appends are validated, stamped with offsets under the partition lock and
+// written by a writeQueue (today pwrite in the caller; fdatasync on one
+// flusher goroutine that serves all partitions per round, i.e. group
+// commit). Under FsyncAlways the high watermark is the flushed end;
+// otherwise it is the written end. Reads never return bytes at or above it.
+package engine

@@ -1,0 +1,439 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Partition is one log. Append, Read and the other methods are safe for
+// concurrent use; appends are serialized by the partition lock.
+type Partition struct {
+	e     *Engine
+	topic *topicState
+	idx   int32
+	dir   string
+
+	mu       sync.RWMutex
+	segs     []*segment // ascending base; the last is active
+	logStart int64
+	logEnd   int64
+	// durable is the end offset known flushed; recoveryPoint persists it.
+	durable int64
+	// hw and its byte limit: reads stop at hwPos in hwSeg.
+	hw      int64
+	hwSeg   *segment
+	hwPos   int64
+	changed chan struct{}
+	// dirty are segments written since their last flush, each with a ref.
+	dirty   []*segment
+	waiters []*waiter // FsyncAlways appends awaiting a flush, by offset
+	failed  error     // sticky: set after a write or fsync failure
+	deleted bool
+	// leaderEpoch is stamped into appended batches (replication sets it).
+	leaderEpoch int32
+}
+
+// Topic returns the partition's topic name.
+func (p *Partition) Topic() string { return p.topic.name }
+
+// Index returns the partition number.
+func (p *Partition) Index() int32 { return p.idx }
+
+func (p *Partition) active() *segment { return p.segs[len(p.segs)-1] }
+
+// Info returns a snapshot of the partition's offsets.
+func (p *Partition) Info() PartitionInfo {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return PartitionInfo{LogStartOffset: p.logStart, HighWatermark: p.hw, LogEndOffset: p.logEnd}
+}
+
+// Changed returns a channel closed at the next high watermark advance.
+func (p *Partition) Changed() <-chan struct{} {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.changed
+}
+
+// setHW advances the high watermark. Lock must be held (write).
+func (p *Partition) setHW(hw int64, seg *segment, pos int64) {
+	if hw <= p.hw && p.hwSeg != nil {
+		return
+	}
+	p.hw, p.hwSeg, p.hwPos = hw, seg, pos
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+type waiter struct {
+	done chan struct{}
+	res  AppendResult
+	err  error
+}
+
+func (w *waiter) Done() <-chan struct{}         { return w.done }
+func (w *waiter) Result() (AppendResult, error) { <-w.done; return w.res, w.err }
+
+func (w *waiter) finish(err error) {
+	w.err = err
+	close(w.done)
+}
+
+// Append validates records (one or more back-to-back batches), assigns
+// offsets and writes them. It takes ownership of records: they are
+// rewritten in place. Nothing is written if any batch is invalid.
+func (p *Partition) Append(records []byte) (AppendWaiter, error) {
+	cfg := p.topic.config()
+	hs, err := validateBatches(records, cfg.MaxMessageBytes)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.e.closed.Load():
+		return nil, ErrClosed
+	case p.deleted:
+		return nil, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	case p.failed != nil:
+		return nil, p.failed
+	}
+	now := time.Now().UnixMilli()
+	last := p.logEnd
+	for _, h := range hs {
+		last += int64(h.lastOffsetDelta) + 1
+	}
+	seg := p.active()
+	if seg.size > 0 && (seg.size+int64(len(records)) > cfg.SegmentBytes ||
+		now-seg.createdMs >= cfg.SegmentMs || last-seg.base > math.MaxUint32) {
+		if seg, err = p.roll(now); err != nil {
+			return nil, p.fail(err)
+		}
+	}
+	if seg.size+int64(len(records)) > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: %d bytes do not fit a segment", ErrMessageTooLarge, len(records))
+	}
+	logAppendTime := int64(-1)
+	if cfg.TimestampTypeLogAppend {
+		logAppendTime = now
+	}
+	next, pos := p.logEnd, 0
+	for i := range hs {
+		h := &hs[i]
+		rewriteBatch(records[pos:pos+int(h.size)], next, p.leaderEpoch, logAppendTime)
+		h.baseOffset = next
+		if logAppendTime >= 0 {
+			h.maxTimestamp = logAppendTime
+		}
+		next = h.lastOffset() + 1
+		pos += int(h.size)
+	}
+	start := seg.size
+	if err := p.e.wq.write(seg, records, start); err != nil {
+		return nil, p.fail(err)
+	}
+	for _, h := range hs {
+		seg.noteBatch(h, start, cfg.IndexIntervalBytes)
+		start += int64(h.size)
+	}
+	res := AppendResult{BaseOffset: p.logEnd, LastOffset: next - 1, LogAppendTime: logAppendTime, LogStartOffset: p.logStart}
+	p.logEnd = next
+	p.e.stats.appends.Add(1)
+	p.e.stats.appendedBytes.Add(int64(len(records)))
+	w := &waiter{done: make(chan struct{}), res: res}
+	p.markDirty(seg)
+	if p.e.cfg.Fsync == FsyncAlways {
+		p.waiters = append(p.waiters, w)
+		p.e.wq.requestFlush(p)
+	} else {
+		p.setHW(p.logEnd, seg, seg.size)
+		w.finish(nil)
+	}
+	return w, nil
+}
+
+// markDirty notes that seg has unflushed bytes. Lock must be held.
+func (p *Partition) markDirty(seg *segment) {
+	if n := len(p.dirty); n > 0 && p.dirty[n-1] == seg {
+		return
+	}
+	seg.acquire()
+	p.dirty = append(p.dirty, seg)
+}
+
+// takeDirty hands the dirty segments and the end offset they cover to a
+// flusher, which owns the segment refs from then on.
+func (p *Partition) takeDirty() (segs []*segment, end int64, last *segment, lastPos int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	segs, p.dirty = p.dirty, nil
+	a := p.active()
+	return segs, p.logEnd, a, a.size
+}
+
+// flushed records that everything below end (ending at pos in seg) is
+// durable, completing waiters and, under FsyncAlways, advancing the HW.
+func (p *Partition) flushed(end int64, seg *segment, pos int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed != nil || end <= p.durable && p.hwSeg != nil {
+		return
+	}
+	p.durable = max(p.durable, end)
+	if p.e.cfg.Fsync == FsyncAlways {
+		p.setHW(end, seg, pos)
+	}
+	n := 0
+	for _, w := range p.waiters {
+		if w.res.LastOffset >= end {
+			break
+		}
+		w.finish(nil)
+		n++
+	}
+	p.waiters = p.waiters[n:]
+}
+
+// fail makes the partition refuse further appends and fails its waiters:
+// after a failed write or fsync the page cache no longer tells what is on
+// disk, so only recovery at the next Open can continue. Lock must be held.
+func (p *Partition) fail(cause error) error {
+	if p.failed == nil {
+		p.failed = fmt.Errorf("%w: partition %s-%d: %v", ErrStorage, p.topic.name, p.idx, cause)
+		if !errors.Is(cause, ErrStorage) {
+			p.e.log.Error("partition failed; appends refused until restart", "topic", p.topic.name, "partition", p.idx, "err", cause)
+		}
+	}
+	for _, w := range p.waiters {
+		w.finish(p.failed)
+	}
+	p.waiters = nil
+	return p.failed
+}
+
+// failLocked takes the lock and fails the partition.
+func (p *Partition) failLocked(cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.fail(cause)
+}
+
+// roll seals the active segment and starts a new one. The sealed segment
+// is flushed first so that every non-last segment is fully durable: that
+// is what lets recovery call damage in one corruption, not a torn tail.
+// Lock must be held.
+func (p *Partition) roll(now int64) (*segment, error) {
+	old := p.active()
+	if err := old.log.Datasync(); err != nil {
+		return nil, err
+	}
+	p.e.stats.fdatasyncs.Add(1)
+	if err := old.writeIndexes(); err != nil {
+		return nil, err
+	}
+	seg, err := p.e.createSegment(p.dir, p.logEnd, now)
+	if err != nil {
+		return nil, err
+	}
+	p.segs = append(p.segs, seg)
+	// The old segment is durable now: drop it from the dirty list and let
+	// waiters and the HW move up to its end.
+	for i, d := range p.dirty {
+		if d == old {
+			p.dirty = append(p.dirty[:i], p.dirty[i+1:]...)
+			old.release()
+			break
+		}
+	}
+	p.durable = max(p.durable, old.next)
+	if p.e.cfg.Fsync == FsyncAlways {
+		p.setHW(old.next, old, old.size)
+		n := 0
+		for _, w := range p.waiters {
+			if w.res.LastOffset >= old.next {
+				break
+			}
+			w.finish(nil)
+			n++
+		}
+		p.waiters = p.waiters[n:]
+	}
+	p.e.kickCheckpoint()
+	return seg, nil
+}
+
+// Read returns whole batches from one segment starting with the batch that
+// holds offset, at most maxBytes unless minOneBatch and the first batch is
+// larger. The caller must Release the result's Data.
+func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	res := ReadResult{Data: emptyRange, HighWatermark: p.hw, LastStableOffset: p.hw, LogStartOffset: p.logStart}
+	if p.deleted {
+		return res, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	}
+	if offset < p.logStart || offset > p.hw {
+		return res, fmt.Errorf("%w: %d not in [%d, %d] of %s-%d", ErrOffsetOutOfRange, offset, p.logStart, p.hw, p.topic.name, p.idx)
+	}
+	if offset == p.hw {
+		return res, nil
+	}
+	i := sort.Search(len(p.segs), func(i int) bool { return p.segs[i].base > offset }) - 1
+	seg := p.segs[i]
+	limit := seg.size
+	if seg == p.hwSeg {
+		limit = p.hwPos
+	}
+	pos := seg.lookup(offset)
+	var first batchHeader
+	for {
+		if pos >= limit {
+			return res, nil // offset falls in a gap (cannot happen with consecutive offsets)
+		}
+		h, err := seg.readHeader(pos)
+		if err != nil {
+			return res, err
+		}
+		if h.lastOffset() >= offset {
+			first = h
+			break
+		}
+		pos += int64(h.size)
+	}
+	end := limit
+	if end-pos > int64(maxBytes) {
+		// Find the last batch ending within maxBytes: jump with the index,
+		// then walk the few headers up to the boundary.
+		want := pos + int64(max(maxBytes, 0))
+		end = pos
+		at := max(seg.lookupPos(want), pos)
+		for at < limit {
+			h, err := seg.readHeader(at)
+			if err != nil {
+				return res, err
+			}
+			if at+int64(h.size) > want {
+				break
+			}
+			at += int64(h.size)
+			end = at
+		}
+		if end == pos && minOneBatch {
+			end = pos + int64(first.size)
+		}
+	}
+	if end == pos {
+		return res, nil
+	}
+	seg.acquire()
+	res.Data = &fileRange{seg: seg, pos: pos, n: int32(end - pos)}
+	return res, nil
+}
+
+// OffsetForTimestamp answers ListOffsets: TimestampEarliest, TimestampLatest,
+// TimestampMax, or the first batch whose max timestamp is >= ts (offset -1
+// when there is none). The returned timestamp is -1 for Earliest/Latest.
+func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.deleted {
+		return -1, -1, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	}
+	switch ts {
+	case TimestampEarliest:
+		return p.logStart, -1, nil
+	case TimestampLatest:
+		return p.hw, -1, nil
+	case TimestampMax:
+		best, at := int64(-1), int64(-1)
+		for _, s := range p.segs {
+			if s.maxTs > best && s.maxTsAt < p.hw {
+				best, at = s.maxTs, s.maxTsAt
+			}
+		}
+		return at, best, nil
+	}
+	if ts < 0 {
+		return -1, -1, fmt.Errorf("%w: timestamp %d", ErrInvalidRecord, ts)
+	}
+	for _, s := range p.segs {
+		if s.maxTs < ts || s.base >= p.hw {
+			continue
+		}
+		limit := s.size
+		if s == p.hwSeg {
+			limit = p.hwPos
+		}
+		// Start from the last time index entry below ts.
+		j := sort.Search(len(s.tindex), func(j int) bool { return s.tindex[j].ts >= ts })
+		pos := int64(0)
+		if j > 0 {
+			pos = s.lookup(s.base + int64(s.tindex[j-1].rel))
+		}
+		for pos < limit {
+			h, err := s.readHeader(pos)
+			if err != nil {
+				return -1, -1, err
+			}
+			if h.maxTimestamp >= ts {
+				return h.baseOffset, h.maxTimestamp, nil
+			}
+			pos += int64(h.size)
+		}
+	}
+	return -1, -1, nil
+}
+
+// deleteSegments removes the first n segments (never the active one),
+// advancing the log start. Open FileRanges keep their files readable.
+// Lock must be held.
+func (p *Partition) deleteSegments(n int) {
+	n = min(n, len(p.segs)-1)
+	for _, s := range p.segs[:n] {
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			if err := p.e.fs.Remove(s.path(suffix)); err != nil && !os.IsNotExist(err) {
+				p.e.log.Warn("removing segment file", "path", s.path(suffix), "err", err)
+			}
+		}
+		s.release()
+	}
+	if n > 0 {
+		p.segs = append([]*segment(nil), p.segs[n:]...)
+		p.logStart = max(p.logStart, p.segs[0].base)
+		p.e.fs.SyncDir(p.dir)
+	}
+}
+
+// applyRetention deletes whole sealed segments below the HW that are too
+// old (by their largest timestamp) or beyond retention.bytes.
+func (p *Partition) applyRetention(cfg TopicConfig, nowMs int64) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deleted || len(p.segs) < 2 {
+		return 0
+	}
+	var total int64
+	for _, s := range p.segs {
+		total += s.size
+	}
+	n := 0
+	for _, s := range p.segs[:len(p.segs)-1] {
+		if s.next > p.hw {
+			break
+		}
+		byTime := cfg.RetentionMs >= 0 && s.maxTs >= 0 && nowMs-s.maxTs > cfg.RetentionMs
+		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
+		if !byTime && !bySize {
+			break
+		}
+		total -= s.size
+		n++
+	}
+	p.deleteSegments(n)
+	return n
+}

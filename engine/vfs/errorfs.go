@@ -1,0 +1,217 @@
+package vfs
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Op is a kind of file system operation, for fault injection.
+type Op int
+
+const (
+	OpOpen Op = iota
+	OpRead
+	OpWrite
+	OpSync // Sync and Datasync
+	OpTruncate
+	OpRemove
+	OpRename
+	OpMkdir
+	OpReadDir
+	OpStat
+	OpSyncDir
+	OpClose
+	numOps
+)
+
+// ErrInjected is the error injected when a Fault has no Err of its own.
+var ErrInjected = errors.New("vfs: injected error")
+
+// Fault fails operations of kind Op on paths containing PathContains (empty
+// matches all). The first Skip matching calls pass; then Count calls fail
+// (Count 0 means every later matching call fails).
+type Fault struct {
+	Op           Op
+	PathContains string
+	Skip         int
+	Count        int
+	Err          error
+}
+
+// ErrorFS wraps an FS and injects faults. It also counts operations by kind,
+// which tests use to observe how many syncs a workload caused.
+type ErrorFS struct {
+	FS
+	mu     sync.Mutex
+	faults []*faultState
+	counts [numOps]atomic.Int64
+}
+
+type faultState struct {
+	Fault
+	seen, fired int
+}
+
+// Wrap returns an ErrorFS over fs with no faults.
+func Wrap(fs FS) *ErrorFS { return &ErrorFS{FS: fs} }
+
+// Inject adds a fault.
+func (e *ErrorFS) Inject(f Fault) {
+	if f.Err == nil {
+		f.Err = ErrInjected
+	}
+	e.mu.Lock()
+	e.faults = append(e.faults, &faultState{Fault: f})
+	e.mu.Unlock()
+}
+
+// Clear removes every fault.
+func (e *ErrorFS) Clear() {
+	e.mu.Lock()
+	e.faults = nil
+	e.mu.Unlock()
+}
+
+// Fired reports how many calls the faults have failed so far.
+func (e *ErrorFS) Fired() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, f := range e.faults {
+		n += f.fired
+	}
+	return n
+}
+
+// Count reports how many operations of kind op were attempted.
+func (e *ErrorFS) Count(op Op) int64 { return e.counts[op].Load() }
+
+func (e *ErrorFS) maybe(op Op, path string) error {
+	e.counts[op].Add(1)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.faults {
+		if f.Op != op || !strings.Contains(path, f.PathContains) {
+			continue
+		}
+		f.seen++
+		if f.seen <= f.Skip || (f.Count > 0 && f.fired >= f.Count) {
+			continue
+		}
+		f.fired++
+		return &os.PathError{Op: "injected", Path: path, Err: f.Err}
+	}
+	return nil
+}
+
+func (e *ErrorFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	if err := e.maybe(OpOpen, name); err != nil {
+		return nil, err
+	}
+	f, err := e.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &errFile{File: f, fs: e, name: name}, nil
+}
+
+func (e *ErrorFS) Remove(name string) error {
+	if err := e.maybe(OpRemove, name); err != nil {
+		return err
+	}
+	return e.FS.Remove(name)
+}
+
+func (e *ErrorFS) RemoveAll(name string) error {
+	if err := e.maybe(OpRemove, name); err != nil {
+		return err
+	}
+	return e.FS.RemoveAll(name)
+}
+
+func (e *ErrorFS) Rename(o, n string) error {
+	if err := e.maybe(OpRename, o); err != nil {
+		return err
+	}
+	return e.FS.Rename(o, n)
+}
+
+func (e *ErrorFS) MkdirAll(dir string, perm os.FileMode) error {
+	if err := e.maybe(OpMkdir, dir); err != nil {
+		return err
+	}
+	return e.FS.MkdirAll(dir, perm)
+}
+
+func (e *ErrorFS) ReadDir(dir string) ([]string, error) {
+	if err := e.maybe(OpReadDir, dir); err != nil {
+		return nil, err
+	}
+	return e.FS.ReadDir(dir)
+}
+
+func (e *ErrorFS) Stat(name string) (os.FileInfo, error) {
+	if err := e.maybe(OpStat, name); err != nil {
+		return nil, err
+	}
+	return e.FS.Stat(name)
+}
+
+func (e *ErrorFS) SyncDir(dir string) error {
+	if err := e.maybe(OpSyncDir, dir); err != nil {
+		return err
+	}
+	return e.FS.SyncDir(dir)
+}
+
+type errFile struct {
+	File
+	fs   *ErrorFS
+	name string
+}
+
+func (f *errFile) ReadAt(p []byte, off int64) (int, error) {
+	if err := f.fs.maybe(OpRead, f.name); err != nil {
+		return 0, err
+	}
+	return f.File.ReadAt(p, off)
+}
+
+func (f *errFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.maybe(OpWrite, f.name); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *errFile) Sync() error {
+	if err := f.fs.maybe(OpSync, f.name); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+func (f *errFile) Datasync() error {
+	if err := f.fs.maybe(OpSync, f.name); err != nil {
+		return err
+	}
+	return f.File.Datasync()
+}
+
+func (f *errFile) Truncate(size int64) error {
+	if err := f.fs.maybe(OpTruncate, f.name); err != nil {
+		return err
+	}
+	return f.File.Truncate(size)
+}
+
+func (f *errFile) Close() error {
+	if err := f.fs.maybe(OpClose, f.name); err != nil {
+		f.File.Close() // release the descriptor anyway; the error is the point
+		return err
+	}
+	return f.File.Close()
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+)
+
+// writeQueue is the seam between partitions and the I/O that makes their
+// bytes durable. Partitions call write under their lock, so submissions
+// arrive in offset order per partition; requestFlush asks for the
+// partition's dirty segments to be flushed, after which the queue calls
+// Partition.flushed (or failLocked). The io_uring ring owner will implement
+// this by batching writes from all partitions into one submission with
+// linked fdatasyncs.
+type writeQueue interface {
+	name() string
+	write(seg *segment, data []byte, pos int64) error
+	requestFlush(p *Partition)
+	// close flushes what was requested and stops the queue.
+	close()
+}
+
+// syncQueue writes with pwrite in the caller and flushes with fdatasync on
+// one flusher goroutine. Flushes are shared: each round takes every
+// partition that asked since the last round, so many waiting appends cost
+// one fdatasync per dirty segment (group commit), and appends keep landing
+// while a round is in flight.
+type syncQueue struct {
+	e       *Engine
+	mu      sync.Mutex
+	pending map[*Partition]struct{}
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func newSyncQueue(e *Engine) *syncQueue {
+	q := &syncQueue{
+		e:       e,
+		pending: map[*Partition]struct{}{},
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	go q.run()
+	return q
+}
+
+func (q *syncQueue) name() string { return "sync" }
+
+func (q *syncQueue) write(seg *segment, data []byte, pos int64) error {
+	n, err := seg.log.WriteAt(data, pos)
+	if err == nil && n != len(data) {
+		err = fmt.Errorf("short write %d of %d", n, len(data))
+	}
+	if err != nil {
+		return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, seg.path(logSuffix), pos, err)
+	}
+	return nil
+}
+
+func (q *syncQueue) requestFlush(p *Partition) {
+	q.mu.Lock()
+	q.pending[p] = struct{}{}
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *syncQueue) run() {
+	defer close(q.done)
+	for {
+		select {
+		case <-q.kick:
+			q.round()
+		case <-q.stop:
+			q.round()
+			return
+		}
+	}
+}
+
+// round flushes every partition that asked since the previous round.
+func (q *syncQueue) round() {
+	q.mu.Lock()
+	batch := q.pending
+	q.pending = make(map[*Partition]struct{}, len(batch))
+	q.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	q.e.stats.flushRounds.Add(1)
+	for p := range batch {
+		flushPartition(q.e, p)
+	}
+}
+
+// flushPartition fdatasyncs p's dirty segments and reports the result.
+func flushPartition(e *Engine, p *Partition) {
+	segs, end, last, lastPos := p.takeDirty()
+	var err error
+	for _, s := range segs {
+		if err == nil {
+			if err = s.log.Datasync(); err != nil {
+				err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, s.path(logSuffix), err)
+			}
+			e.stats.fdatasyncs.Add(1)
+		}
+		s.release()
+	}
+	if err != nil {
+		p.failLocked(err)
+		return
+	}
+	p.flushed(end, last, lastPos)
+}
+
+func (q *syncQueue) close() {
+	close(q.stop)
+	<-q.done
+}

@@ -1,0 +1,227 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ringlog/ringlog/loadgen/nullsink"
+	"github.com/ringlog/ringlog/results"
+)
+
+// envVar names the environment variable of a flag: --target-p99 reads
+// RINGLOG_TARGET_P99.
+func envVar(flag string) []string {
+	return []string{"RINGLOG_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+func workloadFlags(d Config) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "bootstrap", Value: strings.Join(d.Bootstrap, ","), Usage: "comma-separated host:port of any Kafka-compatible cluster", EnvVars: envVar("bootstrap")},
+		&cli.StringFlag{Name: "topic", Value: d.Topic, EnvVars: envVar("topic")},
+		&cli.IntFlag{Name: "partitions", Value: int(d.Partitions), Usage: "partitions when the topic is created", EnvVars: envVar("partitions")},
+		&cli.IntFlag{Name: "replication-factor", Value: int(d.ReplicationFactor), Usage: "replication factor when the topic is created", EnvVars: envVar("replication-factor")},
+		&cli.Float64Flag{Name: "rate", Value: d.Rate, Usage: "messages per second, open loop (fixed schedule)", EnvVars: envVar("rate")},
+		&cli.IntFlag{Name: "message-size", Value: d.MessageSize, Usage: "value bytes per message (>= 16)", EnvVars: envVar("message-size")},
+		&cli.IntFlag{Name: "keys", Value: d.Keys, Usage: "number of distinct keys (0: null keys, sticky partitions)", EnvVars: envVar("keys")},
+		&cli.BoolFlag{Name: "random-keys", Usage: "pick keys at random instead of cycling", EnvVars: envVar("random-keys")},
+		&cli.IntFlag{Name: "producers", Value: d.Producers, Usage: "producer goroutines, each with its own connections", EnvVars: envVar("producers")},
+		&cli.StringFlag{Name: "acks", Value: "all", Usage: "all|1|0", EnvVars: envVar("acks")},
+		&cli.StringFlag{Name: "compression", Value: "none", Usage: "none|gzip|snappy|lz4|zstd", EnvVars: envVar("compression")},
+		&cli.DurationFlag{Name: "linger", Value: d.Linger, Usage: "how long a batch may wait to fill", EnvVars: envVar("linger")},
+		&cli.IntFlag{Name: "batch-bytes", Value: d.BatchBytes, Usage: "flush a batch at this size", EnvVars: envVar("batch-bytes")},
+		&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "measured time (after warmup)", EnvVars: envVar("duration")},
+		&cli.DurationFlag{Name: "warmup", Value: d.Warmup, Usage: "time run before measuring, excluded from results", EnvVars: envVar("warmup")},
+		&cli.IntFlag{Name: "consumers", Value: d.Consumers, Usage: "consumers measuring end-to-end latency", EnvVars: envVar("consumers")},
+		&cli.DurationFlag{Name: "target-p99", Value: d.TargetP99, Usage: "ack-latency p99 target (SLA verdict, find-max)", EnvVars: envVar("target-p99")},
+		&cli.StringFlag{Name: "client", Value: d.Client, Usage: "lean (raw produce requests) or kgo (franz-go), for comparison", EnvVars: envVar("client")},
+		&cli.IntFlag{Name: "max-in-flight", Value: d.MaxInFlight, Usage: "unacknowledged requests per connection", EnvVars: envVar("max-in-flight")},
+		&cli.IntFlag{Name: "max-buffered-bytes", Value: d.MaxBufferedBytes, Usage: "request memory per producer before the generator blocks", EnvVars: envVar("max-buffered-bytes")},
+		&cli.DurationFlag{Name: "drain-timeout", Value: d.DrainTimeout, Usage: "wait this long for outstanding acks after the run", EnvVars: envVar("drain-timeout")},
+		&cli.StringFlag{Name: "out", Usage: "write result.json, .hgrm, .hlog and report.html here", EnvVars: envVar("out")},
+		&cli.StringFlag{Name: "label", Usage: "name of this run in reports", EnvVars: envVar("label")},
+		&cli.BoolFlag{Name: "quiet", Usage: "no per-second progress lines", EnvVars: envVar("quiet")},
+		&cli.StringFlag{Name: "broker-admin", Usage: "broker admin address; its /healthz fills the report's environment", EnvVars: envVar("broker-admin")},
+	}
+}
+
+func configFrom(c *cli.Context) (Config, error) {
+	cfg := DefaultConfig()
+	cfg.Bootstrap = strings.Split(c.String("bootstrap"), ",")
+	cfg.Topic = c.String("topic")
+	cfg.Partitions = int32(c.Int("partitions"))
+	cfg.ReplicationFactor = int16(c.Int("replication-factor"))
+	cfg.Rate = c.Float64("rate")
+	cfg.MessageSize = c.Int("message-size")
+	cfg.Keys = c.Int("keys")
+	cfg.RandomKeys = c.Bool("random-keys")
+	cfg.Producers = c.Int("producers")
+	var err error
+	if cfg.Acks, err = ParseAcks(c.String("acks")); err != nil {
+		return cfg, err
+	}
+	if cfg.Compression, err = ParseCodec(c.String("compression")); err != nil {
+		return cfg, err
+	}
+	cfg.Linger = c.Duration("linger")
+	cfg.BatchBytes = c.Int("batch-bytes")
+	cfg.Duration = c.Duration("duration")
+	cfg.Warmup = c.Duration("warmup")
+	cfg.Consumers = c.Int("consumers")
+	cfg.TargetP99 = c.Duration("target-p99")
+	cfg.Client = c.String("client")
+	cfg.MaxInFlight = c.Int("max-in-flight")
+	cfg.MaxBufferedBytes = c.Int("max-buffered-bytes")
+	cfg.DrainTimeout = c.Duration("drain-timeout")
+	cfg.Label = c.String("label")
+	cfg.Quiet = c.Bool("quiet")
+	cfg.BrokerAdmin = c.String("broker-admin")
+	return cfg, cfg.Validate()
+}
+
+// Commands returns the loadgen, bench and size commands for cmd/ringlog.
+func Commands() []*cli.Command {
+	d := DefaultConfig()
+	lgFlags := append(workloadFlags(d),
+		&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339Nano, Usage: "wall-clock start (RFC 3339) so several generators start together", EnvVars: envVar("start-at")},
+		&cli.BoolFlag{Name: "find-max", Usage: "step the rate up and bisect to the highest rate meeting --target-p99 without errors", EnvVars: envVar("find-max")},
+		&cli.IntFlag{Name: "find-max-steps", Value: 12, Usage: "most steps a find-max search runs", EnvVars: envVar("find-max-steps")},
+		&cli.Float64Flag{Name: "find-max-precision", Value: 0.05, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: envVar("find-max-precision")},
+		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: envVar("null-sink")},
+	)
+	return []*cli.Command{
+		{
+			Name:   "loadgen",
+			Usage:  "produce a fixed-rate workload and report latency without coordinated omission",
+			Flags:  lgFlags,
+			Action: loadgenAction,
+		},
+		benchCommand(),
+		sizeCommand(),
+	}
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func loadgenAction(c *cli.Context) error {
+	cfg, err := configFrom(c)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if ts := c.Timestamp("start-at"); ts != nil {
+		cfg.StartAt = *ts
+	}
+	if c.Bool("null-sink") {
+		sink, err := nullsink.Listen("127.0.0.1:0", cfg.Partitions)
+		if err != nil {
+			return err
+		}
+		defer sink.Close()
+		cfg.Bootstrap = []string{sink.Addr()}
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	out := c.App.Writer
+	var run *results.Run
+	if c.Bool("find-max") {
+		run, err = findMaxRun(ctx, cfg, c.Int("find-max-steps"), c.Float64("find-max-precision"), out)
+	} else {
+		run, err = Run(ctx, cfg, out)
+	}
+	if err != nil {
+		return err
+	}
+	return finish(run, cfg, c.String("out"), out)
+}
+
+// findMaxRun searches, keeping the full run of the highest passing step (or
+// the last step when none passed) as the main result.
+func findMaxRun(ctx context.Context, cfg Config, steps int, precision float64, out interface{ Write([]byte) (int, error) }) (*results.Run, error) {
+	var best, last *results.Run
+	fm, err := FindMax(ctx, FindMaxConfig{StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6, Precision: precision, MaxSteps: steps},
+		func(ctx context.Context, rate float64) (results.Step, error) {
+			step := cfg
+			step.Rate = rate
+			fmt.Fprintf(out, "find-max: step at %.0f msg/s\n", rate)
+			r, err := Run(ctx, step, out)
+			if err != nil {
+				return results.Step{}, err
+			}
+			last = r
+			res := r.Result
+			s := results.Step{AchievedRate: res.AchievedRate, P50Ms: res.AckLatencyMs.P50, P99Ms: res.AckLatencyMs.P99,
+				MaxMs: res.AckLatencyMs.Max, Errors: res.Errors, Saturated: res.GeneratorSaturated}
+			if res.SLA.Pass && !res.GeneratorSaturated && (best == nil || rate > best.Result.TargetRate) {
+				best = r
+			}
+			return s, ctx.Err()
+		})
+	if last == nil {
+		return nil, err
+	}
+	if best == nil {
+		best = last
+	}
+	best.Result.FindMax = fm
+	return best, err
+}
+
+// finish adds the environment, writes the report directory and prints the
+// summary.
+func finish(run *results.Run, cfg Config, dir string, out interface{ Write([]byte) (int, error) }) error {
+	run.Result.Environment = Environment(cfg.BrokerAdmin, cfg.Client)
+	if dir != "" {
+		if err := run.Write(dir); err != nil {
+			return err
+		}
+	}
+	results.WriteSummary(out, &run.Result)
+	if dir != "" {
+		fmt.Fprintf(out, "report: %s\n", dir)
+	}
+	return nil
+}
+
+func sizeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "size",
+		Usage: "capacity arithmetic for a workload (optionally brokers needed, from a find-max result)",
+		Flags: []cli.Flag{
+			&cli.Float64Flag{Name: "peak-rate", Value: 5_000_000, Usage: "peak messages per second", EnvVars: envVar("peak-rate")},
+			&cli.Float64Flag{Name: "avg-rate", Value: 500_000, Usage: "average messages per second", EnvVars: envVar("avg-rate")},
+			&cli.Float64Flag{Name: "message-bytes", Value: 1000, EnvVars: envVar("message-bytes")},
+			&cli.Float64Flag{Name: "retention-days", Value: 7, EnvVars: envVar("retention-days")},
+			&cli.Float64Flag{Name: "copies", Value: 3, Usage: "replication factor", EnvVars: envVar("copies")},
+			&cli.StringFlag{Name: "from", Usage: "result directory of a --find-max run", EnvVars: envVar("from")},
+			&cli.IntFlag{Name: "measured-brokers", Value: 1, Usage: "brokers in the --from run's cluster", EnvVars: envVar("measured-brokers")},
+		},
+		Action: func(c *cli.Context) error {
+			in := SizeInput{PeakRate: c.Float64("peak-rate"), AvgRate: c.Float64("avg-rate"), MessageBytes: c.Float64("message-bytes"),
+				RetentionDays: c.Float64("retention-days"), Copies: c.Float64("copies")}
+			if in.Copies < 1 || in.MessageBytes <= 0 || in.PeakRate < 0 || in.AvgRate < 0 || in.RetentionDays < 0 {
+				return cli.Exit("size: copies >= 1, message-bytes > 0 and non-negative rates and days", 2)
+			}
+			capacity := Size(in)
+			var r *results.Result
+			if dir := c.String("from"); dir != "" {
+				var err error
+				if r, err = results.ReadJSON(dir); err != nil {
+					return err
+				}
+				if err := capacity.WithMeasurement(r, c.Int("measured-brokers")); err != nil {
+					return fmt.Errorf("%s: %w", dir, err)
+				}
+			}
+			WriteSize(c.App.Writer, in, capacity, r)
+			return nil
+		},
+	}
+}

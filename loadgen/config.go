@@ -1,0 +1,133 @@
+package loadgen
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is one load-generation workload. DefaultConfig fills every field.
+type Config struct {
+	// Bootstrap lists host:port seeds of any Kafka-compatible cluster.
+	Bootstrap         []string
+	Topic             string
+	Partitions        int32
+	ReplicationFactor int16
+	// Rate is the open-loop target in messages per second (all producers).
+	Rate        float64
+	MessageSize int
+	// Keys > 0 gives messages one of Keys keys (cycling, or random with
+	// RandomKeys); 0 sends null keys with sticky partitioning.
+	Keys       int
+	RandomKeys bool
+	Producers  int
+	// Acks is -1 (all), 1 or 0.
+	Acks        int16
+	Compression Codec
+	Linger      time.Duration
+	BatchBytes  int
+	// Duration is the measured window; Warmup runs before it and is excluded.
+	Duration  time.Duration
+	Warmup    time.Duration
+	Consumers int
+	TargetP99 time.Duration
+	// Client is "lean" (raw produce requests) or "kgo" (franz-go).
+	Client string
+	// StartAt, when set, is the wall-clock time the schedule starts, so
+	// several generator processes start together.
+	StartAt     time.Time
+	Label       string
+	Quiet       bool
+	BrokerAdmin string
+	// MaxInFlight bounds unacknowledged requests per connection.
+	MaxInFlight int
+	// MaxBufferedBytes bounds request memory per producer; when it is full
+	// the generator blocks and the send delay shows it.
+	MaxBufferedBytes int
+	// DrainTimeout is how long to wait for outstanding acks after the run.
+	DrainTimeout   time.Duration
+	RequestTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults the CLI shows.
+func DefaultConfig() Config {
+	return Config{
+		Bootstrap:         []string{"127.0.0.1:9092"},
+		Topic:             "ringlog-loadgen",
+		Partitions:        8,
+		ReplicationFactor: 1,
+		Rate:              10_000,
+		MessageSize:       1024,
+		Producers:         1,
+		Acks:              -1,
+		Linger:            time.Millisecond,
+		BatchBytes:        256 << 10,
+		Duration:          30 * time.Second,
+		Warmup:            5 * time.Second,
+		TargetP99:         10 * time.Millisecond,
+		Client:            "lean",
+		MaxInFlight:       32,
+		MaxBufferedBytes:  256 << 20,
+		DrainTimeout:      15 * time.Second,
+		RequestTimeout:    30 * time.Second,
+	}
+}
+
+// valueHeaderLen is the run id and intended wall time carried at the start
+// of every value so consumers can compute end-to-end latency.
+const valueHeaderLen = 16
+
+// Validate checks fields, and fields against each other.
+func (c *Config) Validate() error {
+	switch {
+	case len(c.Bootstrap) == 0:
+		return fmt.Errorf("bootstrap: need at least one broker address")
+	case c.Topic == "":
+		return fmt.Errorf("topic: empty")
+	case c.Partitions < 1:
+		return fmt.Errorf("partitions %d: need >= 1", c.Partitions)
+	case c.ReplicationFactor < 1:
+		return fmt.Errorf("replication-factor %d: need >= 1", c.ReplicationFactor)
+	case c.Rate <= 0:
+		return fmt.Errorf("rate %v: need > 0", c.Rate)
+	case c.MessageSize < valueHeaderLen:
+		return fmt.Errorf("message-size %d: need >= %d (run id and send time)", c.MessageSize, valueHeaderLen)
+	case c.Keys < 0:
+		return fmt.Errorf("keys %d: need >= 0", c.Keys)
+	case c.Producers < 1:
+		return fmt.Errorf("producers %d: need >= 1", c.Producers)
+	case c.Acks != -1 && c.Acks != 0 && c.Acks != 1:
+		return fmt.Errorf("acks %d: need all (-1), 1 or 0", c.Acks)
+	case c.BatchBytes < 1024:
+		return fmt.Errorf("batch-bytes %d: need >= 1024", c.BatchBytes)
+	case c.BatchBytes < c.MessageSize+256:
+		return fmt.Errorf("batch-bytes %d must exceed message-size %d plus framing", c.BatchBytes, c.MessageSize)
+	case c.MaxBufferedBytes < 2*c.BatchBytes:
+		return fmt.Errorf("max buffered bytes %d must be at least twice batch-bytes %d", c.MaxBufferedBytes, c.BatchBytes)
+	case c.Duration <= 0:
+		return fmt.Errorf("duration %v: need > 0", c.Duration)
+	case c.Warmup < 0:
+		return fmt.Errorf("warmup %v: need >= 0", c.Warmup)
+	case c.Consumers < 0:
+		return fmt.Errorf("consumers %d: need >= 0", c.Consumers)
+	case c.TargetP99 <= 0:
+		return fmt.Errorf("target-p99 %v: need > 0", c.TargetP99)
+	case c.Client != "lean" && c.Client != "kgo":
+		return fmt.Errorf("client %q: need lean or kgo", c.Client)
+	case c.MaxInFlight < 1:
+		return fmt.Errorf("max in flight %d: need >= 1", c.MaxInFlight)
+	}
+	return nil
+}
+
+// ParseAcks maps all|-1|1|0.
+func ParseAcks(s string) (int16, error) {
+	switch s {
+	case "all", "-1":
+		return -1, nil
+	case "1":
+		return 1, nil
+	case "0":
+		return 0, nil
+	}
+	return 0, fmt.Errorf("acks %q: need all, 1 or 0", s)
+}

@@ -1,0 +1,91 @@
+package loadgen
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/results"
+)
+
+// Environment describes this machine, this binary and, when adminAddr is
+// given, the broker (its /healthz JSON).
+func Environment(adminAddr, client string) results.Environment {
+	env := results.Environment{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Client: client}
+	env.Hostname, _ = os.Hostname()
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		env.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				env.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		env.LoadgenVersion = bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				env.LoadgenCommit = s.Value
+			}
+		}
+	}
+	if adminAddr != "" {
+		if err := brokerHealth(adminAddr, &env); err != nil {
+			env.BrokerHealthz = err.Error()
+		}
+	}
+	return env
+}
+
+func brokerHealth(admin string, env *results.Environment) error {
+	url := admin
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	url = strings.TrimSuffix(url, "/")
+	if !strings.HasSuffix(url, "/healthz") {
+		url += "/healthz"
+	}
+	cl := http.Client{Timeout: 3 * time.Second}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	var h struct {
+		// Raw: the broker may send strings, numbers or objects here.
+		IOPath  json.RawMessage `json:"io_path"`
+		Fsync   json.RawMessage `json:"fsync"`
+		Version json.RawMessage `json:"version"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	env.BrokerIOPath, env.BrokerFsync, env.BrokerVersion = rawString(h.IOPath), rawString(h.Fsync), rawString(h.Version)
+	return nil
+}
+
+func rawString(m json.RawMessage) string {
+	var s string
+	if json.Unmarshal(m, &s) == nil {
+		return s
+	}
+	return string(m)
+}

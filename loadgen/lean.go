@@ -1,0 +1,436 @@
+package loadgen
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The lean client writes Produce requests it framed itself (see
+// produceFrame) over one TCP connection per broker per producer. Kafka
+// answers requests on a connection in order, so responses are matched to a
+// FIFO of in-flight requests.
+
+// framePool bounds the request memory of one producer. When it is empty the
+// producer blocks, which the send-delay series then shows.
+type framePool struct {
+	free  chan *produceFrame
+	made  int
+	limit int
+	size  int
+}
+
+func newFramePool(limit, size int) *framePool {
+	return &framePool{free: make(chan *produceFrame, limit), limit: limit, size: size}
+}
+
+// get is called only by the owning producer goroutine.
+func (p *framePool) get() *produceFrame {
+	select {
+	case f := <-p.free:
+		return f
+	default:
+	}
+	if p.made < p.limit {
+		p.made++
+		return &produceFrame{buf: make([]byte, 0, p.size), intended: make([]int64, 0, 1024)}
+	}
+	return <-p.free
+}
+
+func (p *framePool) put(f *produceFrame) { p.free <- f }
+
+// leanConn is one producer's connection to one broker.
+type leanConn struct {
+	st       *runState
+	conn     net.Conn
+	version  int16
+	corr     int32
+	sendq    chan *produceFrame
+	inflight chan *produceFrame
+	pool     *framePool
+	dead     atomic.Bool
+	done     chan struct{} // reader finished (or never started, acks=0)
+	wdone    chan struct{} // writer finished
+	closeOnce sync.Once
+}
+
+// negotiateProduceVersion asks the broker (ApiVersions v0) for its Produce
+// range; we frame v3-v8 (record batch v2, non-flexible).
+func negotiateProduceVersion(conn net.Conn, codec Codec) (int16, error) {
+	req := make([]byte, 0, 64)
+	req = append(req, 0, 0, 0, 0)
+	req = binary.BigEndian.AppendUint16(req, 18) // ApiVersions
+	req = binary.BigEndian.AppendUint16(req, 0)
+	req = binary.BigEndian.AppendUint32(req, 0x7fffffff)
+	req = binary.BigEndian.AppendUint16(req, uint16(len(clientID)))
+	req = append(req, clientID...)
+	binary.BigEndian.PutUint32(req, uint32(len(req)-4))
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	defer conn.SetDeadline(time.Time{})
+	if _, err := conn.Write(req); err != nil {
+		return 0, err
+	}
+	body, err := readFrame(conn, nil)
+	if err != nil {
+		return 0, fmt.Errorf("api versions: %w", err)
+	}
+	resp := kmsg.ApiVersionsResponse{Version: 0}
+	if len(body) < 4 {
+		return 0, fmt.Errorf("api versions: short response")
+	}
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		return 0, fmt.Errorf("api versions: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, fmt.Errorf("api versions: %w", err)
+	}
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey != 0 {
+			continue
+		}
+		v := min(k.MaxVersion, 8)
+		if v < 3 || v < k.MinVersion {
+			return 0, fmt.Errorf("broker produce versions %d-%d: lean client needs one of 3-8", k.MinVersion, k.MaxVersion)
+		}
+		if codec == CodecZstd && v < 7 {
+			return 0, fmt.Errorf("broker produce max version %d: zstd needs 7", k.MaxVersion)
+		}
+		return v, nil
+	}
+	return 0, fmt.Errorf("broker does not advertise Produce")
+}
+
+// readFrame reads one size-prefixed frame into buf (reused when large enough).
+func readFrame(r io.Reader, buf []byte) ([]byte, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(sz[:]))
+	if n < 4 || n > 64<<20 {
+		return nil, fmt.Errorf("bad response size %d", n)
+	}
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	_, err := io.ReadFull(r, buf)
+	return buf, err
+}
+
+func dialLean(st *runState, addr string, pool *framePool) (*leanConn, error) {
+	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+		tc.SetWriteBuffer(4 << 20)
+		tc.SetReadBuffer(1 << 20)
+	}
+	v, err := negotiateProduceVersion(conn, st.cfg.Compression)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	lc := &leanConn{
+		st: st, conn: conn, version: v, pool: pool,
+		sendq:    make(chan *produceFrame, pool.limit),
+		inflight: make(chan *produceFrame, st.cfg.MaxInFlight),
+		done:     make(chan struct{}),
+		wdone:    make(chan struct{}),
+	}
+	go lc.writeLoop()
+	if st.cfg.Acks != 0 {
+		go lc.readLoop()
+	} else {
+		close(lc.done)
+	}
+	return lc, nil
+}
+
+// fail counts the messages of f as errors and recycles it.
+func (lc *leanConn) fail(f *produceFrame, err error) {
+	lc.st.c.fail(len(f.intended), err)
+	lc.pool.put(f)
+}
+
+func (lc *leanConn) markDead(err error) {
+	lc.closeOnce.Do(func() {
+		lc.dead.Store(true)
+		lc.st.c.fail(0, err)
+		lc.conn.Close()
+	})
+}
+
+// writeLoop sends queued requests, gathering whatever is queued into one
+// writev call.
+func (lc *leanConn) writeLoop() {
+	defer close(lc.wdone)
+	defer func() {
+		if lc.st.cfg.Acks != 0 {
+			close(lc.inflight)
+		}
+	}()
+	var bufs net.Buffers
+	var batch []*produceFrame
+	for f := range lc.sendq {
+		batch = append(batch[:0], f)
+	gather:
+		for len(batch) < 64 {
+			select {
+			case g, ok := <-lc.sendq:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, g)
+			default:
+				break gather
+			}
+		}
+		if lc.dead.Load() {
+			for _, g := range batch {
+				lc.fail(g, nil)
+			}
+			continue
+		}
+		bufs = bufs[:0]
+		for _, g := range batch {
+			if lc.st.cfg.Acks != 0 {
+				lc.inflight <- g // blocks at MaxInFlight: the broker's backpressure
+			}
+			bufs = append(bufs, g.buf)
+		}
+		toWrite := bufs // WriteTo consumes its receiver
+		_, err := toWrite.WriteTo(lc.conn)
+		if err != nil {
+			lc.markDead(fmt.Errorf("write: %w", err))
+			if lc.st.cfg.Acks == 0 {
+				for _, g := range batch {
+					lc.fail(g, nil)
+				}
+			}
+			continue
+		}
+		if lc.st.cfg.Acks == 0 {
+			// Nothing comes back: "ack" latency is time until written.
+			now := lc.st.now()
+			for _, g := range batch {
+				lc.st.ack.recordSince(now, g.intended, lc.st.measureNs)
+				lc.st.countAcked(g)
+				lc.pool.put(g)
+			}
+		}
+	}
+}
+
+// readLoop matches responses to in-flight requests in order.
+func (lc *leanConn) readLoop() {
+	defer close(lc.done)
+	r := bufio.NewReaderSize(lc.conn, 64<<10)
+	var buf []byte
+	var resp kmsg.ProduceResponse
+	for f := range lc.inflight {
+		if lc.dead.Load() {
+			lc.fail(f, nil)
+			continue
+		}
+		body, err := readFrame(r, buf)
+		if err != nil {
+			lc.markDead(fmt.Errorf("read: %w", err))
+			lc.fail(f, nil)
+			continue
+		}
+		buf = body
+		now := lc.st.now()
+		corr := int32(binary.BigEndian.Uint32(body))
+		want := int32(binary.BigEndian.Uint32(f.buf[f.corrAt:]))
+		if corr != want {
+			lc.markDead(fmt.Errorf("response correlation id %d, expected %d", corr, want))
+			lc.fail(f, nil)
+			continue
+		}
+		resp.Default()
+		resp.Version = lc.version
+		if err := resp.ReadFrom(body[4:]); err != nil {
+			lc.markDead(fmt.Errorf("produce response: %w", err))
+			lc.fail(f, nil)
+			continue
+		}
+		if err := produceError(&resp); err != nil {
+			lc.fail(f, err)
+			continue
+		}
+		lc.st.ack.recordSince(now, f.intended, lc.st.measureNs)
+		lc.st.countAcked(f)
+		lc.pool.put(f)
+	}
+}
+
+func produceError(resp *kmsg.ProduceResponse) error {
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return errors.New("produce response does not echo one topic partition")
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		if p.ErrorMessage != nil {
+			return fmt.Errorf("%w: %s", err, *p.ErrorMessage)
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *runState) countAcked(f *produceFrame) {
+	n := int64(len(f.intended))
+	s.c.acked.Add(n)
+	measured := 0
+	for _, t := range f.intended {
+		if t >= s.measureNs {
+			measured++
+		}
+	}
+	s.c.measuredAcked.Add(int64(measured))
+	s.c.bytesAcked.Add(int64(measured) * int64(s.cfg.MessageSize))
+}
+
+// leanEmitter batches one producer's messages per partition.
+type leanEmitter struct {
+	st        *runState
+	conns     []*leanConn // one per partition, shared per broker
+	uniq      []*leanConn
+	open      []*produceFrame // per partition
+	openSince []int64
+	pool      *framePool
+	comp      compressors
+	key       []byte
+	head      [valueHeaderLen]byte
+	sticky    int32
+}
+
+func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
+	cfg := st.cfg
+	limit := max(cfg.MaxBufferedBytes/cfg.BatchBytes, 2*int(cfg.Partitions)+cfg.MaxInFlight)
+	e := &leanEmitter{
+		st:        st,
+		pool:      newFramePool(limit, cfg.BatchBytes+cfg.MessageSize+1024),
+		open:      make([]*produceFrame, cfg.Partitions),
+		openSince: make([]int64, cfg.Partitions),
+		conns:     make([]*leanConn, cfg.Partitions),
+		sticky:    int32(producer) % cfg.Partitions,
+	}
+	byAddr := map[string]*leanConn{}
+	for p, addr := range st.leaders {
+		lc := byAddr[addr]
+		if lc == nil {
+			var err error
+			if lc, err = dialLean(st, addr, e.pool); err != nil {
+				e.close()
+				return nil, err
+			}
+			byAddr[addr] = lc
+			e.uniq = append(e.uniq, lc)
+		}
+		e.conns[p] = lc
+	}
+	return e, nil
+}
+
+func (e *leanEmitter) add(i uint64, intended, now, key int64) {
+	part := e.sticky
+	var k []byte
+	if key >= 0 {
+		part = int32(key % int64(len(e.open)))
+		e.key = appendKey(e.key, key)
+		k = e.key
+	}
+	f := e.open[part]
+	if f == nil {
+		f = e.pool.get()
+		f.reset(e.conns[part].version, e.st.cfg.Acks, int32(e.st.cfg.RequestTimeout/time.Millisecond),
+			e.st.cfg.Topic, part, e.st.cfg.Compression)
+		e.open[part] = f
+		e.openSince[part] = now
+	}
+	e.st.valueHead(e.head[:], intended)
+	f.appendRecord((e.st.t0WallNs+intended)/1e6, k, e.head[:], e.st.fillerFor(i), intended)
+	if f.size() >= e.st.cfg.BatchBytes {
+		e.flush(part)
+	}
+}
+
+func (e *leanEmitter) flush(part int32) {
+	f := e.open[part]
+	if f == nil {
+		return
+	}
+	e.open[part] = nil
+	lc := e.conns[part]
+	lc.corr++
+	if err := f.finish(lc.corr, &e.comp); err != nil {
+		e.st.c.fail(len(f.intended), err)
+		e.pool.put(f)
+		return
+	}
+	lc.sendq <- f
+	if part == e.sticky {
+		e.sticky = (e.sticky + 1) % int32(len(e.open))
+	}
+}
+
+func (e *leanEmitter) tick(now int64) int64 {
+	next := int64(never)
+	linger := int64(e.st.cfg.Linger)
+	for p, f := range e.open {
+		if f == nil {
+			continue
+		}
+		if deadline := e.openSince[p] + linger; deadline <= now {
+			e.flush(int32(p))
+		} else if deadline < next {
+			next = deadline
+		}
+	}
+	return next
+}
+
+func (e *leanEmitter) finish() {
+	for p := range e.open {
+		e.flush(int32(p))
+	}
+	for _, lc := range e.uniq {
+		close(lc.sendq)
+	}
+}
+
+// wait blocks until every response arrived or the deadline passed; then it
+// closes the connections, counting what never came back as errors.
+func (e *leanEmitter) wait(deadline time.Time) {
+	for _, lc := range e.uniq {
+		for _, ch := range []chan struct{}{lc.wdone, lc.done} {
+			select {
+			case <-ch:
+			case <-time.After(time.Until(deadline)):
+				lc.markDead(fmt.Errorf("no response within the %v drain timeout", e.st.cfg.DrainTimeout))
+				<-ch
+			}
+		}
+	}
+	e.close()
+}
+
+func (e *leanEmitter) close() {
+	for _, lc := range e.uniq {
+		lc.conn.Close()
+	}
+}

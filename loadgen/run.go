@@ -1,0 +1,328 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/results"
+)
+
+// sendDelaySaturatedMs: a generator whose own p99 lateness exceeds this is
+// reported as saturated (CPU-bound, or blocked on its buffer limit).
+const sendDelaySaturatedMs = 5.0
+
+// topicInfo is what a run needs from metadata.
+type topicInfo struct {
+	leaders []string        // partition -> leader host:port
+	ends    map[int32]int64 // partition -> end offset before the run
+}
+
+// prepareTopic creates the topic if missing and returns its leaders and end
+// offsets.
+func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...), kgo.ClientID(clientID+"-admin"))
+	if err != nil {
+		return topicInfo{}, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var info topicInfo
+	// Create first: asking metadata for a missing topic makes kgo retry
+	// for seconds before reporting it unknown.
+	resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return info, fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+	}
+	for {
+		md, err := adm.Metadata(ctx, cfg.Topic)
+		if td, ok := md.Topics[cfg.Topic]; err == nil && ok && td.Err == nil && len(td.Partitions) > 0 {
+			info.leaders = make([]string, len(td.Partitions))
+			complete := true
+			for _, p := range td.Partitions {
+				addr := ""
+				for _, b := range md.Brokers {
+					if b.NodeID == p.Leader {
+						addr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+					}
+				}
+				if p.Err != nil || addr == "" || int(p.Partition) >= len(info.leaders) {
+					complete = false
+					break
+				}
+				info.leaders[p.Partition] = addr
+			}
+			if complete {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return info, fmt.Errorf("topic %s: no leaders for all partitions: %v (%w)", cfg.Topic, err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if cfg.Consumers == 0 {
+		return info, nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, cfg.Topic)
+	if err != nil {
+		return info, fmt.Errorf("end offsets: %w", err)
+	}
+	info.ends = map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { info.ends[o.Partition] = o.Offset })
+	return info, nil
+}
+
+// waiter is the end-of-run half of an emitter.
+type waiter interface{ wait(deadline time.Time) }
+
+// Run executes one workload and returns its result (not yet written).
+// Progress lines go to progress unless cfg.Quiet.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	info, err := prepareTopic(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Partitions = int32(len(info.leaders))
+	st := newRunState(cfg)
+	st.leaders = info.leaders
+
+	emitters := make([]emitter, cfg.Producers)
+	waiters := make([]waiter, cfg.Producers)
+	for p := range emitters {
+		if cfg.Client == "kgo" {
+			e, err := newKgoEmitter(st)
+			if err != nil {
+				return nil, err
+			}
+			emitters[p], waiters[p] = e, e
+		} else {
+			e, err := newLeanEmitter(st, p)
+			if err != nil {
+				for _, w := range waiters[:p] {
+					w.wait(time.Now())
+				}
+				return nil, err
+			}
+			emitters[p], waiters[p] = e, e
+		}
+	}
+
+	if !cfg.StartAt.IsZero() {
+		select {
+		case <-time.After(time.Until(cfg.StartAt)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	st.start(time.Now())
+
+	consumeCtx, stopConsumers := context.WithCancel(context.Background())
+	var consumers sync.WaitGroup
+	for c := 0; c < cfg.Consumers; c++ {
+		mine := map[int32]int64{}
+		for p, o := range info.ends {
+			if int(p)%cfg.Consumers == c {
+				mine[p] = o
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		consumers.Add(1)
+		go func() {
+			defer consumers.Done()
+			if err := st.consume(consumeCtx, mine); err != nil {
+				st.c.fail(0, fmt.Errorf("consumer: %w", err))
+			}
+		}()
+	}
+
+	sendDelay := make([]*recorder, cfg.Producers)
+	var producers sync.WaitGroup
+	for p := range emitters {
+		sendDelay[p] = newRecorder()
+		producers.Add(1)
+		go func() {
+			defer producers.Done()
+			st.produceLoop(p, emitters[p], sendDelay[p])
+		}()
+	}
+
+	iv := newIntervals(st, sendDelay, progress)
+	ivDone := make(chan struct{})
+	stopIv := make(chan struct{})
+	go func() { defer close(ivDone); iv.loop(stopIv) }()
+
+	producers.Wait()
+	deadline := time.Now().Add(cfg.DrainTimeout)
+	var drain sync.WaitGroup
+	for _, w := range waiters {
+		drain.Add(1)
+		go func() { defer drain.Done(); w.wait(deadline) }()
+	}
+	drain.Wait()
+	for cfg.Consumers > 0 && time.Now().Before(deadline) &&
+		st.c.measuredConsumed.Load() < st.c.measuredAcked.Load() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopConsumers()
+	consumers.Wait()
+	close(stopIv)
+	<-ivDone
+
+	return st.result(iv), nil
+}
+
+// result assembles the report of a finished run.
+func (s *runState) result(iv *intervals) *results.Run {
+	cfg := s.cfg
+	measured := cfg.Duration.Seconds()
+	res := results.Result{
+		Label:            cfg.Label,
+		StartedAt:        s.t0.Add(cfg.Warmup),
+		DurationS:        measured,
+		WarmupS:          cfg.Warmup.Seconds(),
+		TargetRate:       cfg.Rate,
+		AchievedRate:     float64(s.c.measuredAcked.Load()) / measured,
+		ThroughputMBps:   float64(s.c.bytesAcked.Load()) / measured / 1e6,
+		MessageSize:      cfg.MessageSize,
+		MessagesSent:     s.c.measuredSent.Load(),
+		MessagesAcked:    s.c.measuredAcked.Load(),
+		MessagesConsumed: s.c.measuredConsumed.Load(),
+		Errors:           s.c.errors.Load(),
+		FirstError:       s.c.firstError(),
+		SLA:              results.SLA{TargetP99Ms: float64(cfg.TargetP99) / 1e6},
+		Workload:         cfg.workload(),
+	}
+	if lost := s.c.sent.Load() - s.c.acked.Load() - s.c.errors.Load(); lost > 0 {
+		// Neither acked nor failed: count them, or a hung broker would pass.
+		res.Errors += lost
+		if res.FirstError == "" {
+			res.FirstError = fmt.Sprintf("%d messages neither acknowledged nor failed", lost)
+		}
+	}
+	run := &results.Run{Result: res, Ack: iv.ack, SendDelay: iv.send}
+	if cfg.Consumers > 0 {
+		run.E2E = iv.e2e
+	}
+	run.Finalize()
+	if sd := run.Result.SendDelayMs.P99; sd > sendDelaySaturatedMs {
+		run.Result.GeneratorSaturated = true
+		run.Result.SaturationReason = fmt.Sprintf("send delay p99 %.2f ms > %.0f ms: the generator fell behind its schedule (CPU-bound, or blocked on its buffer limit by broker backpressure)", sd, sendDelaySaturatedMs)
+	}
+	return run
+}
+
+func (c Config) workload() map[string]string {
+	acks := strconv.Itoa(int(c.Acks))
+	if c.Acks == -1 {
+		acks = "all"
+	}
+	return map[string]string{
+		"bootstrap": fmt.Sprint(c.Bootstrap), "topic": c.Topic,
+		"partitions": strconv.Itoa(int(c.Partitions)), "replication_factor": strconv.Itoa(int(c.ReplicationFactor)),
+		"rate": strconv.FormatFloat(c.Rate, 'f', -1, 64), "message_size": strconv.Itoa(c.MessageSize),
+		"keys": strconv.Itoa(c.Keys), "random_keys": strconv.FormatBool(c.RandomKeys),
+		"producers": strconv.Itoa(c.Producers), "consumers": strconv.Itoa(c.Consumers),
+		"acks": acks, "compression": c.Compression.String(), "linger": c.Linger.String(),
+		"batch_bytes": strconv.Itoa(c.BatchBytes), "duration": c.Duration.String(),
+		"warmup": c.Warmup.String(), "client": c.Client,
+	}
+}
+
+// intervals swaps the recorders once a second, keeps the interval
+// histograms and prints the progress line.
+type intervals struct {
+	st             *runState
+	send           []*hdr.Histogram
+	ack, e2e       []*hdr.Histogram
+	sendRecs       []*recorder
+	out            io.Writer
+	ackTotal       *hdr.Histogram
+	lastSent       int64
+	lastAcked      int64
+	lastBytesAcked int64
+}
+
+func newIntervals(st *runState, sendRecs []*recorder, out io.Writer) *intervals {
+	if st.cfg.Quiet {
+		out = nil
+	}
+	return &intervals{st: st, sendRecs: sendRecs, out: out, ackTotal: results.NewHistogram()}
+}
+
+func (iv *intervals) loop(stop <-chan struct{}) {
+	last := int64(0)
+	for k := int64(1); ; k++ {
+		tick := k * int64(time.Second)
+		select {
+		case <-stop:
+			iv.cut(last, iv.st.now())
+			return
+		case <-time.After(time.Duration(tick - iv.st.now())):
+		}
+		iv.cut(last, tick)
+		last = tick
+	}
+}
+
+// cut closes the interval [from, to) of the run clock.
+func (iv *intervals) cut(from, to int64) {
+	st := iv.st
+	if to > st.measureNs {
+		start, end := st.t0.Add(time.Duration(max(from, st.measureNs))), st.t0.Add(time.Duration(to))
+		a := st.ack.swap(start, end)
+		iv.ack = append(iv.ack, a)
+		iv.ackTotal.Merge(a)
+		iv.e2e = append(iv.e2e, st.e2e.swap(start, end))
+		s := results.NewHistogram()
+		for _, r := range iv.sendRecs {
+			s.Merge(r.swap(start, end))
+		}
+		s.SetStartTimeMs(start.UnixMilli())
+		s.SetEndTimeMs(end.UnixMilli())
+		iv.send = append(iv.send, s)
+	}
+	if iv.out == nil {
+		return
+	}
+	secs := float64(to-from) / 1e9
+	if secs <= 0 {
+		return
+	}
+	sent, acked := st.c.sent.Load(), st.c.acked.Load()
+	phase := ""
+	p99, ivP99, sd := "-", "-", "-"
+	if to <= st.measureNs {
+		phase = "  [warmup]"
+	} else {
+		p99 = fmt.Sprintf("%.2f", float64(iv.ackTotal.ValueAtQuantile(99))/1000)
+		ivP99 = fmt.Sprintf("%.2f", float64(iv.ack[len(iv.ack)-1].ValueAtQuantile(99))/1000)
+		sd = fmt.Sprintf("%.2f", float64(iv.send[len(iv.send)-1].ValueAtQuantile(99))/1000)
+	}
+	fmt.Fprintf(iv.out, "%6.1fs  %8.0f msg/s sent  %8.0f msg/s acked  %7.1f MB/s  p99 %s ms (this second %s)  send-delay p99 %s ms  errors %d%s\n",
+		float64(to)/1e9, float64(sent-iv.lastSent)/secs, float64(acked-iv.lastAcked)/secs,
+		float64(acked-iv.lastAcked)*float64(st.cfg.MessageSize)/secs/1e6,
+		p99, ivP99, sd, st.c.errors.Load(), phase)
+	iv.lastSent, iv.lastAcked = sent, acked
+}

@@ -1,0 +1,87 @@
+package loadgen
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+func testConfig(addrs []string) Config {
+	cfg := DefaultConfig()
+	cfg.Bootstrap = addrs
+	cfg.Topic = "lg-test"
+	cfg.Partitions = 4
+	cfg.Rate = 2000
+	cfg.MessageSize = 200
+	cfg.Duration = 2 * time.Second
+	cfg.Warmup = 500 * time.Millisecond
+	cfg.DrainTimeout = 5 * time.Second
+	cfg.Quiet = true
+	return cfg
+}
+
+func progressOut(t *testing.T) io.Writer {
+	if testing.Verbose() {
+		return os.Stderr
+	}
+	return io.Discard
+}
+
+func TestRunAgainstKfake(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client string
+		codec  Codec
+		keys   int
+		acks   int16
+	}{
+		{"lean-none", "lean", CodecNone, 0, -1},
+		{"lean-zstd-keys", "lean", CodecZstd, 100, -1},
+		{"lean-lz4-acks1", "lean", CodecLZ4, 0, 1},
+		{"lean-gzip", "lean", CodecGzip, 0, -1},
+		{"lean-snappy", "lean", CodecSnappy, 7, -1},
+		{"kgo", "kgo", CodecNone, 0, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cfg := testConfig(c.ListenAddrs())
+			cfg.Client, cfg.Compression, cfg.Keys, cfg.Acks = tc.client, tc.codec, tc.keys, tc.acks
+			cfg.Consumers = 1
+			cfg.Quiet = !testing.Verbose()
+			run, err := Run(context.Background(), cfg, progressOut(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := run.Result
+			want := int64(cfg.Rate * cfg.Duration.Seconds())
+			if r.Errors != 0 || r.MessagesAcked < want-2 || r.MessagesAcked > want+2 {
+				t.Fatalf("acked %d (want %d), errors %d (%s)", r.MessagesAcked, want, r.Errors, r.FirstError)
+			}
+			// Every measured message must come back to the consumer intact
+			// (kgo validates and decompresses our batches).
+			if r.MessagesConsumed != r.MessagesAcked {
+				t.Fatalf("consumed %d of %d acked messages", r.MessagesConsumed, r.MessagesAcked)
+			}
+			if r.AckLatencyMs.Count != r.MessagesAcked || r.E2ELatencyMs == nil || r.E2ELatencyMs.Count != r.MessagesAcked {
+				t.Fatalf("histogram counts: ack %d e2e %+v, acked %d", r.AckLatencyMs.Count, r.E2ELatencyMs, r.MessagesAcked)
+			}
+			if r.SendDelayMs.Count != r.MessagesSent || r.MessagesSent != r.MessagesAcked {
+				t.Fatalf("send delay count %d, sent %d", r.SendDelayMs.Count, r.MessagesSent)
+			}
+			if r.AckLatencyMs.P50 <= 0 || r.AckLatencyMs.Max < r.AckLatencyMs.P99 {
+				t.Fatalf("implausible latencies %+v", r.AckLatencyMs)
+			}
+			if n := len(run.Ack); n < 2 || n > 4 {
+				t.Fatalf("%d ack intervals for a 2 s run", n)
+			}
+		})
+	}
+}

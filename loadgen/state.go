@@ -1,0 +1,90 @@
+package loadgen
+
+import (
+	"encoding/binary"
+	"math/rand"
+	"time"
+)
+
+// runState is shared by the producers, connections and consumers of one run.
+type runState struct {
+	cfg Config
+	// t0 is the run clock's zero; intended times are ns since t0.
+	t0        time.Time
+	t0WallNs  int64
+	measureNs int64 // intended times before this are warmup
+	endNs     int64 // no message is scheduled at or after this
+	runID     uint64
+	filler    []byte
+
+	c        counters
+	ack, e2e *recorder
+
+	// leaders maps partition to broker address (lean client).
+	leaders []string
+}
+
+func newRunState(cfg Config) *runState {
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	// Printable random filler: compressible about like text, not trivially.
+	filler := make([]byte, 64<<10+cfg.MessageSize)
+	for i := range filler {
+		filler[i] = 'a' + byte(rng.Intn(26))
+	}
+	return &runState{
+		cfg:       cfg,
+		measureNs: int64(cfg.Warmup),
+		endNs:     int64(cfg.Warmup + cfg.Duration),
+		runID:     rng.Uint64() | 1,
+		filler:    filler,
+		ack:       newRecorder(),
+		e2e:       newRecorder(),
+	}
+}
+
+func (s *runState) start(t0 time.Time) {
+	s.t0 = t0
+	s.t0WallNs = t0.UnixNano()
+}
+
+// now is ns since t0 on the monotonic clock.
+func (s *runState) now() int64 { return int64(time.Since(s.t0)) }
+
+// valueHead fills the 16-byte value header: run id and intended wall ns.
+func (s *runState) valueHead(dst []byte, intended int64) {
+	binary.BigEndian.PutUint64(dst[0:], s.runID)
+	binary.BigEndian.PutUint64(dst[8:], uint64(s.t0WallNs+intended))
+}
+
+// fillerFor returns the value tail of message i, a window sliding over the
+// filler so consecutive values differ.
+func (s *runState) fillerFor(i uint64) []byte {
+	n := s.cfg.MessageSize - valueHeaderLen
+	off := int((i * 977) % uint64(len(s.filler)-n))
+	return s.filler[off : off+n]
+}
+
+// keyFor returns the key index of message i, or -1 for a null key.
+func (s *runState) keyFor(i uint64, rng *uint64) int64 {
+	switch {
+	case s.cfg.Keys == 0:
+		return -1
+	case s.cfg.RandomKeys:
+		// xorshift64: cheap, allocation-free and private to one producer.
+		x := *rng
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		*rng = x
+		return int64(x % uint64(s.cfg.Keys))
+	default:
+		return int64(i % uint64(s.cfg.Keys))
+	}
+}
+
+// sleepUntil waits until run-clock time t.
+func (s *runState) sleepUntil(t int64) {
+	if d := t - s.now(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+}

@@ -1,0 +1,144 @@
+package netpath
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce: v0-9 advertised, v3-9 handled
+//
+// Behavior:
+//   - v0-2 (message sets) are answered with UNSUPPORTED_VERSION per
+//     partition; v0 is advertised only because librdkafka stops compressing
+//     when the advertised minimum is above 0.
+//   - Appends run on the connection's reader goroutine, in request order,
+//     so pipelined requests keep their order; the response waits (on the
+//     writer goroutine) until every append is durable per the fsync policy,
+//     bounded by timeout_ms (REQUEST_TIMED_OUT after that).
+//   - acks=0 appends and sends nothing back; acks must be -1, 0 or 1.
+//   - Unknown topics are auto-created when the broker allows it.
+//   - Internal topics (names starting "__") cannot be produced to.
+//   - Transactional produce is refused until transactions exist.
+
+func init() { register(0, 0, 9, handleProduce) }
+
+func handleProduce(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+
+	var topLevel int16
+	var topMsg string
+	switch {
+	case req.Version < 3:
+		topLevel, topMsg = kerr.UnsupportedVersion.Code, "produce v0-v2 (message sets) is not supported; use v3+"
+	case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
+		topLevel, topMsg = kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d must be -1, 0 or 1", req.Acks)
+	case req.TransactionID != nil:
+		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported yet"
+	}
+
+	type waiting struct {
+		t, p int
+		w    engine.AppendWaiter
+	}
+	var waits []waiting
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogAppendTime = -1
+			sp.LogStartOffset = -1
+			st.Partitions = append(st.Partitions, sp)
+			setErr := func(code int16, msg string) {
+				p := &st.Partitions[len(st.Partitions)-1]
+				p.ErrorCode = code
+				if req.Version >= 8 && msg != "" {
+					p.ErrorMessage = &msg
+				}
+			}
+			if topLevel != 0 {
+				setErr(topLevel, topMsg)
+				continue
+			}
+			if isInternalTopic(rt.Topic) {
+				setErr(kerr.InvalidTopicException.Code, "internal topics cannot be produced to")
+				continue
+			}
+			if err := engine.ValidateTopicName(rt.Topic); err != nil {
+				setErr(errorCode(err), err.Error())
+				continue
+			}
+			part, err := s.partitionFor(rt.Topic, rp.Partition, true)
+			if err != nil {
+				setErr(errorCode(err), err.Error())
+				continue
+			}
+			// The engine takes ownership of Records: the request frame
+			// is not reused after decoding, so no copy is needed.
+			w, err := part.Append(rp.Records)
+			if err != nil {
+				setErr(errorCode(err), err.Error())
+				continue
+			}
+			waits = append(waits, waiting{t: ti, p: len(st.Partitions) - 1, w: w})
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	if req.Acks == 0 {
+		return reply{noResponse: true}
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	return reply{resolve: func(done <-chan struct{}) *response {
+		var timer <-chan time.Time
+		if timeout > 0 {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			timer = t.C
+		}
+		timedOut := false
+		for _, wt := range waits {
+			sp := &resp.Topics[wt.t].Partitions[wt.p]
+			if !timedOut {
+				select {
+				case <-wt.w.Done():
+				case <-timer:
+					timedOut = true
+				case <-done:
+					return nil
+				}
+			}
+			if timedOut {
+				// The bytes may still become durable; the client must
+				// treat the outcome as unknown, as with Kafka.
+				select {
+				case <-wt.w.Done():
+				default:
+					sp.ErrorCode = kerr.RequestTimedOut.Code
+					continue
+				}
+			}
+			res, err := wt.w.Result()
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errorMessage(err)
+				}
+				continue
+			}
+			sp.BaseOffset = res.BaseOffset
+			sp.LogAppendTime = res.LogAppendTime
+			sp.LogStartOffset = res.LogStartOffset
+		}
+		return &response{msg: resp}
+	}}
+}

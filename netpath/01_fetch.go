@@ -1,0 +1,213 @@
+package netpath
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ringlog/ringlog/engine"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch: v4-12
+//
+// Behavior:
+//   - v4 is the floor: older versions return message sets, which we never
+//     store (librdkafka needs v4 for record batch v2).
+//   - Long poll: if fewer than min_bytes are available the request waits,
+//     woken by high watermark advances of the fetched partitions, until
+//     max_wait_ms; then it answers with what there is.
+//   - max_bytes and partition_max_bytes are honoured, except that the first
+//     batch of the response is always returned whole (KIP-74).
+//   - Record data are file ranges sent with sendfile on plaintext listeners
+//     (copied through user space on TLS or with --fetch-copy); the response
+//     frame and per-partition headers are encoded here (fetch_encode.go).
+//   - Fetch sessions (KIP-227) are not created: session id 0 tells clients
+//     to keep sending full requests; an unknown session id gets
+//     FETCH_SESSION_ID_NOT_FOUND.
+//   - Replica fetches are served like consumer fetches (never above the
+//     high watermark) until replication exists.
+//   - read_committed stops at the last stable offset.
+
+func init() { register(1, 4, 12, handleFetch) }
+
+func handleFetch(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.FetchRequest)
+	return reply{resolve: func(done <-chan struct{}) *response {
+		return s.fetch(req, done)
+	}}
+}
+
+// fetchPartition is one partition's part of a fetch response.
+type fetchPartition struct {
+	partition     int32
+	errorCode     int16
+	highWatermark int64
+	lastStable    int64
+	logStart      int64
+	data          engine.FileRange // nil when there is nothing to send
+}
+
+type fetchTopic struct {
+	name       string
+	id         [16]byte
+	partitions []fetchPartition
+}
+
+func (s *Server) fetch(req *kmsg.FetchRequest, done <-chan struct{}) *response {
+	if req.Version >= 7 && req.SessionID != 0 {
+		// We never hand out session ids, so any non-zero id is stale.
+		return &response{parts: []responsePart{{buf: encodeFetchError(req.Version, kerr.FetchSessionIDNotFound.Code)}}, flexible: req.Version >= 12}
+	}
+	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	for {
+		topics, total, hasErr, watch := s.readFetch(req)
+		if total >= int64(req.MinBytes) || hasErr || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(watch) == 0 {
+			return s.fetchResponse(req, topics)
+		}
+		releaseFetch(topics)
+		if !waitAny(watch, deadline, done) {
+			if isClosed(done) {
+				return nil
+			}
+			// Deadline: one more read answers with whatever arrived.
+			topics, _, _, _ = s.readFetch(req)
+			return s.fetchResponse(req, topics)
+		}
+	}
+}
+
+// readFetch reads every requested partition once. It returns the file
+// ranges (held until released), their total size, whether any partition
+// has an error, and the change channels to wait on.
+func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, []<-chan struct{}) {
+	var (
+		topics []fetchTopic
+		total  int64
+		hasErr bool
+		watch  []<-chan struct{}
+	)
+	maxBytes := int64(req.MaxBytes)
+	if maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	for ti := range req.Topics {
+		rt := &req.Topics[ti]
+		ft := fetchTopic{name: rt.Topic, id: rt.TopicID}
+		if req.Version >= 13 {
+			if info, ok := s.topicByID(rt.TopicID); ok {
+				ft.name = info.Name
+			}
+		}
+		for pi := range rt.Partitions {
+			rp := &rt.Partitions[pi]
+			fp := fetchPartition{partition: rp.Partition, highWatermark: -1, lastStable: -1, logStart: -1}
+			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
+				fp.errorCode = code
+				hasErr = true
+				ft.partitions = append(ft.partitions, fp)
+				continue
+			}
+			part, err := s.engine.Partition(ft.name, rp.Partition)
+			if err != nil {
+				fp.errorCode = errorCode(err)
+				hasErr = true
+				ft.partitions = append(ft.partitions, fp)
+				continue
+			}
+			limit := int64(rp.PartitionMaxBytes)
+			if remaining := maxBytes - total; remaining < limit {
+				limit = remaining
+			}
+			if limit < 0 {
+				limit = 0
+			}
+			res, err := part.Read(rp.FetchOffset, int32(limit), total == 0)
+			if err != nil {
+				info := part.Info()
+				fp.errorCode = errorCode(err)
+				fp.highWatermark, fp.lastStable, fp.logStart = info.HighWatermark, info.HighWatermark, info.LogStartOffset
+				hasErr = true
+				ft.partitions = append(ft.partitions, fp)
+				continue
+			}
+			fp.highWatermark, fp.lastStable, fp.logStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+			// The engine never returns data above the high watermark, and
+			// with no transactions yet the last stable offset equals it,
+			// so read_committed needs no extra cut here.
+			if res.Data.Len() > 0 {
+				fp.data = res.Data
+				total += int64(res.Data.Len())
+			} else {
+				res.Data.Release()
+			}
+			watch = append(watch, part.Changed())
+			ft.partitions = append(ft.partitions, fp)
+		}
+		topics = append(topics, ft)
+	}
+	return topics, total, hasErr, watch
+}
+
+func releaseFetch(topics []fetchTopic) {
+	for _, t := range topics {
+		for _, p := range t.partitions {
+			if p.data != nil {
+				p.data.Release()
+			}
+		}
+	}
+}
+
+func (s *Server) fetchResponse(req *kmsg.FetchRequest, topics []fetchTopic) *response {
+	resp := &response{parts: encodeFetchResponse(req.Version, req.IsolationLevel, topics), flexible: req.Version >= 12}
+	resp.release = append(resp.release, func() { releaseFetch(topics) })
+	return resp
+}
+
+// waitAny blocks until one of chans is closed (true), or the deadline
+// passes or done is closed (false).
+func waitAny(chans []<-chan struct{}, deadline time.Time, done <-chan struct{}) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	if len(chans) == 1 {
+		select {
+		case <-chans[0]:
+			return true
+		case <-timer.C:
+			return false
+		case <-done:
+			return false
+		}
+	}
+	woke := make(chan struct{})
+	stop := make(chan struct{})
+	var once sync.Once
+	for _, ch := range chans {
+		go func(ch <-chan struct{}) {
+			select {
+			case <-ch:
+				once.Do(func() { close(woke) })
+			case <-stop:
+			}
+		}(ch)
+	}
+	defer close(stop)
+	select {
+	case <-woke:
+		return true
+	case <-timer.C:
+		return false
+	case <-done:
+		return false
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

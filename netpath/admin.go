@@ -1,0 +1,69 @@
+package netpath
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Health is the /healthz document. Load-generator reports read io_path and
+// fsync from it to label results.
+type Health struct {
+	Status    string            `json:"status"`
+	NodeID    int32             `json:"node_id"`
+	ClusterID string            `json:"cluster_id"`
+	Version   string            `json:"version"`
+	IOPath    string            `json:"io_path"`
+	IOReason  string            `json:"io_reason,omitempty"`
+	Fsync     string            `json:"fsync"`
+	FetchPath map[string]string `json:"fetch_path"`
+	PID       int               `json:"pid"`
+	Uptime    string            `json:"uptime"`
+	Stats     Stats             `json:"stats"`
+}
+
+// AdminServer is the HTTP admin listener: /healthz now, metrics and pprof
+// later.
+type AdminServer struct {
+	srv *http.Server
+	ln  net.Listener
+	Mux *http.ServeMux
+}
+
+// StartAdmin serves the admin endpoints on addr. health is called per
+// request so the document is always current.
+func StartAdmin(addr string, health func() Health, log *slog.Logger) (*AdminServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(health())
+	})
+	a := &AdminServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, Mux: mux}
+	go func() {
+		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin listener failed", "err", err)
+		}
+	}()
+	log.Info("admin listener started", "addr", ln.Addr().String())
+	return a, nil
+}
+
+// Addr is the bound address.
+func (a *AdminServer) Addr() net.Addr { return a.ln.Addr() }
+
+// Close stops the admin listener.
+func (a *AdminServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return a.srv.Shutdown(ctx)
+}

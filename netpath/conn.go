@@ -1,0 +1,256 @@
+package netpath
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// requestHeader is the Kafka request header (v0-v2) minus tagged fields.
+type requestHeader struct {
+	key           int16
+	version       int16
+	correlationID int32
+	clientID      *string
+}
+
+// request is one decoded request with its connection.
+type request struct {
+	hdr  requestHeader
+	kreq kmsg.Request
+	conn *conn
+}
+
+// reply is what a handler returns. Handlers run on the connection's reader
+// goroutine in request order, so work that must keep that order (appends)
+// happens before they return; resolve then runs on the writer goroutine, in
+// the same order, and may wait (for durability, for a long-poll fetch)
+// without blocking the reading of pipelined requests.
+type reply struct {
+	// noResponse is set for acks=0 produce: nothing is written back.
+	noResponse bool
+	// resolve produces the response. done is closed when the connection
+	// is going away; resolve must then return promptly (its response is
+	// released, not sent).
+	resolve func(done <-chan struct{}) *response
+}
+
+// immediate wraps an already built response.
+func immediate(msg kmsg.Response) reply {
+	return reply{resolve: func(<-chan struct{}) *response { return &response{msg: msg} }}
+}
+
+type pendingReply struct {
+	hdr   requestHeader
+	reply reply
+}
+
+// conn is one client connection: a reader goroutine that reads ahead and
+// dispatches, and a writer goroutine that sends responses in request order.
+type conn struct {
+	s       *Server
+	l       *listener
+	nc      net.Conn
+	br      *bufio.Reader
+	pending chan pendingReply
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newConn(s *Server, l *listener, nc net.Conn) *conn {
+	return &conn{
+		s:       s,
+		l:       l,
+		nc:      nc,
+		br:      bufio.NewReaderSize(nc, 64<<10),
+		pending: make(chan pendingReply, s.cfg.MaxInflightPerConn),
+		done:    make(chan struct{}),
+	}
+}
+
+func (c *conn) close() {
+	c.once.Do(func() {
+		close(c.done)
+		c.nc.Close()
+	})
+}
+
+func (c *conn) run() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	close(c.pending)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.s.log.Debug("connection closed", "remote", c.nc.RemoteAddr().String(), "err", err)
+	}
+	<-writerDone
+	c.close()
+}
+
+// errFrame marks protocol violations that close the connection.
+var errFrame = errors.New("bad request frame")
+
+func (c *conn) readLoop() error {
+	var sizeBuf [4]byte
+	for {
+		if c.s.cfg.IdleTimeout > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		}
+		if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		// The length prefix is checked before allocating the body.
+		if size < 8 || size > c.s.cfg.MaxRequestBytes {
+			c.s.stats.rejectedFrames.Add(1)
+			return fmt.Errorf("%w: request size %d outside [8, %d]", errFrame, size, c.s.cfg.MaxRequestBytes)
+		}
+		frame := make([]byte, size)
+		if _, err := io.ReadFull(c.br, frame); err != nil {
+			return err
+		}
+		c.s.stats.bytesIn.Add(uint64(size) + 4)
+		c.s.stats.requests.Add(1)
+		p, err := c.dispatch(frame)
+		if err != nil {
+			c.s.stats.rejectedFrames.Add(1)
+			return err
+		}
+		select {
+		case c.pending <- p:
+		case <-c.done:
+			return net.ErrClosed
+		}
+	}
+}
+
+// dispatch decodes one frame and runs its handler.
+func (c *conn) dispatch(frame []byte) (pendingReply, error) {
+	hdr, body, err := parseRequestHeader(frame)
+	if err != nil {
+		return pendingReply{}, err
+	}
+	h := handlers[hdr.key]
+	if h == nil {
+		// Kafka closes connections that send unknown API keys.
+		return pendingReply{}, fmt.Errorf("%w: unsupported api key %d", errFrame, hdr.key)
+	}
+	if hdr.key == apiVersionsKey && hdr.version > h.max {
+		// KIP-511: answer with v0 and our ranges so the client can retry.
+		return pendingReply{hdr: hdr, reply: apiVersionsUnsupported()}, nil
+	}
+	if hdr.version < h.min || hdr.version > h.max {
+		return pendingReply{}, fmt.Errorf("%w: api key %d version %d not supported", errFrame, hdr.key, hdr.version)
+	}
+	kreq := kmsg.RequestForKey(hdr.key)
+	kreq.SetVersion(hdr.version)
+	if err := kreq.ReadFrom(body); err != nil {
+		return pendingReply{}, fmt.Errorf("%w: decoding %s v%d: %v", errFrame, kmsg.NameForKey(hdr.key), hdr.version, err)
+	}
+	r := &request{hdr: hdr, kreq: kreq, conn: c}
+	return pendingReply{hdr: hdr, reply: h.handle(c.s, r)}, nil
+}
+
+// parseRequestHeader splits a frame into header and body, checking every
+// length against the bytes that remain.
+func parseRequestHeader(frame []byte) (requestHeader, []byte, error) {
+	var h requestHeader
+	if len(frame) < 10 {
+		return h, nil, fmt.Errorf("%w: header truncated", errFrame)
+	}
+	h.key = int16(binary.BigEndian.Uint16(frame[0:]))
+	h.version = int16(binary.BigEndian.Uint16(frame[2:]))
+	h.correlationID = int32(binary.BigEndian.Uint32(frame[4:]))
+	n := int16(binary.BigEndian.Uint16(frame[8:]))
+	rest := frame[10:]
+	if n >= 0 {
+		if int(n) > len(rest) {
+			return h, nil, fmt.Errorf("%w: client id length %d exceeds frame", errFrame, n)
+		}
+		id := string(rest[:n])
+		h.clientID = &id
+		rest = rest[n:]
+	} else if n != -1 {
+		return h, nil, fmt.Errorf("%w: bad client id length %d", errFrame, n)
+	}
+	if !headerIsFlexible(h.key, h.version) {
+		return h, rest, nil
+	}
+	rest, err := skipTaggedFields(rest)
+	if err != nil {
+		return h, nil, err
+	}
+	return h, rest, nil
+}
+
+// headerIsFlexible reports whether the request uses header v2.
+func headerIsFlexible(key, version int16) bool {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return false
+	}
+	if version > req.MaxVersion() {
+		// Only ApiVersions gets here (KIP-511); its body is not read.
+		return false
+	}
+	req.SetVersion(version)
+	return req.IsFlexible()
+}
+
+// skipTaggedFields skips a tagged-field section without allocating, bounded
+// by the bytes that remain (a count claiming millions of fields fails fast).
+func skipTaggedFields(b []byte) ([]byte, error) {
+	count, n := binary.Uvarint(b)
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: bad tagged field count", errFrame)
+	}
+	b = b[n:]
+	// Each field needs at least two bytes (tag and size).
+	if count > uint64(len(b))/2 {
+		return nil, fmt.Errorf("%w: tagged field count %d exceeds frame", errFrame, count)
+	}
+	for i := uint64(0); i < count; i++ {
+		_, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, fmt.Errorf("%w: bad tag", errFrame)
+		}
+		b = b[n:]
+		size, n := binary.Uvarint(b)
+		if n <= 0 || size > uint64(len(b)-n) {
+			return nil, fmt.Errorf("%w: bad tagged field size", errFrame)
+		}
+		b = b[n+int(size):]
+	}
+	return b, nil
+}
+
+func (c *conn) writeLoop() {
+	broken := false
+	for p := range c.pending {
+		if p.reply.noResponse {
+			continue
+		}
+		resp := p.reply.resolve(c.done)
+		if resp == nil {
+			continue
+		}
+		if !broken {
+			if err := c.writeResponse(p.hdr, resp); err != nil {
+				broken = true
+				c.s.log.Debug("write failed, closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+				c.close()
+			}
+		}
+		resp.releaseAll()
+	}
+}

@@ -1,0 +1,298 @@
+// Package netpath is ringlog's Kafka wire server: framing, request headers,
+// one handler per API (files named NN_api.go by API key), response ordering
+// per connection, and the fetch path that sends segment bytes straight from
+// files to sockets.
+//
+// Only this package (and client-side tools) speaks kmsg. Handlers translate
+// requests into engine calls on offsets and raw batch bytes, and map engine
+// errors to Kafka codes in errors.go.
+package netpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringlog/ringlog/engine"
+)
+
+// Config configures the wire server.
+type Config struct {
+	// NodeID is this broker's id in Metadata responses.
+	NodeID int32
+	// ClusterID is reported in Metadata and DescribeCluster.
+	ClusterID string
+	// AdvertisedAddr is host:port clients are told to connect to; empty
+	// means the listener's address.
+	AdvertisedAddr string
+	// MaxRequestBytes bounds one request frame (socket.request.max.bytes);
+	// the length prefix is checked before the body is read.
+	MaxRequestBytes int32
+	// MaxInflightPerConn bounds requests read ahead on one connection
+	// while earlier responses are pending.
+	MaxInflightPerConn int
+	// AutoCreateTopics creates unknown topics on Metadata and Produce.
+	AutoCreateTopics bool
+	// DefaultPartitions is the partition count of auto-created topics and
+	// of CreateTopics requests that ask for -1.
+	DefaultPartitions int32
+	// FetchCopy forces the user-space copy fetch path on plaintext
+	// listeners (for comparison benchmarks).
+	FetchCopy bool
+	// IdleTimeout closes connections with no request for this long; 0
+	// disables (connections.max.idle.ms).
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// DefaultConfig returns the broker's defaults.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:             1,
+		MaxRequestBytes:    100 << 20,
+		MaxInflightPerConn: 32,
+		AutoCreateTopics:   true,
+		DefaultPartitions:  1,
+		IdleTimeout:        10 * time.Minute,
+	}
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("node id %d must be >= 0", c.NodeID)
+	}
+	if c.MaxRequestBytes < 1024 {
+		return fmt.Errorf("max request bytes %d must be at least 1024", c.MaxRequestBytes)
+	}
+	if c.MaxInflightPerConn < 1 {
+		return fmt.Errorf("max in-flight per connection %d must be >= 1", c.MaxInflightPerConn)
+	}
+	if c.DefaultPartitions < 1 {
+		return fmt.Errorf("default partitions %d must be >= 1", c.DefaultPartitions)
+	}
+	if c.AdvertisedAddr != "" {
+		if _, _, err := splitHostPort(c.AdvertisedAddr); err != nil {
+			return fmt.Errorf("advertised addr %q: %w", c.AdvertisedAddr, err)
+		}
+	}
+	return nil
+}
+
+// Stats are counters about the wire server.
+type Stats struct {
+	Connections    int64  `json:"connections"`
+	Requests       uint64 `json:"requests"`
+	ZeroCopyBytes  uint64 `json:"zero_copy_bytes"` // fetch bytes sent with sendfile
+	CopiedBytes    uint64 `json:"copied_bytes"`    // fetch bytes read into user space then written
+	BytesIn        uint64 `json:"bytes_in"`
+	BytesOut       uint64 `json:"bytes_out"`
+	RejectedFrames uint64 `json:"rejected_frames"`
+}
+
+// Server serves the Kafka protocol on one or more listeners.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	engine *engine.Engine
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	listeners []*listener
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup
+
+	stats struct {
+		connections    atomic.Int64
+		requests       atomic.Uint64
+		zeroCopyBytes  atomic.Uint64
+		copiedBytes    atomic.Uint64
+		bytesIn        atomic.Uint64
+		bytesOut       atomic.Uint64
+		rejectedFrames atomic.Uint64
+	}
+}
+
+// listener is one accepting socket and the fetch path it uses.
+type listener struct {
+	ln        net.Listener
+	name      string // "plaintext" or "tls"
+	fetchPath string // "sendfile" or "copy"
+}
+
+// New creates a server over an open engine.
+func New(cfg Config, eng *engine.Engine) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		engine: eng,
+		ctx:    ctx,
+		cancel: cancel,
+		conns:  make(map[*conn]struct{}),
+	}, nil
+}
+
+// Listen binds a plaintext listener and starts accepting. It returns the
+// bound address (useful with port 0).
+func (s *Server) Listen(addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	path := "sendfile"
+	if s.cfg.FetchCopy {
+		path = "copy"
+	}
+	s.serve(&listener{ln: ln, name: "plaintext", fetchPath: path})
+	return ln.Addr(), nil
+}
+
+// Serve accepts connections from ln. tlsWrapped says whether ln already
+// yields TLS connections, which forces the copy fetch path.
+func (s *Server) Serve(ln net.Listener, tlsWrapped bool) {
+	l := &listener{ln: ln, name: "plaintext", fetchPath: "sendfile"}
+	if tlsWrapped {
+		l.name, l.fetchPath = "tls", "copy"
+	} else if s.cfg.FetchCopy {
+		l.fetchPath = "copy"
+	}
+	s.serve(l)
+}
+
+func (s *Server) serve(l *listener) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, l)
+	s.mu.Unlock()
+	s.log.Info("kafka listener started", "listener", l.name, "addr", l.ln.Addr().String(), "fetch_path", l.fetchPath)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.acceptLoop(l)
+	}()
+}
+
+// FetchPaths reports the fetch path per listener, for /healthz and logs.
+func (s *Server) FetchPaths() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.listeners))
+	for _, l := range s.listeners {
+		out[l.name] = l.fetchPath
+	}
+	return out
+}
+
+func (s *Server) acceptLoop(l *listener) {
+	var backoff time.Duration
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary errors such as EMFILE: back off instead of spinning.
+			if backoff == 0 {
+				backoff = 5 * time.Millisecond
+			} else if backoff < time.Second {
+				backoff *= 2
+			}
+			s.log.Warn("accept failed", "listener", l.name, "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		c := newConn(s, l, nc)
+		s.mu.Lock()
+		if s.ctx.Err() != nil {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.stats.connections.Add(1)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			c.run()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			s.stats.connections.Add(-1)
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines.
+func (s *Server) Close() error {
+	s.cancel()
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		l.ln.Close()
+	}
+	for c := range s.conns {
+		c.close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+// Stats returns a snapshot of the server counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Connections:    s.stats.connections.Load(),
+		Requests:       s.stats.requests.Load(),
+		ZeroCopyBytes:  s.stats.zeroCopyBytes.Load(),
+		CopiedBytes:    s.stats.copiedBytes.Load(),
+		BytesIn:        s.stats.bytesIn.Load(),
+		BytesOut:       s.stats.bytesOut.Load(),
+		RejectedFrames: s.stats.rejectedFrames.Load(),
+	}
+}
+
+// advertised returns the host and port clients should use for this broker,
+// for the listener l.
+func (s *Server) advertised(l *listener) (string, int32) {
+	addr := s.cfg.AdvertisedAddr
+	if addr == "" {
+		addr = l.ln.Addr().String()
+	}
+	host, port, err := splitHostPort(addr)
+	if err != nil {
+		return "127.0.0.1", 9092
+	}
+	return host, port
+}
+
+func splitHostPort(addr string) (string, int32, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("bad port %q", portStr)
+	}
+	return host, int32(port), nil
+}

@@ -1,0 +1,258 @@
+package results
+
+import (
+	"bytes"
+	"fmt"
+	"html"
+	"math"
+	"strings"
+
+	hdr "github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// point and line are chart data in chart units (x already transformed).
+type point struct{ X, Y float64 }
+
+type line struct {
+	Name   string
+	Color  string
+	Points []point
+}
+
+type chart struct {
+	Title, XLabel, YLabel string
+	Lines                 []line
+	// TargetY draws a dashed horizontal target line when > 0.
+	TargetY float64
+	// XTicks maps chart x values to labels; nil means linear ticks.
+	XTicks []tick
+}
+
+type tick struct {
+	X     float64
+	Label string
+}
+
+var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"}
+
+const (
+	chartW, chartH               = 760, 320
+	padL, padR, padTop, padBelow = 70, 20, 30, 50
+)
+
+// svg renders a self-contained inline SVG line chart.
+func (c chart) svg() string {
+	minX, maxX, maxY := math.Inf(1), math.Inf(-1), c.TargetY
+	for _, l := range c.Lines {
+		for _, p := range l.Points {
+			minX = math.Min(minX, p.X)
+			maxX = math.Max(maxX, p.X)
+			maxY = math.Max(maxY, p.Y)
+		}
+	}
+	if math.IsInf(minX, 1) {
+		minX, maxX = 0, 1
+	}
+	if maxX <= minX {
+		maxX = minX + 1
+	}
+	if maxY <= 0 {
+		maxY = 1
+	}
+	maxY *= 1.1
+	plotW, plotH := float64(chartW-padL-padR), float64(chartH-padTop-padBelow)
+	sx := func(x float64) float64 { return padL + (x-minX)/(maxX-minX)*plotW }
+	sy := func(y float64) float64 { return padTop + plotH - y/maxY*plotH }
+
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, chartW, chartH)
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`, padL, html.EscapeString(c.Title))
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`, padL, padTop, plotW, plotH)
+	for i := 0; i <= 5; i++ {
+		y := maxY * float64(i) / 5
+		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, padL, padL+plotW, sy(y), sy(y))
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, padL-4, sy(y)+4, fmtNum(y))
+	}
+	ticks := c.XTicks
+	if ticks == nil {
+		for i := 0; i <= 6; i++ {
+			x := minX + (maxX-minX)*float64(i)/6
+			ticks = append(ticks, tick{x, fmtNum(x)})
+		}
+	}
+	for _, t := range ticks {
+		if t.X < minX || t.X > maxX {
+			continue
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%.1f" stroke="#eee"/>`, sx(t.X), sx(t.X), padTop, padTop+plotH)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, sx(t.X), padTop+plotH+14, html.EscapeString(t.Label))
+	}
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, padL+plotW/2, chartH-8, html.EscapeString(c.XLabel))
+	fmt.Fprintf(&b, `<text x="14" y="%.1f" text-anchor="middle" transform="rotate(-90 14 %.1f)">%s</text>`, padTop+plotH/2, padTop+plotH/2, html.EscapeString(c.YLabel))
+	if c.TargetY > 0 {
+		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#000" stroke-dasharray="6,4"/>`, padL, padL+plotW, sy(c.TargetY), sy(c.TargetY))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">target %s</text>`, padL+plotW-4, sy(c.TargetY)-4, fmtNum(c.TargetY))
+	}
+	for i, l := range c.Lines {
+		color := l.Color
+		if color == "" {
+			color = palette[i%len(palette)]
+		}
+		var pts []string
+		for _, p := range l.Points {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", sx(p.X), sy(p.Y)))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, color, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`,
+			padL+10, padTop+8+i*14, color, padL+24, padTop+17+i*14, html.EscapeString(l.Name))
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+func fmtNum(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case math.Abs(v) >= 1e6:
+		return fmt.Sprintf("%.3gM", v/1e6)
+	case math.Abs(v) >= 1e3:
+		return fmt.Sprintf("%.3gk", v/1e3)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+// percentileLine plots latency (ms) against log10(1/(1-p)), the HdrHistogram
+// percentile plot: each decade on x is one more "nine".
+func percentileLine(name string, h *hdr.Histogram) line {
+	l := line{Name: name}
+	for _, b := range h.CumulativeDistributionWithTicks(5) {
+		if b.Quantile >= 100 {
+			// 1/(1-1) is infinite: place the max one decade past the last point.
+			last := 0.0
+			if n := len(l.Points); n > 0 {
+				last = l.Points[n-1].X
+			}
+			l.Points = append(l.Points, point{math.Ceil(last + 1e-9), float64(b.ValueAt) / 1000})
+			break
+		}
+		l.Points = append(l.Points, point{math.Log10(1 / (1 - b.Quantile/100)), float64(b.ValueAt) / 1000})
+	}
+	return l
+}
+
+func percentileTicks() []tick {
+	labels := []string{"0%", "90%", "99%", "99.9%", "99.99%", "99.999%", "99.9999%", "99.99999%"}
+	ts := make([]tick, len(labels))
+	for i, s := range labels {
+		ts[i] = tick{float64(i), s}
+	}
+	return ts
+}
+
+// overTime plots one value per interval against seconds since base.
+func overTime(name string, baseMs int64, hs []*hdr.Histogram, f func(h *hdr.Histogram) float64) line {
+	l := line{Name: name}
+	for _, h := range hs {
+		l.Points = append(l.Points, point{float64(h.EndTimeMs()-baseMs) / 1000, f(h)})
+	}
+	return l
+}
+
+func quantileMs(q float64) func(h *hdr.Histogram) float64 {
+	return func(h *hdr.Histogram) float64 { return float64(h.ValueAtQuantile(q)) / 1000 }
+}
+
+func ratePerSecond(h *hdr.Histogram) float64 {
+	d := float64(h.EndTimeMs()-h.StartTimeMs()) / 1000
+	if d <= 0 {
+		return 0
+	}
+	return float64(h.TotalCount()) / d
+}
+
+const htmlHead = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>%s</title>
+<style>body{font-family:sans-serif;margin:24px;max-width:820px}pre{background:#f6f6f6;padding:8px;font-size:12px}</style></head><body>`
+
+// RenderHTML builds the self-contained report page for one run.
+func RenderHTML(r *Run) ([]byte, error) {
+	var b bytes.Buffer
+	res := &r.Result
+	fmt.Fprintf(&b, htmlHead, html.EscapeString("ringlog report "+res.Label))
+	fmt.Fprintf(&b, "<h1>ringlog load report: %s</h1>", html.EscapeString(res.Label))
+	var sum bytes.Buffer
+	WriteSummary(&sum, res)
+	fmt.Fprintf(&b, "<pre>%s</pre>", html.EscapeString(sum.String()))
+
+	pct := chart{Title: "Latency by percentile", XLabel: "percentile", YLabel: "ms",
+		TargetY: res.SLA.TargetP99Ms, XTicks: percentileTicks()}
+	pct.Lines = append(pct.Lines, percentileLine("ack", MergeAll(r.Ack)))
+	if len(r.E2E) > 0 {
+		pct.Lines = append(pct.Lines, percentileLine("end-to-end", MergeAll(r.E2E)))
+	}
+	pct.Lines = append(pct.Lines, percentileLine("send delay", MergeAll(r.SendDelay)))
+	b.WriteString(pct.svg())
+
+	base := r.startUnixMs()
+	lat := chart{Title: "Ack latency over time", XLabel: "seconds", YLabel: "ms", TargetY: res.SLA.TargetP99Ms}
+	lat.Lines = []line{
+		overTime("p50", base, r.Ack, quantileMs(50)),
+		overTime("p99", base, r.Ack, quantileMs(99)),
+		overTime("max", base, r.Ack, func(h *hdr.Histogram) float64 { return float64(h.Max()) / 1000 }),
+	}
+	b.WriteString(lat.svg())
+
+	thr := chart{Title: "Acknowledged throughput over time", XLabel: "seconds", YLabel: "msg/s"}
+	thr.Lines = []line{overTime("acked msg/s", base, r.Ack, ratePerSecond)}
+	if res.TargetRate > 0 {
+		thr.TargetY = res.TargetRate
+	}
+	b.WriteString(thr.svg())
+
+	if res.FindMax != nil {
+		fm := chart{Title: "Find-max steps: p99 by target rate", XLabel: "target msg/s", YLabel: "p99 ms", TargetY: res.FindMax.TargetP99Ms}
+		l := line{Name: "p99"}
+		for _, s := range sortedSteps(res.FindMax.Steps) {
+			l.Points = append(l.Points, point{s.TargetRate, s.P99Ms})
+		}
+		fm.Lines = []line{l}
+		b.WriteString(fm.svg())
+	}
+	b.WriteString("</body></html>\n")
+	return b.Bytes(), nil
+}
+
+// RenderCompareHTML overlays the ack percentile plots of several runs.
+func RenderCompareHTML(runs []*Run) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, htmlHead, "ringlog compare")
+	b.WriteString("<h1>ringlog comparison</h1>")
+	var tbl bytes.Buffer
+	WriteCompare(&tbl, runs)
+	fmt.Fprintf(&b, "<pre>%s</pre>", html.EscapeString(tbl.String()))
+	c := chart{Title: "Ack latency by percentile", XLabel: "percentile", YLabel: "ms", XTicks: percentileTicks()}
+	for _, r := range runs {
+		name := r.Result.Label
+		if name == "" {
+			name = r.Dir
+		}
+		c.Lines = append(c.Lines, percentileLine(name, MergeAll(r.Ack)))
+		if c.TargetY == 0 {
+			c.TargetY = r.Result.SLA.TargetP99Ms
+		}
+	}
+	b.WriteString(c.svg())
+	b.WriteString("</body></html>\n")
+	return b.Bytes()
+}
+
+func sortedSteps(steps []Step) []Step {
+	out := append([]Step(nil), steps...)
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].TargetRate < out[j-1].TargetRate; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package results
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteSummary prints a human summary of one result.
+func WriteSummary(w io.Writer, r *Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	label := r.Label
+	if label == "" {
+		label = "(unlabelled)"
+	}
+	fmt.Fprintf(tw, "run\t%s\tstarted %s, %.1f s measured after %.1f s warmup\n",
+		label, r.StartedAt.Format("2006-01-02 15:04:05"), r.DurationS, r.WarmupS)
+	fmt.Fprintf(tw, "rate\ttarget %.0f msg/s\tachieved %.0f msg/s (%.1f MB/s of %d-byte messages)\n",
+		r.TargetRate, r.AchievedRate, r.ThroughputMBps, r.MessageSize)
+	fmt.Fprintf(tw, "messages\tsent %d\tacked %d, errors %d\n", r.MessagesSent, r.MessagesAcked, r.Errors)
+	if r.FirstError != "" {
+		fmt.Fprintf(tw, "first error\t%s\n", r.FirstError)
+	}
+	fmt.Fprintf(tw, "latency ms\tp50\tp90\tp99\tp99.9\tmax\n")
+	row := func(name string, p Percentiles) {
+		fmt.Fprintf(tw, "  %s\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\n", name, p.P50, p.P90, p.P99, p.P999, p.Max)
+	}
+	row("ack", r.AckLatencyMs)
+	if r.E2ELatencyMs != nil {
+		row("end-to-end", *r.E2ELatencyMs)
+	}
+	row("send delay", r.SendDelayMs)
+	tw.Flush()
+	if r.GeneratorSaturated {
+		fmt.Fprintf(w, "WARNING: generator saturated (%s): latencies are not the broker's alone\n", r.SaturationReason)
+	}
+	if r.FindMax != nil {
+		WriteSteps(w, r.FindMax)
+	}
+	fmt.Fprintln(w, Verdict(r))
+}
+
+// Verdict is the one-line SLA verdict.
+func Verdict(r *Result) string {
+	word := "FAIL"
+	if r.SLA.Pass {
+		word = "PASS"
+	}
+	return fmt.Sprintf("SLA %s: ack p99 %.3f ms (target %.3f ms), %d errors",
+		word, r.AckLatencyMs.P99, r.SLA.TargetP99Ms, r.Errors)
+}
+
+// WriteSteps prints a find-max step table.
+func WriteSteps(w io.Writer, fm *FindMax) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "step\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tmax ms\terrors\tsaturated\tpass\t\n")
+	for i, s := range fm.Steps {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%v\t%v\t\n",
+			i+1, s.TargetRate, s.AchievedRate, s.P50Ms, s.P99Ms, s.MaxMs, s.Errors, s.Saturated, s.Pass)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "max rate with p99 <= %.3f ms and no errors: %.0f msg/s\n", fm.TargetP99Ms, fm.MaxPassingRate)
+}
+
+// WriteCompare prints runs side by side, one column per run.
+func WriteCompare(w io.Writer, runs []*Run) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	cells := func(name string, f func(r *Result) string) {
+		parts := []string{name}
+		for _, r := range runs {
+			parts = append(parts, f(&r.Result))
+		}
+		fmt.Fprintln(tw, strings.Join(parts, "\t")+"\t")
+	}
+	cells("", func(r *Result) string { return r.Label })
+	cells("target msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.TargetRate) })
+	cells("achieved msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.AchievedRate) })
+	cells("MB/s", func(r *Result) string { return fmt.Sprintf("%.1f", r.ThroughputMBps) })
+	cells("errors", func(r *Result) string { return fmt.Sprint(r.Errors) })
+	for _, q := range []struct {
+		name string
+		f    func(p Percentiles) float64
+	}{
+		{"ack p50 ms", func(p Percentiles) float64 { return p.P50 }},
+		{"ack p90 ms", func(p Percentiles) float64 { return p.P90 }},
+		{"ack p99 ms", func(p Percentiles) float64 { return p.P99 }},
+		{"ack p99.9 ms", func(p Percentiles) float64 { return p.P999 }},
+		{"ack max ms", func(p Percentiles) float64 { return p.Max }},
+	} {
+		cells(q.name, func(r *Result) string { return fmt.Sprintf("%.3f", q.f(r.AckLatencyMs)) })
+	}
+	cells("e2e p99 ms", func(r *Result) string {
+		if r.E2ELatencyMs == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", r.E2ELatencyMs.P99)
+	})
+	cells("send delay p99 ms", func(r *Result) string { return fmt.Sprintf("%.3f", r.SendDelayMs.P99) })
+	cells("saturated", func(r *Result) string { return fmt.Sprint(r.GeneratorSaturated) })
+	cells("SLA", func(r *Result) string {
+		if r.SLA.Pass {
+			return "pass"
+		}
+		return "fail"
+	})
+	cells("io path", func(r *Result) string { return r.Environment.BrokerIOPath })
+	cells("fsync", func(r *Result) string { return r.Environment.BrokerFsync })
+	tw.Flush()
+}
