@@ -52,8 +52,18 @@ func workloadFlags(d Config) []cli.Flag {
 }
 
 func configFrom(c *cli.Context) (Config, error) {
-	cfg := DefaultConfig()
+	cfg, err := configFromLookup(c)
+	if err != nil {
+		return cfg, err
+	}
 	cfg.Bootstrap = strings.Split(c.String("bootstrap"), ",")
+	cfg.BrokerAdmin = c.String("broker-admin")
+	return cfg, cfg.Validate()
+}
+
+// configFromLookup reads the workload flags other than the cluster address.
+func configFromLookup(c *cli.Context) (Config, error) {
+	cfg := DefaultConfig()
 	cfg.Topic = c.String("topic")
 	cfg.Partitions = int32(c.Int("partitions"))
 	cfg.ReplicationFactor = int16(c.Int("replication-factor"))
@@ -81,8 +91,7 @@ func configFrom(c *cli.Context) (Config, error) {
 	cfg.DrainTimeout = c.Duration("drain-timeout")
 	cfg.Label = c.String("label")
 	cfg.Quiet = c.Bool("quiet")
-	cfg.BrokerAdmin = c.String("broker-admin")
-	return cfg, cfg.Validate()
+	return cfg, nil
 }
 
 // Commands returns the loadgen, bench and size commands for cmd/ringlog.

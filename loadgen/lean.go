@@ -51,16 +51,16 @@ func (p *framePool) put(f *produceFrame) { p.free <- f }
 
 // leanConn is one producer's connection to one broker.
 type leanConn struct {
-	st       *runState
-	conn     net.Conn
-	version  int16
-	corr     int32
-	sendq    chan *produceFrame
-	inflight chan *produceFrame
-	pool     *framePool
-	dead     atomic.Bool
-	done     chan struct{} // reader finished (or never started, acks=0)
-	wdone    chan struct{} // writer finished
+	st        *runState
+	conn      net.Conn
+	version   int16
+	corr      int32
+	sendq     chan *produceFrame
+	inflight  chan *produceFrame
+	pool      *framePool
+	dead      atomic.Bool
+	done      chan struct{} // reader finished (or never started, acks=0)
+	wdone     chan struct{} // writer finished
 	closeOnce sync.Once
 }
 
@@ -205,14 +205,25 @@ func (lc *leanConn) writeLoop() {
 			continue
 		}
 		bufs = bufs[:0]
+		var err error
 		for _, g := range batch {
 			if lc.st.cfg.Acks != 0 {
-				lc.inflight <- g // blocks at MaxInFlight: the broker's backpressure
+				select {
+				case lc.inflight <- g:
+				default:
+					// In-flight limit reached: send what is gathered first,
+					// or the responses freeing a slot could never come.
+					if err == nil {
+						err = lc.write(&bufs)
+					}
+					lc.inflight <- g
+				}
 			}
 			bufs = append(bufs, g.buf)
 		}
-		toWrite := bufs // WriteTo consumes its receiver
-		_, err := toWrite.WriteTo(lc.conn)
+		if err == nil {
+			err = lc.write(&bufs)
+		}
 		if err != nil {
 			lc.markDead(fmt.Errorf("write: %w", err))
 			if lc.st.cfg.Acks == 0 {
@@ -232,6 +243,14 @@ func (lc *leanConn) writeLoop() {
 			}
 		}
 	}
+}
+
+// write sends bufs with one writev and empties it.
+func (lc *leanConn) write(bufs *net.Buffers) error {
+	toWrite := *bufs // WriteTo consumes its receiver
+	_, err := toWrite.WriteTo(lc.conn)
+	*bufs = (*bufs)[:0]
+	return err
 }
 
 // readLoop matches responses to in-flight requests in order.
@@ -322,8 +341,11 @@ func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 	cfg := st.cfg
 	limit := max(cfg.MaxBufferedBytes/cfg.BatchBytes, 2*int(cfg.Partitions)+cfg.MaxInFlight)
 	e := &leanEmitter{
-		st:        st,
-		pool:      newFramePool(limit, cfg.BatchBytes+cfg.MessageSize+1024),
+		st: st,
+		// Buffers start small and grow to what batches need: at low rates
+		// batches hold a few messages, and a stalled broker can leave
+		// hundreds of them queued.
+		pool:      newFramePool(limit, min(cfg.BatchBytes, 16<<10)+cfg.MessageSize+1024),
 		open:      make([]*produceFrame, cfg.Partitions),
 		openSince: make([]int64, cfg.Partitions),
 		conns:     make([]*leanConn, cfg.Partitions),

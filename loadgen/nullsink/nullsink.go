@@ -148,10 +148,8 @@ func (s *Server) handle(frame []byte) ([]byte, error) {
 		}
 		resp = pr
 	case *kmsg.ApiVersionsRequest:
+		// Answered at the version asked: kmsg encodes every version.
 		av := r.ResponseKind().(*kmsg.ApiVersionsResponse)
-		if version > 3 {
-			av.Version = 0
-		}
 		for _, k := range []struct{ key, max int16 }{{0, 8}, {3, 12}, {18, 3}, {19, 7}} {
 			ak := kmsg.NewApiVersionsResponseApiKey()
 			ak.ApiKey, ak.MaxVersion = k.key, k.max

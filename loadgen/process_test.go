@@ -1,0 +1,187 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ringlog/ringlog/loadgen/nullsink"
+	"github.com/ringlog/ringlog/results"
+)
+
+var (
+	fakeOnce sync.Once
+	fakeBin  string
+	fakeErr  error
+)
+
+// brokerBin is RINGLOG_TEST_BROKER_BIN (the real ringlog) or else the
+// fakebroker built once for this test binary.
+func brokerBin(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("RINGLOG_TEST_BROKER_BIN"); bin != "" {
+		return bin
+	}
+	fakeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fakebroker-")
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		fakeBin = filepath.Join(dir, "fakebroker")
+		out, err := exec.Command("go", "build", "-o", fakeBin, "./internal/fakebroker").CombinedOutput()
+		if err != nil {
+			fakeErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatalf("build fakebroker: %v", fakeErr)
+	}
+	return fakeBin
+}
+
+func startBroker(t *testing.T) *LocalBroker {
+	t.Helper()
+	var log bytes.Buffer
+	b, err := StartLocalBroker(brokerBin(t), t.TempDir(), &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Cleanup(func() { b.Stop() })
+	return b
+}
+
+// TestStalledBrokerShowsInTail pauses the broker process for 600 ms in the
+// middle of the measured window. Because latency is measured from each
+// message's intended send time, every message scheduled during the pause
+// records the stall: a closed-loop generator would record it once.
+func TestStalledBrokerShowsInTail(t *testing.T) {
+	b := startBroker(t)
+	cfg := testConfig([]string{b.Addr})
+	cfg.Partitions = 1
+	cfg.Duration = 3 * time.Second
+	cfg.StartAt = time.Now().Add(1500 * time.Millisecond)
+	const pause = 600 * time.Millisecond
+	go func() {
+		time.Sleep(time.Until(cfg.StartAt.Add(cfg.Warmup + time.Second)))
+		syscall.Kill(b.Pid(), syscall.SIGSTOP)
+		time.Sleep(pause)
+		syscall.Kill(b.Pid(), syscall.SIGCONT)
+	}()
+	run, err := Run(context.Background(), cfg, progressOut(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	t.Logf("ack %+v send delay %+v", r.AckLatencyMs, r.SendDelayMs)
+	if r.Errors != 0 {
+		t.Fatalf("errors %d: %s", r.Errors, r.FirstError)
+	}
+	// 20% of the window is stalled: messages sent during it waited from
+	// 0 to 600 ms, so p99 sits near 570 ms and p90 near 300 ms.
+	if r.AckLatencyMs.Max < 550 || r.AckLatencyMs.P99 < 400 || r.AckLatencyMs.P90 < 150 {
+		t.Fatalf("stall missing from the tail: %+v", r.AckLatencyMs)
+	}
+	// The generator itself kept its schedule while the broker was paused.
+	if r.GeneratorSaturated || r.SendDelayMs.P99 > 5 {
+		t.Fatalf("generator fell behind: send delay %+v", r.SendDelayMs)
+	}
+}
+
+func TestBenchCommandWritesReport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "bench")
+	app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: os.Stderr}
+	err := app.Run([]string{"ringlog", "bench", "--broker-bin", brokerBin(t), "--duration", "1500ms", "--warmup", "500ms",
+		"--rate", "1000", "--partitions", "2", "--out", out, "--quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MessagesAcked != 1500 || res.Errors != 0 || res.E2ELatencyMs == nil || res.MessagesConsumed != 1500 {
+		t.Fatalf("bench result: acked %d consumed %d errors %d", res.MessagesAcked, res.MessagesConsumed, res.Errors)
+	}
+	if os.Getenv("RINGLOG_TEST_BROKER_BIN") == "" && res.Environment.BrokerIOPath != "kfake-memory" {
+		t.Fatalf("environment lacks the broker's /healthz: %+v", res.Environment)
+	}
+	summary := app.Writer.(*bytes.Buffer).String()
+	if !bytes.Contains([]byte(summary), []byte("SLA ")) {
+		t.Fatalf("no verdict in output:\n%s", summary)
+	}
+}
+
+// TestScaleOutMerge runs two generators against one broker with a shared
+// --start-at and merges their reports.
+func TestScaleOutMerge(t *testing.T) {
+	b := startBroker(t)
+	start := time.Now().Add(time.Second)
+	dirs := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
+	runs := make([]*results.Run, 2)
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := testConfig([]string{b.Addr})
+			cfg.Duration, cfg.Rate, cfg.StartAt = time.Second, float64(1000*(i+1)), start
+			r, err := Run(context.Background(), cfg, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := r.Write(dirs[i]); err != nil {
+				t.Error(err)
+			}
+			runs[i], _ = results.Load(dirs[i])
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	m, err := results.Merge(runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Result.MessagesAcked != 3000 || m.Result.TargetRate != 3000 {
+		t.Fatalf("merged acked %d target %v", m.Result.MessagesAcked, m.Result.TargetRate)
+	}
+	if got := results.MergeAll(m.Ack).TotalCount(); got != 3000 {
+		t.Fatalf("merged histogram holds %d values", got)
+	}
+	if d := runs[0].Result.StartedAt.Sub(runs[1].Result.StartedAt); d > 50*time.Millisecond || d < -50*time.Millisecond {
+		t.Fatalf("--start-at: runs started %v apart", d)
+	}
+}
+
+func TestNullSink(t *testing.T) {
+	for _, acks := range []int16{0, 1} {
+		sink, err := nullsink.Listen("127.0.0.1:0", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig([]string{sink.Addr()})
+		cfg.Acks, cfg.Rate, cfg.Duration = acks, 20000, time.Second
+		run, err := Run(context.Background(), cfg, nil)
+		sink.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := run.Result; r.MessagesAcked != 20000 || r.Errors != 0 || sink.Requests.Load() == 0 {
+			b, _ := json.Marshal(r)
+			t.Fatalf("acks=%d: %s", acks, b)
+		}
+	}
+}
