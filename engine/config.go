@@ -32,7 +32,9 @@ type Config struct {
 	// Logger receives engine events; nil means slog.Default().
 	Logger *slog.Logger
 	// IOMode picks the write path: "auto", "uring" or "sync" ("auto").
-	// Only the sync path exists today; "uring" fails at Open.
+	// auto uses io_uring when iouring.Probe succeeds and FS is the OS file
+	// system, else pwrite/fdatasync; uring makes Open fail when io_uring
+	// is unavailable. In-memory and fault-injecting FSs always use sync.
 	IOMode string
 }
 

@@ -106,8 +106,17 @@
 // # Write path
 //
 // Appends are validated, stamped with offsets under the partition lock and
-// written by a writeQueue (today pwrite in the caller; fdatasync on one
-// flusher goroutine that serves all partitions per round, i.e. group
-// commit). Under FsyncAlways the high watermark is the flushed end;
-// otherwise it is the written end. Reads never return bytes at or above it.
+// written by a writeQueue, chosen at Open (Config.IOMode, IOPath, IOReason):
+//
+//   - sync: pwrite in the caller; fdatasync on one flusher goroutine that
+//     serves all partitions per round (group commit).
+//   - uring (uring.go): one ring owner collects every partition's appends,
+//     writes each partition's queued bytes with one (p)writev and, under
+//     FsyncAlways, a linked FSYNC(DATASYNC), all partitions in one
+//     io_uring_enter; one chain per partition in flight, the rest
+//     accumulates. The HW moves only over each partition's contiguous
+//     completed prefix; a failed write or fsync fails the partition.
+//
+// Under FsyncAlways the high watermark is the flushed end; otherwise it is
+// the written (completed) end. Reads never return bytes at or above it.
 package engine

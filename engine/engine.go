@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/iouring"
 )
 
 // Engine owns the topics and partitions of one data directory.
@@ -25,6 +26,8 @@ type Engine struct {
 	log  *slog.Logger
 	meta *metaStore
 	wq   writeQueue
+	// ioReason says why wq is the write path it is.
+	ioReason string
 
 	mu     sync.RWMutex
 	topics map[string]*topicState
@@ -50,29 +53,83 @@ type Stats struct {
 	Fdatasyncs      int64 // fdatasync calls on segment files
 	FlushRounds     int64 // group-commit rounds of the flusher
 	SegmentsDeleted int64 // by retention
+	// io_uring write path only (zero on the sync path): io_uring_enter
+	// calls, SQEs submitted and completions reaped. SQEs/enter is the
+	// batching factor; the owner's wakeup reads are included.
+	RingEnters      int64
+	RingSQEs        int64
+	RingCompletions int64
+}
+
+// SQEsPerEnter is the io_uring batching factor (0 on the sync path).
+func (s Stats) SQEsPerEnter() float64 {
+	if s.RingEnters == 0 {
+		return 0
+	}
+	return float64(s.RingSQEs) / float64(s.RingEnters)
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Appends:         e.stats.appends.Load(),
 		AppendedBytes:   e.stats.appendedBytes.Load(),
 		Fdatasyncs:      e.stats.fdatasyncs.Load(),
 		FlushRounds:     e.stats.flushRounds.Load(),
 		SegmentsDeleted: e.stats.segmentsDeleted.Load(),
 	}
+	if q, ok := e.wq.(*uringQueue); ok {
+		rs := q.ringStats()
+		st.RingEnters, st.RingSQEs, st.RingCompletions = int64(rs.Enters), int64(rs.SQEs), int64(rs.CQEs)
+	}
+	return st
 }
 
-// IOPath names the write path in use ("sync"; "uring" later).
+// IOPath names the write path in use: "uring" or "sync".
 func (e *Engine) IOPath() string { return e.wq.name() }
+
+// IOReason says why IOPath was chosen (Config.IOMode, the file system, or
+// why io_uring is unavailable on this host).
+func (e *Engine) IOReason() string { return e.ioReason }
+
+// probeIO is iouring.Probe; tests replace it to act as a host without
+// io_uring.
+var probeIO = iouring.Probe
+
+// openWriteQueue picks the write path for Config.IOMode and says why.
+func (e *Engine) openWriteQueue() (writeQueue, string, error) {
+	if e.cfg.IOMode == "sync" {
+		return newSyncQueue(e), "IOMode is sync", nil
+	}
+	if e.fs != vfs.Default {
+		// In-memory and fault-injecting file systems have no descriptors
+		// for the kernel to write to.
+		return newSyncQueue(e), "the file system is not the OS file system", nil
+	}
+	reason := ""
+	info, err := probeIO()
+	if err == nil && info.Available {
+		q, qerr := newUringQueue(e)
+		if qerr == nil {
+			return q, "io_uring available (" + iouring.SetupFlagNames(q.ring.SetupFlags()) + ")", nil
+		}
+		reason = "ring setup failed: " + qerr.Error()
+	} else {
+		reason = info.Reason
+		if reason == "" && err != nil {
+			reason = err.Error()
+		}
+	}
+	if e.cfg.IOMode == "uring" {
+		return nil, "", fmt.Errorf("engine: IOMode uring: io_uring is not usable on this host: %s (use IOMode auto or sync)", reason)
+	}
+	return newSyncQueue(e), "io_uring unavailable: " + reason, nil
+}
 
 // Open loads (and, after an unclean shutdown, recovers) the data directory.
 func Open(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if cfg.IOMode == "uring" {
-		return nil, fmt.Errorf("engine: IOMode uring is not implemented yet; use sync or auto")
 	}
 	e := &Engine{
 		cfg:    cfg,
@@ -103,7 +160,10 @@ func Open(cfg Config) (*Engine, error) {
 	marker := filepath.Join(cfg.Dir, cleanMarkerName)
 	_, statErr := e.fs.Stat(marker)
 	clean := statErr == nil
-	e.wq = newSyncQueue(e)
+	if e.wq, e.ioReason, err = e.openWriteQueue(); err != nil {
+		return nil, err
+	}
+	e.log.Info("engine write path", "io", e.wq.name(), "reason", e.ioReason)
 	if err := e.load(clean); err != nil {
 		e.wq.close()
 		e.releaseAll()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,8 @@ type Partition struct {
 	deleted bool
 	// leaderEpoch is stamped into appended batches (replication sets it).
 	leaderEpoch int32
+	// uio is the partition's state in the io_uring owner, if any.
+	uio atomic.Pointer[partIO]
 }
 
 // Topic returns the partition's topic name.
@@ -134,8 +137,12 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 		pos += int(h.size)
 	}
 	start := seg.size
-	if err := p.e.wq.write(seg, records, start); err != nil {
-		return nil, p.fail(err)
+	writePos := start
+	uq, async := p.e.wq.(*uringQueue)
+	if !async {
+		if err := p.e.wq.write(seg, records, start); err != nil {
+			return nil, p.fail(err)
+		}
 	}
 	for _, h := range hs {
 		seg.noteBatch(h, start, cfg.IndexIntervalBytes)
@@ -147,6 +154,15 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	p.e.stats.appendedBytes.Add(int64(len(records)))
 	w := &waiter{done: make(chan struct{}), res: res}
 	p.markDirty(seg)
+	if async {
+		// The ring owner completes w and moves the HW once the write (and,
+		// under FsyncAlways, its linked fdatasync) completed; until then
+		// the bytes sit above the HW, so no read can see them.
+		if err := uq.enqueue(p, seg, records, writePos, next, w); err != nil {
+			return nil, p.fail(err)
+		}
+		return w, nil
+	}
 	if p.e.cfg.Fsync == FsyncAlways {
 		p.waiters = append(p.waiters, w)
 		p.e.wq.requestFlush(p)
@@ -229,6 +245,12 @@ func (p *Partition) failLocked(cause error) {
 // Lock must be held.
 func (p *Partition) roll(now int64) (*segment, error) {
 	old := p.active()
+	if uq, ok := p.e.wq.(*uringQueue); ok {
+		// fdatasync only covers writes that completed.
+		if err := uq.barrier(p); err != nil {
+			return nil, err
+		}
+	}
 	if err := old.log.Datasync(); err != nil {
 		return nil, err
 	}

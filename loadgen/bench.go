@@ -94,7 +94,7 @@ func benchCommand() *cli.Command {
 	d.Duration = 20 * time.Second
 	d.Warmup = 3 * time.Second
 	d.Rate = 20_000
-	d.MessageSize = 1024
+	d.MessageSize = 1000 // the design sizes 1,000-byte messages
 	d.Partitions = 8
 	d.Consumers = 1
 	d.Topic = "ringlog-bench"

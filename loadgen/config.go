@@ -56,7 +56,7 @@ func DefaultConfig() Config {
 		Partitions:        8,
 		ReplicationFactor: 1,
 		Rate:              10_000,
-		MessageSize:       1024,
+		MessageSize:       1000,
 		Producers:         1,
 		Acks:              -1,
 		Linger:            time.Millisecond,

@@ -1,0 +1,866 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/iouring"
+)
+
+// uringQueue is the io_uring write path. One owner goroutine, locked to its
+// OS thread (SINGLE_ISSUER), owns the ring. Appends from every partition
+// land in one intake list; each round the owner turns a partition's queued
+// appends into one group, a single (p)writev of their contiguous bytes,
+// with FsyncAlways followed by a linked FSYNC(DATASYNC), and submits all
+// partitions' groups with one io_uring_enter. A partition has at most one
+// group in the kernel: what arrives meanwhile accumulates into the next
+// group (pipelined group commit per partition, all partitions in flight at
+// once).
+//
+// The owner never takes a partition lock: Append holds it while rolling a
+// segment and waits for the owner (barrier), so the owner hands finished
+// groups to a completer goroutine that takes the lock, advances the HW and
+// completes waiters. Per partition the owner retires groups only in offset
+// order (the contiguous completed prefix), so the HW never covers bytes
+// whose write is still in flight, whatever order completions arrive in.
+type uringQueue struct {
+	e      *Engine
+	ring   *iouring.Ring // owner only
+	always bool          // FsyncAlways: link an fsync behind every group
+	wakeFd int           // eventfd; a READ of it is always armed in the ring
+	parked atomic.Bool   // owner is (about to be) waiting in io_uring_enter
+	active atomic.Bool   // requests are in the kernel: a completion will wake the owner
+
+	mu      sync.Mutex
+	intake  []ioReq
+	closing bool
+	broken  error // the ring failed: requests are refused
+
+	// Owner-only state.
+	parts     map[*Partition]*partIO
+	ready     []*Partition // partitions with unsent groups
+	flushes   []*ioFlush   // fsyncs ready to be prepared
+	touched   []*Partition // partitions with completions this round
+	slots     []opRef
+	free      []uint32
+	inflight  int // SQEs in the kernel, the wakeup read excluded
+	maxInfl   int
+	waits     int // barriers and flushes not yet answered
+	wakeBuf   *[8]byte
+	wakePin   runtime.Pinner
+	wakeArmed bool
+	leaked    []*ioGroup // buffers the kernel may still use after a ring failure
+
+	// Owner to completer handoff.
+	nmu          sync.Mutex
+	pendingNotes []ioNote // guarded by nmu
+	notes        []ioNote // owner only: this round's notes
+	notify       chan struct{}
+	stopC        chan struct{}
+	ownerDn      chan struct{}
+	complDn      chan struct{}
+
+	// Test hooks (nil in production): the descriptor a write or fsync of
+	// seg uses, so tests can make the kernel fail one.
+	writeFd, syncFd func(seg *segment) int
+}
+
+// Ring sizes. One round holds at most one chain (writev + fsync) per
+// partition, so 1024 SQEs carry 512 partitions per io_uring_enter; the CQ
+// size bounds SQEs in flight.
+const (
+	uringSQEntries = 1024
+	uringCQEntries = 4096
+	maxGroupIovecs = 1024 // IOV_MAX
+	wakeUserData   = ^uint64(0)
+	// waitDivisor: the owner waits for 1/waitDivisor of the SQEs in flight.
+	waitDivisor = 8
+)
+
+type ioReqKind uint8
+
+const (
+	reqAppend  ioReqKind = iota
+	reqFlush             // fsync the dirty segments once writes below end completed
+	reqBarrier           // answer once every write queued so far completed
+)
+
+// ioReq is one request to the owner.
+type ioReq struct {
+	kind  ioReqKind
+	p     *Partition
+	seg   *segment // append: target (the request holds a ref); flush: last segment
+	data  []byte
+	pos   int64 // append: file position; flush: end position in seg
+	end   int64 // offset after the append, or the flushed end
+	w     *waiter
+	segs  []*segment // flush: dirty segments, each with a ref
+	reply chan error // barrier
+}
+
+// partIO is a partition's state in the owner. Only the owner touches it,
+// except busy, which appenders read to skip waking the owner.
+type partIO struct {
+	busy   atomic.Bool // a group is in the kernel; its completion wakes the owner
+	seq    uint64      // groups created
+	groups []*ioGroup  // not yet retired, ascending offsets
+	unsent int         // the last unsent groups are not in the kernel yet
+	out    int         // sent groups not done yet
+	queued bool        // on q.ready
+	waits  []ioWait
+	failed error
+}
+
+type ioWait struct {
+	seq uint64 // every group up to this one must have been written
+	req ioReq
+}
+
+// ioGroup is one write of a partition's contiguous appends to one segment.
+type ioGroup struct {
+	p       *Partition
+	seg     *segment
+	seq     uint64
+	pos     int64 // file position of the first byte
+	bufs    [][]byte
+	iov     []unix.Iovec
+	n       int64
+	end     int64 // offset after the last append
+	refs    int   // segment refs held (one per append)
+	waiters []*waiter
+	sync    bool // an fsync is linked behind the write
+	// Completion state.
+	sent, wrote, synced bool
+	err                 error
+	pin                 runtime.Pinner
+}
+
+func (g *ioGroup) done() bool { return g.wrote && (!g.sync || g.synced) }
+
+// ioFlush is an interval/close flush: one fsync per dirty segment.
+type ioFlush struct {
+	req     ioReq
+	next    int // segs prepared so far
+	pending int
+	err     error
+}
+
+// opRef maps an SQE's user_data back to what it belongs to.
+type opRef struct {
+	g    *ioGroup
+	f    *ioFlush
+	seg  *segment // flush: the segment synced
+	sync bool
+}
+
+type noteKind uint8
+
+const (
+	noteAdvance noteKind = iota // writes (and fsyncs) done up to end
+	noteFlushed                 // an interval/close flush finished
+	noteFail
+)
+
+// ioNote is what the completer applies under the partition lock.
+type ioNote struct {
+	kind    noteKind
+	p       *Partition
+	end     int64
+	seg     *segment
+	pos     int64
+	durable bool
+	waiters []*waiter
+	err     error
+}
+
+func newUringQueue(e *Engine) (*uringQueue, error) {
+	wakeFd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	q := newUringState(e)
+	q.wakeFd = wakeFd
+	ready := make(chan error, 1)
+	go q.run(ready)
+	if err := <-ready; err != nil {
+		<-q.ownerDn
+		unix.Close(wakeFd)
+		return nil, err
+	}
+	go q.complete()
+	return q, nil
+}
+
+// newUringState builds the owner state without a ring (tests of the
+// tracker use it directly).
+func newUringState(e *Engine) *uringQueue {
+	return &uringQueue{
+		e:       e,
+		always:  e.cfg.Fsync == FsyncAlways,
+		wakeFd:  -1,
+		parts:   map[*Partition]*partIO{},
+		wakeBuf: new([8]byte),
+		notify:  make(chan struct{}, 1),
+		stopC:   make(chan struct{}),
+		ownerDn: make(chan struct{}),
+		complDn: make(chan struct{}),
+	}
+}
+
+func (q *uringQueue) name() string { return "uring" }
+
+// write is the synchronous seam; the uring path submits through enqueue.
+func (q *uringQueue) write(*segment, []byte, int64) error {
+	return errors.New("engine: uring queue takes appends through enqueue")
+}
+
+// ringStats reports the ring's counters.
+func (q *uringQueue) ringStats() iouring.Stats { return q.ring.Stats() }
+
+// enqueue hands a stamped append to the owner. The partition lock is held,
+// so one partition's appends arrive in offset order. data belongs to the
+// queue until the waiter completes; seg holds a ref for the request.
+func (q *uringQueue) enqueue(p *Partition, seg *segment, data []byte, pos, end int64, w *waiter) error {
+	seg.acquire()
+	if err := q.put(ioReq{kind: reqAppend, p: p, seg: seg, data: data, pos: pos, end: end, w: w}); err != nil {
+		seg.release()
+		return err
+	}
+	return nil
+}
+
+func (q *uringQueue) put(r ioReq) error {
+	q.mu.Lock()
+	if q.broken != nil || q.closing && r.kind == reqAppend {
+		err := q.broken
+		q.mu.Unlock()
+		if err == nil {
+			err = ErrClosed
+		}
+		return err
+	}
+	q.intake = append(q.intake, r)
+	q.mu.Unlock()
+	// While anything is in the kernel no wakeup is needed: the next
+	// completion wakes the owner, which drains the intake before it waits
+	// again. So appends accumulate while a batch is in flight instead of
+	// each one waking the owner into a round of its own.
+	if q.active.Load() {
+		return nil
+	}
+	if q.parked.CompareAndSwap(true, false) {
+		q.wake()
+	}
+	return nil
+}
+
+func (q *uringQueue) wake() {
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	for {
+		if _, err := unix.Write(q.wakeFd, one[:]); err != syscall.EINTR {
+			return
+		}
+	}
+}
+
+// barrier waits until every write of p queued so far has completed. roll
+// calls it with the partition lock held before it fdatasyncs the segment
+// it seals, since an fdatasync does not cover writes still in flight.
+func (q *uringQueue) barrier(p *Partition) error {
+	reply := make(chan error, 1)
+	if err := q.put(ioReq{kind: reqBarrier, p: p, reply: reply}); err != nil {
+		return err
+	}
+	return <-reply
+}
+
+// requestFlush fsyncs p's dirty segments through the ring once the writes
+// they hold completed (interval flushes and Close; FsyncAlways groups carry
+// their own fsync).
+func (q *uringQueue) requestFlush(p *Partition) {
+	segs, end, last, lastPos := p.takeDirty()
+	if len(segs) == 0 {
+		return
+	}
+	if err := q.put(ioReq{kind: reqFlush, p: p, segs: segs, seg: last, pos: lastPos, end: end}); err != nil {
+		for _, s := range segs {
+			s.release()
+		}
+		p.failLocked(err)
+	}
+}
+
+// close drains the ring: everything queued is written (and flushed where
+// asked), every waiter completed, then the ring is closed.
+func (q *uringQueue) close() {
+	q.mu.Lock()
+	q.closing = true
+	q.mu.Unlock()
+	if q.parked.CompareAndSwap(true, false) {
+		q.wake()
+	}
+	<-q.ownerDn
+	close(q.stopC)
+	<-q.complDn
+	if q.wakeFd >= 0 {
+		unix.Close(q.wakeFd)
+		q.wakeFd = -1
+	}
+}
+
+// run is the owner goroutine.
+func (q *uringQueue) run(ready chan<- error) {
+	defer close(q.ownerDn)
+	// With SINGLE_ISSUER only the creating thread may submit.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ring, err := iouring.New(uringSQEntries, iouring.WithCQSize(uringCQEntries))
+	if err != nil {
+		ready <- err
+		return
+	}
+	q.ring = ring
+	q.maxInfl = int(ring.CQEntries()) - 1
+	q.slots = make([]opRef, q.maxInfl)
+	q.free = make([]uint32, q.maxInfl)
+	for i := range q.free {
+		q.free[i] = uint32(q.maxInfl - 1 - i)
+	}
+	q.wakePin.Pin(q.wakeBuf)
+	defer q.wakePin.Unpin()
+	ready <- nil
+
+	for {
+		closing := q.drain()
+		q.fill()
+		if closing && q.idle() {
+			break
+		}
+		// Announce the wait, then look once more: an appender that queued
+		// after the drain either is seen here or sees parked and writes the
+		// eventfd, which completes the armed read and ends the wait.
+		// Wait for a share of what is in flight, not just the first
+		// completion: parallel fsyncs end close together, and reaping them
+		// in one round lets the next submission carry all their
+		// partitions' new appends instead of one partition per enter.
+		wait := uint32(max(1, q.inflight/waitDivisor))
+		q.parked.Store(true)
+		q.mu.Lock()
+		if len(q.intake) > 0 || q.closing != closing {
+			wait = 0
+		}
+		q.mu.Unlock()
+		_, err := ring.SubmitAndWait(wait)
+		q.parked.Store(false)
+		if err != nil && !errors.Is(err, iouring.ErrCQOverflow) {
+			q.breakRing(err)
+			return
+		}
+		q.reap()
+		// Cleared only once nothing is in the kernel, and before the next
+		// drain, which then sees whatever was queued while it was set.
+		q.active.Store(q.inflight > 0)
+		q.deliver()
+	}
+	q.retireWakeup()
+	ring.Close()
+}
+
+// idle reports that nothing is queued, in flight or waiting.
+func (q *uringQueue) idle() bool {
+	return q.inflight == 0 && len(q.ready) == 0 && len(q.flushes) == 0 && q.waits == 0
+}
+
+// drain takes the intake and turns it into groups and waits. It reports
+// whether the queue is closing.
+func (q *uringQueue) drain() bool {
+	q.mu.Lock()
+	reqs := q.intake
+	q.intake = nil
+	closing := q.closing
+	q.mu.Unlock()
+	for i := range reqs {
+		q.accept(reqs[i])
+	}
+	for _, p := range q.touched {
+		q.checkWaits(p, q.parts[p])
+	}
+	q.touched = q.touched[:0]
+	q.deliver()
+	return closing
+}
+
+func (q *uringQueue) partIO(p *Partition) *partIO {
+	pio := q.parts[p]
+	if pio == nil {
+		pio = &partIO{}
+		q.parts[p] = pio
+		p.uio.Store(pio)
+	}
+	return pio
+}
+
+func (q *uringQueue) touch(p *Partition) { q.touched = append(q.touched, p) }
+
+// accept files one request. Owner only.
+func (q *uringQueue) accept(r ioReq) {
+	pio := q.partIO(r.p)
+	switch r.kind {
+	case reqAppend:
+		if pio.failed != nil {
+			r.seg.release()
+			q.note(ioNote{kind: noteFail, p: r.p, err: pio.failed, waiters: []*waiter{r.w}})
+			return
+		}
+		var g *ioGroup
+		if pio.unsent > 0 {
+			g = pio.groups[len(pio.groups)-1]
+			if g.seg != r.seg || g.pos+g.n != r.pos || len(g.bufs) >= maxGroupIovecs {
+				g = nil
+			}
+		}
+		if g == nil {
+			pio.seq++
+			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, sync: q.always}
+			pio.groups = append(pio.groups, g)
+			pio.unsent++
+			if !pio.queued {
+				pio.queued = true
+				q.ready = append(q.ready, r.p)
+			}
+		} else {
+			r.seg.release() // the group already holds one for this segment
+			g.refs--
+		}
+		g.bufs = append(g.bufs, r.data)
+		g.n += int64(len(r.data))
+		g.end = r.end
+		g.refs++
+		g.waiters = append(g.waiters, r.w)
+	case reqFlush, reqBarrier:
+		q.waits++
+		pio.waits = append(pio.waits, ioWait{seq: pio.seq, req: r})
+		q.touch(r.p)
+	}
+}
+
+// checkWaits answers barriers and starts flushes whose writes completed.
+func (q *uringQueue) checkWaits(p *Partition, pio *partIO) {
+	n := 0
+	for _, wt := range pio.waits {
+		if pio.failed == nil && !pio.writtenUpTo(wt.seq) {
+			pio.waits[n] = wt
+			n++
+			continue
+		}
+		q.waits--
+		switch wt.req.kind {
+		case reqBarrier:
+			wt.req.reply <- pio.failed
+		case reqFlush:
+			if pio.failed != nil {
+				for _, s := range wt.req.segs {
+					s.release()
+				}
+				continue
+			}
+			q.flushes = append(q.flushes, &ioFlush{req: wt.req})
+		}
+	}
+	clear(pio.waits[n:])
+	pio.waits = pio.waits[:n]
+}
+
+// writtenUpTo reports that the writes of groups up to seq completed.
+func (pio *partIO) writtenUpTo(seq uint64) bool {
+	for _, g := range pio.groups {
+		if g.seq > seq {
+			break
+		}
+		if !g.wrote {
+			return false
+		}
+	}
+	return true
+}
+
+// fill prepares SQEs: each ready partition's unsent groups (when it has
+// none in the kernel) and ready flushes, while the SQ and CQ have room.
+func (q *uringQueue) fill() {
+	r := q.ring
+	if !q.wakeArmed {
+		sqe := r.GetSQE()
+		if sqe == nil {
+			return
+		}
+		iouring.PrepRead(sqe, q.wakeFd, q.wakeBuf[:], 0)
+		sqe.SetUserData(wakeUserData)
+		q.wakeArmed = true
+	}
+	n := 0
+	for _, p := range q.ready {
+		pio := q.parts[p]
+		if pio.failed != nil || pio.unsent == 0 {
+			pio.queued = false
+			continue
+		}
+		if pio.busy.Load() || !q.sendGroups(pio) {
+			q.ready[n] = p
+			n++
+			continue
+		}
+		pio.queued = false
+	}
+	clear(q.ready[n:])
+	q.ready = q.ready[:n]
+	n = 0
+	for _, f := range q.flushes {
+		for f.next < len(f.req.segs) && r.SQSpace() > 0 && q.inflight < q.maxInfl {
+			s := f.req.segs[f.next]
+			fd := s.log.Fd()
+			if q.syncFd != nil {
+				fd = q.syncFd(s)
+			}
+			iouring.PrepFsync(q.sqe(opRef{f: f, seg: s, sync: true}), fd, true)
+			f.next++
+			f.pending++
+		}
+		if f.next < len(f.req.segs) {
+			q.flushes[n] = f
+			n++
+		}
+	}
+	clear(q.flushes[n:])
+	q.flushes = q.flushes[:n]
+}
+
+// sqe takes an SQE and a slot for ref. The caller checked space.
+func (q *uringQueue) sqe(ref opRef) *iouring.SQE {
+	sqe := q.ring.GetSQE()
+	s := q.free[len(q.free)-1]
+	q.free = q.free[:len(q.free)-1]
+	q.slots[s] = ref
+	sqe.SetUserData(uint64(s))
+	q.inflight++
+	q.active.Store(true)
+	return sqe
+}
+
+// sendGroups prepares all unsent groups of a partition, or none if they do
+// not fit this round.
+func (q *uringQueue) sendGroups(pio *partIO) bool {
+	groups := pio.groups[len(pio.groups)-pio.unsent:]
+	need := 0
+	for _, g := range groups {
+		need++
+		if g.sync {
+			need++
+		}
+	}
+	if need > int(q.ring.SQSpace()) || q.inflight+need > q.maxInfl {
+		return false
+	}
+	for _, g := range groups {
+		q.prepGroup(g)
+	}
+	pio.out += len(groups)
+	pio.unsent = 0
+	pio.busy.Store(true)
+	return true
+}
+
+func (q *uringQueue) prepGroup(g *ioGroup) {
+	fd := g.seg.log.Fd()
+	if q.writeFd != nil {
+		fd = q.writeFd(g.seg)
+	}
+	g.sent = true
+	w := q.sqe(opRef{g: g})
+	if len(g.bufs) == 1 {
+		g.pin.Pin(&g.bufs[0][0])
+		iouring.PrepWrite(w, fd, g.bufs[0], uint64(g.pos))
+	} else {
+		g.iov = make([]unix.Iovec, len(g.bufs))
+		for i, b := range g.bufs {
+			g.pin.Pin(&b[0])
+			g.iov[i].Base = &b[0]
+			g.iov[i].SetLen(len(b))
+		}
+		g.pin.Pin(&g.iov[0])
+		iouring.PrepWritev(w, fd, g.iov, uint64(g.pos))
+	}
+	if !g.sync {
+		return
+	}
+	// The fsync starts only after the write succeeded in full; a failed or
+	// short write cancels it (ECANCELED).
+	w.SetFlags(iouring.SQEIOLink)
+	sfd := g.seg.log.Fd()
+	if q.syncFd != nil {
+		sfd = q.syncFd(g.seg)
+	}
+	iouring.PrepFsync(q.sqe(opRef{g: g, sync: true}), sfd, true)
+}
+
+// reap handles every ready completion, then retires what it finished.
+func (q *uringQueue) reap() {
+	q.ring.ForEachCQE(func(c iouring.CQE) {
+		if c.UserData == wakeUserData {
+			q.wakeArmed = false
+			return
+		}
+		ref := q.slots[c.UserData]
+		q.slots[c.UserData] = opRef{}
+		q.free = append(q.free, uint32(c.UserData))
+		q.inflight--
+		q.completed(ref, c.Res)
+	})
+	q.settle()
+}
+
+// settle retires finished groups and answers waits of the partitions that
+// had completions.
+func (q *uringQueue) settle() {
+	for _, p := range q.touched {
+		pio := q.parts[p]
+		q.retire(p, pio)
+		q.checkWaits(p, pio)
+	}
+	q.touched = q.touched[:0]
+}
+
+// completed applies one completion. Owner only.
+func (q *uringQueue) completed(ref opRef, res int32) {
+	if ref.f != nil {
+		q.flushCompleted(ref, res)
+		return
+	}
+	g := ref.g
+	q.touch(g.p)
+	if ref.sync {
+		g.synced = true
+		q.e.stats.fdatasyncs.Add(1)
+		if res < 0 && g.err == nil {
+			// ECANCELED only follows a failed write, which set g.err.
+			// Anything else is a failed fdatasync: the dirty pages may be
+			// gone, so it is fatal for the segment and the partition.
+			g.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, g.seg.path(logSuffix), syscall.Errno(-res))
+		}
+	} else {
+		g.wrote = true
+		g.pin.Unpin()
+		g.iov = nil
+		switch {
+		case res < 0:
+			g.err = fmt.Errorf("%w: write %s at %d: %v", ErrStorage, g.seg.path(logSuffix), g.pos, syscall.Errno(-res))
+		case int64(res) != g.n:
+			g.err = fmt.Errorf("%w: write %s at %d: short write %d of %d", ErrStorage, g.seg.path(logSuffix), g.pos, res, g.n)
+		}
+	}
+	if g.done() {
+		g.bufs = nil
+		for ; g.refs > 0; g.refs-- {
+			g.seg.release()
+		}
+		pio := q.parts[g.p]
+		pio.out--
+		pio.busy.Store(pio.out > 0)
+	}
+}
+
+func (q *uringQueue) flushCompleted(ref opRef, res int32) {
+	f := ref.f
+	f.pending--
+	q.e.stats.fdatasyncs.Add(1)
+	if res < 0 && f.err == nil {
+		f.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, ref.seg.path(logSuffix), syscall.Errno(-res))
+	}
+	ref.seg.release()
+	if f.pending > 0 || f.next < len(f.req.segs) {
+		return
+	}
+	if f.err != nil {
+		q.failPart(f.req.p, q.parts[f.req.p], f.err)
+		return
+	}
+	q.note(ioNote{kind: noteFlushed, p: f.req.p, end: f.req.end, seg: f.req.seg, pos: f.req.pos})
+}
+
+// retire hands the contiguous done prefix of p's groups to the completer,
+// or fails p if any group failed.
+func (q *uringQueue) retire(p *Partition, pio *partIO) {
+	if pio.failed != nil {
+		return
+	}
+	for _, g := range pio.groups {
+		if g.err != nil {
+			q.failPart(p, pio, g.err)
+			return
+		}
+	}
+	i := 0
+	n := ioNote{kind: noteAdvance, p: p, durable: q.always}
+	for ; i < len(pio.groups)-pio.unsent; i++ {
+		g := pio.groups[i]
+		if !g.done() {
+			break
+		}
+		n.end, n.seg, n.pos = g.end, g.seg, g.pos+g.n
+		n.waiters = append(n.waiters, g.waiters...)
+		g.waiters = nil
+	}
+	if i == 0 {
+		return
+	}
+	clear(pio.groups[:i])
+	pio.groups = pio.groups[i:]
+	q.note(n)
+}
+
+// failPart fails p: every waiter of an unretired group fails with err and
+// later appends are refused. Groups still in the kernel keep their buffers
+// pinned until their completions arrive.
+func (q *uringQueue) failPart(p *Partition, pio *partIO, err error) {
+	if pio.failed != nil {
+		return
+	}
+	pio.failed = err
+	n := ioNote{kind: noteFail, p: p, err: err}
+	for _, g := range pio.groups {
+		n.waiters = append(n.waiters, g.waiters...)
+		g.waiters = nil
+		if !g.sent {
+			for ; g.refs > 0; g.refs-- {
+				g.seg.release()
+			}
+			g.bufs = nil
+		}
+	}
+	pio.groups, pio.unsent = nil, 0
+	q.note(n)
+	q.touch(p) // answers its barriers and drops its flushes
+}
+
+func (q *uringQueue) note(n ioNote) { q.notes = append(q.notes, n) }
+
+// deliver passes the round's notes to the completer without blocking.
+func (q *uringQueue) deliver() {
+	if len(q.notes) == 0 {
+		return
+	}
+	q.nmu.Lock()
+	if len(q.pendingNotes) == 0 {
+		q.pendingNotes, q.notes = q.notes, q.pendingNotes[:0]
+	} else {
+		q.pendingNotes = append(q.pendingNotes, q.notes...)
+		clear(q.notes)
+		q.notes = q.notes[:0]
+	}
+	q.nmu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+// complete is the completer goroutine: it applies notes under the
+// partition locks, which the owner must never wait for.
+func (q *uringQueue) complete() {
+	defer close(q.complDn)
+	var batch []ioNote
+	for {
+		stopping := false
+		select {
+		case <-q.notify:
+		case <-q.stopC:
+			stopping = true
+		}
+		q.nmu.Lock()
+		batch, q.pendingNotes = q.pendingNotes, batch[:0]
+		q.nmu.Unlock()
+		for i := range batch {
+			q.apply(&batch[i])
+		}
+		clear(batch)
+		if stopping {
+			return
+		}
+	}
+}
+
+// apply updates a partition for one note.
+func (q *uringQueue) apply(n *ioNote) {
+	p := n.p
+	if n.kind == noteFlushed {
+		p.flushed(n.end, n.seg, n.pos)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	switch {
+	case n.kind == noteFail:
+		err = p.fail(n.err)
+	case p.deleted:
+		err = fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	case p.failed != nil:
+		err = p.failed
+	default:
+		if n.durable {
+			p.durable = max(p.durable, n.end)
+		}
+		p.setHW(n.end, n.seg, n.pos)
+	}
+	for _, w := range n.waiters {
+		w.finish(err)
+	}
+}
+
+// retireWakeup completes the armed eventfd read so no request refers to
+// wakeBuf when the ring closes.
+func (q *uringQueue) retireWakeup() {
+	if !q.wakeArmed {
+		return
+	}
+	q.wake()
+	for q.wakeArmed {
+		if _, err := q.ring.SubmitAndWait(1); err != nil && !errors.Is(err, iouring.ErrCQOverflow) {
+			return
+		}
+		q.reap()
+	}
+	q.deliver()
+}
+
+// breakRing handles a failed io_uring_enter: the ring is unusable. Every
+// partition with work fails, later requests are refused, and buffers the
+// kernel may still touch stay referenced (and pinned) forever.
+func (q *uringQueue) breakRing(err error) {
+	err = fmt.Errorf("%w: io_uring failed: %v", ErrStorage, err)
+	q.mu.Lock()
+	q.broken = err
+	reqs := q.intake
+	q.intake = nil
+	q.mu.Unlock()
+	for i := range reqs {
+		q.accept(reqs[i])
+	}
+	for _, ref := range q.slots {
+		if ref.g != nil {
+			q.leaked = append(q.leaked, ref.g)
+		}
+	}
+	for p, pio := range q.parts {
+		q.failPart(p, pio, err)
+		q.checkWaits(p, pio)
+	}
+	q.deliver()
+}

@@ -1,0 +1,339 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/iouring"
+)
+
+// needUring skips when this host has no io_uring.
+func needUring(t testing.TB) {
+	t.Helper()
+	if info, err := iouring.Probe(); err != nil {
+		t.Skipf("io_uring unavailable: %s", info.Reason)
+	}
+}
+
+func openUring(t *testing.T, cfg Config) (*Engine, *uringQueue) {
+	t.Helper()
+	needUring(t)
+	cfg.IOMode = "uring"
+	e := mustOpen(t, cfg)
+	q, ok := e.wq.(*uringQueue)
+	if !ok || e.IOPath() != "uring" {
+		t.Fatalf("IOPath %q: %s", e.IOPath(), e.IOReason())
+	}
+	return e, q
+}
+
+// Many partitions under FsyncAlways: data is intact and each enter carries
+// many partitions' writes and fsyncs.
+func TestUringManyPartitionsFsyncAlways(t *testing.T) {
+	e, _ := openUring(t, testConfig(t.TempDir()))
+	defer e.Close()
+	const parts, writers, per = 64, 128, 20
+	e.CreateTopic("m", parts, map[string]string{"segment.bytes": "16384"})
+	var wg sync.WaitGroup
+	errc := make(chan error, writers)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, _ := e.Partition("m", int32(w%parts))
+			for i := 0; i < per; i++ {
+				aw, err := p.Append(batchtest.Values(fmt.Sprintf("w%d-%d", w, i)))
+				if err == nil {
+					_, err = aw.Result()
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	for i := int32(0); i < parts; i++ {
+		p := mustPartition(t, e, "m", i)
+		recs := readAll(t, p, 0)
+		checkSequence(t, recs, 0, nil)
+		if len(recs) != writers/parts*per {
+			t.Fatalf("partition %d: %d records, want %d", i, len(recs), writers/parts*per)
+		}
+		seen := map[string]bool{}
+		for _, r := range recs {
+			if seen[string(r.Value)] {
+				t.Fatalf("partition %d: duplicate %s", i, r.Value)
+			}
+			seen[string(r.Value)] = true
+		}
+	}
+	st := e.Stats()
+	t.Logf("%d appends, %d fdatasyncs, %d enters, %d SQEs (%.1f per enter)", st.Appends, st.Fdatasyncs, st.RingEnters, st.RingSQEs, st.SQEsPerEnter())
+	if st.SQEsPerEnter() < 3 {
+		t.Fatalf("%.2f SQEs per io_uring_enter: writes are not batched across partitions", st.SQEsPerEnter())
+	}
+	if st.Fdatasyncs >= st.Appends {
+		t.Fatalf("%d fdatasyncs for %d appends: no group commit", st.Fdatasyncs, st.Appends)
+	}
+}
+
+// Every write path and fsync policy, with segment rolls and a restart.
+func TestBothPathsRoundTrip(t *testing.T) {
+	for _, mode := range []string{"sync", "uring"} {
+		for _, policy := range []FsyncPolicy{FsyncAlways, FsyncInterval, FsyncNever} {
+			t.Run(mode+"/"+policy.String(), func(t *testing.T) {
+				if mode == "uring" {
+					needUring(t)
+				}
+				dir := t.TempDir()
+				cfg := testConfig(dir)
+				cfg.IOMode, cfg.Fsync, cfg.FsyncInterval = mode, policy, 5e6
+				e := mustOpen(t, cfg)
+				if e.IOPath() != mode {
+					t.Fatalf("IOPath %q", e.IOPath())
+				}
+				e.CreateTopic("r", 3, map[string]string{"segment.bytes": "2048"})
+				var wg sync.WaitGroup
+				for w := 0; w < 6; w++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						p, _ := e.Partition("r", int32(w%3))
+						for i := 0; i < 50; i++ {
+							if _, err := p.Append(batchtest.Values(fmt.Sprint(w, i))); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				// The last append's waiter may still be open: Close drains.
+				if err := e.Close(); err != nil {
+					t.Fatal(err)
+				}
+				e2 := mustOpen(t, cfg)
+				defer e2.Close()
+				for i := int32(0); i < 3; i++ {
+					p := mustPartition(t, e2, "r", i)
+					if n := len(readAll(t, p, 0)); n != 100 {
+						t.Fatalf("partition %d: %d records after restart, want 100", i, n)
+					}
+					if len(p.segs) < 2 {
+						t.Fatalf("partition %d did not roll", i)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A write the kernel fails (EBADF: the descriptor is read-only) fails the
+// partition's waiters with ErrStorage, its linked fsync is cancelled, the
+// HW does not move and other partitions keep working.
+func TestUringWriteErrorFailsPartition(t *testing.T) {
+	for _, policy := range []FsyncPolicy{FsyncAlways, FsyncNever} {
+		t.Run(policy.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := testConfig(dir)
+			cfg.Fsync = policy
+			e, q := openUring(t, cfg)
+			defer e.Close()
+			e.CreateTopic("f", 2, nil)
+			p := mustPartition(t, e, "f", 0)
+			appendWait(t, p, batchOf(0, 1))
+			ro, err := os.Open(filepath.Join(dir, "f-0", segmentName(0, logSuffix)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			q.writeFd = func(s *segment) int {
+				if strings.Contains(s.dir, "f-0") {
+					return int(ro.Fd())
+				}
+				return s.log.Fd()
+			}
+			w, err := p.Append(batchOf(1, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Result(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "bad file descriptor") {
+				t.Fatalf("waiter err %v, want ErrStorage with EBADF", err)
+			}
+			if _, err := p.Append(batchOf(1, 1)); !errors.Is(err, ErrStorage) {
+				t.Fatalf("append after write failure: %v", err)
+			}
+			if hw := p.Info().HighWatermark; hw != 1 {
+				t.Fatalf("HW %d moved past the failed write", hw)
+			}
+			appendWait(t, mustPartition(t, e, "f", 1), batchOf(0, 1))
+		})
+	}
+}
+
+// A failed fsync (EINVAL: a pipe cannot be synced) is fatal for the
+// partition.
+func TestUringFsyncErrorFailsPartition(t *testing.T) {
+	e, q := openUring(t, testConfig(t.TempDir()))
+	defer e.Close()
+	e.CreateTopic("f", 1, nil)
+	p := mustPartition(t, e, "f", 0)
+	appendWait(t, p, batchOf(0, 1))
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	q.syncFd = func(*segment) int { return fds[0] }
+	w, err := p.Append(batchOf(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Result(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "fdatasync") {
+		t.Fatalf("waiter err %v, want ErrStorage from fdatasync", err)
+	}
+	if hw := p.Info().HighWatermark; hw != 1 {
+		t.Fatalf("HW %d moved past the failed fsync", hw)
+	}
+}
+
+// IOMode selection: uring fails Open with the probe's reason, auto falls
+// back and says why, non-OS file systems always use sync.
+func TestIOModeSelection(t *testing.T) {
+	real := probeIO
+	defer func() { probeIO = real }()
+	probeIO = func() (iouring.Info, error) {
+		err := &iouring.UnavailableError{Errno: syscall.EPERM, Reason: "kernel.io_uring_disabled=2"}
+		return iouring.Info{Reason: "kernel.io_uring_disabled=2 (operation not permitted)", Err: err}, err
+	}
+	cfg := testConfig(t.TempDir())
+	cfg.IOMode = "uring"
+	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "io_uring_disabled=2") {
+		t.Fatalf("Open with IOMode uring and no io_uring: %v", err)
+	}
+	cfg.IOMode = "auto"
+	e := mustOpen(t, cfg)
+	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "io_uring_disabled=2") {
+		t.Fatalf("auto without io_uring: %q, %q", e.IOPath(), e.IOReason())
+	}
+	e.Close()
+	probeIO = real
+
+	mcfg := testConfig("/data")
+	mcfg.FS = vfs.NewMem()
+	mcfg.IOMode = "uring"
+	e = mustOpen(t, mcfg)
+	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "not the OS file system") {
+		t.Fatalf("mem FS: %q, %q", e.IOPath(), e.IOReason())
+	}
+	e.Close()
+	cfg.IOMode = "sync"
+	e = mustOpen(t, cfg)
+	if e.IOPath() != "sync" || e.IOReason() != "IOMode is sync" {
+		t.Fatalf("sync: %q, %q", e.IOPath(), e.IOReason())
+	}
+	e.Close()
+}
+
+// The tracker, without a ring: completions in any order, the HW and the
+// waiters advance only over the contiguous completed prefix.
+func TestUringTrackerOutOfOrder(t *testing.T) {
+	e := &Engine{cfg: Config{Fsync: FsyncAlways}}
+	q := newUringState(e)
+	p := &Partition{}
+	seg := &segment{}
+	seg.refs.Store(100) // never closes: there is no file
+	send := func() *ioGroup {
+		pio := q.parts[p]
+		g := pio.groups[len(pio.groups)-1]
+		g.sent, pio.unsent = true, 0
+		pio.out++
+		return g
+	}
+	add := func(pos, end int64) *ioGroup {
+		seg.acquire()
+		q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: pos, end: end, w: &waiter{done: make(chan struct{})}})
+		return send()
+	}
+	advanced := func() (int64, int) {
+		defer func() { q.notes = q.notes[:0] }()
+		if len(q.notes) == 0 {
+			return -1, 0
+		}
+		n := q.notes[len(q.notes)-1]
+		if n.kind != noteAdvance {
+			t.Fatalf("note %+v", n)
+		}
+		return n.end, len(n.waiters)
+	}
+	a, b, c := add(0, 1), add(10, 2), add(20, 3)
+	q.accept(ioReq{kind: reqBarrier, p: p, reply: make(chan error, 1)})
+	// c completes first, then b's write and fsync: nothing may advance.
+	q.completed(opRef{g: c}, 10)
+	q.completed(opRef{g: c, sync: true}, 0)
+	q.completed(opRef{g: b}, 10)
+	q.completed(opRef{g: b, sync: true}, 0)
+	q.settle()
+	if end, _ := advanced(); end != -1 {
+		t.Fatalf("advanced to %d with the first write in flight", end)
+	}
+	if q.waits != 1 {
+		t.Fatal("barrier answered with a write in flight")
+	}
+	// a's write lands: the barrier is answered, but the HW waits for a's
+	// fsync under FsyncAlways.
+	q.completed(opRef{g: a}, 10)
+	q.settle()
+	if end, _ := advanced(); end != -1 || q.waits != 0 {
+		t.Fatalf("advanced to %d before the fsync; waits %d", end, q.waits)
+	}
+	q.completed(opRef{g: a, sync: true}, 0)
+	q.settle()
+	if end, n := advanced(); end != 3 || n != 3 {
+		t.Fatalf("advanced to %d with %d waiters, want 3 and 3", end, n)
+	}
+	if q.parts[p].busy.Load() {
+		t.Fatal("partition still busy with nothing in the kernel")
+	}
+
+	// A short write fails the partition; its cancelled fsync and a later
+	// group's completions are absorbed.
+	d, f := add(30, 4), add(40, 5)
+	q.completed(opRef{g: d}, 4)
+	q.completed(opRef{g: d, sync: true}, -int32(syscall.ECANCELED))
+	q.settle()
+	if len(q.notes) != 1 || q.notes[0].kind != noteFail || len(q.notes[0].waiters) != 2 || !errors.Is(q.notes[0].err, ErrStorage) {
+		t.Fatalf("notes after short write: %+v", q.notes)
+	}
+	q.notes = q.notes[:0]
+	q.completed(opRef{g: f}, 10)
+	q.completed(opRef{g: f, sync: true}, 0)
+	q.settle()
+	if len(q.notes) != 0 {
+		t.Fatalf("notes after failure: %+v", q.notes)
+	}
+	// Appends reaching a failed partition fail at once.
+	seg.acquire()
+	q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: 50, end: 6, w: &waiter{}})
+	if len(q.notes) != 1 || q.notes[0].kind != noteFail {
+		t.Fatalf("append to failed partition: %+v", q.notes)
+	}
+	if got := seg.refs.Load(); got != 100 {
+		t.Fatalf("segment refs %d, want 100: a group leaked or over-released one", got)
+	}
+}
