@@ -5,7 +5,7 @@ COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 VERSION   := $(shell git describe --tags --always 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Packages with concurrency run under the race detector in `make test`.
-RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./loadgen/... ./results/...
+RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./loadgen/... ./results/...
 FUZZTIME  ?= 30s
 
 .PHONY: help build test test-race test-short run bench bench-engine fuzz vet fmt clean
@@ -25,11 +25,18 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 
-# The default test run: static checks, race-enabled unit tests, then the
-# process-level integration tests (real broker, franz-go, kcat, librdkafka).
+# The default test run: static checks, race-enabled unit tests (the engine
+# under both write paths), then the process-level integration tests (real
+# broker, franz-go, kcat, librdkafka) once per write path. Loadgen's
+# process tests drive the real broker binary.
+IO_PATHS ?= uring sync
 test: vet build
-	$(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
-	RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./cmd/...
+	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
+	RINGLOG_TEST_IO=sync $(GO) test -race -count=1 -timeout 5m ./engine/...
+	@for io in $(IO_PATHS); do \
+	  echo "== integration tests with --io $$io"; \
+	  RINGLOG_TEST_IO=$$io RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./cmd/... || exit 1; \
+	done
 
 test-short:
 	$(GO) test -short -count=1 ./...

@@ -26,8 +26,8 @@ type Health struct {
 	Stats     Stats             `json:"stats"`
 }
 
-// AdminServer is the HTTP admin listener: /healthz now, metrics and pprof
-// later.
+// AdminServer is the HTTP admin listener: /healthz, /metrics (registered
+// by the caller on Mux), pprof later.
 type AdminServer struct {
 	srv *http.Server
 	ln  net.Listener

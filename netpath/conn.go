@@ -2,6 +2,8 @@ package netpath
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -83,6 +85,14 @@ func (c *conn) close() {
 }
 
 func (c *conn) run() {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if err := c.handshake(tc); err != nil {
+			c.s.stats.tlsHandshakeErrors.Add(1)
+			c.s.log.Debug("tls handshake failed", "remote", c.nc.RemoteAddr().String(), "err", err)
+			c.close()
+			return
+		}
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -95,6 +105,15 @@ func (c *conn) run() {
 	}
 	<-writerDone
 	c.close()
+}
+
+// handshake completes the TLS handshake before any request is read, so a
+// client that stalls or presents no (or an untrusted) certificate under
+// mutual TLS is dropped within the handshake timeout.
+func (c *conn) handshake(tc *tls.Conn) error {
+	ctx, cancel := context.WithTimeout(c.s.ctx, c.s.cfg.TLSHandshakeTimeout)
+	defer cancel()
+	return tc.HandshakeContext(ctx)
 }
 
 // errFrame marks protocol violations that close the connection.
@@ -120,6 +139,7 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		c.s.stats.bytesIn.Add(uint64(size) + 4)
+		c.l.bytesIn.Add(uint64(size) + 4)
 		c.s.stats.requests.Add(1)
 		p, err := c.dispatch(frame)
 		if err != nil {
@@ -145,6 +165,7 @@ func (c *conn) dispatch(frame []byte) (pendingReply, error) {
 		// Kafka closes connections that send unknown API keys.
 		return pendingReply{}, fmt.Errorf("%w: unsupported api key %d", errFrame, hdr.key)
 	}
+	c.s.stats.apiRequests[hdr.key].Add(1)
 	if hdr.key == apiVersionsKey && hdr.version > h.max {
 		// KIP-511: answer with v0 and our ranges so the client can retry.
 		return pendingReply{hdr: hdr, reply: apiVersionsUnsupported()}, nil

@@ -23,7 +23,7 @@ type apiHandler struct {
 var handlers = map[int16]*apiHandler{}
 
 func register(key, min, max int16, fn func(*Server, *request) reply) {
-	if kmsg.RequestForKey(key) == nil {
+	if kmsg.RequestForKey(key) == nil || key < 0 || key > maxAPIKey {
 		panic("netpath: register of unknown key")
 	}
 	if _, dup := handlers[key]; dup {

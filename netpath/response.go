@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
@@ -71,6 +70,35 @@ func (c *conn) writeResponse(hdr requestHeader, r *response) error {
 	binary.BigEndian.PutUint32(head[4:], uint32(hdr.correlationID))
 	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 
+	var err error
+	if c.useSendfile() {
+		err = c.writeSendfile(head, body)
+	} else {
+		err = c.writeCopy(head, body)
+	}
+	if err != nil {
+		return err
+	}
+	c.s.stats.bytesOut.Add(uint64(total) + 4)
+	c.l.bytesOut.Add(uint64(total) + 4)
+	return nil
+}
+
+// useSendfile says whether file parts go file -> socket in the kernel: only
+// on a plaintext TCP socket of a listener configured for it.
+func (c *conn) useSendfile() bool {
+	if c.l.fetchPath != "sendfile" {
+		return false
+	}
+	_, ok := c.nc.(*net.TCPConn)
+	return ok
+}
+
+// writeSendfile sends byte parts with writev and file parts with sendfile,
+// in order. Ranges without an OS file (in-memory test file systems) are
+// copied.
+func (c *conn) writeSendfile(head []byte, body []responsePart) error {
+	tc := c.nc.(*net.TCPConn)
 	bufs := net.Buffers{head}
 	for _, p := range body {
 		if p.file == nil {
@@ -79,48 +107,108 @@ func (c *conn) writeResponse(hdr requestHeader, r *response) error {
 			}
 			continue
 		}
+		if p.file.Len() == 0 {
+			continue
+		}
 		if len(bufs) > 0 {
-			if _, err := bufs.WriteTo(c.nc); err != nil {
+			if _, err := bufs.WriteTo(tc); err != nil {
 				return err
 			}
 			bufs = bufs[:0]
 		}
-		if err := c.sendFileRange(p.file); err != nil {
+		if p.file.Fd() < 0 {
+			w := copyWriter{c: c, buf: getCopyBuf()}
+			err := w.file(p.file)
+			if err == nil {
+				err = w.flush()
+			}
+			putCopyBuf(w.buf)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.sendfile(tc, p.file); err != nil {
 			return err
 		}
 	}
 	if len(bufs) > 0 {
-		if _, err := bufs.WriteTo(c.nc); err != nil {
+		if _, err := bufs.WriteTo(tc); err != nil {
 			return err
 		}
 	}
-	c.s.stats.bytesOut.Add(uint64(total) + 4)
 	return nil
 }
 
-// sendFileRange writes a file range to the socket: with sendfile from the
-// file descriptor at an explicit offset when the listener allows it (no
-// shared file position, so concurrent fetches of one file are safe), else
-// by pread into a pooled buffer and a normal write (TLS, --fetch-copy,
-// in-memory test files).
-func (c *conn) sendFileRange(fr engine.FileRange) error {
-	n := int(fr.Len())
-	if n == 0 {
-		return nil
+// writeCopy is the user-space path (TLS, --fetch-copy): every part,
+// headers included, is gathered into one pooled buffer, record bytes are
+// pread straight into it, and it is written when full. On TLS this makes
+// full-size records instead of one tiny record per header part, and on
+// plaintext it is one copy in and one copy out per byte.
+func (c *conn) writeCopy(head []byte, body []responsePart) error {
+	w := copyWriter{c: c, buf: getCopyBuf()}
+	defer putCopyBuf(w.buf)
+	if err := w.bytes(head); err != nil {
+		return err
 	}
-	if c.l.fetchPath == "sendfile" && fr.Fd() >= 0 {
-		if tc, ok := c.nc.(*net.TCPConn); ok {
-			return c.sendfile(tc, fr)
+	for _, p := range body {
+		var err error
+		if p.file != nil {
+			err = w.file(p.file)
+		} else {
+			err = w.bytes(p.buf)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	bp := copyBufPool.Get().(*[]byte)
-	defer copyBufPool.Put(bp)
-	buf := *bp
-	pos := fr.Pos()
-	for n > 0 {
-		chunk := buf
-		if n < len(chunk) {
-			chunk = chunk[:n]
+	return w.flush()
+}
+
+// copyWriter fills a fixed buffer and writes it to the connection when
+// full.
+type copyWriter struct {
+	c   *conn
+	buf *[]byte
+	n   int
+}
+
+func (w *copyWriter) flush() error {
+	if w.n == 0 {
+		return nil
+	}
+	_, err := w.c.nc.Write((*w.buf)[:w.n])
+	w.n = 0
+	return err
+}
+
+func (w *copyWriter) bytes(b []byte) error {
+	for len(b) > 0 {
+		if w.n == len(*w.buf) {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+		m := copy((*w.buf)[w.n:], b)
+		w.n += m
+		b = b[m:]
+	}
+	return nil
+}
+
+// file preads a range into the buffer, chunk by chunk, at explicit
+// offsets (no shared file position).
+func (w *copyWriter) file(fr engine.FileRange) error {
+	pos, left := fr.Pos(), int64(fr.Len())
+	for left > 0 {
+		if w.n == len(*w.buf) {
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+		chunk := (*w.buf)[w.n:]
+		if int64(len(chunk)) > left {
+			chunk = chunk[:left]
 		}
 		m, err := fr.ReadAt(chunk, pos)
 		if m < len(chunk) {
@@ -132,24 +220,31 @@ func (c *conn) sendFileRange(fr engine.FileRange) error {
 			}
 			return fmt.Errorf("reading fetch range at %d: %w", pos, err)
 		}
-		if _, err := c.nc.Write(chunk); err != nil {
-			return err
-		}
+		w.n += m
 		pos += int64(m)
-		n -= m
-		c.s.stats.copiedBytes.Add(uint64(m))
+		left -= int64(m)
+		w.c.s.stats.copiedBytes.Add(uint64(m))
+		w.c.l.copiedBytes.Add(uint64(m))
 	}
 	return nil
 }
 
+// copyBufSize trades memory per in-flight copy response against syscalls
+// per byte; 128 KiB is eight full TLS records.
+const copyBufSize = 128 << 10
+
 var copyBufPool = sync.Pool{New: func() any {
-	b := make([]byte, 64<<10)
+	b := make([]byte, copyBufSize)
 	return &b
 }}
 
-// sendfile moves bytes file -> socket in the kernel. It cooperates with
-// Go's netpoller: on EAGAIN the RawConn.Write callback returns false and
-// the runtime parks the goroutine until the socket is writable.
+func getCopyBuf() *[]byte  { return copyBufPool.Get().(*[]byte) }
+func putCopyBuf(b *[]byte) { copyBufPool.Put(b) }
+
+// sendfile moves bytes file -> socket in the kernel at an explicit offset.
+// It cooperates with Go's netpoller: on EAGAIN the RawConn.Write callback
+// returns false and the runtime parks the goroutine until the socket is
+// writable (or the write deadline passes), so nothing spins.
 func (c *conn) sendfile(tc *net.TCPConn, fr engine.FileRange) error {
 	rc, err := tc.SyscallConn()
 	if err != nil {
@@ -169,6 +264,7 @@ func (c *conn) sendfile(tc *net.TCPConn, fr engine.FileRange) error {
 			if m > 0 {
 				written += m
 				c.s.stats.zeroCopyBytes.Add(uint64(m))
+				c.l.zeroCopyBytes.Add(uint64(m))
 			}
 			switch {
 			case e == unix.EAGAIN:
@@ -195,5 +291,3 @@ func (c *conn) sendfile(tc *net.TCPConn, fr engine.FileRange) error {
 	}
 	return nil
 }
-
-var _ = syscall.EAGAIN

@@ -10,6 +10,7 @@ package netpath
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,9 +29,15 @@ type Config struct {
 	NodeID int32
 	// ClusterID is reported in Metadata and DescribeCluster.
 	ClusterID string
-	// AdvertisedAddr is host:port clients are told to connect to; empty
-	// means the listener's address.
+	// AdvertisedAddr is host:port clients of the plaintext listener are
+	// told to connect to; empty means the listener's address.
 	AdvertisedAddr string
+	// TLSAdvertisedAddr is the same for the TLS listener. Each listener
+	// advertises its own address so a client that bootstrapped over TLS
+	// is never redirected to the plaintext port.
+	TLSAdvertisedAddr string
+	// TLSHandshakeTimeout bounds the handshake of a new TLS connection.
+	TLSHandshakeTimeout time.Duration
 	// MaxRequestBytes bounds one request frame (socket.request.max.bytes);
 	// the length prefix is checked before the body is read.
 	MaxRequestBytes int32
@@ -60,6 +67,8 @@ func DefaultConfig() Config {
 		AutoCreateTopics:   true,
 		DefaultPartitions:  1,
 		IdleTimeout:        10 * time.Minute,
+
+		TLSHandshakeTimeout: 10 * time.Second,
 	}
 }
 
@@ -82,6 +91,14 @@ func (c Config) Validate() error {
 			return fmt.Errorf("advertised addr %q: %w", c.AdvertisedAddr, err)
 		}
 	}
+	if c.TLSAdvertisedAddr != "" {
+		if _, _, err := splitHostPort(c.TLSAdvertisedAddr); err != nil {
+			return fmt.Errorf("tls advertised addr %q: %w", c.TLSAdvertisedAddr, err)
+		}
+	}
+	if c.TLSHandshakeTimeout <= 0 {
+		return fmt.Errorf("tls handshake timeout %v must be > 0", c.TLSHandshakeTimeout)
+	}
 	return nil
 }
 
@@ -94,6 +111,9 @@ type Stats struct {
 	BytesIn        uint64 `json:"bytes_in"`
 	BytesOut       uint64 `json:"bytes_out"`
 	RejectedFrames uint64 `json:"rejected_frames"`
+	// TLSHandshakeErrors counts TLS connections dropped during the
+	// handshake (no or untrusted client certificate, timeouts).
+	TLSHandshakeErrors uint64 `json:"tls_handshake_errors"`
 }
 
 // Server serves the Kafka protocol on one or more listeners.
@@ -111,21 +131,39 @@ type Server struct {
 	wg        sync.WaitGroup
 
 	stats struct {
-		connections    atomic.Int64
-		requests       atomic.Uint64
-		zeroCopyBytes  atomic.Uint64
-		copiedBytes    atomic.Uint64
-		bytesIn        atomic.Uint64
-		bytesOut       atomic.Uint64
-		rejectedFrames atomic.Uint64
+		connections        atomic.Int64
+		requests           atomic.Uint64
+		zeroCopyBytes      atomic.Uint64
+		copiedBytes        atomic.Uint64
+		bytesIn            atomic.Uint64
+		bytesOut           atomic.Uint64
+		rejectedFrames     atomic.Uint64
+		tlsHandshakeErrors atomic.Uint64
+		// apiRequests counts requests per API key (registered keys
+		// only: unknown keys close the connection before counting).
+		apiRequests [maxAPIKey + 1]atomic.Uint64
 	}
 }
 
+// maxAPIKey bounds the per-API request counters; register refuses keys
+// above it.
+const maxAPIKey = 127
+
 // listener is one accepting socket and the fetch path it uses.
 type listener struct {
-	ln        net.Listener
-	name      string // "plaintext" or "tls"
-	fetchPath string // "sendfile" or "copy"
+	ln         net.Listener
+	name       string // "plaintext" or "tls"
+	fetchPath  string // "sendfile" or "copy"
+	advertised string // host:port for Metadata; "" = ln.Addr()
+	tls        *tls.Config
+
+	// Counters per listener, for /metrics; the Server's totals are kept
+	// separately for /healthz.
+	connections   atomic.Int64
+	bytesIn       atomic.Uint64
+	bytesOut      atomic.Uint64
+	zeroCopyBytes atomic.Uint64
+	copiedBytes   atomic.Uint64
 }
 
 // New creates a server over an open engine.
@@ -158,20 +196,27 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	if s.cfg.FetchCopy {
 		path = "copy"
 	}
-	s.serve(&listener{ln: ln, name: "plaintext", fetchPath: path})
+	s.serve(&listener{ln: ln, name: "plaintext", fetchPath: path, advertised: s.cfg.AdvertisedAddr})
 	return ln.Addr(), nil
 }
 
-// Serve accepts connections from ln. tlsWrapped says whether ln already
-// yields TLS connections, which forces the copy fetch path.
-func (s *Server) Serve(ln net.Listener, tlsWrapped bool) {
-	l := &listener{ln: ln, name: "plaintext", fetchPath: "sendfile"}
-	if tlsWrapped {
-		l.name, l.fetchPath = "tls", "copy"
-	} else if s.cfg.FetchCopy {
-		l.fetchPath = "copy"
+// ListenTLS binds a TLS listener and starts accepting. Its fetch path is
+// always "copy": crypto/tls encrypts in user space, so record bytes must be
+// read into memory (pread into pooled buffers) before tls.Conn writes them.
+// Mutual TLS is whatever cfg says (ClientAuth, ClientCAs).
+func (s *Server) ListenTLS(addr string, cfg *tls.Config) (net.Addr, error) {
+	if cfg == nil || (len(cfg.Certificates) == 0 && cfg.GetCertificate == nil) {
+		return nil, errors.New("tls listener needs a certificate")
 	}
-	s.serve(l)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	// The raw TCP listener is kept and each connection wrapped after
+	// accept, so the handshake runs on the connection's goroutine with a
+	// deadline instead of inside Accept.
+	s.serve(&listener{ln: ln, name: "tls", fetchPath: "copy", advertised: s.cfg.TLSAdvertisedAddr, tls: cfg})
+	return ln.Addr(), nil
 }
 
 func (s *Server) serve(l *listener) {
@@ -220,6 +265,9 @@ func (s *Server) acceptLoop(l *listener) {
 			continue
 		}
 		backoff = 0
+		if l.tls != nil {
+			nc = tls.Server(nc, l.tls)
+		}
 		c := newConn(s, l, nc)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
@@ -230,6 +278,7 @@ func (s *Server) acceptLoop(l *listener) {
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.stats.connections.Add(1)
+		l.connections.Add(1)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -238,6 +287,7 @@ func (s *Server) acceptLoop(l *listener) {
 			delete(s.conns, c)
 			s.mu.Unlock()
 			s.stats.connections.Add(-1)
+			l.connections.Add(-1)
 		}()
 	}
 }
@@ -268,13 +318,15 @@ func (s *Server) Stats() Stats {
 		BytesIn:        s.stats.bytesIn.Load(),
 		BytesOut:       s.stats.bytesOut.Load(),
 		RejectedFrames: s.stats.rejectedFrames.Load(),
+
+		TLSHandshakeErrors: s.stats.tlsHandshakeErrors.Load(),
 	}
 }
 
 // advertised returns the host and port clients should use for this broker,
 // for the listener l.
 func (s *Server) advertised(l *listener) (string, int32) {
-	addr := s.cfg.AdvertisedAddr
+	addr := l.advertised
 	if addr == "" {
 		addr = l.ln.Addr().String()
 	}

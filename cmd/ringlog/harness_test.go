@@ -67,6 +67,7 @@ type brokerProc struct {
 	t       *testing.T
 	cmd     *exec.Cmd
 	addr    string
+	tlsAddr string // set by startTLSBroker
 	admin   string
 	dataDir string
 	args    []string
@@ -75,14 +76,24 @@ type brokerProc struct {
 	exitErr error
 }
 
+// handedOut remembers ports freePort returned: the kernel may hand a just
+// closed ephemeral port out again, and a broker given the same port for two
+// listeners fails to start.
+var handedOut sync.Map
+
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // ioModes lists the write paths the suite runs under; RINGLOG_TEST_IO
@@ -131,7 +142,12 @@ func (b *brokerProc) start() {
 			b.t.Fatalf("broker exited during startup: %v\n%s", b.exitErr, b.out.String())
 		default:
 		}
-		if _, err := b.health(); err == nil {
+		if h, err := b.health(); err == nil {
+			// A requested write path must be the one in use, so the
+			// suite really runs once per path.
+			if mode := ioMode(); mode != "auto" && h["io_path"] != mode {
+				b.t.Fatalf("broker runs io path %v, want %s", h["io_path"], mode)
+			}
 			return
 		}
 		if time.Now().After(deadline) {

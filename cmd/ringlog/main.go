@@ -27,6 +27,7 @@ func main() {
 		Version: fmt.Sprintf("%s (commit %s)", version, commit),
 		Commands: append([]*cli.Command{
 			serveCommand(),
+			devCommand(),
 		}, append(loadgen.Commands(), results.Commands()...)...),
 	}
 	if err := app.Run(os.Args); err != nil {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
 	"github.com/urfave/cli/v2"
@@ -22,6 +28,11 @@ func serveCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9092", Usage: "Kafka listener host:port", EnvVars: env("listen")},
 			&cli.StringFlag{Name: "advertised-addr", Usage: "host:port clients are told to use (default: the listener address)", EnvVars: env("advertised-addr")},
+			&cli.StringFlag{Name: "tls-listen", Usage: "TLS Kafka listener host:port; empty disables (fetch copies through user space there)", EnvVars: env("tls-listen")},
+			&cli.StringFlag{Name: "tls-advertised-addr", Usage: "host:port clients of the TLS listener are told to use (default: its address)", EnvVars: env("tls-advertised-addr")},
+			&cli.StringFlag{Name: "tls-cert", Usage: "PEM server certificate (chain) for --tls-listen", EnvVars: env("tls-cert")},
+			&cli.StringFlag{Name: "tls-key", Usage: "PEM private key for --tls-cert", EnvVars: env("tls-key")},
+			&cli.StringFlag{Name: "tls-client-ca", Usage: "PEM CA bundle; when set, clients of --tls-listen must present a certificate it signed (mutual TLS)", EnvVars: env("tls-client-ca")},
 			&cli.StringFlag{Name: "data-dir", Value: "./data", Usage: "directory for segments and metadata", EnvVars: env("data-dir")},
 			&cli.IntFlag{Name: "node-id", Value: 1, Usage: "this broker's node id", EnvVars: env("node-id")},
 			&cli.StringFlag{Name: "admin-listen", Value: "127.0.0.1:9644", Usage: "HTTP admin listener (/healthz); empty disables", EnvVars: env("admin-listen")},
@@ -101,6 +112,7 @@ func runServe(c *cli.Context) error {
 	ncfg.NodeID = nodeID
 	ncfg.ClusterID = meta.clusterID
 	ncfg.AdvertisedAddr = c.String("advertised-addr")
+	ncfg.TLSAdvertisedAddr = c.String("tls-advertised-addr")
 	ncfg.AutoCreateTopics = c.Bool("auto-create-topics")
 	ncfg.DefaultPartitions = int32(c.Int("default-partitions"))
 	ncfg.MaxRequestBytes = int32(c.Int("max-request-bytes"))
@@ -115,6 +127,21 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		eng.Close()
 		return fmt.Errorf("--listen: %w", err)
+	}
+	if tl := c.String("tls-listen"); tl != "" {
+		tcfg, err := serverTLSConfig(c.String("tls-cert"), c.String("tls-key"), c.String("tls-client-ca"))
+		if err == nil {
+			_, err = srv.ListenTLS(tl, tcfg)
+		}
+		if err != nil {
+			srv.Close()
+			eng.Close()
+			return fmt.Errorf("--tls-listen: %w", err)
+		}
+	} else if c.String("tls-cert") != "" || c.String("tls-client-ca") != "" {
+		srv.Close()
+		eng.Close()
+		return errors.New("--tls-cert/--tls-client-ca given without --tls-listen")
 	}
 
 	var admin *netpath.AdminServer
@@ -138,6 +165,13 @@ func runServe(c *cli.Context) error {
 			eng.Close()
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(
+			collectors.NewGoCollector(),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			srv.Collector(),
+		)
+		admin.Mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
 	log.Info("ringlog broker ready", "node_id", nodeID, "cluster_id", meta.clusterID, "kafka", addr.String())
 
@@ -154,4 +188,33 @@ func runServe(c *cli.Context) error {
 	}
 	log.Info("clean shutdown complete")
 	return nil
+}
+
+// serverTLSConfig loads the listener's certificate and, with a client CA,
+// requires and verifies client certificates (mutual TLS).
+func serverTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("--tls-cert and --tls-key are required")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading --tls-cert/--tls-key: %w", err)
+	}
+	cfg := &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+	}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificates found", clientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
 }

@@ -1,0 +1,490 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch-path tests: byte-exact reads across segment rolls with many
+// concurrent consumers on both listeners, fetches racing retention, and
+// the counters that prove which path sent the bytes.
+
+// testValue is a deterministic, incompressible-ish value for record i.
+func testValue(i int) []byte {
+	rng := rand.New(rand.NewSource(int64(i)))
+	v := make([]byte, 64+rng.Intn(6000))
+	rng.Read(v)
+	copy(v, fmt.Sprintf("rec-%08d|", i))
+	return v
+}
+
+// produceRecords produces n records over partitions and returns them
+// indexed by partition and offset.
+func produceRecords(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, n int) map[int32]map[int64]*kgo.Record {
+	t.Helper()
+	out := make(map[int32]map[int64]*kgo.Record)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{
+			Topic:   topic,
+			Key:     []byte(fmt.Sprintf("key-%d", i)),
+			Value:   testValue(i),
+			Headers: []kgo.RecordHeader{{Key: "i", Value: []byte(fmt.Sprint(i))}},
+		}
+		wg.Add(1)
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			if out[r.Partition] == nil {
+				out[r.Partition] = make(map[int64]*kgo.Record)
+			}
+			out[r.Partition][r.Offset] = r
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatalf("produce: %v", firstErr)
+	}
+	return out
+}
+
+// sameRecord compares what a consumer got with what was produced.
+func sameRecord(want, got *kgo.Record) error {
+	switch {
+	case !bytes.Equal(want.Key, got.Key):
+		return fmt.Errorf("key %q, want %q", got.Key, want.Key)
+	case !bytes.Equal(want.Value, got.Value):
+		return fmt.Errorf("value differs (len %d, want %d)", len(got.Value), len(want.Value))
+	case len(want.Headers) != len(got.Headers):
+		return fmt.Errorf("%d headers, want %d", len(got.Headers), len(want.Headers))
+	case !want.Timestamp.Equal(got.Timestamp):
+		return fmt.Errorf("timestamp %v, want %v", got.Timestamp, want.Timestamp)
+	}
+	for i := range want.Headers {
+		if want.Headers[i].Key != got.Headers[i].Key || !bytes.Equal(want.Headers[i].Value, got.Headers[i].Value) {
+			return fmt.Errorf("header %d differs", i)
+		}
+	}
+	return nil
+}
+
+// countSegments counts .log files of a topic's partitions under dataDir.
+func countSegments(t *testing.T, dataDir, topic string) int {
+	t.Helper()
+	n := 0
+	filepath.WalkDir(dataDir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".log") && strings.Contains(path, topic) {
+			n++
+		}
+		return nil
+	})
+	return n
+}
+
+func TestFetchByteExactAcrossSegmentsConcurrentConsumers(t *testing.T) {
+	dataDir := t.TempDir()
+	b, certs := startTLSBroker(t, dataDir, false, "--fsync", "never")
+	ctx := testContext(t, 120*time.Second)
+
+	const (
+		topic      = "exact"
+		partitions = 3
+		records    = 1500
+		consumers  = 8 // per listener
+	)
+	adm := kadm.NewClient(b.client(t))
+	// 64 KiB segments: every partition rolls dozens of times, so fetches
+	// regularly start near the end of one segment and continue in the next.
+	if _, err := adm.CreateTopic(ctx, partitions, 1, map[string]*string{"segment.bytes": kadm.StringPtr("65536")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	// Small batches: many batch boundaries per segment for responses to
+	// end on.
+	prod := b.client(t, kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchMaxBytes(16<<10),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	want := produceRecords(ctx, t, prod, topic, records)
+	if segs := countSegments(t, dataDir, topic); segs < 10*partitions {
+		t.Fatalf("only %d segments: the test needs segment rolls", segs)
+	}
+
+	type listenerCase struct {
+		name string
+		opts []kgo.Opt
+	}
+	cases := []listenerCase{
+		{"plaintext", []kgo.Opt{kgo.SeedBrokers(b.addr)}},
+		{"tls", []kgo.Opt{kgo.SeedBrokers(b.tlsAddr), kgo.DialTLSConfig(certs.clientConfig(t, false))}},
+	}
+	offsets := map[string]map[int32]kgo.Offset{topic: {}}
+	for p := int32(0); p < partitions; p++ {
+		offsets[topic][p] = kgo.NewOffset().AtStart()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*consumers)
+	for _, lc := range cases {
+		for i := 0; i < consumers; i++ {
+			// Vary response sizes so responses end at different batch
+			// boundaries: from one batch per partition up to several MB.
+			maxPart := int32(8<<10) << (2 * (i % 4))
+			opts := append([]kgo.Opt{
+				kgo.ConsumePartitions(offsets),
+				kgo.FetchMaxPartitionBytes(maxPart),
+				kgo.FetchMaxBytes(4 * maxPart),
+			}, lc.opts...)
+			wg.Add(1)
+			go func(name string, id int) {
+				defer wg.Done()
+				errs <- consumeExact(ctx, name, id, want, records, opts)
+			}(lc.name, i)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	var size int
+	for _, recs := range want {
+		for _, r := range recs {
+			size += len(r.Value)
+		}
+	}
+	t.Logf("%d consumers per listener each verified %d records (%d value bytes) across %d segments",
+		consumers, records, size, countSegments(t, dataDir, topic))
+}
+
+// consumeExact reads every partition from the start until all records
+// arrived, checking each byte-for-byte and in offset order.
+func consumeExact(ctx context.Context, listener string, id int, want map[int32]map[int64]*kgo.Record, total int, opts []kgo.Opt) error {
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	next := make(map[int32]int64)
+	got := 0
+	for got < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s consumer %d: %d of %d records before timeout", listener, id, got, total)
+		}
+		var ferr error
+		fs.EachError(func(topic string, p int32, err error) {
+			ferr = fmt.Errorf("%s consumer %d: fetch error %s/%d: %w", listener, id, topic, p, err)
+		})
+		if ferr != nil {
+			return ferr
+		}
+		for _, r := range fs.Records() {
+			if r.Offset != next[r.Partition] {
+				return fmt.Errorf("%s consumer %d: partition %d offset %d, want %d", listener, id, r.Partition, r.Offset, next[r.Partition])
+			}
+			w := want[r.Partition][r.Offset]
+			if w == nil {
+				return fmt.Errorf("%s consumer %d: unexpected record %d/%d", listener, id, r.Partition, r.Offset)
+			}
+			if err := sameRecord(w, r); err != nil {
+				return fmt.Errorf("%s consumer %d: record %d/%d: %w", listener, id, r.Partition, r.Offset, err)
+			}
+			next[r.Partition]++
+			got++
+		}
+	}
+	return nil
+}
+
+// TestFetchRacingRetention fetches the oldest data over and over while
+// retention deletes segments underneath. Every response must decode, and
+// each partition must hold either whole, CRC-valid, contiguous batches or
+// OFFSET_OUT_OF_RANGE: never a short or torn body.
+func TestFetchRacingRetention(t *testing.T) {
+	b, certs := startTLSBroker(t, t.TempDir(), false, "--fsync", "never", "--retention-check-interval", "20ms")
+	ctx := testContext(t, 60*time.Second)
+	const topic = "race"
+	adm := kadm.NewClient(b.client(t))
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
+		"segment.bytes": kadm.StringPtr("16384"),
+		"retention.ms":  kadm.StringPtr("60"),
+	}, topic); err != nil {
+		t.Fatal(err)
+	}
+
+	stop := make(chan struct{})
+	var produced atomic.Int64
+	var prodWG sync.WaitGroup
+	prodWG.Add(1)
+	go func() {
+		defer prodWG.Done()
+		defer close(stop)
+		prod := b.client(t, kgo.ProducerLinger(0), kgo.DefaultProduceTopic(topic))
+		deadline := time.Now().Add(3 * time.Second)
+		for i := 0; i < 200000 && time.Now().Before(deadline) && ctx.Err() == nil; i++ {
+			recs := make([]*kgo.Record, 8)
+			for j := range recs {
+				v := make([]byte, 1024)
+				copy(v, testValue(i*8+j))
+				recs[j] = &kgo.Record{Value: v}
+			}
+			if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			produced.Add(int64(len(recs)))
+		}
+	}()
+
+	var (
+		wg        sync.WaitGroup
+		outOfRng  atomic.Int64
+		okBatches atomic.Int64
+	)
+	fetchers := []struct {
+		name string
+		opts []kgo.Opt
+	}{
+		{"plaintext", []kgo.Opt{kgo.SeedBrokers(b.addr)}},
+		{"plaintext", []kgo.Opt{kgo.SeedBrokers(b.addr)}},
+		{"tls", []kgo.Opt{kgo.SeedBrokers(b.tlsAddr), kgo.DialTLSConfig(certs.clientConfig(t, false))}},
+		{"tls", []kgo.Opt{kgo.SeedBrokers(b.tlsAddr), kgo.DialTLSConfig(certs.clientConfig(t, false))}},
+	}
+	for i, f := range fetchers {
+		cl := b.client(t, f.opts...)
+		wg.Add(1)
+		go func(id int, name string) {
+			defer wg.Done()
+			if err := fetchOldest(ctx, cl, topic, id, stop, &outOfRng, &okBatches); err != nil {
+				t.Errorf("%s fetcher %d: %v", name, id, err)
+			}
+		}(i, f.name)
+	}
+	prodWG.Wait()
+	wg.Wait()
+
+	lo, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, _ := lo.Lookup(topic, 0)
+	t.Logf("produced %d records, log start now %d, %d whole batches fetched, %d OFFSET_OUT_OF_RANGE", produced.Load(), start.Offset, okBatches.Load(), outOfRng.Load())
+	if start.Offset == 0 {
+		t.Fatal("retention deleted nothing: the race was not exercised")
+	}
+	if okBatches.Load() == 0 {
+		t.Fatal("no batches fetched")
+	}
+}
+
+// fetchOldest loops fetch requests from the log start (jumping back there
+// whenever it catches up) until stop, validating every response.
+func fetchOldest(ctx context.Context, cl *kgo.Client, topic string, seed int, stop <-chan struct{}, oor, ok *atomic.Int64) error {
+	rng := rand.New(rand.NewSource(int64(seed)))
+	var offset int64
+	for i := 0; i < 100000; i++ {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 20
+		req.MinBytes = 1
+		req.MaxBytes = 1 << 20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = 0
+		rp.FetchOffset = offset
+		rp.PartitionMaxBytes = []int32{1 << 10, 8 << 10, 64 << 10, 512 << 10}[rng.Intn(4)]
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		kresp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// A torn response desynchronises the connection and surfaces
+			// here as a decode or read error.
+			return fmt.Errorf("fetch at %d: %w", offset, err)
+		}
+		if len(kresp.Topics) != 1 || len(kresp.Topics[0].Partitions) != 1 {
+			return fmt.Errorf("fetch at %d: response shape %+v", offset, kresp)
+		}
+		p := kresp.Topics[0].Partitions[0]
+		switch err := kerr.ErrorForCode(p.ErrorCode); {
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			if len(p.RecordBatches) != 0 {
+				return fmt.Errorf("OFFSET_OUT_OF_RANGE with %d record bytes", len(p.RecordBatches))
+			}
+			oor.Add(1)
+			offset = max(p.LogStartOffset, 0)
+			continue
+		case err != nil:
+			return fmt.Errorf("fetch at %d: %w", offset, err)
+		}
+		if len(p.RecordBatches) == 0 {
+			offset = max(p.LogStartOffset, 0) // caught up: back to the oldest data
+			continue
+		}
+		next, n, err := checkBatches(p.RecordBatches, offset)
+		if err != nil {
+			return fmt.Errorf("fetch at %d (%d bytes): %w", offset, len(p.RecordBatches), err)
+		}
+		ok.Add(int64(n))
+		offset = next
+		// The producer outpaces the fetchers, so they would tail the log
+		// far from the segments being deleted: jump back to the oldest
+		// data often, and now and then to offset 0, long gone.
+		switch rng.Intn(8) {
+		case 0:
+			offset = max(p.LogStartOffset, 0)
+		case 1:
+			offset = 0
+		}
+	}
+	return nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkBatches verifies that b is a sequence of whole v2 record batches
+// with valid CRCs, contiguous offsets, the first covering offset. It
+// returns the offset after the last batch and the number of batches.
+func checkBatches(b []byte, offset int64) (int64, int, error) {
+	next, n := offset, 0
+	for len(b) > 0 {
+		if len(b) < 61 {
+			return 0, n, fmt.Errorf("torn: %d trailing bytes", len(b))
+		}
+		base := int64(binary.BigEndian.Uint64(b[0:]))
+		size := 12 + int(int32(binary.BigEndian.Uint32(b[8:])))
+		if size < 61 || size > len(b) {
+			return 0, n, fmt.Errorf("torn: batch at %d claims %d bytes, %d left", base, size, len(b))
+		}
+		if b[16] != 2 {
+			return 0, n, fmt.Errorf("batch at %d: magic %d", base, b[16])
+		}
+		if crc := binary.BigEndian.Uint32(b[17:]); crc32.Checksum(b[21:size], castagnoli) != crc {
+			return 0, n, fmt.Errorf("batch at %d: CRC mismatch", base)
+		}
+		last := base + int64(int32(binary.BigEndian.Uint32(b[23:])))
+		if n == 0 && (base > offset || last < offset) {
+			return 0, n, fmt.Errorf("first batch [%d, %d] does not hold offset %d", base, last, offset)
+		}
+		if n > 0 && base != next {
+			return 0, n, fmt.Errorf("batch at %d, want %d", base, next)
+		}
+		next = last + 1
+		b = b[size:]
+		n++
+	}
+	return next, n, nil
+}
+
+// TestFetchPathCounters is the zero-copy proof without strace: the broker
+// counts bytes sent with sendfile and bytes copied through user space.
+func TestFetchPathCounters(t *testing.T) {
+	cases := []struct {
+		name       string
+		extra      []string
+		listener   string
+		sent, idle string // path that must carry the records, path that must stay 0
+	}{
+		{"plaintext", nil, "plaintext", "sendfile", "copy"},
+		{"fetch-copy", []string{"--fetch-copy"}, "plaintext", "copy", "sendfile"},
+		{"tls", nil, "tls", "copy", "sendfile"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, certs := startTLSBroker(t, t.TempDir(), false, append([]string{"--fsync", "never"}, tc.extra...)...)
+			ctx := testContext(t, 60*time.Second)
+			topic := "counters-" + tc.name
+			if _, err := kadm.NewClient(b.client(t)).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+				t.Fatal(err)
+			}
+			prod := b.client(t, kgo.DefaultProduceTopic(topic))
+			var recs []*kgo.Record
+			for i := 0; i < 500; i++ {
+				recs = append(recs, &kgo.Record{Value: testValue(i)})
+			}
+			if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			addr := b.addr
+			var opts []kgo.Opt
+			if tc.listener == "tls" {
+				addr = b.tlsAddr
+				opts = append(opts, kgo.DialTLSConfig(certs.clientConfig(t, false)))
+			}
+			got := consumeAll(ctx, t, addr, topic, len(recs), opts...)
+			var consumed float64
+			for _, r := range got {
+				consumed += float64(len(r.Key) + len(r.Value))
+			}
+			m := b.metrics(t)
+			if v := fetchBytes(m, tc.listener, tc.sent); v < consumed {
+				t.Errorf("fetch bytes %s/%s = %v, want >= %v consumed", tc.listener, tc.sent, v, consumed)
+			}
+			if v := fetchBytes(m, tc.listener, tc.idle); v != 0 {
+				t.Errorf("fetch bytes %s/%s = %v, want 0", tc.listener, tc.idle, v)
+			}
+			// client_golang writes label pairs sorted by name.
+			info := `ringlog_listener_info{addr="` + addr + `",fetch_path="` + tc.sent + `",listener="` + tc.listener + `"}`
+			if m[info] != 1 {
+				t.Errorf("%s missing from /metrics", info)
+			}
+			_, hasCPU := m["process_cpu_seconds_total"]
+			if m[`ringlog_requests_total{api="Fetch"}`] < 1 || !hasCPU || m["go_goroutines"] <= 0 {
+				t.Errorf("request, process or runtime metrics missing")
+			}
+			h, err := b.health()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stats := h["stats"].(map[string]any)
+			zc, cp := stats["zero_copy_bytes"].(float64), stats["copied_bytes"].(float64)
+			if tc.sent == "sendfile" && (zc < consumed || cp != 0) {
+				t.Errorf("/healthz zero_copy_bytes=%v copied_bytes=%v, want >= %v and 0", zc, cp, consumed)
+			}
+			if tc.sent == "copy" && (cp < consumed || zc != 0) {
+				t.Errorf("/healthz copied_bytes=%v zero_copy_bytes=%v, want >= %v and 0", cp, zc, consumed)
+			}
+			paths := h["fetch_path"].(map[string]any)
+			wantPlain := "sendfile"
+			if tc.name == "fetch-copy" {
+				wantPlain = "copy"
+			}
+			if paths["plaintext"] != wantPlain || paths["tls"] != "copy" {
+				t.Errorf("/healthz fetch_path = %v", paths)
+			}
+		})
+	}
+}

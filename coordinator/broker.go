@@ -1,0 +1,295 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ringlog/ringlog/coordinator/metadata"
+)
+
+// This file is the broker's side of the node (every node is a broker):
+// registration, heartbeats, freshness, and the API the rest of ringlog
+// calls. Writes go to the active controller over the RPC, wherever it is.
+
+func (n *Node) brokerLoop() {
+	defer n.wg.Done()
+	for {
+		wait := n.cfg.HeartbeatInterval
+		if !n.pauseHeartbeats.Load() {
+			n.mu.Lock()
+			epoch, fatal := n.epoch, n.fatal
+			n.mu.Unlock()
+			if fatal != nil {
+				return
+			}
+			if epoch == 0 {
+				if err := n.register(); err != nil {
+					wait = n.retryBackoff()
+				} else {
+					wait = 0 // heartbeat right away
+				}
+			} else if fenced := n.heartbeat(epoch); fenced {
+				wait = n.retryBackoff() // catching up: ask again soon
+			}
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (n *Node) register() error {
+	n.mu.Lock()
+	cid := n.clusterID
+	n.mu.Unlock()
+	ctx, cancel := context.WithTimeout(n.ctx, 2*n.cfg.ApplyTimeout)
+	defer cancel()
+	var resp registerResp
+	_, err := n.client.call(ctx, "Register", registerReq{
+		ClusterID: cid, ID: n.cfg.NodeID, Incarnation: n.incarnation,
+		Endpoints: n.cfg.Endpoints, Rack: n.cfg.Rack, ControllerAddr: n.advertise,
+	}, &resp)
+	if errors.Is(err, metadata.ErrClusterIDMismatch) {
+		n.setFatal(err)
+		return err
+	}
+	if err != nil {
+		n.log.Debug("register", "err", err)
+		return err
+	}
+	if err := n.saveClusterID(resp.ClusterID); err != nil {
+		n.setFatal(fmt.Errorf("coordinator: save cluster id: %w", err))
+		return err
+	}
+	n.mu.Lock()
+	n.epoch = resp.Broker.Epoch
+	n.mu.Unlock()
+	n.log.Info("registered", "epoch", resp.Broker.Epoch, "cluster_id", resp.ClusterID)
+	return nil
+}
+
+// heartbeat reports liveness and progress; it returns whether the broker is
+// still fenced.
+func (n *Node) heartbeat(epoch uint64) (fenced bool) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HeartbeatInterval+n.cfg.ApplyTimeout)
+	defer cancel()
+	var resp heartbeatResp
+	// raft's applied index, not the image's: configuration and no-op
+	// entries never reach the FSM, yet count in the controller's commit
+	// index.
+	_, err := n.client.call(ctx, "Heartbeat", heartbeatReq{
+		ID: n.cfg.NodeID, Epoch: epoch, AppliedIndex: n.raft.AppliedIndex(),
+	}, &resp)
+	switch {
+	case errors.Is(err, metadata.ErrStaleBrokerEpoch), errors.Is(err, metadata.ErrUnknownBroker):
+		n.log.Warn("registration lost, registering again", "err", err)
+		n.mu.Lock()
+		n.epoch = 0
+		n.mu.Unlock()
+		return true
+	case err != nil:
+		n.log.Debug("heartbeat", "err", err)
+		return true
+	}
+	n.mu.Lock()
+	n.lastHB = time.Now()
+	n.mu.Unlock()
+	if !resp.Fenced {
+		select {
+		case <-n.ready:
+		default:
+			close(n.ready)
+		}
+	}
+	return resp.Fenced
+}
+
+func (n *Node) setFatal(err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fatal == nil {
+		n.fatal = err
+		close(n.failed)
+		n.log.Error("node refused by the cluster", "err", err)
+	}
+}
+
+// WaitReady waits until this broker is registered and unfenced. It returns
+// the reason when the cluster refused the node (metadata.ErrClusterIDMismatch).
+func (n *Node) WaitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	case <-n.failed:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.fatal
+	case <-n.ctx.Done():
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("coordinator: waiting to join: %w", ctx.Err())
+	}
+}
+
+// MetadataImage returns the latest applied metadata. It never blocks and
+// never fails; check Fresh before answering clients from it.
+func (n *Node) MetadataImage() *metadata.Image { return n.fsm.Image() }
+
+// Changed returns a channel closed at the next metadata change (every
+// applied entry, and snapshot restores). Call Changed, then MetadataImage,
+// react, and repeat: no change is missed.
+func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
+
+// Fresh returns nil when this node's image may be served to clients, and
+// otherwise why not:
+//   - the node was refused by the cluster (ErrClusterIDMismatch);
+//   - this broker is not registered with this process's incarnation, or is
+//     fenced (metadata.ErrBrokerFenced): its leaderships may have moved;
+//   - it is not the raft leader and has not heard from one for
+//     MaxStaleness (ErrStale). The leader itself steps down within raft's
+//     LeaderLeaseTimeout (500ms) of losing its quorum, so it is fresh while
+//     it leads.
+//
+// So a node answers from an image at most MaxStaleness (default
+// BrokerSessionTimeout, 9s) older than the leader's, plus the time its
+// apply loop takes to catch up with entries it has received.
+func (n *Node) Fresh() error {
+	n.mu.Lock()
+	fatal := n.fatal
+	n.mu.Unlock()
+	if fatal != nil {
+		return fatal
+	}
+	if n.ctx.Err() != nil {
+		return ErrClosed
+	}
+	b, ok := n.fsm.Image().Broker(n.cfg.NodeID)
+	switch {
+	case !ok || b.Incarnation != n.incarnation:
+		return fmt.Errorf("%w: broker %d not registered yet", ErrStale, n.cfg.NodeID)
+	case b.Fenced:
+		return fmt.Errorf("%w: broker %d", metadata.ErrBrokerFenced, n.cfg.NodeID)
+	}
+	if n.raft.State() == raft.Leader {
+		return nil
+	}
+	if last := n.raft.LastContact(); time.Since(last) > n.cfg.MaxStaleness {
+		return fmt.Errorf("%w: no contact with the controller since %v", ErrStale, last.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// Controller returns the active controller's node id, or -1 when none is
+// known (election in progress).
+func (n *Node) Controller() int32 {
+	id, _ := n.controller()
+	return id
+}
+
+// NodeID returns this node's id.
+func (n *Node) NodeID() int32 { return n.cfg.NodeID }
+
+// BrokerEpoch returns this broker's epoch (0 until registered).
+func (n *Node) BrokerEpoch() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.epoch
+}
+
+// waitApplied waits until the local image includes index, so a caller sees
+// its own write in MetadataImage when the call returns.
+func (n *Node) waitApplied(ctx context.Context, index uint64) error {
+	for {
+		ch := n.fsm.Changed()
+		if n.fsm.Image().Index() >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("coordinator: waiting for index %d: %w", index, ctx.Err())
+		case <-n.ctx.Done():
+			return ErrClosed
+		}
+	}
+}
+
+// write runs method on the active controller and waits for the local
+// replica to apply the result.
+func (n *Node) write(ctx context.Context, method string, in, out any) error {
+	idx, err := n.client.call(ctx, method, in, out)
+	if err != nil {
+		return err
+	}
+	return n.waitApplied(ctx, idx)
+}
+
+// CreateTopicRequest describes a topic to create. Names and configs are
+// stored as given: validate them (engine.ValidateTopicName,
+// engine.ParseTopicConfig) before calling.
+type CreateTopicRequest struct {
+	Name       string
+	Partitions int32 // > 0 unless Assignment is set
+	// ReplicationFactor <= 0 means min(3, unfenced brokers).
+	ReplicationFactor int16
+	// Assignment, when set, is the replica list per partition (Kafka's
+	// manual assignment) and overrides Partitions and ReplicationFactor.
+	Assignment [][]int32
+	Configs    map[string]string
+}
+
+// CreateTopic creates a topic through the active controller, placing
+// replicas over the unfenced brokers. Callable on any node; when it returns,
+// MetadataImage on this node includes the topic.
+func (n *Node) CreateTopic(ctx context.Context, req CreateTopicRequest) (metadata.Topic, error) {
+	var out topicResp
+	err := n.write(ctx, "CreateTopic", req, &out)
+	return out.Topic, err
+}
+
+// DeleteTopic deletes a topic through the active controller.
+func (n *Node) DeleteTopic(ctx context.Context, name string) error {
+	return n.write(ctx, "DeleteTopic", deleteReq{Name: name}, nil)
+}
+
+// CreatePartitions grows a topic to total partitions.
+func (n *Node) CreatePartitions(ctx context.Context, name string, total int32) (metadata.Topic, error) {
+	var out topicResp
+	err := n.write(ctx, "CreatePartitions", partsReq{Name: name, Total: total}, &out)
+	return out.Topic, err
+}
+
+// ElectLeader elects a partition leader from the ISR in replica order
+// (preferred-leader election), or with unclean from any live replica when
+// no ISR member is available.
+func (n *Node) ElectLeader(ctx context.Context, topic string, partition int32, unclean bool) (metadata.Partition, error) {
+	var out partitionResp
+	err := n.write(ctx, "ElectLeader", electReq{metadata.ElectLeader{Topic: topic, Partition: partition, Unclean: unclean}}, &out)
+	return out.Partition, err
+}
+
+// AlterPartition asks the controller to set a partition's ISR; this broker
+// must lead it at leaderEpoch, and partitionEpoch must be the current one
+// (else metadata.ErrFencedLeaderEpoch / ErrInvalidUpdateVersion).
+func (n *Node) AlterPartition(ctx context.Context, topicID metadata.UUID, partition, leaderEpoch, partitionEpoch int32, newISR []int32) (metadata.Partition, error) {
+	var out partitionResp
+	err := n.write(ctx, "AlterPartition", alterReq{metadata.AlterPartition{
+		BrokerID: n.cfg.NodeID, BrokerEpoch: n.BrokerEpoch(), TopicID: topicID, Partition: partition,
+		LeaderEpoch: leaderEpoch, PartitionEpoch: partitionEpoch, NewISR: newISR,
+	}}, &out)
+	return out.Partition, err
+}
+
+// AllocateProducerIDs reserves metadata.ProducerIDBlockSize producer ids
+// for this broker and returns the first.
+func (n *Node) AllocateProducerIDs(ctx context.Context) (int64, error) {
+	var out pidResp
+	err := n.write(ctx, "AllocateProducerIDs", pidReq{metadata.AllocateProducerIDs{BrokerID: n.cfg.NodeID, BrokerEpoch: n.BrokerEpoch()}}, &out)
+	return out.Start, err
+}

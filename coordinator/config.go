@@ -1,0 +1,162 @@
+package coordinator
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/ringlog/ringlog/coordinator/metadata"
+)
+
+// Voter is one member of the static controller quorum.
+type Voter struct {
+	ID   int32
+	Addr string // host:port of its controller listener (raft + RPC)
+}
+
+// ParseVoters parses the --controller-voters flag: "1@h:p,2@h:p,3@h:p".
+func ParseVoters(s string) ([]Voter, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []Voter
+	for _, part := range strings.Split(s, ",") {
+		idStr, addr, ok := strings.Cut(strings.TrimSpace(part), "@")
+		if !ok {
+			return nil, fmt.Errorf("coordinator: voter %q: want id@host:port", part)
+		}
+		id, err := strconv.ParseInt(idStr, 10, 32)
+		if err != nil || id < 0 {
+			return nil, fmt.Errorf("coordinator: voter %q: bad node id", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("coordinator: voter %q: %v", part, err)
+		}
+		out = append(out, Voter{ID: int32(id), Addr: addr})
+	}
+	return out, nil
+}
+
+// Config configures a Node. Defaults come from DefaultConfig.
+type Config struct {
+	// NodeID is this node's broker id, and its raft server id.
+	NodeID int32
+	// DataDir holds the raft log (raft.db), snapshots and cluster.id.
+	DataDir string
+	// ControllerListen is where raft and the controller RPC listen, and the
+	// address peers dial, so it must be reachable by them. Empty together
+	// with Voters: single-node mode, raft runs in memory-transport only
+	// and no port is opened.
+	ControllerListen string
+	// Voters is the static controller quorum. A node among them is voter
+	// and broker; any other node follows the log as a raft non-voter.
+	// Empty: this node alone is the quorum.
+	Voters []Voter
+	// ClusterID, when set, is the id the first leader fixes at bootstrap,
+	// and the id this node insists on when joining. Empty: a new cluster
+	// draws one, and a new node adopts the cluster's (then remembers it in
+	// DataDir/cluster.id).
+	ClusterID string
+	// Endpoints and Rack are registered for this broker.
+	Endpoints []metadata.Endpoint
+	Rack      string
+	// BrokerSessionTimeout: the active controller fences a broker whose
+	// heartbeats stop for this long (9s).
+	BrokerSessionTimeout time.Duration
+	// HeartbeatInterval between a broker's heartbeats (1s).
+	HeartbeatInterval time.Duration
+	// MaxStaleness bounds how long a non-leader may go without hearing
+	// from the raft leader before Fresh fails (BrokerSessionTimeout).
+	MaxStaleness time.Duration
+	// ApplyTimeout bounds one proposal on the leader (5s).
+	ApplyTimeout time.Duration
+	// Logger receives raft's and the controller's logs (slog.Default()).
+	Logger *slog.Logger
+
+	// Test hooks: an in-process network instead of TCP, and a listener
+	// opened by the test.
+	net      *memNet
+	listener net.Listener
+	raftTune func(*raft.Config)
+}
+
+// DefaultConfig returns the defaults named on Config's fields.
+func DefaultConfig() Config {
+	return Config{
+		BrokerSessionTimeout: 9 * time.Second,
+		HeartbeatInterval:    time.Second,
+		ApplyTimeout:         5 * time.Second,
+	}
+}
+
+// withDefaults fills zero durations and the logger.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.BrokerSessionTimeout == 0 {
+		c.BrokerSessionTimeout = d.BrokerSessionTimeout
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = d.ApplyTimeout
+	}
+	if c.MaxStaleness == 0 {
+		c.MaxStaleness = c.BrokerSessionTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate checks fields alone and against each other.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if c.NodeID < 0 {
+		return fmt.Errorf("coordinator: node id %d < 0", c.NodeID)
+	}
+	if c.DataDir == "" && c.net == nil {
+		return fmt.Errorf("coordinator: data dir is required")
+	}
+	if len(c.Voters) > 0 && c.ControllerListen == "" && c.listener == nil && c.net == nil {
+		return fmt.Errorf("coordinator: controller voters %v need a controller listen address", c.Voters)
+	}
+	seen := map[int32]bool{}
+	for _, v := range c.Voters {
+		if seen[v.ID] {
+			return fmt.Errorf("coordinator: voter %d listed twice", v.ID)
+		}
+		seen[v.ID] = true
+	}
+	if c.HeartbeatInterval <= 0 || c.BrokerSessionTimeout < 2*c.HeartbeatInterval {
+		return fmt.Errorf("coordinator: broker session timeout %v must be at least twice the heartbeat interval %v",
+			c.BrokerSessionTimeout, c.HeartbeatInterval)
+	}
+	if c.MaxStaleness < c.HeartbeatInterval {
+		return fmt.Errorf("coordinator: max staleness %v is below the heartbeat interval %v", c.MaxStaleness, c.HeartbeatInterval)
+	}
+	if c.ApplyTimeout <= 0 {
+		return fmt.Errorf("coordinator: apply timeout %v must be positive", c.ApplyTimeout)
+	}
+	return nil
+}
+
+// isVoter reports whether id is in the voter set; with no voters configured
+// the node itself is the only voter.
+func (c Config) isVoter(id int32) bool {
+	if len(c.Voters) == 0 {
+		return id == c.NodeID
+	}
+	for _, v := range c.Voters {
+		if v.ID == id {
+			return true
+		}
+	}
+	return false
+}

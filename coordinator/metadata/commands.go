@@ -1,0 +1,162 @@
+package metadata
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// commandVersion is the first byte of every encoded command. Bump it (and
+// keep decoding the old one) when a command's meaning changes, because old
+// entries stay in the raft log until a snapshot compacts them.
+const commandVersion byte = 1
+
+// Command is one entry of the metadata log. Exactly one field is set.
+// Everything nondeterministic (ids, placement, time) is decided by the
+// controller before proposing, so Apply is a pure function of state and
+// command.
+type Command struct {
+	InitCluster         *InitCluster         `json:",omitempty"`
+	RegisterBroker      *RegisterBroker      `json:",omitempty"`
+	UnfenceBroker       *UnfenceBroker       `json:",omitempty"`
+	FenceBroker         *FenceBroker         `json:",omitempty"`
+	CreateTopic         *CreateTopic         `json:",omitempty"`
+	DeleteTopic         *DeleteTopic         `json:",omitempty"`
+	CreatePartitions    *CreatePartitions    `json:",omitempty"`
+	AlterPartition      *AlterPartition      `json:",omitempty"`
+	ElectLeader         *ElectLeader         `json:",omitempty"`
+	AllocateProducerIDs *AllocateProducerIDs `json:",omitempty"`
+}
+
+// InitCluster fixes the cluster id; the first controller leader proposes it
+// once. A second InitCluster is rejected.
+type InitCluster struct{ ClusterID string }
+
+// RegisterBroker (re)registers a broker. A new incarnation replaces the old
+// record and starts fenced; the same incarnation again is a no-op that
+// returns the existing record (so a retried RPC is harmless).
+type RegisterBroker struct {
+	ClusterID   string // must equal the cluster's; "" is refused too
+	ID          int32
+	Incarnation UUID
+	Endpoints   []Endpoint
+	Rack        string
+}
+
+// UnfenceBroker marks a caught-up broker eligible to lead.
+type UnfenceBroker struct {
+	ID    int32
+	Epoch uint64
+}
+
+// FenceBroker marks a broker ineligible (missed heartbeats) and moves its
+// leaderships.
+type FenceBroker struct {
+	ID    int32
+	Epoch uint64
+}
+
+// CreateTopic creates a topic with a placement the controller computed.
+type CreateTopic struct {
+	Name       string
+	ID         UUID
+	Configs    map[string]string
+	Assignment [][]int32 // one replica list per partition
+}
+
+// DeleteTopic deletes a topic; ID, when set, must match (guards against
+// deleting a re-created topic of the same name).
+type DeleteTopic struct {
+	Name string
+	ID   UUID
+}
+
+// CreatePartitions adds partitions. Assignment holds the new partitions
+// only; Total must equal current+len(Assignment), so a command computed
+// against an older partition count is rejected.
+type CreatePartitions struct {
+	Name       string
+	Total      int32
+	Assignment [][]int32
+}
+
+// AlterPartition is a leader's ISR change, carrying the epochs it saw.
+type AlterPartition struct {
+	BrokerID       int32
+	BrokerEpoch    uint64
+	TopicID        UUID
+	Partition      int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+}
+
+// ElectLeader elects a leader from the ISR, preferring replica order (so it
+// doubles as preferred-leader election). With Unclean, and no usable ISR
+// member, any unfenced replica may lead and the ISR becomes just it.
+type ElectLeader struct {
+	Topic     string
+	Partition int32
+	Unclean   bool
+}
+
+// AllocateProducerIDs hands a broker the next block of producer ids.
+type AllocateProducerIDs struct {
+	BrokerID    int32
+	BrokerEpoch uint64
+}
+
+// Encode serialises c for the raft log.
+func (c Command) Encode() ([]byte, error) {
+	if c.count() != 1 {
+		return nil, fmt.Errorf("%w: exactly one command must be set", ErrInvalidCommand)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{commandVersion}, b...), nil
+}
+
+// DecodeCommand is the inverse of Encode.
+func DecodeCommand(b []byte) (Command, error) {
+	var c Command
+	if len(b) == 0 || b[0] != commandVersion {
+		return c, fmt.Errorf("%w: unknown encoding version", ErrInvalidCommand)
+	}
+	if err := json.Unmarshal(b[1:], &c); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrInvalidCommand, err)
+	}
+	if c.count() != 1 {
+		return c, fmt.Errorf("%w: exactly one command must be set", ErrInvalidCommand)
+	}
+	return c, nil
+}
+
+func (c Command) count() int {
+	n := 0
+	for _, set := range []bool{
+		c.InitCluster != nil, c.RegisterBroker != nil, c.UnfenceBroker != nil,
+		c.FenceBroker != nil, c.CreateTopic != nil, c.DeleteTopic != nil,
+		c.CreatePartitions != nil, c.AlterPartition != nil, c.ElectLeader != nil,
+		c.AllocateProducerIDs != nil,
+	} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// Result is what applying a command returns (raft hands it to the proposer
+// through ApplyFuture.Response). Err is nil or wraps one of the errors in
+// errors.go.
+type Result struct {
+	Index     uint64     // raft index the command was applied at
+	Err       error      `json:"-"`
+	Broker    *Broker    // RegisterBroker, UnfenceBroker, FenceBroker
+	Topic     *Topic     // CreateTopic, CreatePartitions
+	Partition *Partition // AlterPartition, ElectLeader
+	// ProducerIDStart is the first id of the allocated block of
+	// ProducerIDBlockSize ids.
+	ProducerIDStart int64
+}

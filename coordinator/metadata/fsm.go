@@ -1,0 +1,192 @@
+package metadata
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// FSM adapts Image to raft.FSM. raft calls Apply, Snapshot and Restore from
+// one goroutine; Image, Changed and WaitIndex may be called from any.
+type FSM struct {
+	mu      sync.Mutex // guards img and changed; held only to swap them
+	img     *Image
+	changed chan struct{}
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// NewFSM returns an FSM holding the empty image.
+func NewFSM() *FSM {
+	return &FSM{img: EmptyImage(), changed: make(chan struct{})}
+}
+
+// Image returns the current immutable image.
+func (f *FSM) Image() *Image {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.img
+}
+
+// Changed returns a channel that is closed at the next apply or restore.
+// Read Image after it fires, then call Changed again: a new channel is made
+// for every change, so no change is missed between the two calls as long as
+// Changed is called before Image.
+func (f *FSM) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+func (f *FSM) publish(img *Image) {
+	f.mu.Lock()
+	f.img = img
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// Apply decodes and applies one log entry. It returns a *Result whose Err
+// says whether the command was rejected; undecodable entries are rejected
+// the same way (never a panic) so one bad entry cannot stop every replica.
+func (f *FSM) Apply(l *raft.Log) any {
+	img := f.Image()
+	var res Result
+	if c, err := DecodeCommand(l.Data); err != nil {
+		next := *img
+		next.index = l.Index
+		img, res = &next, Result{Index: l.Index, Err: err}
+	} else {
+		img, res = img.Apply(l.Index, c)
+	}
+	f.publish(img)
+	return &res
+}
+
+// snapshotVersion is the first field of every snapshot; Restore refuses
+// others.
+const snapshotVersion = 1
+
+// snapshotV1 is the JSON snapshot: lists sorted by id/name so that equal
+// images encode to equal bytes.
+type snapshotV1 struct {
+	Version        int
+	Index          uint64
+	ClusterID      string
+	NextProducerID int64
+	Brokers        []Broker
+	Topics         []Topic
+}
+
+// Encode writes the image as a versioned JSON snapshot.
+func (im *Image) Encode(w io.Writer) error {
+	return json.NewEncoder(w).Encode(snapshotV1{
+		Version:        snapshotVersion,
+		Index:          im.index,
+		ClusterID:      im.clusterID,
+		NextProducerID: im.nextProducerID,
+		Brokers:        im.Brokers(),
+		Topics:         im.Topics(),
+	})
+}
+
+// DecodeImage reads a snapshot written by Encode.
+func DecodeImage(r io.Reader) (*Image, error) {
+	var s snapshotV1
+	if err := json.NewDecoder(r).Decode(&s); err != nil {
+		return nil, fmt.Errorf("metadata: decode snapshot: %w", err)
+	}
+	if s.Version != snapshotVersion {
+		return nil, fmt.Errorf("metadata: snapshot version %d, want %d", s.Version, snapshotVersion)
+	}
+	im := EmptyImage()
+	im.index, im.clusterID, im.nextProducerID = s.Index, s.ClusterID, s.NextProducerID
+	for i := range s.Brokers {
+		b := s.Brokers[i]
+		im.brokers[b.ID] = &b
+	}
+	for i := range s.Topics {
+		t := s.Topics[i]
+		if t.Configs == nil {
+			t.Configs = map[string]string{}
+		}
+		for j := range t.Partitions {
+			// JSON turns empty slices into null; keep restored images equal
+			// to the ones apply builds.
+			if t.Partitions[j].ISR == nil {
+				t.Partitions[j].ISR = []int32{}
+			}
+		}
+		im.topics[t.Name] = &t
+		im.topicNames[t.ID] = t.Name
+	}
+	return im, nil
+}
+
+// Snapshot captures the current image; it is immutable, so Persist may run
+// concurrently with later applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return fsmSnapshot{f.Image()}, nil
+}
+
+// Restore replaces the state with a snapshot.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	im, err := DecodeImage(rc)
+	if err != nil {
+		return err
+	}
+	f.publish(im)
+	return nil
+}
+
+type fsmSnapshot struct{ img *Image }
+
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.img.Encode(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (fsmSnapshot) Release() {}
+
+// Equal reports whether two images hold the same state (used by tests and
+// by anyone checking a restore).
+func (im *Image) Equal(o *Image) bool {
+	if im.index != o.index || im.clusterID != o.clusterID || im.nextProducerID != o.nextProducerID ||
+		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) {
+		return false
+	}
+	for id, b := range im.brokers {
+		ob, ok := o.brokers[id]
+		if !ok || b.ID != ob.ID || b.Incarnation != ob.Incarnation || b.Epoch != ob.Epoch ||
+			b.Rack != ob.Rack || b.Fenced != ob.Fenced || !slices.Equal(b.Endpoints, ob.Endpoints) {
+			return false
+		}
+	}
+	for name, t := range im.topics {
+		ot, ok := o.topics[name]
+		if !ok || t.ID != ot.ID || len(t.Configs) != len(ot.Configs) || len(t.Partitions) != len(ot.Partitions) {
+			return false
+		}
+		for k, v := range t.Configs {
+			if ov, ok := ot.Configs[k]; !ok || ov != v {
+				return false
+			}
+		}
+		for i, p := range t.Partitions {
+			op := ot.Partitions[i]
+			if p.Leader != op.Leader || p.LeaderEpoch != op.LeaderEpoch || p.PartitionEpoch != op.PartitionEpoch ||
+				!slices.Equal(p.Replicas, op.Replicas) || !slices.Equal(p.ISR, op.ISR) {
+				return false
+			}
+		}
+	}
+	return true
+}
