@@ -3,6 +3,7 @@ package netpath
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"math/rand"
 	"net"
@@ -94,10 +95,16 @@ func tempFile(t *testing.T, data []byte, size int64) *os.File {
 func TestWriteResponseExact(t *testing.T) {
 	data := make([]byte, 3<<20)
 	rand.New(rand.NewSource(1)).Read(data)
-	for _, path := range []string{"sendfile", "copy"} {
-		t.Run(path, func(t *testing.T) {
+	// Below spliceMinBytes the zero-copy path uses sendfile, above it
+	// splice through a pipe: cover both.
+	for _, tc := range []struct {
+		path string
+		n    int32
+	}{{"sendfile", 100<<10 + 3}, {"sendfile", 2<<20 + 17}, {"copy", 2<<20 + 17}} {
+		path := tc.path
+		t.Run(fmt.Sprintf("%s-%d", path, tc.n), func(t *testing.T) {
 			f := tempFile(t, data, int64(len(data)))
-			fr := &osRange{f: f, pos: 12345, n: 2<<20 + 17}
+			fr := &osRange{f: f, pos: 12345, n: tc.n}
 			sc, cc := tcpPair(t)
 			head := []byte("partition-headers")
 			s, c, done := startWriter(t, path, sc, fr, head)

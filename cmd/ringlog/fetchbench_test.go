@@ -2,25 +2,33 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestFetchBench compares the fetch paths side by side: consumer throughput
 // and broker CPU seconds per GB for plaintext sendfile, plaintext
 // --fetch-copy and TLS, with the data in page cache, against iperf3's
-// loopback bandwidth. It is a measurement, not an assertion: it only runs
+// loopback bandwidth. Each path is read by two consumers: a lean raw
+// Fetch loop (rawConsume) that measures the broker, and franz-go as the
+// real client. It is a measurement, not an assertion: it only runs
 // with RINGLOG_FETCH_BENCH=1 and prints a markdown table.
 //
 //	RINGLOG_FETCH_BENCH=1 RINGLOG_TEST_BIN=$PWD/bin/ringlog \
@@ -72,67 +80,268 @@ func TestFetchBench(t *testing.T) {
 	}
 	t.Logf("produced %d MiB in %v", sizeMB, time.Since(start).Round(time.Millisecond))
 
+	// The end offsets bound the raw consumer (the franz-go one counts
+	// records).
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endOffsets := make([]int64, partitions)
+	ends.Each(func(o kadm.ListedOffset) { endOffsets[o.Partition] = o.Offset })
+
 	type result struct {
 		mode       string
-		bytes      int64
+		consumer   string
+		bytes      int64 // record value bytes
 		wall       time.Duration
-		cpu        time.Duration
+		cpu        time.Duration // broker utime+stime
+		clientCPU  time.Duration // this test process (the consumer)
+		csw        int64         // broker context switches (all threads)
 		sendfileMB float64
 		copyMB     float64
 	}
 	var results []result
-	run := func(mode, addr string, opts ...kgo.Opt) {
-		// One warm-up pass puts the segments in page cache; the measured
-		// pass follows immediately.
+	run := func(mode, consumer, addr string, tlsCfg *tls.Config) {
+		// One warm-up pass puts the segments in page cache (and warms the
+		// client); the measured pass follows immediately.
 		for pass := 0; pass < 2; pass++ {
 			m0 := b.metrics(t)
-			cpu0 := procCPU(t, b.cmd.Process.Pid)
+			cpu0, csw0 := procCPU(t, b.cmd.Process.Pid), procCtxSwitches(b.cmd.Process.Pid)
+			self0 := selfCPU()
 			t0 := time.Now()
-			n := consumeBytes(ctx, t, addr, topic, partitions, records, opts...)
+			var n int64
+			if consumer == "franz-go" {
+				var opts []kgo.Opt
+				if tlsCfg != nil {
+					opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+				}
+				n = consumeBytes(ctx, t, addr, topic, partitions, records, opts...)
+			} else {
+				n = rawConsume(ctx, t, addr, tlsCfg, topic, endOffsets, valueSize)
+			}
 			wall := time.Since(t0)
-			cpu := procCPU(t, b.cmd.Process.Pid) - cpu0
+			self := selfCPU() - self0
+			cpu, csw := procCPU(t, b.cmd.Process.Pid)-cpu0, procCtxSwitches(b.cmd.Process.Pid)-csw0
 			m1 := b.metrics(t)
 			if pass == 0 {
 				continue
 			}
 			listener := "plaintext"
-			if mode == "tls" {
+			if tlsCfg != nil {
 				listener = "tls"
 			}
 			results = append(results, result{
-				mode: mode, bytes: n, wall: wall, cpu: cpu,
+				mode: mode, consumer: consumer, bytes: n, wall: wall, cpu: cpu, clientCPU: self, csw: csw,
 				sendfileMB: (fetchBytes(m1, listener, "sendfile") - fetchBytes(m0, listener, "sendfile")) / (1 << 20),
 				copyMB:     (fetchBytes(m1, listener, "copy") - fetchBytes(m0, listener, "copy")) / (1 << 20),
 			})
 		}
 	}
-	run("plaintext-sendfile", b.addr)
-	run("tls", b.tlsAddr, kgo.DialTLSConfig(certs.clientConfig(t, false)))
+	tlsCfg := certs.clientConfig(t, false)
+	for _, consumer := range []string{"raw", "franz-go"} {
+		run("plaintext-sendfile", consumer, b.addr, nil)
+		run("tls", consumer, b.tlsAddr, tlsCfg)
+	}
 	// Same data dir, same page cache, broker restarted with --fetch-copy.
 	b.stop()
 	b.args = append(b.args, "--fetch-copy")
 	b.restart()
-	run("plaintext-copy", b.addr)
+	for _, consumer := range []string{"raw", "franz-go"} {
+		run("plaintext-copy", consumer, b.addr, nil)
+	}
 
 	iperf := iperf3Gbps(t)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| mode | MiB consumed | seconds | consumer MB/s | Gbit/s | %% of iperf3 | broker CPU s | CPU s per GB | sendfile MiB | copy MiB |\n")
-	fmt.Fprintf(&sb, "|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&sb, "\n| mode | consumer | MiB | s | MB/s | Gbit/s | %% of iperf3 | broker CPU s | broker CPU s/GB | client CPU s/GB | broker csw/GB | sendfile MiB | copy MiB |\n")
+	fmt.Fprintf(&sb, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	cpuPerGB := map[string]float64{}
 	for _, r := range results {
 		secs := r.wall.Seconds()
-		mbps := float64(r.bytes) / 1e6 / secs
-		gbps := float64(r.bytes) * 8 / 1e9 / secs
-		cpuGB := r.cpu.Seconds() / (float64(r.bytes) / 1e9)
-		cpuPerGB[r.mode] = cpuGB
-		fmt.Fprintf(&sb, "| %s | %d | %.2f | %.0f | %.2f | %.0f%% | %.2f | %.3f | %.0f | %.0f |\n",
-			r.mode, r.bytes>>20, secs, mbps, gbps, 100*gbps/iperf, r.cpu.Seconds(), cpuGB, r.sendfileMB, r.copyMB)
+		gb := float64(r.bytes) / 1e9
+		gbps := gb * 8 / secs
+		cpuGB := r.cpu.Seconds() / gb
+		cpuPerGB[r.mode+"/"+r.consumer] = cpuGB
+		fmt.Fprintf(&sb, "| %s | %s | %d | %.2f | %.0f | %.2f | %.0f%% | %.2f | %.3f | %.3f | %.0f | %.0f | %.0f |\n",
+			r.mode, r.consumer, r.bytes>>20, secs, gb*1e3/secs, gbps, 100*gbps/iperf,
+			r.cpu.Seconds(), cpuGB, r.clientCPU.Seconds()/gb, float64(r.csw)/gb, r.sendfileMB, r.copyMB)
 	}
 	fmt.Fprintf(&sb, "\niperf3 -c 127.0.0.1 -t 10: %.2f Gbit/s\n", iperf)
-	if c, z := cpuPerGB["plaintext-copy"], cpuPerGB["plaintext-sendfile"]; c > 0 {
-		fmt.Fprintf(&sb, "sendfile CPU/GB = %.2f x copy CPU/GB (target <= 0.50)\n", z/c)
+	for _, consumer := range []string{"raw", "franz-go"} {
+		if c, z := cpuPerGB["plaintext-copy/"+consumer], cpuPerGB["plaintext-sendfile/"+consumer]; c > 0 {
+			fmt.Fprintf(&sb, "%s: sendfile broker CPU/GB = %.2f x copy (target <= 0.50)\n", consumer, z/c)
+		}
 	}
 	t.Log(sb.String())
+}
+
+// rawConsume is a lean consumer: one connection, FetchRequest v12 with
+// large limits, two requests in flight (each for half the partitions), and
+// responses read into one reused buffer. Records are never decoded: each
+// partition's next offset comes from its last batch header. It returns the
+// value bytes consumed, counted as records * valueSize so the number is
+// comparable with consumeBytes (the topic holds only valueSize records).
+func rawConsume(ctx context.Context, t *testing.T, addr string, tlsCfg *tls.Config, topic string, ends []int64, valueSize int) int64 {
+	t.Helper()
+	var (
+		nc  net.Conn
+		err error
+	)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if tlsCfg != nil {
+		nc, err = tls.DialWithDialer(&d, "tcp", addr, tlsCfg)
+	} else {
+		nc, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+
+	const depth = 2 // requests in flight, one per partition group
+	next := make([]int64, len(ends))
+	remaining := int64(0)
+	for _, e := range ends {
+		remaining += e
+	}
+	// group g fetches partitions p with p%depth == g.
+	var (
+		corr  int32
+		out   []byte
+		group = map[int32]int{} // correlation id -> group
+	)
+	send := func(g int) bool {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 12
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 500
+		req.MinBytes = 1
+		req.MaxBytes = 64 << 20
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		for p := g; p < len(ends); p += depth {
+			if next[p] >= ends[p] {
+				continue
+			}
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition = int32(p)
+			rp.FetchOffset = next[p]
+			rp.LogStartOffset = -1
+			rp.CurrentLeaderEpoch = -1
+			rp.LastFetchedEpoch = -1
+			rp.PartitionMaxBytes = 16 << 20
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		if len(rt.Partitions) == 0 {
+			return false
+		}
+		req.Topics = append(req.Topics, rt)
+		corr++
+		// Request header v2: api key, version, correlation id, client id,
+		// empty tagged fields.
+		out = append(out[:0], 0, 0, 0, 0)
+		out = binary.BigEndian.AppendUint16(out, uint16(req.Key()))
+		out = binary.BigEndian.AppendUint16(out, uint16(req.Version))
+		out = binary.BigEndian.AppendUint32(out, uint32(corr))
+		out = binary.BigEndian.AppendUint16(out, 3)
+		out = append(out, "raw"...)
+		out = append(out, 0)
+		out = req.AppendTo(out)
+		binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+		if _, err := nc.Write(out); err != nil {
+			t.Fatalf("raw fetch write: %v", err)
+		}
+		group[corr] = g
+		return true
+	}
+	for g := 0; g < depth; g++ {
+		send(g)
+	}
+	var (
+		buf     = make([]byte, 1<<20)
+		size    [4]byte
+		records int64
+		resp    = kmsg.NewPtrFetchResponse()
+	)
+	resp.Version = 12
+	for iter := 0; len(group) > 0; iter++ {
+		if iter > 1<<22 {
+			t.Fatalf("raw consumer: no end after %d responses", iter)
+		}
+		if _, err := io.ReadFull(nc, size[:]); err != nil {
+			t.Fatalf("raw fetch read: %v", err)
+		}
+		n := int(binary.BigEndian.Uint32(size[:]))
+		if n > cap(buf) {
+			buf = make([]byte, n)
+		}
+		frame := buf[:n]
+		if _, err := io.ReadFull(nc, frame); err != nil {
+			t.Fatalf("raw fetch read: %v", err)
+		}
+		// Response header v1: correlation id + tagged fields (none).
+		c := int32(binary.BigEndian.Uint32(frame))
+		g, ok := group[c]
+		if !ok || len(frame) < 5 || frame[4] != 0 {
+			t.Fatalf("raw fetch: unexpected response header % x", frame[:min(8, len(frame))])
+		}
+		delete(group, c)
+		resp.Default()
+		resp.Version = 12
+		if err := resp.UnsafeReadFrom(frame[5:]); err != nil {
+			t.Fatalf("raw fetch decode: %v", err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("raw fetch: error code %d", resp.ErrorCode)
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("raw fetch %s/%d: error code %d", rt.Topic, rp.Partition, rp.ErrorCode)
+				}
+				last, nrec := lastBatchEnd(rp.RecordBatches)
+				if nrec > 0 {
+					next[rp.Partition] = last
+					records += nrec
+					remaining -= nrec
+				}
+			}
+		}
+		if remaining > 0 {
+			send(g)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("raw consumer: %d records left at timeout", remaining)
+		}
+	}
+	if remaining != 0 {
+		t.Fatalf("raw consumer: %d records unaccounted", remaining)
+	}
+	return records * int64(valueSize)
+}
+
+// lastBatchEnd walks the record batch headers of one partition's records
+// (stopping at a trailing partial batch) and returns the offset after the
+// last complete batch and the record count of the complete batches.
+func lastBatchEnd(b []byte) (next, records int64) {
+	// v2 batch header: baseOffset int64, batchLength int32,
+	// partitionLeaderEpoch int32, magic int8, crc int32, attributes int16,
+	// lastOffsetDelta int32 (at byte 23), ...
+	for len(b) >= 27 {
+		length := int(int32(binary.BigEndian.Uint32(b[8:])))
+		if length < 15 || 12+length > len(b) {
+			break
+		}
+		base := int64(binary.BigEndian.Uint64(b))
+		delta := int64(int32(binary.BigEndian.Uint32(b[23:])))
+		next = base + delta + 1
+		records += delta + 1
+		b = b[12+length:]
+	}
+	return next, records
 }
 
 // consumeBytes reads records records from every partition of topic and
@@ -224,4 +433,33 @@ func iperf3Gbps(t *testing.T) float64 {
 		t.Fatalf("iperf3 JSON: %v", err)
 	}
 	return r.End.SumReceived.BitsPerSecond / 1e9
+}
+
+// procCtxSwitches sums voluntary and involuntary context switches over a
+// process's threads.
+func procCtxSwitches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
