@@ -8,13 +8,14 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./loadgen/... ./results/...
 FUZZTIME  ?= 30s
 
-.PHONY: help build test test-race test-short run bench bench-engine fuzz vet fmt clean
+.PHONY: help build test test-race test-short run cluster bench bench-engine fuzz vet fmt clean
 
 help:
 	@echo "make build        build $(BIN)"
 	@echo "make test         vet, unit tests with -race, integration tests with real clients"
 	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
-	@echo "make bench        start a local broker, run the default load, print the HDR report"
+	@echo "make cluster      run a 3-node cluster on 127.0.0.1:9092-9094 (data in ./cluster-data) until Ctrl-C"
+	@echo "make bench        start a local 3-broker cluster, run the default load, print the HDR report"
 	@echo "make bench-engine go test -bench for the storage engine"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default $(FUZZTIME))"
 
@@ -43,6 +44,9 @@ test-short:
 
 run: build
 	./$(BIN) serve --data-dir ./data
+
+cluster: build
+	./$(BIN) dev cluster --nodes 3 --base-dir ./cluster-data
 
 bench: build
 	./$(BIN) bench

@@ -80,6 +80,10 @@ func (n *Node) heartbeat(epoch uint64) (fenced bool) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HeartbeatInterval+n.cfg.ApplyTimeout)
 	defer cancel()
 	var resp heartbeatResp
+	// The lease runs from the send time: the controller's session clock
+	// for this heartbeat starts later, when it receives it, so this
+	// broker's lease always ends before the controller may fence it.
+	sent := time.Now()
 	// raft's applied index, not the image's: configuration and no-op
 	// entries never reach the FSM, yet count in the controller's commit
 	// index.
@@ -90,7 +94,7 @@ func (n *Node) heartbeat(epoch uint64) (fenced bool) {
 	case errors.Is(err, metadata.ErrStaleBrokerEpoch), errors.Is(err, metadata.ErrUnknownBroker):
 		n.log.Warn("registration lost, registering again", "err", err)
 		n.mu.Lock()
-		n.epoch = 0
+		n.epoch, n.hbFenced = 0, true
 		n.mu.Unlock()
 		return true
 	case err != nil:
@@ -98,7 +102,7 @@ func (n *Node) heartbeat(epoch uint64) (fenced bool) {
 		return true
 	}
 	n.mu.Lock()
-	n.lastHB = time.Now()
+	n.lastHB, n.hbFenced = sent, resp.Fenced
 	n.mu.Unlock()
 	if !resp.Fenced {
 		select {
@@ -148,6 +152,10 @@ func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
 
 // Fresh returns nil when this node's image may be served to clients, and
 // otherwise why not:
+//   - the last heartbeat the controller acknowledged was sent more than
+//     BrokerSessionTimeout ago, or its answer said "fenced" (the lease:
+//     the controller cannot have fenced this broker, and so moved its
+//     leaderships, while the lease holds);
 //   - the node was refused by the cluster (ErrClusterIDMismatch);
 //   - this broker is not registered with this process's incarnation, or is
 //     fenced (metadata.ErrBrokerFenced): its leaderships may have moved;
@@ -161,7 +169,7 @@ func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
 // apply loop takes to catch up with entries it has received.
 func (n *Node) Fresh() error {
 	n.mu.Lock()
-	fatal := n.fatal
+	fatal, lastHB, hbFenced := n.fatal, n.lastHB, n.hbFenced
 	n.mu.Unlock()
 	if fatal != nil {
 		return fatal
@@ -176,6 +184,17 @@ func (n *Node) Fresh() error {
 	case b.Fenced:
 		return fmt.Errorf("%w: broker %d", metadata.ErrBrokerFenced, n.cfg.NodeID)
 	}
+	// The heartbeat lease: a broker that was paused or cut off (and may
+	// have been fenced meanwhile, its leaderships moved) must not act on
+	// its image until the controller has heard from it again and, if it
+	// was fenced, it has caught up and been unfenced. Its image alone
+	// cannot tell: the fence may not have reached it yet.
+	if hbFenced {
+		return fmt.Errorf("%w: broker %d (controller says so)", metadata.ErrBrokerFenced, n.cfg.NodeID)
+	}
+	if since := time.Since(lastHB); since > n.cfg.BrokerSessionTimeout {
+		return fmt.Errorf("%w: no heartbeat acknowledged for %v", ErrStale, since.Round(time.Millisecond))
+	}
 	if n.raft.State() == raft.Leader {
 		return nil
 	}
@@ -183,6 +202,32 @@ func (n *Node) Fresh() error {
 		return fmt.Errorf("%w: no contact with the controller since %v", ErrStale, last.Format(time.RFC3339Nano))
 	}
 	return nil
+}
+
+// BrokerState describes this broker for health checks:
+//   - "refused": the cluster refused it (cluster id mismatch);
+//   - "starting": not yet registered with this process's incarnation;
+//   - "fenced": registered but fenced (catching up, or heartbeats lapsed);
+//   - "stale": unfenced, but out of contact with the controller (Fresh
+//     fails);
+//   - "active": Fresh holds.
+func (n *Node) BrokerState() string {
+	n.mu.Lock()
+	fatal := n.fatal
+	n.mu.Unlock()
+	if fatal != nil {
+		return "refused"
+	}
+	b, ok := n.fsm.Image().Broker(n.cfg.NodeID)
+	switch {
+	case !ok || b.Incarnation != n.incarnation:
+		return "starting"
+	case b.Fenced:
+		return "fenced"
+	case n.Fresh() != nil:
+		return "stale"
+	}
+	return "active"
 }
 
 // Controller returns the active controller's node id, or -1 when none is
@@ -230,6 +275,14 @@ func (n *Node) write(ctx context.Context, method string, in, out any) error {
 	return n.waitApplied(ctx, idx)
 }
 
+// Sync is a read barrier: it waits until this node's image includes every
+// entry the active controller had applied when asked. A broker calls it
+// before saying a topic does not exist, since the topic may have been
+// created through another broker a moment ago.
+func (n *Node) Sync(ctx context.Context) error {
+	return n.write(ctx, "ReadIndex", emptyResp{}, nil)
+}
+
 // CreateTopicRequest describes a topic to create. Names and configs are
 // stored as given: validate them (engine.ValidateTopicName,
 // engine.ParseTopicConfig) before calling.
@@ -242,6 +295,9 @@ type CreateTopicRequest struct {
 	// manual assignment) and overrides Partitions and ReplicationFactor.
 	Assignment [][]int32
 	Configs    map[string]string
+	// ID, when set, is the topic id to use (a single node adopting topics
+	// created before it ran a controller keeps their ids); zero draws one.
+	ID metadata.UUID
 }
 
 // CreateTopic creates a topic through the active controller, placing
@@ -258,10 +314,12 @@ func (n *Node) DeleteTopic(ctx context.Context, name string) error {
 	return n.write(ctx, "DeleteTopic", deleteReq{Name: name}, nil)
 }
 
-// CreatePartitions grows a topic to total partitions.
-func (n *Node) CreatePartitions(ctx context.Context, name string, total int32) (metadata.Topic, error) {
+// CreatePartitions grows a topic to total partitions. assignment, when
+// set, is the replica list of each new partition (Kafka's manual
+// assignment); nil places them over the unfenced brokers.
+func (n *Node) CreatePartitions(ctx context.Context, name string, total int32, assignment [][]int32) (metadata.Topic, error) {
 	var out topicResp
-	err := n.write(ctx, "CreatePartitions", partsReq{Name: name, Total: total}, &out)
+	err := n.write(ctx, "CreatePartitions", partsReq{Name: name, Total: total, Assignment: assignment}, &out)
 	return out.Topic, err
 }
 

@@ -62,6 +62,11 @@ type Config struct {
 	// draws one, and a new node adopts the cluster's (then remembers it in
 	// DataDir/cluster.id).
 	ClusterID string
+	// ClusterIDStore, when set, replaces DataDir/cluster.id: the caller
+	// passes the id it has on disk as ClusterID, and Save is called once
+	// this node learns the cluster's id at its first registration. ringlog
+	// keeps it in meta.properties, so a data dir has one cluster id file.
+	ClusterIDStore func(id string) error
 	// Endpoints and Rack are registered for this broker.
 	Endpoints []metadata.Endpoint
 	Rack      string

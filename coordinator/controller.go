@@ -227,6 +227,16 @@ func (n *Node) handleAllocateProducerIDs(ctx context.Context, req *pidReq) (any,
 	return pidResp{res.ProducerIDStart}, idx, nil
 }
 
+// handleReadIndex returns the index of the last entry applied to the
+// controller's image (not raft's applied index: no-op and configuration
+// entries never reach the image, so a caller could wait for them forever).
+func (n *Node) handleReadIndex(_ context.Context, _ *emptyResp) (any, uint64, error) {
+	if !n.isController() {
+		return nil, 0, ErrNotController
+	}
+	return emptyResp{}, n.fsm.Image().Index(), nil
+}
+
 func (n *Node) handleDeleteTopic(ctx context.Context, req *deleteReq) (any, uint64, error) {
 	_, idx, err := n.propose(ctx, metadata.Command{DeleteTopic: &metadata.DeleteTopic{Name: req.Name}})
 	return emptyResp{}, idx, err
@@ -265,8 +275,12 @@ func (n *Node) handleCreateTopic(ctx context.Context, req *CreateTopicRequest) (
 			return nil, 0, err
 		}
 	}
+	id := req.ID
+	if id.IsZero() {
+		id = metadata.NewUUID()
+	}
 	res, idx, err := n.propose(ctx, metadata.Command{CreateTopic: &metadata.CreateTopic{
-		Name: req.Name, ID: metadata.NewUUID(), Configs: maps.Clone(req.Configs), Assignment: assign,
+		Name: req.Name, ID: id, Configs: maps.Clone(req.Configs), Assignment: assign,
 	}})
 	if err != nil {
 		return nil, idx, err
@@ -287,9 +301,12 @@ func (n *Node) handleCreatePartitions(ctx context.Context, req *partsReq) (any, 
 	if add <= 0 {
 		return nil, 0, fmt.Errorf("%w: topic %q has %d partitions, asked for %d", metadata.ErrInvalidPartitions, req.Name, len(t.Partitions), req.Total)
 	}
-	assign, err := n.placement(img, add, len(t.Partitions[0].Replicas))
-	if err != nil {
-		return nil, 0, err
+	assign := req.Assignment
+	if len(assign) == 0 {
+		var err error
+		if assign, err = n.placement(img, add, len(t.Partitions[0].Replicas)); err != nil {
+			return nil, 0, err
+		}
 	}
 	res, idx, err := n.propose(ctx, metadata.Command{CreatePartitions: &metadata.CreatePartitions{
 		Name: req.Name, Total: req.Total, Assignment: assign,

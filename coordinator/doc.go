@@ -17,7 +17,8 @@
 // The first leader appends InitCluster with Config.ClusterID (or a new
 // random id). Every broker registers through the controller with the cluster
 // id it knows (Config.ClusterID, else DataDir/cluster.id, else none on its
-// first start, when it adopts the cluster's); a different id is refused
+// first start, when it adopts the cluster's; Config.ClusterIDStore lets
+// the caller keep it in its own file instead); a different id is refused
 // with metadata.ErrClusterIDMismatch before a non-voter is added to raft.
 //
 // # Transport: one port, two protocols
@@ -56,8 +57,13 @@
 //
 // Readers use Node.MetadataImage, an immutable snapshot, and Node.Fresh
 // before answering clients. Fresh fails when this broker is fenced or not
-// registered, or when this node is not the raft leader and raft.LastContact
-// is older than MaxStaleness (default BrokerSessionTimeout, 9s). Answers
+// registered, when the last heartbeat the controller acknowledged was sent
+// more than BrokerSessionTimeout ago or was answered "fenced" (a lease: the
+// controller's session clock starts when it receives the heartbeat, so the
+// lease ends before the controller may fence this broker and move its
+// leaderships), or when this node is not the raft leader and
+// raft.LastContact is older than MaxStaleness (default
+// BrokerSessionTimeout, 9s). Answers
 // are therefore at most MaxStaleness behind the controller (plus local apply
 // lag), and a broker cut off from the controller stops answering at about
 // the time the controller fences it and moves its leaderships.

@@ -61,15 +61,17 @@ type Node struct {
 	client      *rpcClient
 	incarnation metadata.UUID
 	notifyCh    chan bool
+	raftReady   chan struct{} // closed once raft is set
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
 	mu        sync.Mutex
-	clusterID string // as known locally; "" until learned
-	epoch     uint64 // broker epoch; 0 until registered
-	lastHB    time.Time
+	clusterID string    // as known locally; "" until learned
+	epoch     uint64    // broker epoch; 0 until registered
+	lastHB    time.Time // send time of the last acknowledged heartbeat
+	hbFenced  bool      // that heartbeat's answer: still fenced
 	fatal     error
 	ready     chan struct{} // closed once registered and unfenced
 	failed    chan struct{} // closed when fatal is set
@@ -96,6 +98,7 @@ func New(cfg Config) (*Node, error) {
 		fsm:         metadata.NewFSM(),
 		incarnation: metadata.NewUUID(),
 		notifyCh:    make(chan bool, 16),
+		raftReady:   make(chan struct{}),
 		ready:       make(chan struct{}),
 		failed:      make(chan struct{}),
 		conns:       map[net.Conn]struct{}{},
@@ -226,6 +229,7 @@ func (n *Node) start(_ context.Context) error {
 		return fmt.Errorf("coordinator: start raft: %w", err)
 	}
 	n.raft = r
+	close(n.raftReady)
 	n.wg.Add(2)
 	go n.controllerLoop()
 	go n.brokerLoop()
@@ -249,7 +253,7 @@ func (n *Node) voterAddrs() []string {
 }
 
 func (n *Node) loadClusterID() error {
-	if n.cfg.DataDir == "" {
+	if n.cfg.DataDir == "" || n.cfg.ClusterIDStore != nil {
 		return nil
 	}
 	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, clusterIDName))
@@ -271,8 +275,15 @@ func (n *Node) loadClusterID() error {
 
 func (n *Node) saveClusterID(id string) error {
 	n.mu.Lock()
+	known := n.clusterID
 	n.clusterID = id
 	n.mu.Unlock()
+	if n.cfg.ClusterIDStore != nil {
+		if known == id {
+			return nil
+		}
+		return n.cfg.ClusterIDStore(id)
+	}
 	if n.cfg.DataDir == "" {
 		return nil
 	}

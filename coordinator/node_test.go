@@ -237,10 +237,10 @@ func TestFailover(t *testing.T) {
 	if err := rest[1].DeleteTopic(ctxT(t), "a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rest[1].CreatePartitions(ctxT(t), "b", 1); !errors.Is(err, metadata.ErrInvalidPartitions) {
+	if _, err := rest[1].CreatePartitions(ctxT(t), "b", 1, nil); !errors.Is(err, metadata.ErrInvalidPartitions) {
 		t.Fatalf("got %v", err)
 	}
-	if _, err := rest[1].CreatePartitions(ctxT(t), "b", 4); err != nil {
+	if _, err := rest[1].CreatePartitions(ctxT(t), "b", 4, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Alone, the last node loses its leader (or its lease) and reports its

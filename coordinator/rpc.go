@@ -99,8 +99,9 @@ type (
 	pidResp       struct{ Start int64 }
 	deleteReq     struct{ Name string }
 	partsReq      struct {
-		Name  string
-		Total int32
+		Name       string
+		Total      int32
+		Assignment [][]int32 // optional manual assignment of the new partitions
 	}
 	emptyResp struct{}
 )
@@ -157,6 +158,7 @@ var handlers = map[string]handler{
 	"CreatePartitions":    h((*Node).handleCreatePartitions),
 	"ElectLeader":         h((*Node).handleElectLeader),
 	"AllocateProducerIDs": h((*Node).handleAllocateProducerIDs),
+	"ReadIndex":           h((*Node).handleReadIndex),
 }
 
 // serveRPC answers calls on one connection until it closes.
@@ -167,6 +169,13 @@ func (n *Node) serveRPC(c net.Conn) {
 	}
 	defer n.untrackConn(c)
 	defer c.Close()
+	// The listener opens before raft exists (raft's transport needs it);
+	// a peer's call arriving in that window waits for raft.
+	select {
+	case <-n.raftReady:
+	case <-n.ctx.Done():
+		return
+	}
 	r, w := bufio.NewReader(c), bufio.NewWriter(c)
 	for {
 		var req rpcRequest

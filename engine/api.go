@@ -140,7 +140,10 @@ const (
 //	func (e *Engine) CreatePartitions(name string, total int32) error
 //	func (e *Engine) Topic(name string) (TopicInfo, bool)
 //	func (e *Engine) Topics() []TopicInfo            // sorted by name
-//	func (e *Engine) Partition(topic string, p int32) (*Partition, error) // ErrUnknownTopic
+//	func (e *Engine) Partition(topic string, p int32) (*Partition, error) // ErrUnknownTopic (also: not hosted here)
+//	func (e *Engine) SyncTopic(spec TopicSpec) error  // cluster reconcile: hosted partitions, id, configs
+//	func (e *Engine) Hosted(topic string) []int32
+//	func (e *Engine) ParseConfig(kv map[string]string) (TopicConfig, error)
 //	func DefaultTopicConfig() TopicConfig
 //	func ParseTopicConfig(base TopicConfig, kv map[string]string) (TopicConfig, error) // ErrInvalidConfig
 //	func (c TopicConfig) Entries() []ConfigEntry   // every supported key, sorted
@@ -153,5 +156,7 @@ const (
 //	func (p *Partition) Info() PartitionInfo
 //	func (p *Partition) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err error)
 //	func (p *Partition) Changed() <-chan struct{}
+//	func (p *Partition) SetLeaderEpoch(epoch int32) // stamped into appended batches
+//	func (p *Partition) LeaderEpoch() int32
 
 var _ = time.Second

@@ -73,7 +73,14 @@
 // # topics.json
 //
 // {"version":1,"topics":[{"name":..,"id":<32 hex digits>,"partitions":N,
-// "configs":{<explicit overrides, Kafka key names>}}]}
+// "configs":{<explicit overrides, Kafka key names>},"hosted":[<i>,...]}]}
+//
+// "hosted" lists the partitions with a local log when that is not all N (a
+// cluster broker holds only its replicas; see cluster.go). In a cluster the
+// controller's metadata image is the source of truth and this file is a
+// local cache of what exists on disk, rewritten by SyncTopic and
+// DeleteTopic; Open loads what it lists, and directories it does not list
+// are removed.
 //
 // # Recovery
 //

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -201,14 +202,17 @@ func (e *Engine) load(clean bool) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorruptLog, e.meta.path, err)
 		}
-		t := &topicState{name: mt.Name, id: id, cfg: cfg}
+		t := &topicState{name: mt.Name, id: id, cfg: cfg, parts: make([]*Partition, mt.Partitions)}
 		e.topics[t.name] = t
 		for i := int32(0); i < mt.Partitions; i++ {
+			if mt.Hosted != nil && !slices.Contains(*mt.Hosted, i) {
+				continue // another broker's partition: no local log
+			}
 			p, err := e.openPartition(t, i, clean, rps[partitionDirName(t.name, i)])
 			if err != nil {
 				return err
 			}
-			t.parts = append(t.parts, p)
+			t.parts[i] = p
 			live[partitionDirName(t.name, i)] = true
 		}
 	}
@@ -419,16 +423,10 @@ func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]s
 func (e *Engine) addPartitions(t *topicState, total int32) error {
 	now := time.Now().UnixMilli()
 	for i := int32(len(t.parts)); i < total; i++ {
-		p := e.newPartition(t, i)
-		e.fs.RemoveAll(p.dir) // leftovers of an earlier topic of this name
-		if err := e.fs.MkdirAll(p.dir, 0o755); err != nil {
-			return fmt.Errorf("%w: %v", ErrStorage, err)
-		}
-		s, err := e.createSegment(p.dir, 0, now)
+		p, err := e.createPartition(t, i, now)
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrStorage, err)
+			return err
 		}
-		p.segs, p.hwSeg = []*segment{s}, s
 		t.mu.Lock()
 		t.parts = append(t.parts, p)
 		t.mu.Unlock()
@@ -436,18 +434,42 @@ func (e *Engine) addPartitions(t *topicState, total int32) error {
 	return e.fs.SyncDir(e.cfg.Dir)
 }
 
+// createPartition makes an empty log for partition idx of t (not yet
+// linked into t.parts). e.mu must be held.
+func (e *Engine) createPartition(t *topicState, idx int32, nowMs int64) (*Partition, error) {
+	p := e.newPartition(t, idx)
+	e.fs.RemoveAll(p.dir) // leftovers of an earlier topic of this name
+	if err := e.fs.MkdirAll(p.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	s, err := e.createSegment(p.dir, 0, nowMs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	p.segs, p.hwSeg = []*segment{s}, s
+	return p, nil
+}
+
 func (e *Engine) saveMetaLocked() error {
 	var mts []metaTopic
 	for _, t := range e.topics {
 		info := t.info()
-		mts = append(mts, metaTopic{Name: t.name, ID: fmt.Sprintf("%x", t.id), Partitions: info.Partitions, Configs: info.Config.Overrides()})
+		mt := metaTopic{Name: t.name, ID: fmt.Sprintf("%x", t.id), Partitions: info.Partitions, Configs: info.Config.Overrides()}
+		if hosted := t.hosted(); int32(len(hosted)) != info.Partitions {
+			mt.Hosted = &hosted
+		}
+		mts = append(mts, mt)
 	}
 	return e.meta.save(mts)
 }
 
-// dropPartitions closes partitions and removes their directories.
+// dropPartitions closes partitions and removes their directories. Nil
+// entries (partitions hosted elsewhere) are skipped.
 func (e *Engine) dropPartitions(parts []*Partition) {
 	for _, p := range parts {
+		if p == nil {
+			continue
+		}
 		p.mu.Lock()
 		p.deleted = true
 		for _, w := range p.waiters {
@@ -538,7 +560,7 @@ func (e *Engine) Partition(topic string, p int32) (*Partition, error) {
 	if ok {
 		t.mu.RLock()
 		defer t.mu.RUnlock()
-		if p >= 0 && int(p) < len(t.parts) {
+		if p >= 0 && int(p) < len(t.parts) && t.parts[p] != nil {
 			return t.parts[p], nil
 		}
 	}
@@ -551,7 +573,11 @@ func (e *Engine) allPartitions() []*Partition {
 	var ps []*Partition
 	for _, t := range e.topics {
 		t.mu.RLock()
-		ps = append(ps, t.parts...)
+		for _, p := range t.parts {
+			if p != nil {
+				ps = append(ps, p)
+			}
+		}
 		t.mu.RUnlock()
 	}
 	return ps

@@ -29,6 +29,19 @@ func (t *topicState) config() TopicConfig {
 	return t.cfg
 }
 
+// hosted returns the indexes of the partitions with a local log.
+func (t *topicState) hosted() []int32 {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := []int32{}
+	for i, p := range t.parts {
+		if p != nil {
+			out = append(out, int32(i))
+		}
+	}
+	return out
+}
+
 func (t *topicState) info() TopicInfo {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -47,6 +60,9 @@ type metaTopic struct {
 	ID         string            `json:"id"` // 32 hex digits
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs,omitempty"`
+	// Hosted lists the partitions with a local log when that is not all
+	// of them (a cluster broker holds only its replicas); absent = all.
+	Hosted *[]int32 `json:"hosted,omitempty"`
 }
 
 type metaFile struct {

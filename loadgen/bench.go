@@ -34,6 +34,55 @@ func freePort() (string, error) {
 // StartLocalBroker runs `bin serve --listen A --data-dir D --admin-listen B`
 // and waits until A accepts connections.
 func StartLocalBroker(bin, dataDir string, logTo io.Writer) (*LocalBroker, error) {
+	b, err := launchLocalBroker(bin, dataDir, logTo)
+	if err != nil {
+		return nil, err
+	}
+	return b, b.waitListening()
+}
+
+// StartLocalCluster runs n brokers on loopback that form one cluster, each
+// a controller voter (combined mode) with its own data dir under dir, and
+// waits until every one accepts Kafka connections (a ringlog broker opens
+// its Kafka listener only once it has joined the cluster).
+func StartLocalCluster(bin, dir string, n int, logTo io.Writer) ([]*LocalBroker, error) {
+	ctrl := make([]string, n)
+	var voters string
+	for i := range ctrl {
+		var err error
+		if ctrl[i], err = freePort(); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			voters += ","
+		}
+		voters += fmt.Sprintf("%d@%s", i+1, ctrl[i])
+	}
+	var bs []*LocalBroker
+	stopAll := func() {
+		for _, b := range bs {
+			b.Stop()
+		}
+	}
+	for i := range n {
+		b, err := launchLocalBroker(bin, filepath.Join(dir, fmt.Sprintf("node-%d", i+1)), logTo,
+			"--node-id", fmt.Sprint(i+1), "--controller-listen", ctrl[i], "--controller-voters", voters)
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		bs = append(bs, b)
+	}
+	for _, b := range bs {
+		if err := b.waitListening(); err != nil {
+			stopAll()
+			return nil, err
+		}
+	}
+	return bs, nil
+}
+
+func launchLocalBroker(bin, dataDir string, logTo io.Writer, extra ...string) (*LocalBroker, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -42,28 +91,36 @@ func StartLocalBroker(bin, dataDir string, logTo io.Writer) (*LocalBroker, error
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir, "--admin-listen", admin)
+	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-listen", admin}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logTo, logTo
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	b := &LocalBroker{Addr: addr, AdminAddr: admin, DataDir: dataDir, cmd: cmd, exited: make(chan error, 1)}
 	go func() { b.exited <- cmd.Wait() }()
-	deadline := time.Now().Add(20 * time.Second)
+	return b, nil
+}
+
+// waitListening waits until the Kafka port accepts connections.
+func (b *LocalBroker) waitListening() error {
+	bin, addr := b.cmd.Path, b.Addr
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return b, nil
+			return nil
 		}
 		select {
 		case err := <-b.exited:
-			return nil, fmt.Errorf("broker %s exited before listening: %v", bin, err)
+			b.exited <- err
+			return fmt.Errorf("broker %s exited before listening: %v", bin, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			b.Stop()
-			return nil, fmt.Errorf("broker %s: %s not accepting after 20s", bin, addr)
+			return fmt.Errorf("broker %s: %s not accepting after 30s", bin, addr)
 		}
 	}
 }
@@ -99,7 +156,7 @@ func benchCommand() *cli.Command {
 	d.Consumers = 1
 	d.Topic = "ringlog-bench"
 	flags := []cli.Flag{
-		&cli.IntFlag{Name: "brokers", Value: 1, Usage: "brokers to start (only 1 until replication lands)", EnvVars: envVar("brokers")},
+		&cli.IntFlag{Name: "brokers", Value: 3, Usage: "brokers to start, all controller voters (1: a single node); topics stay RF=1 until replication lands", EnvVars: envVar("brokers")},
 		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable)", EnvVars: envVar("broker-bin")},
 	}
 	for _, f := range workloadFlags(d) {
@@ -120,8 +177,9 @@ func benchCommand() *cli.Command {
 }
 
 func benchAction(c *cli.Context) error {
-	if n := c.Int("brokers"); n != 1 {
-		return cli.Exit(fmt.Sprintf("bench: --brokers %d: only a 1-broker cluster can be started so far", n), 2)
+	n := c.Int("brokers")
+	if n < 1 || n > 9 {
+		return cli.Exit(fmt.Sprintf("bench: --brokers %d: want 1..9", n), 2)
 	}
 	bin := c.String("broker-bin")
 	if bin == "" {
@@ -140,15 +198,33 @@ func benchAction(c *cli.Context) error {
 		return err
 	}
 	defer logf.Close()
-	broker, err := StartLocalBroker(bin, filepath.Join(tmp, "data"), logf)
-	if err != nil {
+	var brokers []*LocalBroker
+	if n == 1 {
+		b, err := StartLocalBroker(bin, filepath.Join(tmp, "data"), logf)
+		if err != nil {
+			return err
+		}
+		brokers = []*LocalBroker{b}
+	} else if brokers, err = StartLocalCluster(bin, tmp, n, logf); err != nil {
 		return err
 	}
-	defer broker.Stop()
-	cfg, err := benchConfig(c, broker)
+	defer func() {
+		for _, b := range brokers {
+			b.Stop()
+		}
+	}()
+	broker := brokers[0]
+	cfg, err := benchConfig(c, brokers)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
+	if cfg.ReplicationFactor > 1 {
+		// Without replication acks=all waits for the leader only: a
+		// higher factor would be measured as if it were RF=1.
+		return cli.Exit(fmt.Sprintf("bench: --replication-factor %d: ringlog does not replicate data yet (issue 7); use 1", cfg.ReplicationFactor), 2)
+	}
+	fmt.Fprintf(c.App.Writer, "bench: %d broker(s), topic replication factor %d (no data replication yet: partitions spread over the brokers, one copy each)\n",
+		n, cfg.ReplicationFactor)
 	out := c.String("out")
 	if out == "" {
 		out = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
@@ -164,11 +240,15 @@ func benchAction(c *cli.Context) error {
 	return finish(run, cfg, out, c.App.Writer)
 }
 
-// benchConfig reads the workload flags and points them at the local broker.
-func benchConfig(c *cli.Context, b *LocalBroker) (Config, error) {
+// benchConfig reads the workload flags and points them at the local
+// brokers; reports read io_path and fsync from the first one's /healthz.
+func benchConfig(c *cli.Context, bs []*LocalBroker) (Config, error) {
 	cfg, err := configFromLookup(c)
-	cfg.Bootstrap = []string{b.Addr}
-	cfg.BrokerAdmin = b.AdminAddr
+	cfg.Bootstrap = nil
+	for _, b := range bs {
+		cfg.Bootstrap = append(cfg.Bootstrap, b.Addr)
+	}
+	cfg.BrokerAdmin = bs[0].AdminAddr
 	if cfg.Label == "" {
 		cfg.Label = "bench"
 	}

@@ -20,7 +20,12 @@ import (
 //     writer goroutine) until every append is durable per the fsync policy,
 //     bounded by timeout_ms (REQUEST_TIMED_OUT after that).
 //   - acks=0 appends and sends nothing back; acks must be -1, 0 or 1.
-//   - Unknown topics are auto-created when the broker allows it.
+//   - Unknown topics are auto-created (through the controller) when the
+//     broker allows it.
+//   - Only the partition's leader appends; other brokers, and a broker
+//     whose metadata may be stale, answer NOT_LEADER_OR_FOLLOWER so the
+//     client refreshes metadata (v10+ would carry CurrentLeader; we serve
+//     up to v9). Followers hold empty logs until replication exists.
 //   - Internal topics (names starting "__") cannot be produced to.
 //   - Transactional produce is refused until transactions exist.
 
@@ -41,6 +46,7 @@ func handleProduce(s *Server, r *request) reply {
 		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported yet"
 	}
 
+	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	type waiting struct {
 		t, p int
 		w    engine.AppendWaiter
@@ -77,11 +83,21 @@ func handleProduce(s *Server, r *request) reply {
 				setErr(errorCode(err), err.Error())
 				continue
 			}
-			part, err := s.partitionFor(rt.Topic, rp.Partition, true)
-			if err != nil {
-				setErr(errorCode(err), err.Error())
+			var ok bool
+			if _, img, ok = s.lookupTopic(img, rt.Topic); !ok {
+				created, err := s.autoCreate(rt.Topic)
+				if err != nil {
+					setErr(errorCode(err), err.Error())
+					continue
+				}
+				img, fresh = created, s.node.Fresh()
+			}
+			lc := s.leaderPartition(img, fresh, rt.Topic, rp.Partition, -1)
+			if lc.code != 0 {
+				setErr(lc.code, "")
 				continue
 			}
+			part := lc.part
 			// The engine takes ownership of Records: the request frame
 			// is not reused after decoding, so no copy is needed.
 			w, err := part.Append(rp.Records)

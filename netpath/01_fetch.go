@@ -27,6 +27,10 @@ import (
 //     FETCH_SESSION_ID_NOT_FOUND.
 //   - Replica fetches are served like consumer fetches (never above the
 //     high watermark) until replication exists.
+//   - Only the partition's leader serves it: elsewhere (or while this
+//     broker's metadata may be stale) NOT_LEADER_OR_FOLLOWER, with the
+//     CurrentLeader tagged field (v12+) naming the leader and epoch the
+//     image knows. current_leader_epoch is checked against the image's.
 //   - read_committed stops at the last stable offset.
 
 func init() { register(1, 4, 12, handleFetch) }
@@ -46,6 +50,12 @@ type fetchPartition struct {
 	lastStable    int64
 	logStart      int64
 	data          engine.FileRange // nil when there is nothing to send
+	// currentLeader/currentEpoch fill the CurrentLeader tagged field
+	// (v12+) of a NOT_LEADER_OR_FOLLOWER or epoch error; set when
+	// hasLeader.
+	hasLeader     bool
+	currentLeader int32
+	currentEpoch  int32
 }
 
 type fetchTopic struct {
@@ -87,6 +97,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, [
 		hasErr bool
 		watch  []<-chan struct{}
 	)
+	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
@@ -95,26 +106,24 @@ func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, [
 		rt := &req.Topics[ti]
 		ft := fetchTopic{name: rt.Topic, id: rt.TopicID}
 		if req.Version >= 13 {
-			if info, ok := s.topicByID(rt.TopicID); ok {
+			if info, ok := img.TopicByID(rt.TopicID); ok {
 				ft.name = info.Name
 			}
 		}
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
 			fp := fetchPartition{partition: rp.Partition, highWatermark: -1, lastStable: -1, logStart: -1}
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
-				fp.errorCode = code
+			lc := s.leaderPartition(img, fresh, ft.name, rp.Partition, rp.CurrentLeaderEpoch)
+			if lc.code != 0 {
+				fp.errorCode = lc.code
+				if lc.code != kerr.UnknownTopicOrPartition.Code {
+					fp.hasLeader, fp.currentLeader, fp.currentEpoch = true, lc.info.Leader, lc.info.LeaderEpoch
+				}
 				hasErr = true
 				ft.partitions = append(ft.partitions, fp)
 				continue
 			}
-			part, err := s.engine.Partition(ft.name, rp.Partition)
-			if err != nil {
-				fp.errorCode = errorCode(err)
-				hasErr = true
-				ft.partitions = append(ft.partitions, fp)
-				continue
-			}
+			part := lc.part
 			limit := int64(rp.PartitionMaxBytes)
 			if remaining := maxBytes - total; remaining < limit {
 				limit = remaining

@@ -14,12 +14,15 @@ import (
 //     with the largest timestamp (KIP-734); otherwise the first offset
 //     whose batch timestamp is >= the one asked for, or -1 when none.
 //   - v0 (old style, max_num_offsets) is not served.
+//   - Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER
+//     elsewhere); the leader epoch reported and checked is the image's.
 
 func init() { register(2, 1, 7, handleListOffsets) }
 
 func handleListOffsets(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
@@ -27,17 +30,13 @@ func handleListOffsets(s *Server, r *request) reply {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
-			if code := checkLeaderEpoch(rp.CurrentLeaderEpoch); code != 0 {
-				sp.ErrorCode = code
+			lc := s.leaderPartition(img, fresh, rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
+			if lc.code != 0 {
+				sp.ErrorCode = lc.code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			part, err := s.engine.Partition(rt.Topic, rp.Partition)
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
+			part := lc.part
 			if rp.Timestamp == engine.TimestampMax && req.Version < 7 {
 				sp.ErrorCode = kerr.UnsupportedVersion.Code
 				st.Partitions = append(st.Partitions, sp)
@@ -49,7 +48,7 @@ func handleListOffsets(s *Server, r *request) reply {
 			} else {
 				sp.Offset, sp.Timestamp = offset, ts
 				if offset >= 0 {
-					sp.LeaderEpoch = leaderEpoch
+					sp.LeaderEpoch = lc.info.LeaderEpoch
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,12 +14,18 @@ import (
 // CreateTopics: v0-7
 //
 // Behavior:
+//   - Topics are created through the active controller (any broker
+//     forwards); the response is sent once this broker's image has the
+//     topic. Other brokers create their local logs as their images catch up.
 //   - num_partitions -1 (v4+) uses the broker default; replication factor
-//     -1 or 1 is accepted; anything larger is INVALID_REPLICATION_FACTOR
-//     until clustering exists. Manual replica assignments must name only
-//     this broker.
+//     -1 uses --default-replication-factor. Replicas are placed over the
+//     live (unfenced) brokers, rack-aware, preferred leaders balanced; a
+//     factor above the live broker count is INVALID_REPLICATION_FACTOR.
+//   - Manual replica assignments are accepted when they list partitions
+//     0..n-1 in order, name registered brokers, and have equal lengths
+//     (INVALID_REPLICA_ASSIGNMENT otherwise).
 //   - Configs are validated by the engine (INVALID_CONFIG on unknown keys
-//     or bad values) and stored with the topic.
+//     or bad values) and stored with the topic in the metadata log.
 //   - validate_only checks everything and creates nothing.
 //   - A topic named twice in one request gets INVALID_REQUEST.
 //   - v5+ responses list the effective configs; v7 the topic id.
@@ -32,109 +40,123 @@ func handleCreateTopics(s *Server, r *request) reply {
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
-	for _, rt := range req.Topics {
-		st := kmsg.NewCreateTopicsResponseTopic()
-		st.Topic = rt.Topic
-		st.NumPartitions, st.ReplicationFactor = -1, -1
-		fail := func(code int16, msg string) {
-			st.ErrorCode = code
-			if req.Version >= 1 {
-				st.ErrorMessage = &msg
-			}
-			resp.Topics = append(resp.Topics, st)
+	// The controller round trips can take a while: answer on the writer
+	// goroutine so later pipelined requests keep being read.
+	return reply{resolve: func(<-chan struct{}) *response {
+		for _, rt := range req.Topics {
+			resp.Topics = append(resp.Topics, s.createTopic(req, rt, seen[rt.Topic] > 1))
 		}
-		if seen[rt.Topic] > 1 {
-			fail(kerr.InvalidRequest.Code, "topic named more than once in the request")
-			continue
-		}
-		if err := engine.ValidateTopicName(rt.Topic); err != nil {
-			fail(errorCode(err), err.Error())
-			continue
-		}
-		if isInternalTopic(rt.Topic) {
-			fail(kerr.InvalidRequest.Code, "names starting with __ are reserved for internal topics")
-			continue
-		}
-		partitions := rt.NumPartitions
-		if partitions == -1 {
-			partitions = s.cfg.DefaultPartitions
-		}
-		if len(rt.ReplicaAssignment) > 0 {
-			if msg := s.checkAssignment(rt.ReplicaAssignment); msg != "" {
-				fail(kerr.InvalidReplicaAssignment.Code, msg)
-				continue
-			}
-			partitions = int32(len(rt.ReplicaAssignment))
-		}
-		if rt.ReplicationFactor != -1 && rt.ReplicationFactor != 1 {
-			fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d exceeds the 1 available broker", rt.ReplicationFactor))
-			continue
-		}
-		if partitions < 1 {
-			fail(kerr.InvalidPartitions.Code, fmt.Sprintf("partition count %d must be >= 1", partitions))
-			continue
-		}
-		configs := make(map[string]string, len(rt.Configs))
-		for _, c := range rt.Configs {
-			if c.Value != nil {
-				configs[c.Name] = *c.Value
-			}
-		}
-		var info engine.TopicInfo
-		if req.ValidateOnly {
-			if _, exists := s.engine.Topic(rt.Topic); exists {
-				fail(kerr.TopicAlreadyExists.Code, "topic already exists")
-				continue
-			}
-			cfg, err := engine.ParseTopicConfig(engine.DefaultTopicConfig(), configs)
-			if err != nil {
-				fail(errorCode(err), err.Error())
-				continue
-			}
-			info = engine.TopicInfo{Name: rt.Topic, Partitions: partitions, Config: cfg}
-		} else {
-			created, err := s.engine.CreateTopic(rt.Topic, partitions, configs)
-			if err != nil {
-				if !errors.Is(err, engine.ErrTopicExists) {
-					s.log.Warn("create topic failed", "topic", rt.Topic, "err", err)
-				}
-				fail(errorCode(err), err.Error())
-				continue
-			}
-			info = created
-			s.log.Info("created topic", "topic", rt.Topic, "partitions", partitions)
-		}
-		st.TopicID = info.ID
-		st.NumPartitions = info.Partitions
-		st.ReplicationFactor = 1
-		for _, e := range info.Config.Entries() {
-			c := kmsg.NewCreateTopicsResponseTopicConfig()
-			c.Name = e.Name
-			v := e.Value
-			c.Value = &v
-			c.ReadOnly = e.ReadOnly
-			c.IsSensitive = e.Sensitive
-			c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
-			if e.IsDefault {
-				c.Source = int8(kmsg.ConfigSourceDefaultConfig)
-			}
-			st.Configs = append(st.Configs, c)
-		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return immediate(resp)
+		return &response{msg: resp}
+	}}
 }
 
-// checkAssignment accepts manual assignments only if every replica is this
-// broker, one replica per partition, partitions numbered 0..n-1.
-func (s *Server) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) string {
-	for i, a := range as {
-		if a.Partition != int32(i) {
-			return fmt.Sprintf("assignment partitions must be 0..%d in order", len(as)-1)
+func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, dup bool) kmsg.CreateTopicsResponseTopic {
+	st := kmsg.NewCreateTopicsResponseTopic()
+	st.Topic = rt.Topic
+	st.NumPartitions, st.ReplicationFactor = -1, -1
+	fail := func(code int16, msg string) kmsg.CreateTopicsResponseTopic {
+		st.ErrorCode = code
+		if req.Version >= 1 {
+			st.ErrorMessage = &msg
 		}
-		if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
-			return fmt.Sprintf("partition %d: replicas must be exactly [%d] on a single broker", a.Partition, s.cfg.NodeID)
+		return st
+	}
+	if dup {
+		return fail(kerr.InvalidRequest.Code, "topic named more than once in the request")
+	}
+	if err := engine.ValidateTopicName(rt.Topic); err != nil {
+		return fail(errorCode(err), err.Error())
+	}
+	if isInternalTopic(rt.Topic) {
+		return fail(kerr.InvalidRequest.Code, "names starting with __ are reserved for internal topics")
+	}
+	partitions := rt.NumPartitions
+	if partitions == -1 {
+		partitions = s.cfg.DefaultPartitions
+	}
+	rf := rt.ReplicationFactor
+	if rf == -1 {
+		rf = s.cfg.DefaultReplicationFactor
+	}
+	var assignment [][]int32
+	if len(rt.ReplicaAssignment) > 0 {
+		for i, a := range rt.ReplicaAssignment {
+			if a.Partition != int32(i) {
+				return fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("assignment partitions must be 0..%d in order", len(rt.ReplicaAssignment)-1))
+			}
+			assignment = append(assignment, a.Replicas)
+		}
+		partitions, rf = int32(len(assignment)), int16(len(assignment[0]))
+	}
+	if partitions < 1 {
+		return fail(kerr.InvalidPartitions.Code, fmt.Sprintf("partition count %d must be >= 1", partitions))
+	}
+	if rf < 1 {
+		return fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d must be >= 1", rf))
+	}
+	configs := make(map[string]string, len(rt.Configs))
+	for _, c := range rt.Configs {
+		if c.Value != nil {
+			configs[c.Name] = *c.Value
 		}
 	}
-	return ""
+	cfg, err := s.engine.ParseConfig(configs)
+	if err != nil {
+		return fail(errorCode(err), err.Error())
+	}
+	var id [16]byte
+	if req.ValidateOnly {
+		img := s.node.MetadataImage()
+		if _, exists := img.Topic(rt.Topic); exists {
+			return fail(kerr.TopicAlreadyExists.Code, "topic already exists")
+		}
+		if live := len(s.liveIDs(img)); assignment == nil && int(rf) > live {
+			return fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d exceeds the %d available brokers", rf, live))
+		}
+	} else {
+		ctx, cancel := s.adminContext(req.TimeoutMillis)
+		t, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+			Name: rt.Topic, Partitions: partitions, ReplicationFactor: rf, Assignment: assignment, Configs: configs,
+		})
+		cancel()
+		if err != nil {
+			if !errors.Is(err, metadata.ErrTopicExists) {
+				s.log.Warn("create topic failed", "topic", rt.Topic, "err", err)
+			}
+			return fail(errorCode(err), err.Error())
+		}
+		id = t.ID
+		if err := s.reconcile(); err != nil {
+			s.log.Warn("reconcile after create", "err", err)
+		}
+		s.log.Info("created topic", "topic", rt.Topic, "partitions", len(t.Partitions), "replication_factor", rf)
+	}
+	st.TopicID = id
+	st.NumPartitions = partitions
+	st.ReplicationFactor = rf
+	for _, e := range cfg.Entries() {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name = e.Name
+		v := e.Value
+		c.Value = &v
+		c.ReadOnly = e.ReadOnly
+		c.IsSensitive = e.Sensitive
+		c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
+		if e.IsDefault {
+			c.Source = int8(kmsg.ConfigSourceDefaultConfig)
+		}
+		st.Configs = append(st.Configs, c)
+	}
+	return st
+}
+
+// liveIDs returns the ids of the unfenced brokers.
+func (s *Server) liveIDs(img *metadata.Image) []int32 {
+	var out []int32
+	for _, b := range img.Brokers() {
+		if !b.Fenced {
+			out = append(out, b.ID)
+		}
+	}
+	return out
 }

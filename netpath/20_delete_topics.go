@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -9,8 +10,10 @@ import (
 //
 // Behavior:
 //   - v0-5 name topics; v6 names them or gives their ids.
-//   - Deleting removes the topic's data; fetches already holding file ranges
-//     finish first (the engine keeps files open until released).
+//   - The topic is deleted through the active controller; every broker
+//     removes its local logs when its image applies the deletion (this one
+//     before answering). Fetches already holding file ranges finish first
+//     (the engine keeps files open until released).
 //   - Internal topics cannot be deleted.
 
 func init() { register(20, 0, 6, handleDeleteTopics) }
@@ -34,41 +37,50 @@ func handleDeleteTopics(s *Server, r *request) reply {
 			targets = append(targets, target{name: &n})
 		}
 	}
-	for _, t := range targets {
-		st := kmsg.NewDeleteTopicsResponseTopic()
-		st.Topic, st.TopicID = t.name, t.id
-		fail := func(code int16, msg string) {
-			st.ErrorCode = code
-			if req.Version >= 5 {
-				st.ErrorMessage = &msg
+	return reply{resolve: func(<-chan struct{}) *response {
+		for _, t := range targets {
+			st := kmsg.NewDeleteTopicsResponseTopic()
+			st.Topic, st.TopicID = t.name, t.id
+			fail := func(code int16, msg string) {
+				st.ErrorCode = code
+				if req.Version >= 5 {
+					st.ErrorMessage = &msg
+				}
+				resp.Topics = append(resp.Topics, st)
 			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		var name string
-		if t.name != nil {
-			name = *t.name
-		} else {
-			info, ok := s.topicByID(t.id)
-			if !ok {
-				fail(kerr.UnknownTopicID.Code, "unknown topic id")
+			img := s.node.MetadataImage()
+			var name string
+			if t.name != nil {
+				name = *t.name
+			} else {
+				info, ok := img.TopicByID(metadata.UUID(t.id))
+				if !ok {
+					fail(kerr.UnknownTopicID.Code, "unknown topic id")
+					continue
+				}
+				name = info.Name
+				st.Topic = &info.Name
+			}
+			if info, ok := img.Topic(name); ok {
+				st.TopicID = info.ID
+			}
+			if isInternalTopic(name) {
+				fail(kerr.InvalidRequest.Code, "internal topics cannot be deleted")
 				continue
 			}
-			name = info.Name
-			st.Topic = &info.Name
+			ctx, cancel := s.adminContext(req.TimeoutMillis)
+			err := s.node.DeleteTopic(ctx, name)
+			cancel()
+			if err != nil {
+				fail(errorCode(err), err.Error())
+				continue
+			}
+			if err := s.reconcile(); err != nil {
+				s.log.Warn("reconcile after delete", "err", err)
+			}
+			s.log.Info("deleted topic", "topic", name)
+			resp.Topics = append(resp.Topics, st)
 		}
-		if info, ok := s.engine.Topic(name); ok {
-			st.TopicID = info.ID
-		}
-		if isInternalTopic(name) {
-			fail(kerr.InvalidRequest.Code, "internal topics cannot be deleted")
-			continue
-		}
-		if err := s.engine.DeleteTopic(name); err != nil {
-			fail(errorCode(err), err.Error())
-			continue
-		}
-		s.log.Info("deleted topic", "topic", name)
-		resp.Topics = append(resp.Topics, st)
-	}
-	return immediate(resp)
+		return &response{msg: resp}
+	}}
 }

@@ -12,7 +12,8 @@ import (
 // DescribeConfigs: v0-4
 //
 // Behavior:
-//   - Topic resources list every supported topic config with its effective
+//   - Topic resources (from the metadata image, so any broker answers)
+//     list every supported topic config with its effective
 //     value; source is TOPIC_CONFIG when set on the topic, DEFAULT_CONFIG
 //     otherwise (v0: is_default).
 //   - Broker resources (name = this node id, or empty) list the broker
@@ -55,12 +56,17 @@ func handleDescribeConfigs(s *Server, r *request) reply {
 		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			info, ok := s.engine.Topic(rr.ResourceName)
+			t, ok := s.node.MetadataImage().Topic(rr.ResourceName)
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			for _, e := range info.Config.Entries() {
+			cfg, err := s.engine.ParseConfig(t.Configs)
+			if err != nil {
+				sr.ErrorCode = errorCode(err)
+				break
+			}
+			for _, e := range cfg.Entries() {
 				src := kmsg.ConfigSourceDynamicTopicConfig
 				if e.IsDefault {
 					src = kmsg.ConfigSourceDefaultConfig

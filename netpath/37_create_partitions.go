@@ -12,7 +12,10 @@ import (
 // Behavior:
 //   - count is the new total; it must exceed the current count
 //     (INVALID_PARTITIONS otherwise).
-//   - Manual assignments must name only this broker.
+//   - New partitions are placed through the active controller with the
+//     topic's replication factor over the live brokers, or as the manual
+//     assignment says (one replica list per new partition, registered
+//     brokers, the topic's replication factor).
 //   - validate_only checks and changes nothing.
 
 func init() { register(37, 0, 3, handleCreatePartitions) }
@@ -20,41 +23,44 @@ func init() { register(37, 0, 3, handleCreatePartitions) }
 func handleCreatePartitions(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.CreatePartitionsRequest)
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	for _, rt := range req.Topics {
-		st := kmsg.NewCreatePartitionsResponseTopic()
-		st.Topic = rt.Topic
-		fail := func(code int16, msg string) {
-			st.ErrorCode = code
-			st.ErrorMessage = &msg
-		}
-		info, ok := s.engine.Topic(rt.Topic)
-		switch {
-		case !ok:
-			fail(kerr.UnknownTopicOrPartition.Code, "unknown topic")
-		case isInternalTopic(rt.Topic):
-			fail(kerr.InvalidRequest.Code, "internal topics cannot be changed")
-		case rt.Count <= info.Partitions:
-			fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic has %d partitions; the new count %d must be larger", info.Partitions, rt.Count))
-		case !assignmentIsLocal(rt.Assignment, s.cfg.NodeID):
-			fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("replicas must be exactly [%d] on a single broker", s.cfg.NodeID))
-		case req.ValidateOnly:
-		default:
-			if err := s.engine.CreatePartitions(rt.Topic, rt.Count); err != nil {
-				fail(errorCode(err), err.Error())
-			} else {
+	return reply{resolve: func(<-chan struct{}) *response {
+		for _, rt := range req.Topics {
+			st := kmsg.NewCreatePartitionsResponseTopic()
+			st.Topic = rt.Topic
+			fail := func(code int16, msg string) {
+				st.ErrorCode = code
+				st.ErrorMessage = &msg
+			}
+			t, ok := s.node.MetadataImage().Topic(rt.Topic)
+			var assignment [][]int32
+			for _, a := range rt.Assignment {
+				assignment = append(assignment, a.Replicas)
+			}
+			switch {
+			case !ok:
+				fail(kerr.UnknownTopicOrPartition.Code, "unknown topic")
+			case isInternalTopic(rt.Topic):
+				fail(kerr.InvalidRequest.Code, "internal topics cannot be changed")
+			case rt.Count <= int32(len(t.Partitions)):
+				fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic has %d partitions; the new count %d must be larger", len(t.Partitions), rt.Count))
+			case assignment != nil && len(assignment) != int(rt.Count)-len(t.Partitions):
+				fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d assignments for %d new partitions", len(assignment), int(rt.Count)-len(t.Partitions)))
+			case req.ValidateOnly:
+			default:
+				ctx, cancel := s.adminContext(req.TimeoutMillis)
+				_, err := s.node.CreatePartitions(ctx, rt.Topic, rt.Count, assignment)
+				cancel()
+				if err != nil {
+					fail(errorCode(err), err.Error())
+					break
+				}
+				if err := s.reconcile(); err != nil {
+					s.log.Warn("reconcile after create partitions", "err", err)
+				}
 				s.log.Info("added partitions", "topic", rt.Topic, "partitions", rt.Count)
 			}
+			resp.Topics = append(resp.Topics, st)
 		}
-		resp.Topics = append(resp.Topics, st)
-	}
-	return immediate(resp)
-}
-
-func assignmentIsLocal(as []kmsg.CreatePartitionsRequestTopicAssignment, node int32) bool {
-	for _, a := range as {
-		if len(a.Replicas) != 1 || a.Replicas[0] != node {
-			return false
-		}
-	}
-	return true
+		return &response{msg: resp}
+	}}
 }

@@ -8,7 +8,9 @@ import (
 // DescribeCluster: v0-1
 //
 // Behavior:
-//   - Lists this broker as the only broker and as the controller.
+//   - Lists the live (unfenced) brokers with their endpoint for the
+//     listener the request came in on, and the active controller.
+//   - A broker whose metadata may be stale answers LEADER_NOT_AVAILABLE.
 //   - v1: only endpoint type 1 (brokers) is served; 2 (controllers) gets
 //     UNSUPPORTED_ENDPOINT_TYPE.
 
@@ -22,11 +24,20 @@ func handleDescribeCluster(s *Server, r *request) reply {
 		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
 		return immediate(resp)
 	}
-	resp.ClusterID = s.cfg.ClusterID
-	resp.ControllerID = s.cfg.NodeID
-	host, port := s.advertised(r.conn.l)
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, host, port
-	resp.Brokers = append(resp.Brokers, b)
+	img := s.node.MetadataImage()
+	resp.ClusterID = img.ClusterID()
+	resp.ControllerID = -1
+	if err := s.node.Fresh(); err != nil {
+		resp.ErrorCode = kerr.LeaderNotAvailable.Code
+		msg := err.Error()
+		resp.ErrorMessage = &msg
+		return immediate(resp)
+	}
+	resp.ControllerID = s.node.Controller()
+	for _, be := range s.liveBrokers(img, r.conn.l) {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port, b.Rack = be.id, be.host, be.port, be.rack
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	return immediate(resp)
 }

@@ -13,17 +13,24 @@ import (
 // Health is the /healthz document. Load-generator reports read io_path and
 // fsync from it to label results.
 type Health struct {
-	Status    string            `json:"status"`
-	NodeID    int32             `json:"node_id"`
-	ClusterID string            `json:"cluster_id"`
-	Version   string            `json:"version"`
-	IOPath    string            `json:"io_path"`
-	IOReason  string            `json:"io_reason,omitempty"`
-	Fsync     string            `json:"fsync"`
-	FetchPath map[string]string `json:"fetch_path"`
-	PID       int               `json:"pid"`
-	Uptime    string            `json:"uptime"`
-	Stats     Stats             `json:"stats"`
+	// Status is "starting" until the broker joined the cluster (registered,
+	// caught up, unfenced) and its Kafka listeners accept, then "ok".
+	Status    string `json:"status"`
+	NodeID    int32  `json:"node_id"`
+	ClusterID string `json:"cluster_id"`
+	// ControllerID is the active controller as this node knows it (-1
+	// during an election); BrokerState is coordinator.Node.BrokerState.
+	ControllerID int32             `json:"controller_id"`
+	BrokerState  string            `json:"broker_state"`
+	Controllers  []string          `json:"controllers,omitempty"`
+	Version      string            `json:"version"`
+	IOPath       string            `json:"io_path"`
+	IOReason     string            `json:"io_reason,omitempty"`
+	Fsync        string            `json:"fsync"`
+	FetchPath    map[string]string `json:"fetch_path"`
+	PID          int               `json:"pid"`
+	Uptime       string            `json:"uptime"`
+	Stats        Stats             `json:"stats"`
 }
 
 // AdminServer is the HTTP admin listener: /healthz, /metrics (registered

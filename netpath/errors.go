@@ -1,15 +1,18 @@
 package netpath
 
 import (
+	"context"
 	"errors"
 
+	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // errorCode maps an internal error to the Kafka error code a client sees.
-// It is the only place where engine (and later replication and coordinator)
-// errors become protocol codes.
+// It is the only place where engine and coordinator (and later
+// replication) errors become protocol codes.
 func errorCode(err error) int16 {
 	if err == nil {
 		return 0
@@ -19,6 +22,33 @@ func errorCode(err error) int16 {
 		return kErr.Code
 	}
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, coordinator.ErrNotController), errors.Is(err, coordinator.ErrClosed):
+		return kerr.NotController.Code
+	case errors.Is(err, coordinator.ErrStale), errors.Is(err, metadata.ErrBrokerFenced),
+		errors.Is(err, metadata.ErrClusterNotInitialized):
+		return kerr.BrokerNotAvailable.Code
+	case errors.Is(err, metadata.ErrClusterIDMismatch):
+		return kerr.InconsistentClusterID.Code
+	case errors.Is(err, metadata.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, metadata.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, metadata.ErrInvalidTopic):
+		return kerr.InvalidTopicException.Code
+	case errors.Is(err, metadata.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, metadata.ErrInvalidReplication):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, metadata.ErrInvalidAssignment):
+		return kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, metadata.ErrNotLeader):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, metadata.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, coordinator.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, engine.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, engine.ErrTopicExists):

@@ -55,7 +55,16 @@ func encodeFetchResponse(version int16, isolation int8, topics []fetchTopic) []r
 				b = make([]byte, 0, 64)
 			}
 			if flex {
-				b = append(b, 0) // partition tagged fields
+				if p.hasLeader {
+					// One tagged field, tag 1 CurrentLeader: leader id,
+					// leader epoch, empty tagged fields (9 bytes).
+					b = append(b, 1, 1, 9)
+					b = appendInt32(b, p.currentLeader)
+					b = appendInt32(b, p.currentEpoch)
+					b = append(b, 0)
+				} else {
+					b = append(b, 0) // partition tagged fields
+				}
 			}
 		}
 		if flex {

@@ -25,7 +25,7 @@ func TestFetchEncodingMatchesKmsg(t *testing.T) {
 	topics := []fetchTopic{
 		{name: "a", id: [16]byte{1}, partitions: []fetchPartition{
 			{partition: 0, highWatermark: 10, lastStable: 10, logStart: 2, data: &memRange{bytes.Repeat([]byte{7}, 300)}},
-			{partition: 1, errorCode: 1, highWatermark: -1, lastStable: -1, logStart: -1},
+			{partition: 1, errorCode: 6, highWatermark: -1, lastStable: -1, logStart: -1, hasLeader: true, currentLeader: 3, currentEpoch: 12},
 			{partition: 2, highWatermark: 5, lastStable: 5, logStart: 0},
 		}},
 		{name: "topic-b", id: [16]byte{2}, partitions: []fetchPartition{
@@ -57,7 +57,11 @@ func TestFetchEncodingMatchesKmsg(t *testing.T) {
 			if (isolation == 1) != (p0.AbortedTransactions != nil) {
 				t.Fatalf("v%d isolation %d: aborted transactions %v", v, isolation, p0.AbortedTransactions)
 			}
-			if resp.Topics[0].Partitions[1].ErrorCode != 1 {
+			p1 := resp.Topics[0].Partitions[1]
+			if v >= 12 && (p1.CurrentLeader.LeaderID != 3 || p1.CurrentLeader.LeaderEpoch != 12) {
+				t.Fatalf("v%d: CurrentLeader decoded as %+v", v, p1.CurrentLeader)
+			}
+			if resp.Topics[0].Partitions[1].ErrorCode != 6 {
 				t.Fatalf("v%d: error code lost", v)
 			}
 			pb := resp.Topics[1].Partitions[0]

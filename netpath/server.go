@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/engine"
 )
 
@@ -27,8 +28,6 @@ import (
 type Config struct {
 	// NodeID is this broker's id in Metadata responses.
 	NodeID int32
-	// ClusterID is reported in Metadata and DescribeCluster.
-	ClusterID string
 	// AdvertisedAddr is host:port clients of the plaintext listener are
 	// told to connect to; empty means the listener's address.
 	AdvertisedAddr string
@@ -49,6 +48,13 @@ type Config struct {
 	// DefaultPartitions is the partition count of auto-created topics and
 	// of CreateTopics requests that ask for -1.
 	DefaultPartitions int32
+	// DefaultReplicationFactor is the replication factor of auto-created
+	// topics and of CreateTopics requests that ask for -1
+	// (default.replication.factor, 1).
+	DefaultReplicationFactor int16
+	// AdminTimeout bounds a controller write (create/delete topics) when
+	// the request carries no usable timeout.
+	AdminTimeout time.Duration
 	// FetchCopy forces the user-space copy fetch path on plaintext
 	// listeners (for comparison benchmarks).
 	FetchCopy bool
@@ -67,6 +73,9 @@ func DefaultConfig() Config {
 		AutoCreateTopics:   true,
 		DefaultPartitions:  1,
 		IdleTimeout:        10 * time.Minute,
+
+		DefaultReplicationFactor: 1,
+		AdminTimeout:             30 * time.Second,
 
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
@@ -96,6 +105,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("tls advertised addr %q: %w", c.TLSAdvertisedAddr, err)
 		}
 	}
+	if c.DefaultReplicationFactor < 1 {
+		return fmt.Errorf("default replication factor %d must be >= 1", c.DefaultReplicationFactor)
+	}
+	if c.AdminTimeout <= 0 {
+		return fmt.Errorf("admin timeout %v must be > 0", c.AdminTimeout)
+	}
 	if c.TLSHandshakeTimeout <= 0 {
 		return fmt.Errorf("tls handshake timeout %v must be > 0", c.TLSHandshakeTimeout)
 	}
@@ -111,6 +126,10 @@ type Stats struct {
 	BytesIn        uint64 `json:"bytes_in"`
 	BytesOut       uint64 `json:"bytes_out"`
 	RejectedFrames uint64 `json:"rejected_frames"`
+	// NotLeader counts partitions answered NOT_LEADER_OR_FOLLOWER
+	// (produce, fetch, list offsets on a replica this broker does not
+	// lead, or while its metadata is stale).
+	NotLeader uint64 `json:"not_leader"`
 	// TLSHandshakeErrors counts TLS connections dropped during the
 	// handshake (no or untrusted client certificate, timeouts).
 	TLSHandshakeErrors uint64 `json:"tls_handshake_errors"`
@@ -121,11 +140,17 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	engine *engine.Engine
+	// node is the cluster metadata (set by Start): topics, leaders and
+	// brokers come from its image; admin writes go through it.
+	node *coordinator.Node
+	// recMu serializes reconcile (engine <- image).
+	recMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
+	started   bool // Start ran: listeners accept
 	listeners []*listener
 	conns     map[*conn]struct{}
 	wg        sync.WaitGroup
@@ -138,6 +163,7 @@ type Server struct {
 		bytesIn            atomic.Uint64
 		bytesOut           atomic.Uint64
 		rejectedFrames     atomic.Uint64
+		notLeader          atomic.Uint64
 		tlsHandshakeErrors atomic.Uint64
 		// apiRequests counts requests per API key (registered keys
 		// only: unknown keys close the connection before counting).
@@ -185,8 +211,8 @@ func New(cfg Config, eng *engine.Engine) (*Server, error) {
 	}, nil
 }
 
-// Listen binds a plaintext listener and starts accepting. It returns the
-// bound address (useful with port 0).
+// Listen binds a plaintext listener; it accepts once Start has run. It
+// returns the bound address (useful with port 0).
 func (s *Server) Listen(addr string) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -200,7 +226,7 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
-// ListenTLS binds a TLS listener and starts accepting. Its fetch path is
+// ListenTLS binds a TLS listener; it accepts once Start has run. Its fetch path is
 // always "copy": crypto/tls encrypts in user space, so record bytes must be
 // read into memory (pread into pooled buffers) before tls.Conn writes them.
 // Mutual TLS is whatever cfg says (ClientAuth, ClientCAs).
@@ -221,14 +247,44 @@ func (s *Server) ListenTLS(addr string, cfg *tls.Config) (net.Addr, error) {
 
 func (s *Server) serve(l *listener) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.listeners = append(s.listeners, l)
-	s.mu.Unlock()
+	if s.started {
+		s.accept(l)
+	}
+}
+
+// accept starts l's accept loop. s.mu must be held.
+func (s *Server) accept(l *listener) {
 	s.log.Info("kafka listener started", "listener", l.name, "addr", l.ln.Addr().String(), "fetch_path", l.fetchPath)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		s.acceptLoop(l)
 	}()
+}
+
+// Start attaches the cluster metadata node, brings the engine in line
+// with its image (call it once node.WaitReady has returned, so the image
+// is caught up), keeps reconciling on every metadata change, and starts
+// accepting on every listener bound so far.
+func (s *Server) Start(node *coordinator.Node) error {
+	s.node = node
+	if err := s.reconcile(); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.reconcileLoop()
+	}()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.started = true
+	for _, l := range s.listeners {
+		s.accept(l)
+	}
+	return nil
 }
 
 // FetchPaths reports the fetch path per listener, for /healthz and logs.
@@ -318,6 +374,7 @@ func (s *Server) Stats() Stats {
 		BytesIn:        s.stats.bytesIn.Load(),
 		BytesOut:       s.stats.bytesOut.Load(),
 		RejectedFrames: s.stats.rejectedFrames.Load(),
+		NotLeader:      s.stats.notLeader.Load(),
 
 		TLSHandshakeErrors: s.stats.tlsHandshakeErrors.Load(),
 	}

@@ -122,7 +122,16 @@ func startBroker(t *testing.T, dataDir string, extra ...string) *brokerProc {
 	return b
 }
 
+// start launches the broker and waits until it is ready.
 func (b *brokerProc) start() {
+	b.t.Helper()
+	b.launch()
+	b.waitReady(30 * time.Second)
+}
+
+// launch starts the process without waiting: cluster nodes cannot become
+// ready until a quorum of them runs.
+func (b *brokerProc) launch() {
 	b.t.Helper()
 	b.out = &syncBuffer{}
 	b.cmd = exec.Command(ringlogBin, b.args...)
@@ -135,14 +144,20 @@ func (b *brokerProc) start() {
 		b.exitErr = b.cmd.Wait()
 		close(b.exited)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
+}
+
+// waitReady polls /healthz until the broker reports status "ok" (joined
+// the cluster, Kafka listeners accepting).
+func (b *brokerProc) waitReady(limit time.Duration) {
+	b.t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
 		select {
 		case <-b.exited:
 			b.t.Fatalf("broker exited during startup: %v\n%s", b.exitErr, b.out.String())
 		default:
 		}
-		if h, err := b.health(); err == nil {
+		if h, err := b.health(); err == nil && h["status"] == "ok" {
 			// A requested write path must be the one in use, so the
 			// suite really runs once per path.
 			if mode := ioMode(); mode != "auto" && h["io_path"] != mode {
@@ -151,7 +166,7 @@ func (b *brokerProc) start() {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("broker not healthy after 30s\n%s", b.out.String())
+			b.t.Fatalf("broker not ready after %v\n%s", limit, b.out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +10,12 @@ import (
 )
 
 // metaFile records identity that must never change for a data dir: the
-// cluster id fixed at first start and the node id it belongs to.
+// node id it belongs to and the cluster id. It is the one place a data dir
+// keeps its cluster id: the coordinator is handed the id from here (and
+// insists on it when registering, so a data dir of another cluster is
+// refused) and writes it here through Config.ClusterIDStore when a node
+// learns it at its first registration. A node that has never joined a
+// cluster has no cluster.id line yet.
 const metaFile = "meta.properties"
 
 type brokerMeta struct {
@@ -51,8 +54,8 @@ func loadOrCreateMeta(dir string, nodeID int32) (brokerMeta, error) {
 	if err := sc.Err(); err != nil {
 		return m, fmt.Errorf("%s: %w", path, err)
 	}
-	if m.clusterID == "" || m.nodeID < 0 {
-		return m, fmt.Errorf("%s: missing cluster.id or node.id", path)
+	if m.nodeID < 0 {
+		return m, fmt.Errorf("%s: missing node.id", path)
 	}
 	if m.nodeID != nodeID {
 		return m, fmt.Errorf("%s belongs to node %d, but --node-id is %d", path, m.nodeID, nodeID)
@@ -61,35 +64,40 @@ func loadOrCreateMeta(dir string, nodeID int32) (brokerMeta, error) {
 }
 
 func createMeta(dir string, nodeID int32) (brokerMeta, error) {
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return brokerMeta{}, err
+	m := brokerMeta{nodeID: nodeID}
+	return m, writeMeta(dir, m)
+}
+
+// writeMeta replaces meta.properties atomically (temp file, fsync, rename,
+// directory fsync).
+func writeMeta(dir string, m brokerMeta) error {
+	content := fmt.Sprintf("# written by ringlog; never edit\nnode.id=%d\n", m.nodeID)
+	if m.clusterID != "" {
+		content += fmt.Sprintf("cluster.id=%s\n", m.clusterID)
 	}
-	m := brokerMeta{clusterID: base64.RawURLEncoding.EncodeToString(raw[:]), nodeID: nodeID}
-	content := fmt.Sprintf("# written at first start; never edit\ncluster.id=%s\nnode.id=%d\n", m.clusterID, nodeID)
 	tmp := filepath.Join(dir, metaFile+".tmp")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
-		return m, err
+		return err
 	}
 	if _, err := f.WriteString(content); err != nil {
 		f.Close()
-		return m, err
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return m, err
+		return err
 	}
 	if err := f.Close(); err != nil {
-		return m, err
+		return err
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, metaFile)); err != nil {
-		return m, err
+		return err
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return m, err
+		return err
 	}
 	defer d.Close()
-	return m, d.Sync()
+	return d.Sync()
 }

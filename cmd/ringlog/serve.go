@@ -9,13 +9,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
 	"github.com/urfave/cli/v2"
@@ -35,6 +39,12 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-client-ca", Usage: "PEM CA bundle; when set, clients of --tls-listen must present a certificate it signed (mutual TLS)", EnvVars: env("tls-client-ca")},
 			&cli.StringFlag{Name: "data-dir", Value: "./data", Usage: "directory for segments and metadata", EnvVars: env("data-dir")},
 			&cli.IntFlag{Name: "node-id", Value: 1, Usage: "this broker's node id", EnvVars: env("node-id")},
+			&cli.StringFlag{Name: "controller-voters", Usage: "static controller quorum \"1@host:port,2@host:port,3@host:port\"; empty: this node is a single-voter quorum of its own (no port opened)", EnvVars: env("controller-voters")},
+			&cli.StringFlag{Name: "controller-listen", Usage: "host:port for raft and the controller RPC (default: this node's address in --controller-voters); required for brokers that are not voters", EnvVars: env("controller-listen")},
+			&cli.DurationFlag{Name: "broker-session-timeout", Value: 9 * time.Second, Usage: "the controller fences a broker whose heartbeats stop for this long and moves its partition leaderships", EnvVars: env("broker-session-timeout")},
+			&cli.StringFlag{Name: "rack", Usage: "this broker's rack, for rack-aware replica placement", EnvVars: env("rack")},
+			&cli.StringFlag{Name: "cluster-id", Usage: "cluster id to create or insist on (default: the data dir's, else the cluster's, else a new random one)", EnvVars: env("cluster-id")},
+			&cli.IntFlag{Name: "default-replication-factor", Value: 1, Usage: "replication factor of auto-created topics and of CreateTopics asking for -1", EnvVars: env("default-replication-factor")},
 			&cli.StringFlag{Name: "admin-listen", Value: "127.0.0.1:9644", Usage: "HTTP admin listener (/healthz); empty disables", EnvVars: env("admin-listen")},
 			&cli.StringFlag{Name: "fsync", Value: "always", Usage: "when to flush: always (ack after fdatasync, group commit) | interval | never", EnvVars: env("fsync")},
 			&cli.DurationFlag{Name: "fsync-interval", Value: time.Second, Usage: "flush period with --fsync interval", EnvVars: env("fsync-interval")},
@@ -86,6 +96,20 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if id := c.String("cluster-id"); id != "" {
+		if meta.clusterID != "" && meta.clusterID != id {
+			return fmt.Errorf("%s belongs to cluster %q, but --cluster-id is %q", filepath.Join(dataDir, metaFile), meta.clusterID, id)
+		}
+		meta.clusterID = id
+	}
+	ccfg, err := controllerConfig(c, dataDir, nodeID, meta, log)
+	if err != nil {
+		return err
+	}
+	// A data dir without raft state but with topics was written by a
+	// ringlog that predates the controller: adopt its topics (below).
+	_, statErr := os.Stat(filepath.Join(dataDir, "raft"))
+	freshRaft := errors.Is(statErr, os.ErrNotExist)
 
 	ecfg := engine.DefaultConfig()
 	ecfg.Dir = dataDir
@@ -110,7 +134,7 @@ func runServe(c *cli.Context) error {
 
 	ncfg := netpath.DefaultConfig()
 	ncfg.NodeID = nodeID
-	ncfg.ClusterID = meta.clusterID
+	ncfg.DefaultReplicationFactor = int16(c.Int("default-replication-factor"))
 	ncfg.AdvertisedAddr = c.String("advertised-addr")
 	ncfg.TLSAdvertisedAddr = c.String("tls-advertised-addr")
 	ncfg.AutoCreateTopics = c.Bool("auto-create-topics")
@@ -144,24 +168,50 @@ func runServe(c *cli.Context) error {
 		return errors.New("--tls-cert/--tls-client-ca given without --tls-listen")
 	}
 
+	ccfg.Endpoints = srv.Endpoints()
+	node, err := coordinator.New(ccfg)
+	if err != nil {
+		srv.Close()
+		eng.Close()
+		return err
+	}
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 30*time.Second)
+	err = node.Start(startCtx)
+	cancelStart()
+	if err != nil {
+		srv.Close()
+		eng.Close()
+		return fmt.Errorf("starting the controller node: %w", err)
+	}
+
+	var ready atomic.Bool
 	var admin *netpath.AdminServer
 	if a := c.String("admin-listen"); a != "" {
 		admin, err = netpath.StartAdmin(a, func() netpath.Health {
+			status := "starting"
+			if ready.Load() {
+				status = "ok"
+			}
+			members, _ := node.Members()
 			return netpath.Health{
-				Status:    "ok",
-				NodeID:    nodeID,
-				ClusterID: meta.clusterID,
-				Version:   fmt.Sprintf("%s (%s)", version, commit),
-				IOPath:    eng.IOPath(),
-				Fsync:     c.String("fsync"),
-				FetchPath: srv.FetchPaths(),
-				PID:       os.Getpid(),
-				Uptime:    time.Since(started).Round(time.Second).String(),
-				Stats:     srv.Stats(),
+				Status:       status,
+				NodeID:       nodeID,
+				ClusterID:    node.MetadataImage().ClusterID(),
+				ControllerID: node.Controller(),
+				BrokerState:  node.BrokerState(),
+				Controllers:  members,
+				Version:      fmt.Sprintf("%s (%s)", version, commit),
+				IOPath:       eng.IOPath(),
+				Fsync:        c.String("fsync"),
+				FetchPath:    srv.FetchPaths(),
+				PID:          os.Getpid(),
+				Uptime:       time.Since(started).Round(time.Second).String(),
+				Stats:        srv.Stats(),
 			}
 		}, log)
 		if err != nil {
 			srv.Close()
+			node.Close()
 			eng.Close()
 			return fmt.Errorf("--admin-listen: %w", err)
 		}
@@ -173,20 +223,106 @@ func runServe(c *cli.Context) error {
 		)
 		admin.Mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
-	log.Info("ringlog broker ready", "node_id", nodeID, "cluster_id", meta.clusterID, "kafka", addr.String())
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	shutdown := func(runErr error) error {
+		log.Info("shutting down")
+		if admin != nil {
+			admin.Close()
+		}
+		srv.Close()
+		node.Close()
+		if err := eng.Close(); err != nil {
+			return errors.Join(runErr, fmt.Errorf("closing storage: %w", err))
+		}
+		if runErr == nil {
+			log.Info("clean shutdown complete")
+		}
+		return runErr
+	}
+
+	// The Kafka listeners accept only once this broker has joined: its
+	// image is then caught up, so reconciling the engine with it cannot
+	// delete logs of topics it merely has not seen yet.
+	log.Info("joining the cluster", "node_id", nodeID, "voters", c.String("controller-voters"))
+	if err := node.WaitReady(ctx); err != nil {
+		if ctx.Err() != nil {
+			return shutdown(nil)
+		}
+		return shutdown(fmt.Errorf("joining the cluster: %w", err))
+	}
+	if freshRaft && len(ccfg.Voters) == 0 {
+		if err := adoptLegacyTopics(ctx, node, eng, nodeID, log); err != nil {
+			return shutdown(err)
+		}
+	}
+	if err := srv.Start(node); err != nil {
+		return shutdown(fmt.Errorf("reconciling local logs with cluster metadata: %w", err))
+	}
+	ready.Store(true)
+	log.Info("ringlog broker ready", "node_id", nodeID, "cluster_id", node.MetadataImage().ClusterID(),
+		"controller", node.Controller(), "kafka", addr.String())
 	<-ctx.Done()
-	log.Info("shutting down")
-	if admin != nil {
-		admin.Close()
+	return shutdown(nil)
+}
+
+// controllerConfig builds the coordinator's config from the flags.
+func controllerConfig(c *cli.Context, dataDir string, nodeID int32, meta brokerMeta, log *slog.Logger) (coordinator.Config, error) {
+	cfg := coordinator.DefaultConfig()
+	cfg.NodeID = nodeID
+	cfg.DataDir = dataDir
+	cfg.ClusterID = meta.clusterID
+	cfg.ClusterIDStore = func(id string) error {
+		return writeMeta(dataDir, brokerMeta{nodeID: nodeID, clusterID: id})
 	}
-	srv.Close()
-	if err := eng.Close(); err != nil {
-		return fmt.Errorf("closing storage: %w", err)
+	cfg.Rack = c.String("rack")
+	cfg.BrokerSessionTimeout = c.Duration("broker-session-timeout")
+	cfg.MaxStaleness = cfg.BrokerSessionTimeout
+	cfg.Logger = log
+	voters, err := coordinator.ParseVoters(c.String("controller-voters"))
+	if err != nil {
+		return cfg, fmt.Errorf("--controller-voters: %w", err)
 	}
-	log.Info("clean shutdown complete")
+	cfg.Voters = voters
+	cfg.ControllerListen = c.String("controller-listen")
+	if cfg.ControllerListen == "" {
+		for _, v := range voters {
+			if v.ID == nodeID {
+				cfg.ControllerListen = v.Addr
+			}
+		}
+	}
+	if len(voters) > 0 && cfg.ControllerListen == "" {
+		return cfg, fmt.Errorf("node %d is not among --controller-voters: --controller-listen is required", nodeID)
+	}
+	if len(voters) == 0 && cfg.ControllerListen != "" {
+		return cfg, errors.New("--controller-listen needs --controller-voters")
+	}
+	return cfg, cfg.Validate()
+}
+
+// adoptLegacyTopics registers, with their ids, topics that a pre-controller
+// ringlog created in this data dir, so the first reconcile keeps them. Only
+// a single-node quorum on its first start with raft does this: there the
+// engine's topics.json was the source of truth until now.
+func adoptLegacyTopics(ctx context.Context, node *coordinator.Node, eng *engine.Engine, nodeID int32, log *slog.Logger) error {
+	img := node.MetadataImage()
+	for _, t := range eng.Topics() {
+		if _, ok := img.Topic(t.Name); ok {
+			continue
+		}
+		assign := make([][]int32, t.Partitions)
+		for i := range assign {
+			assign[i] = []int32{nodeID}
+		}
+		_, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+			Name: t.Name, ID: metadata.UUID(t.ID), Assignment: assign, Configs: t.Config.Overrides(),
+		})
+		if err != nil && !errors.Is(err, metadata.ErrTopicExists) {
+			return fmt.Errorf("adopting topic %s into the metadata log: %w", t.Name, err)
+		}
+		log.Info("adopted topic from a pre-controller data dir", "topic", t.Name, "partitions", t.Partitions)
+	}
 	return nil
 }
 
