@@ -102,6 +102,7 @@ func Commands() []*cli.Command {
 		&cli.BoolFlag{Name: "find-max", Usage: "step the rate up and bisect to the highest rate meeting --target-p99 without errors", EnvVars: envVar("find-max")},
 		&cli.IntFlag{Name: "find-max-steps", Value: 12, Usage: "most steps a find-max search runs", EnvVars: envVar("find-max-steps")},
 		&cli.Float64Flag{Name: "find-max-precision", Value: 0.05, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: envVar("find-max-precision")},
+		&cli.IntFlag{Name: "find-max-retries", Value: 1, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: envVar("find-max-retries")},
 		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: envVar("null-sink")},
 	)
 	return []*cli.Command{
@@ -141,7 +142,10 @@ func loadgenAction(c *cli.Context) error {
 	out := c.App.Writer
 	var run *results.Run
 	if c.Bool("find-max") {
-		run, err = findMaxRun(ctx, cfg, c.Int("find-max-steps"), c.Float64("find-max-precision"), out)
+		run, err = findMaxRun(ctx, cfg, FindMaxConfig{
+			StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6,
+			Precision: c.Float64("find-max-precision"), MaxSteps: c.Int("find-max-steps"), Retries: c.Int("find-max-retries"),
+		}, out)
 	} else {
 		run, err = Run(ctx, cfg, out)
 	}
@@ -153,9 +157,9 @@ func loadgenAction(c *cli.Context) error {
 
 // findMaxRun searches, keeping the full run of the highest passing step (or
 // the last step when none passed) as the main result.
-func findMaxRun(ctx context.Context, cfg Config, steps int, precision float64, out interface{ Write([]byte) (int, error) }) (*results.Run, error) {
+func findMaxRun(ctx context.Context, cfg Config, fc FindMaxConfig, out interface{ Write([]byte) (int, error) }) (*results.Run, error) {
 	var best, last *results.Run
-	fm, err := FindMax(ctx, FindMaxConfig{StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6, Precision: precision, MaxSteps: steps},
+	fm, err := FindMax(ctx, fc,
 		func(ctx context.Context, rate float64) (results.Step, error) {
 			step := cfg
 			step.Rate = rate

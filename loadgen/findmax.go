@@ -18,6 +18,11 @@ type FindMaxConfig struct {
 	// Precision stops bisection when (fail-pass) <= Precision*fail.
 	Precision float64
 	MaxSteps  int
+	// Retries re-runs a failing rate this many times before it counts as
+	// failed: on a shared machine one background spike can push a single
+	// step's p99 over the target, and a search that trusts it settles far
+	// below the real limit. Every attempt is kept in the step table.
+	Retries int
 }
 
 // FindMax doubles the rate from StartRate until a step fails (p99 above
@@ -25,11 +30,11 @@ type FindMaxConfig struct {
 // last passing and the first failing rate. A failing first step bisects
 // down towards zero.
 func FindMax(ctx context.Context, fc FindMaxConfig, run StepRunner) (*results.FindMax, error) {
-	if fc.StartRate <= 0 || fc.TargetP99 <= 0 || fc.MaxSteps < 1 || fc.Precision <= 0 {
+	if fc.StartRate <= 0 || fc.TargetP99 <= 0 || fc.MaxSteps < 1 || fc.Precision <= 0 || fc.Retries < 0 {
 		return nil, fmt.Errorf("find-max: invalid config %+v", fc)
 	}
 	out := &results.FindMax{TargetP99Ms: fc.TargetP99}
-	try := func(rate float64) (bool, error) {
+	attempt := func(rate float64) (bool, error) {
 		s, err := run(ctx, rate)
 		if err != nil {
 			return false, err
@@ -41,6 +46,14 @@ func FindMax(ctx context.Context, fc FindMaxConfig, run StepRunner) (*results.Fi
 			out.MaxPassingRate = rate
 		}
 		return s.Pass, nil
+	}
+	try := func(rate float64) (bool, error) {
+		for i := 0; ; i++ {
+			ok, err := attempt(rate)
+			if ok || err != nil || i >= fc.Retries || len(out.Steps) >= fc.MaxSteps {
+				return ok, err
+			}
+		}
 	}
 	pass, fail := 0.0, 0.0
 	for rate := fc.StartRate; len(out.Steps) < fc.MaxSteps; rate *= 2 {

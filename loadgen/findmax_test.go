@@ -69,3 +69,42 @@ func TestFindMaxErrorsAndSaturationFail(t *testing.T) {
 		t.Fatalf("%d steps, max 20", len(fm.Steps))
 	}
 }
+
+// TestFindMaxRetriesASpike: one noisy step at a rate the system can carry
+// must not end the search there when retries are on, and must when off.
+func TestFindMaxRetriesASpike(t *testing.T) {
+	spiky := func(limit float64) StepRunner {
+		spiked := false
+		return func(ctx context.Context, rate float64) (results.Step, error) {
+			s := results.Step{AchievedRate: rate, P99Ms: 5}
+			if rate > limit {
+				s.P99Ms = 50
+			}
+			// The first step at 8000 msg/s hits a background spike.
+			if rate == 8000 && !spiked {
+				spiked = true
+				s.P99Ms = 80
+			}
+			return s, nil
+		}
+	}
+	cfg := FindMaxConfig{StartRate: 1000, TargetP99: 10, Precision: 0.02, MaxSteps: 40}
+	noRetry, _ := FindMax(context.Background(), cfg, spiky(30000))
+	if noRetry.MaxPassingRate >= 8000 {
+		t.Fatalf("without retries the spike should cap the search below 8000, got %.0f", noRetry.MaxPassingRate)
+	}
+	cfg.Retries = 1
+	withRetry, _ := FindMax(context.Background(), cfg, spiky(30000))
+	if withRetry.MaxPassingRate < 0.95*30000 || withRetry.MaxPassingRate > 30000 {
+		t.Fatalf("with a retry the search should reach ~30000, got %.0f", withRetry.MaxPassingRate)
+	}
+	var attemptsAt8000 int
+	for _, s := range withRetry.Steps {
+		if s.TargetRate == 8000 {
+			attemptsAt8000++
+		}
+	}
+	if attemptsAt8000 != 2 {
+		t.Fatalf("the spiked rate should appear twice in the step table, got %d", attemptsAt8000)
+	}
+}

@@ -57,6 +57,6 @@ for target in ringlog-always ringlog-never kfake; do
   kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true
 done
 
-$BIN report compare "$OUT"/*-findmax --html "$OUT/findmax-compare.html"
-$BIN report compare "$OUT"/*-10000 "$OUT"/*-50000 "$OUT"/*-100000 --html "$OUT/fixed-compare.html"
+$BIN report compare --html "$OUT/findmax-compare.html" "$OUT"/*-findmax
+$BIN report compare --html "$OUT/fixed-compare.html" "$OUT"/*-10000 "$OUT"/*-50000 "$OUT"/*-100000
 echo "results in $OUT"
