@@ -1,0 +1,63 @@
+package replication
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config holds replication settings, Kafka broker config names in comments.
+type Config struct {
+	// ReplicaLagTimeMax (replica.lag.time.max.ms, 30s): an ISR follower
+	// that has not been caught up to the leader's log end offset within
+	// this window is removed from the ISR.
+	ReplicaLagTimeMax time.Duration
+	// FetchMaxWait (replica.fetch.wait.max.ms, 500ms): long-poll bound a
+	// follower puts in its fetches.
+	FetchMaxWait time.Duration
+	// FetchMinBytes (replica.fetch.min.bytes, 1).
+	FetchMinBytes int32
+	// FetchMaxBytes (replica.fetch.response.max.bytes, 10 MiB): per request.
+	FetchMaxBytes int32
+	// PartitionMaxBytes (replica.fetch.max.bytes, 1 MiB): per partition.
+	PartitionMaxBytes int32
+	// FetchBackoff (replica.fetch.backoff.ms, 1s): wait after a failed
+	// fetch request or a partition error before trying again.
+	FetchBackoff time.Duration
+	// AlterPartitionBackoff: wait before re-sending an AlterPartition whose
+	// outcome is unknown, or re-proposing after a rejection.
+	AlterPartitionBackoff time.Duration
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		ReplicaLagTimeMax:     30 * time.Second,
+		FetchMaxWait:          500 * time.Millisecond,
+		FetchMinBytes:         1,
+		FetchMaxBytes:         10 << 20,
+		PartitionMaxBytes:     1 << 20,
+		FetchBackoff:          time.Second,
+		AlterPartitionBackoff: 100 * time.Millisecond,
+	}
+}
+
+// Validate checks fields alone and against each other.
+func (c Config) Validate() error {
+	switch {
+	case c.ReplicaLagTimeMax <= 0:
+		return fmt.Errorf("replication: ReplicaLagTimeMax %v must be positive", c.ReplicaLagTimeMax)
+	case c.FetchMaxWait < 0:
+		return fmt.Errorf("replication: FetchMaxWait %v must not be negative", c.FetchMaxWait)
+	case c.FetchMaxWait >= c.ReplicaLagTimeMax:
+		// A follower long-polling an idle leader must still refresh its
+		// caught-up time before the lag window closes.
+		return fmt.Errorf("replication: FetchMaxWait %v must be below ReplicaLagTimeMax %v", c.FetchMaxWait, c.ReplicaLagTimeMax)
+	case c.FetchMinBytes < 0:
+		return fmt.Errorf("replication: FetchMinBytes %d must not be negative", c.FetchMinBytes)
+	case c.PartitionMaxBytes <= 0 || c.FetchMaxBytes <= 0:
+		return fmt.Errorf("replication: FetchMaxBytes %d and PartitionMaxBytes %d must be positive", c.FetchMaxBytes, c.PartitionMaxBytes)
+	case c.FetchBackoff <= 0 || c.AlterPartitionBackoff <= 0:
+		return fmt.Errorf("replication: FetchBackoff %v and AlterPartitionBackoff %v must be positive", c.FetchBackoff, c.AlterPartitionBackoff)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+// Package replication is the core of ringlog's partition replication:
+// pure state machines for the leader (ISR, high watermark, AlterPartition)
+// and the follower (fetch building, truncation by leader epoch), the
+// acks=all purgatory, and a goroutine driver for follower fetching.
+// Subpackage epochcache holds the leader-epoch checkpoint.
+//
+// # Seams
+//
+// No Kafka protocol types: netpath implements FetchClient and serves
+// follower fetches through LeaderState.OnFollowerFetch; the engine
+// implements Log (and owns an epochcache.Cache per partition); the
+// coordinator adapter implements Controller. Time is always passed in
+// (now arguments, or Clock for the goroutines), so every rule is testable
+// without sockets or sleeps.
+//
+// # Rules (Kafka's, with the KIPs that fixed them)
+//
+//   - HW = min(leader DurableEnd, reported fetch offsets of the maximal
+//     ISR), never decreasing within a leader epoch. The maximal ISR is the
+//     committed ISR plus the members of an in-flight AlterPartition
+//     (KIP-497), kept after a stale/unknown-outcome answer until metadata
+//     says what happened.
+//   - A follower's fetch offset is its durable end: with --fsync always a
+//     partition with unflushed appends is left out of requests until the
+//     flush, so "fetched from N" means "N is on my disk" (KIP-966's lesson).
+//   - A follower leaves the ISR when it has not reached the leader's log
+//     end within ReplicaLagTimeMax (lastCaughtUp as in Kafka's Replica);
+//     it rejoins once its offset reaches the HW and the current epoch's
+//     start offset. Every change goes through the controller with the
+//     partition epoch; one change is in flight at a time.
+//   - Followers never truncate to the HW on a leader change. They fetch
+//     with LastFetchedEpoch; the leader answers DivergingEpoch (Fetch v12+)
+//     and the follower truncates by epoch (KIP-101, KIP-279, KIP-320).
+//   - acks=all: CheckProduce refuses with NOT_ENOUGH_REPLICAS when the
+//     committed ISR is below min.insync.replicas; Purgatory completes when
+//     the HW passes the last offset, with NOT_ENOUGH_REPLICAS_AFTER_APPEND
+//     if the maximal ISR is then below it.
+//
+// # Fault model and evidence
+//
+// model_test.go runs three brokers with crashes that lose unflushed data,
+// restarts (fenced before they may lead again), isolation, message loss
+// and delay, and stale metadata, and checks that no acknowledged record is
+// lost or moved, committed prefixes never diverge, a leader's HW never
+// goes down within an epoch, and nothing is acknowledged without
+// min.insync durable copies. Known-wrong variants (HW truncation, no
+// maximal ISR, reverting an unknown AlterPartition outcome, counting
+// unflushed offsets) fail it.
+package replication

@@ -1,0 +1,181 @@
+package replication
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// FetchClient sends replica fetches. netpath implements it with Kafka
+// Fetch requests (replica id set, v12+ so LastFetchedEpoch and
+// DivergingEpoch travel) and translates partition error codes into this
+// package's errors. Fetch may block up to req.MaxWait plus network time.
+type FetchClient interface {
+	Fetch(ctx context.Context, leaderID int32, req *FetchRequest) (*FetchResponse, error)
+}
+
+// Fetcher runs a Follower against one leader broker in a goroutine (Run):
+// build a request, send it, apply the answer, wait for the appends to be
+// durable, repeat. Errors back partitions off by Config.FetchBackoff.
+// AddPartition and RemovePartition may be called from any goroutine.
+type Fetcher struct {
+	client FetchClient
+	clock  Clock
+	wake   chan struct{}
+
+	mu sync.Mutex // guards f; held while a response is applied
+	f  *Follower
+}
+
+// NewFetcher returns a fetcher of leaderID; start it with Run.
+func NewFetcher(cfg Config, localID, leaderID int32, client FetchClient, clock Clock) *Fetcher {
+	return &Fetcher{client: client, clock: clock, wake: make(chan struct{}, 1), f: NewFollower(cfg, localID, leaderID)}
+}
+
+func (x *Fetcher) nudge() {
+	select {
+	case x.wake <- struct{}{}:
+	default:
+	}
+}
+
+// AddPartition starts following tp in leaderEpoch (see
+// Follower.AddPartition).
+func (x *Fetcher) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) {
+	x.mu.Lock()
+	x.f.AddPartition(tp, leaderEpoch, log)
+	x.mu.Unlock()
+	x.nudge()
+}
+
+// RemovePartition stops following tp. It waits for a response being
+// applied, so when it returns this fetcher will not touch tp's log again
+// and another fetcher (the new leader's) may take it over.
+func (x *Fetcher) RemovePartition(tp TopicPartition) {
+	x.mu.Lock()
+	x.f.RemovePartition(tp)
+	x.mu.Unlock()
+}
+
+// Len is the number of partitions followed.
+func (x *Fetcher) Len() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.f.Len()
+}
+
+// Run fetches until ctx ends.
+func (x *Fetcher) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		x.mu.Lock()
+		req := x.f.BuildRequest(x.clock.Now())
+		wakeAt, delayed := x.f.NextWake()
+		leader := x.f.Leader()
+		x.mu.Unlock()
+		if req == nil {
+			var timer <-chan time.Time
+			if delayed {
+				timer = x.clock.After(wakeAt.Sub(x.clock.Now()))
+			}
+			select {
+			case <-ctx.Done():
+			case <-x.wake:
+			case <-timer:
+			}
+			continue
+		}
+		resp, err := x.client.Fetch(ctx, leader, req)
+		if err != nil {
+			x.mu.Lock()
+			x.f.OnRequestError(req, err, x.clock.Now())
+			x.mu.Unlock()
+			continue
+		}
+		x.mu.Lock()
+		res := x.f.HandleResponse(req, resp, x.clock.Now())
+		x.mu.Unlock()
+		// The partitions just appended are left out of requests until
+		// durable anyway; waiting here turns the next request into one
+		// that carries all of them again.
+		for _, a := range res.Appended {
+			select {
+			case <-ctx.Done():
+				return
+			case <-a.Pending.Done():
+			}
+			if err := a.Pending.Err(); err != nil {
+				x.mu.Lock()
+				x.f.OnStorageError(a.TopicPartition, err, x.clock.Now())
+				x.mu.Unlock()
+			}
+		}
+	}
+}
+
+// Fetchers keeps one running Fetcher per leader broker, created on first
+// use, and moves partitions between them as leaders change.
+type Fetchers struct {
+	cfg     Config
+	localID int32
+	client  FetchClient
+	clock   Clock
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	byLeader map[int32]*Fetcher
+	leaderOf map[TopicPartition]int32
+}
+
+// NewFetchers returns an empty set; Close stops its goroutines.
+func NewFetchers(cfg Config, localID int32, client FetchClient, clock Clock) *Fetchers {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Fetchers{cfg: cfg, localID: localID, client: client, clock: clock, ctx: ctx, cancel: cancel,
+		byLeader: map[int32]*Fetcher{}, leaderOf: map[TopicPartition]int32{}}
+}
+
+// Follow makes this broker follow tp on leaderID in leaderEpoch: it stops
+// fetching tp from any other leader first, so two fetchers never write
+// one log.
+func (s *Fetchers) Follow(tp TopicPartition, leaderID, leaderEpoch int32, log Log) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.leaderOf[tp]; ok && old != leaderID {
+		s.removeLocked(tp)
+	}
+	f := s.byLeader[leaderID]
+	if f == nil {
+		f = NewFetcher(s.cfg, s.localID, leaderID, s.client, s.clock)
+		s.byLeader[leaderID] = f
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); f.Run(s.ctx) }()
+	}
+	s.leaderOf[tp] = leaderID
+	f.AddPartition(tp, leaderEpoch, log)
+}
+
+// Unfollow stops fetching tp (we became its leader, or it was deleted).
+func (s *Fetchers) Unfollow(tp TopicPartition) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(tp)
+}
+
+// removeLocked: s.mu should be held.
+func (s *Fetchers) removeLocked(tp TopicPartition) {
+	leader, ok := s.leaderOf[tp]
+	if !ok {
+		return
+	}
+	delete(s.leaderOf, tp)
+	s.byLeader[leader].RemovePartition(tp)
+	// Idle fetchers are kept: leaders come back, and an idle one only
+	// sleeps on its wake channel.
+}
+
+// Close stops every fetcher and waits for them.
+func (s *Fetchers) Close() {
+	s.cancel()
+	s.wg.Wait()
+}

@@ -1,0 +1,335 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// FetchRequest is one replica fetch to one leader, covering every
+// partition this broker follows there. netpath's FetchClient encodes it as
+// a Kafka Fetch (v12+ for LastFetchedEpoch, replica id = ReplicaID).
+type FetchRequest struct {
+	ReplicaID  int32
+	MaxWait    time.Duration
+	MinBytes   int32
+	MaxBytes   int32
+	Partitions []FetchPartition
+}
+
+// FetchPartition is one partition of a FetchRequest.
+type FetchPartition struct {
+	TopicPartition
+	CurrentLeaderEpoch int32
+	// FetchOffset is the follower's log end offset, which is also its
+	// durable end: partitions with unflushed appends are left out of
+	// requests until the flush completes, so a fetch offset always means
+	// "these offsets are on my disk" and the leader may count it for the
+	// HW (see LogView.DurableEnd).
+	FetchOffset      int64
+	LastFetchedEpoch int32 // NoEpoch when the log has no epoch
+	LogStartOffset   int64
+	MaxBytes         int32
+}
+
+// FetchResponse is the leader's answer, decoded by the FetchClient.
+type FetchResponse struct {
+	Partitions []FetchPartitionResponse
+}
+
+// FetchPartitionResponse is one partition's answer. Err holds the
+// partition error translated to this package's errors (nil for NONE);
+// HighWatermark and LogStartOffset are filled on OFFSET_OUT_OF_RANGE too.
+type FetchPartitionResponse struct {
+	TopicPartition
+	Err            error
+	HighWatermark  int64
+	LogStartOffset int64
+	DivergingEpoch *EpochEndOffset
+	Records        []byte // whole batches, offsets as the leader assigned
+}
+
+type followStatus int
+
+const (
+	statusFetching followStatus = iota
+	// statusDelayed: retried after delayUntil (partition errors).
+	statusDelayed
+	// statusFenced: our leader epoch is stale; nothing to do until
+	// metadata brings a new one (AddPartition).
+	statusFenced
+)
+
+type followPart struct {
+	tp         TopicPartition
+	epoch      int32
+	log        Log
+	status     followStatus
+	delayUntil time.Time
+	// lastErr is kept for metrics/debugging.
+	lastErr error
+}
+
+// AppendedPartition is an append whose durability the caller should wait
+// for before the next fetch (the partition is left out of requests until
+// then anyway).
+type AppendedPartition struct {
+	TopicPartition
+	Pending Pending
+}
+
+// HandleResult says what HandleResponse did.
+type HandleResult struct {
+	Appended  []AppendedPartition
+	Truncated []TopicPartition // truncated for DivergingEpoch or out of range
+	Fenced    []TopicPartition // waiting for metadata
+	Delayed   []TopicPartition // backing off after an error
+}
+
+// Follower is the fetch state machine for the partitions this broker
+// follows on one leader broker. It does its I/O through each partition's
+// Log and never reads a clock. It is not safe for concurrent use (Fetcher
+// serialises it).
+type Follower struct {
+	cfg      Config
+	localID  int32
+	leaderID int32
+	parts    map[TopicPartition]*followPart
+	order    []TopicPartition // request order; rotated for fairness
+	next     int
+}
+
+// NewFollower returns a follower of leaderID with no partitions.
+func NewFollower(cfg Config, localID, leaderID int32) *Follower {
+	return &Follower{cfg: cfg, localID: localID, leaderID: leaderID, parts: map[TopicPartition]*followPart{}}
+}
+
+// Leader is the broker followed.
+func (f *Follower) Leader() int32 { return f.leaderID }
+
+// Len is the number of partitions followed.
+func (f *Follower) Len() int { return len(f.parts) }
+
+// AddPartition starts (or, with a new epoch, restarts) following tp in
+// leaderEpoch. This is a follower's whole reaction to a leader change:
+// nothing is truncated here; the first fetch carries the log's latest
+// epoch and the new leader answers DivergingEpoch where our log parted
+// from its own (KIP-101/KIP-320), which is safe where truncating to the
+// high watermark is not.
+func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) {
+	if p := f.parts[tp]; p != nil {
+		if p.epoch == leaderEpoch && p.log == log && p.status != statusFenced {
+			return
+		}
+		p.epoch, p.log, p.status, p.lastErr = leaderEpoch, log, statusFetching, nil
+		return
+	}
+	f.parts[tp] = &followPart{tp: tp, epoch: leaderEpoch, log: log}
+	f.order = append(f.order, tp)
+}
+
+// RemovePartition stops following tp (leader change, deletion). After it
+// returns this Follower never touches tp's log again.
+func (f *Follower) RemovePartition(tp TopicPartition) {
+	if f.parts[tp] == nil {
+		return
+	}
+	delete(f.parts, tp)
+	i := slices.Index(f.order, tp)
+	f.order = slices.Delete(f.order, i, i+1)
+	if f.next > i {
+		f.next--
+	}
+}
+
+func (f *Follower) ready(p *followPart, now time.Time) bool {
+	switch p.status {
+	case statusFenced:
+		return false
+	case statusDelayed:
+		if now.Before(p.delayUntil) {
+			return false
+		}
+		p.status = statusFetching
+	}
+	// Unflushed appends: wait, so the fetch offset stays a durable one.
+	return p.log.DurableEnd() >= p.log.LogEndOffset()
+}
+
+// BuildRequest returns the fetch to send now, or nil when no partition is
+// ready (see NextWake).
+func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
+	req := &FetchRequest{ReplicaID: f.localID, MaxWait: f.cfg.FetchMaxWait, MinBytes: f.cfg.FetchMinBytes, MaxBytes: f.cfg.FetchMaxBytes}
+	n := len(f.order)
+	for i := range n {
+		p := f.parts[f.order[(f.next+i)%n]]
+		if !f.ready(p, now) {
+			continue
+		}
+		req.Partitions = append(req.Partitions, FetchPartition{
+			TopicPartition:     p.tp,
+			CurrentLeaderEpoch: p.epoch,
+			FetchOffset:        p.log.LogEndOffset(),
+			LastFetchedEpoch:   p.log.LatestEpoch(),
+			LogStartOffset:     p.log.LogStartOffset(),
+			MaxBytes:           f.cfg.PartitionMaxBytes,
+		})
+	}
+	if n > 0 {
+		// The leader fills the response in request order until MaxBytes;
+		// rotating the start keeps one busy partition from starving the rest.
+		f.next = (f.next + 1) % n
+	}
+	if len(req.Partitions) == 0 {
+		return nil
+	}
+	return req
+}
+
+// NextWake is the earliest time a delayed partition becomes ready.
+func (f *Follower) NextWake() (time.Time, bool) {
+	var t time.Time
+	ok := false
+	for _, p := range f.parts {
+		if p.status == statusDelayed && (!ok || p.delayUntil.Before(t)) {
+			t, ok = p.delayUntil, true
+		}
+	}
+	return t, ok
+}
+
+func (f *Follower) delay(p *followPart, err error, now time.Time) {
+	p.status, p.delayUntil, p.lastErr = statusDelayed, now.Add(f.cfg.FetchBackoff), err
+}
+
+// OnRequestError backs off every partition of a request that failed as a
+// whole (connection error, timeout).
+func (f *Follower) OnRequestError(req *FetchRequest, err error, now time.Time) {
+	for _, rp := range req.Partitions {
+		if p := f.parts[rp.TopicPartition]; p != nil && p.status == statusFetching {
+			f.delay(p, err, now)
+		}
+	}
+}
+
+// OnStorageError backs off a partition whose append failed to become
+// durable. The engine treats a failed flush as fatal for the log; the
+// backoff only keeps us from spinning until that is handled.
+func (f *Follower) OnStorageError(tp TopicPartition, err error, now time.Time) {
+	if p := f.parts[tp]; p != nil {
+		f.delay(p, err, now)
+	}
+}
+
+// TruncationOffset is the follower's decision after the leader answered
+// DivergingEpoch div (Kafka's AbstractFetcherThread truncation rules):
+//   - we do not know div.Epoch either: truncate to where our largest
+//     epoch below it ends (complete=false: the next fetch, carrying the
+//     new last epoch, lets the leader check again);
+//   - we know it: truncate to the smaller of its end on both sides;
+//   - we have no epoch at or below it: truncate to div.EndOffset.
+//
+// The result never exceeds our log end offset.
+func TruncationOffset(log LogView, div EpochEndOffset) (offset int64, complete bool) {
+	leo := log.LogEndOffset()
+	ours := log.EndOffsetForEpoch(div.Epoch)
+	switch {
+	case ours.Epoch == NoEpoch || ours.EndOffset == NoOffset:
+		return min(div.EndOffset, leo), true
+	case ours.Epoch != div.Epoch:
+		return min(ours.EndOffset, leo), false
+	default:
+		return min(div.EndOffset, ours.EndOffset, leo), true
+	}
+}
+
+// HandleResponse applies the leader's answer to req. Partitions that were
+// removed, moved to another epoch or truncated since req was built are
+// skipped: their answer describes a log we no longer have.
+func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now time.Time) HandleResult {
+	var res HandleResult
+	sent := make(map[TopicPartition]FetchPartition, len(req.Partitions))
+	for _, rp := range req.Partitions {
+		sent[rp.TopicPartition] = rp
+	}
+	for i := range resp.Partitions {
+		r := &resp.Partitions[i]
+		rp, ok := sent[r.TopicPartition]
+		p := f.parts[r.TopicPartition]
+		if !ok || p == nil || p.status != statusFetching || p.epoch != rp.CurrentLeaderEpoch || p.log.LogEndOffset() != rp.FetchOffset {
+			continue
+		}
+		delete(sent, r.TopicPartition)
+		f.handlePartition(p, rp, r, now, &res)
+	}
+	return res
+}
+
+func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPartitionResponse, now time.Time, res *HandleResult) {
+	log := p.log
+	switch {
+	case r.Err == nil:
+	case errors.Is(r.Err, ErrFencedLeaderEpoch):
+		// Kafka removes the partition from its fetcher here; we keep it
+		// parked so the new metadata only has to call AddPartition.
+		p.status, p.lastErr = statusFenced, r.Err
+		res.Fenced = append(res.Fenced, p.tp)
+		return
+	case errors.Is(r.Err, ErrOffsetOutOfRange):
+		if err := f.outOfRange(p, rp, r); err != nil {
+			f.delay(p, err, now)
+			res.Delayed = append(res.Delayed, p.tp)
+			return
+		}
+		res.Truncated = append(res.Truncated, p.tp)
+		return
+	default:
+		// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (the leader has not
+		// seen the metadata yet), unknown partition, storage errors.
+		f.delay(p, r.Err, now)
+		res.Delayed = append(res.Delayed, p.tp)
+		return
+	}
+	if r.DivergingEpoch != nil {
+		off, _ := TruncationOffset(log, *r.DivergingEpoch)
+		if err := log.TruncateTo(off); err != nil {
+			f.delay(p, fmt.Errorf("truncate to %d: %w: %w", off, ErrStorage, err), now)
+			res.Delayed = append(res.Delayed, p.tp)
+			return
+		}
+		res.Truncated = append(res.Truncated, p.tp)
+	} else if len(r.Records) > 0 {
+		pend, err := log.AppendReplicated(r.Records)
+		if err != nil {
+			f.delay(p, fmt.Errorf("append at %d: %w: %w", rp.FetchOffset, ErrStorage, err), now)
+			res.Delayed = append(res.Delayed, p.tp)
+			return
+		}
+		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend})
+	}
+	// A follower never exposes more than it has; its HW may drop after a
+	// truncation or under a new leader whose HW still lags.
+	log.SetHighWatermark(min(r.HighWatermark, log.LogEndOffset()))
+}
+
+// outOfRange handles OFFSET_OUT_OF_RANGE (Kafka's handleOffsetOutOfRange):
+// below the leader's log start we restart empty there; otherwise the
+// leader's log is shorter than ours and, lacking epochs to compare, we
+// truncate to its high watermark, which every ISR member has.
+func (f *Follower) outOfRange(p *followPart, rp FetchPartition, r *FetchPartitionResponse) error {
+	switch {
+	case rp.FetchOffset < r.LogStartOffset:
+		if err := p.log.TruncateFullyAndStartAt(r.LogStartOffset); err != nil {
+			return fmt.Errorf("restart at %d: %w: %w", r.LogStartOffset, ErrStorage, err)
+		}
+		p.log.SetHighWatermark(r.LogStartOffset)
+	case r.HighWatermark >= 0 && r.HighWatermark < rp.FetchOffset:
+		if err := p.log.TruncateTo(r.HighWatermark); err != nil {
+			return fmt.Errorf("truncate to %d: %w: %w", r.HighWatermark, ErrStorage, err)
+		}
+	default:
+		return r.Err
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+var tpA, tpB = TopicPartition{Topic: "a"}, TopicPartition{Topic: "b", Partition: 1}
+
+func logWith(epochs ...int32) *memLog {
+	l := newMemLog()
+	for i, e := range epochs {
+		b := appendBatch(nil, int64(i), e, uint64(i))
+		if _, err := l.AppendReplicated(b); err != nil {
+			panic(err)
+		}
+	}
+	l.flush()
+	return l
+}
+
+func TestFollowerBatchesPartitions(t *testing.T) {
+	f := NewFollower(DefaultConfig(), 2, 1)
+	la, lb := logWith(0, 0, 3), logWith()
+	f.AddPartition(tpA, 3, la)
+	f.AddPartition(tpB, 3, lb)
+	req := f.BuildRequest(t0)
+	if req == nil || len(req.Partitions) != 2 || req.ReplicaID != 2 {
+		t.Fatalf("request %+v", req)
+	}
+	for _, p := range req.Partitions {
+		switch p.TopicPartition {
+		case tpA:
+			if p.FetchOffset != 3 || p.LastFetchedEpoch != 3 || p.CurrentLeaderEpoch != 3 {
+				t.Fatalf("a: %+v", p)
+			}
+		case tpB:
+			if p.FetchOffset != 0 || p.LastFetchedEpoch != NoEpoch {
+				t.Fatalf("b: %+v", p)
+			}
+		}
+	}
+	resp := &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 9, Records: appendBatch(appendBatch(nil, 3, 3, 30), 4, 3, 40)},
+		{TopicPartition: tpB, HighWatermark: 0},
+	}}
+	res := f.HandleResponse(req, resp, t0)
+	if len(res.Appended) != 1 || la.LogEndOffset() != 5 || la.hw != 5 {
+		t.Fatalf("res %+v leo %d hw %d", res, la.LogEndOffset(), la.hw)
+	}
+	// Unflushed: a is left out, so its fetch offset stays a durable one.
+	req = f.BuildRequest(t0)
+	if len(req.Partitions) != 1 || req.Partitions[0].TopicPartition != tpB {
+		t.Fatalf("request while a is unflushed: %+v", req)
+	}
+	// The same response again is stale (a's log end moved): ignored.
+	if res := f.HandleResponse(&FetchRequest{Partitions: []FetchPartition{{TopicPartition: tpA, CurrentLeaderEpoch: 3, FetchOffset: 3}}}, resp, t0); len(res.Appended) != 0 {
+		t.Fatal("stale response applied")
+	}
+}
+
+func TestFollowerTruncatesByEpoch(t *testing.T) {
+	// KIP-101: we have epochs 1,1,2,2,2; the new leader has epoch 2 only
+	// up to offset 3. Truncating to the HW (say 1) would be wrong.
+	log := logWith(1, 1, 2, 2, 2)
+	log.hw = 1
+	f := NewFollower(DefaultConfig(), 2, 3)
+	f.AddPartition(tpA, 4, log)
+	req := f.BuildRequest(t0)
+	res := f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 3, DivergingEpoch: &EpochEndOffset{Epoch: 2, EndOffset: 3}},
+	}}, t0)
+	if len(res.Truncated) != 1 || log.LogEndOffset() != 3 || log.hw != 3 {
+		t.Fatalf("leo %d hw %d", log.LogEndOffset(), log.hw)
+	}
+	// Leader never had our epoch: first truncate to where our epoch
+	// before it ends, then ask again.
+	log = logWith(1, 1, 3, 3)
+	off, complete := TruncationOffset(log, EpochEndOffset{Epoch: 2, EndOffset: 5})
+	if off != 2 || complete {
+		t.Fatalf("got %d %v, want 2 incomplete", off, complete)
+	}
+}
+
+func TestFollowerErrors(t *testing.T) {
+	log := logWith(0, 0)
+	cfg := DefaultConfig()
+	f := NewFollower(cfg, 2, 1)
+	f.AddPartition(tpA, 1, log)
+	reply := func(r FetchPartitionResponse) HandleResult {
+		req := f.BuildRequest(t0.Add(time.Hour))
+		if req == nil {
+			t.Fatal("nothing to fetch")
+		}
+		r.TopicPartition = tpA
+		return f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{r}}, t0)
+	}
+	if res := reply(FetchPartitionResponse{Err: ErrNotLeaderOrFollower}); len(res.Delayed) != 1 {
+		t.Fatal("not leader: no backoff")
+	}
+	if f.BuildRequest(t0) != nil {
+		t.Fatal("fetched during backoff")
+	}
+	if w, ok := f.NextWake(); !ok || !w.Equal(t0.Add(cfg.FetchBackoff)) {
+		t.Fatalf("wake %v %v", w, ok)
+	}
+	if res := reply(FetchPartitionResponse{Err: ErrFencedLeaderEpoch}); len(res.Fenced) != 1 {
+		t.Fatal("fenced")
+	}
+	if f.BuildRequest(t0.Add(time.Hour)) != nil {
+		t.Fatal("fetched while fenced")
+	}
+	f.AddPartition(tpA, 2, log) // metadata with a new epoch
+	// The leader's log start moved past us: restart there.
+	if res := reply(FetchPartitionResponse{Err: ErrOffsetOutOfRange, LogStartOffset: 50, HighWatermark: 60}); len(res.Truncated) != 1 || log.start != 50 || log.LogEndOffset() != 50 {
+		t.Fatalf("out of range low: start %d leo %d", log.start, log.LogEndOffset())
+	}
+}
+
+// scriptClient answers Fetch calls from the test, in lockstep.
+type scriptClient struct {
+	reqs  chan *FetchRequest
+	resps chan scriptReply
+}
+
+type scriptReply struct {
+	resp *FetchResponse
+	err  error
+}
+
+func (c *scriptClient) Fetch(ctx context.Context, leader int32, req *FetchRequest) (*FetchResponse, error) {
+	select {
+	case c.reqs <- req:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-c.resps:
+		return r.resp, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func TestFetcherBacksOffAndAppends(t *testing.T) {
+	cfg := DefaultConfig()
+	clock := newFakeClock()
+	client := &scriptClient{reqs: make(chan *FetchRequest), resps: make(chan scriptReply)}
+	x := NewFetcher(cfg, 2, 1, client, clock)
+	log := logWith(0)
+	log.autoFlush = true
+	x.AddPartition(tpA, 1, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { x.Run(ctx); close(stopped) }()
+
+	req := <-client.reqs
+	client.resps <- scriptReply{err: errors.New("connection refused")}
+	// The fetcher now sleeps for exactly the backoff (a spurious wake-up
+	// may make it go back to sleep for the same deadline).
+	at := <-clock.registered
+	if got := at.Sub(t0); got != cfg.FetchBackoff {
+		t.Fatalf("backoff %v, want %v", got, cfg.FetchBackoff)
+	}
+	clock.AdvanceTo(at.Add(-time.Millisecond))
+	select {
+	case <-client.reqs:
+		t.Fatal("fetched before the backoff elapsed")
+	default:
+	}
+	clock.AdvanceTo(at)
+	req = <-client.reqs
+	if len(req.Partitions) != 1 || req.Partitions[0].FetchOffset != 1 {
+		t.Fatalf("request %+v", req)
+	}
+	client.resps <- scriptReply{resp: &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 2, Records: appendBatch(nil, 1, 1, 7)},
+	}}}
+	// The next request (at once, no sleep) proves the durable append.
+	select {
+	case next := <-client.reqs:
+		if next.Partitions[0].FetchOffset != 2 || next.Partitions[0].LastFetchedEpoch != 1 {
+			t.Fatalf("next request %+v", next.Partitions[0])
+		}
+	case at := <-clock.registered:
+		if !at.Equal(t0.Add(cfg.FetchBackoff)) {
+			t.Fatalf("unexpected sleep until %v", at)
+		}
+		// A stale timer registration from the backoff: fine, keep going.
+		next := <-client.reqs
+		if next.Partitions[0].FetchOffset != 2 {
+			t.Fatalf("next request %+v", next.Partitions[0])
+		}
+	}
+	cancel()
+	<-stopped
+	if log.LogEndOffset() != 2 || log.LatestEpoch() != 1 {
+		t.Fatalf("leo %d epoch %d", log.LogEndOffset(), log.LatestEpoch())
+	}
+}

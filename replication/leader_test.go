@@ -1,0 +1,224 @@
+package replication
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+// leaderFixture: broker 1 leads {1,2,3} in epoch 5 with ten durable records.
+func leaderFixture(t *testing.T) (*LeaderState, *memLog) {
+	t.Helper()
+	log := newMemLog()
+	for i := range 10 {
+		log.entries = append(log.entries, memEntry{epoch: 4, val: uint64(i)})
+	}
+	_ = log.cache.Assign(4, 0)
+	log.flush()
+	log.hw = 5
+	cfg := DefaultConfig()
+	l, err := BecomeLeader(cfg, simTP, 1, 2, PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 7}, log, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, log
+}
+
+func fetch(t *testing.T, l *LeaderState, id int32, off int64, now time.Time) FetchOutcome {
+	t.Helper()
+	out, err := l.OnFollowerFetch(FollowerFetch{ReplicaID: id, CurrentLeaderEpoch: l.LeaderEpoch(), FetchOffset: off, LastFetchedEpoch: NoEpoch}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestLeaderHWIsMinOfISR(t *testing.T) {
+	l, log := leaderFixture(t)
+	if got := log.cache.Entries(); got[len(got)-1].Epoch != 5 || got[len(got)-1].StartOffset != 10 {
+		t.Fatalf("BecomeLeader did not stamp epoch 5 at 10: %v", got)
+	}
+	if out := fetch(t, l, 2, 8, t0); out.HWChanged {
+		t.Fatal("HW moved before every ISR member fetched")
+	}
+	if out := fetch(t, l, 3, 7, t0); !out.HWChanged || out.HW != 7 {
+		t.Fatalf("HW %+v, want 7", out.Update)
+	}
+	// Unflushed leader records do not count.
+	log.appendLeader(100)
+	fetch(t, l, 2, 11, t0)
+	out := fetch(t, l, 3, 11, t0)
+	if out.HW != 10 {
+		t.Fatalf("HW %d with leader durable end 10", out.HW)
+	}
+	log.flush()
+	if u := l.OnLocalAppend(); u.HW != 11 {
+		t.Fatalf("HW after flush %d", u.HW)
+	}
+	// A follower going back (it truncated) never lowers the HW.
+	fetch(t, l, 2, 10, t0)
+	if l.HighWatermark() != 11 {
+		t.Fatalf("HW moved down to %d", l.HighWatermark())
+	}
+}
+
+func TestLeaderFetchChecks(t *testing.T) {
+	l, _ := leaderFixture(t)
+	for _, tc := range []struct {
+		f    FollowerFetch
+		want error
+	}{
+		{FollowerFetch{ReplicaID: 2, CurrentLeaderEpoch: 4, FetchOffset: 1, LastFetchedEpoch: NoEpoch}, ErrFencedLeaderEpoch},
+		{FollowerFetch{ReplicaID: 2, CurrentLeaderEpoch: 6, FetchOffset: 1, LastFetchedEpoch: NoEpoch}, ErrUnknownLeaderEpoch},
+		{FollowerFetch{ReplicaID: 9, CurrentLeaderEpoch: 5, FetchOffset: 1, LastFetchedEpoch: NoEpoch}, ErrNotLeaderOrFollower},
+		{FollowerFetch{ReplicaID: 2, CurrentLeaderEpoch: 5, FetchOffset: 11, LastFetchedEpoch: NoEpoch}, ErrOffsetOutOfRange},
+	} {
+		if _, err := l.OnFollowerFetch(tc.f, t0); !errors.Is(err, tc.want) {
+			t.Errorf("%+v: err %v, want %v", tc.f, err, tc.want)
+		}
+	}
+	// KIP-101 case: the follower has epoch-4 records up to 12 that we
+	// never had (we have epoch 4 up to 10): it must truncate to 10, and its
+	// offset must not count for the HW.
+	out, err := l.OnFollowerFetch(FollowerFetch{ReplicaID: 2, CurrentLeaderEpoch: 5, FetchOffset: 12, LastFetchedEpoch: 4}, t0)
+	if err != nil || out.Diverging == nil || *out.Diverging != (EpochEndOffset{Epoch: 4, EndOffset: 10}) {
+		t.Fatalf("out %+v err %v: want diverging {4 10}", out, err)
+	}
+	if l.followers[2].leo != NoOffset {
+		t.Fatal("a diverged fetch updated the follower's progress")
+	}
+}
+
+func TestDivergingEpoch(t *testing.T) {
+	log := newMemLog()
+	for _, e := range []struct {
+		ep  int32
+		off int64
+	}{{1, 0}, {3, 10}, {6, 20}} {
+		_ = log.cache.Assign(e.ep, e.off)
+	}
+	for i := range 25 {
+		log.entries = append(log.entries, memEntry{val: uint64(i)})
+	}
+	for _, tc := range []struct {
+		last     int32
+		fetch    int64
+		diverged bool
+		want     EpochEndOffset
+	}{
+		{6, 25, false, EpochEndOffset{}},
+		{3, 20, false, EpochEndOffset{}},
+		{3, 22, true, EpochEndOffset{3, 20}}, // follower wrote more epoch 3 than the leader kept
+		{4, 15, true, EpochEndOffset{3, 20}}, // epoch 4 never reached us
+		{1, 5, false, EpochEndOffset{}},
+	} {
+		got, div, err := DivergingEpoch(log, tc.last, tc.fetch)
+		if err != nil || div != tc.diverged || got != tc.want {
+			t.Errorf("last %d fetch %d: (%+v,%v,%v), want (%+v,%v)", tc.last, tc.fetch, got, div, err, tc.want, tc.diverged)
+		}
+	}
+	if _, _, err := DivergingEpoch(newMemLog(), 2, 3); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("empty cache: %v", err)
+	}
+}
+
+func TestLeaderISRShrinkAndExpand(t *testing.T) {
+	l, log := leaderFixture(t)
+	lag := l.cfg.ReplicaLagTimeMax
+	fetch(t, l, 2, 10, t0)
+	fetch(t, l, 3, 10, t0)
+	log.appendLeader(1)
+	log.flush()
+	now := t0
+	// Replica 2 keeps fetching but stays one behind; 3 stops fetching.
+	for i := 0; i < 10; i++ {
+		now = now.Add(lag / 8)
+		fetch(t, l, 2, 10, now)
+		if u := l.Tick(now); u.Proposal != nil {
+			if now.Sub(t0) <= lag {
+				t.Fatalf("shrink proposed after %v, lag window %v", now.Sub(t0), lag)
+			}
+			if !slices.Equal(u.Proposal.NewISR, []int32{1}) || u.Proposal.PartitionEpoch != 7 {
+				t.Fatalf("proposal %+v", u.Proposal)
+			}
+			// While in flight the HW still waits for 2 and 3.
+			if got := l.MaximalISR(); len(got) != 3 {
+				t.Fatalf("maximal ISR %v", got)
+			}
+			l.OnAlterResult(*u.Proposal, PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 8}, nil, now)
+			break
+		}
+	}
+	if !slices.Equal(l.ISR(), []int32{1}) || l.PartitionEpoch() != 8 || l.HighWatermark() != 11 {
+		t.Fatalf("after shrink: isr %v pe %d hw %d", l.ISR(), l.PartitionEpoch(), l.HighWatermark())
+	}
+	if err := l.CheckProduce(-1); !errors.Is(err, ErrNotEnoughReplicas) {
+		t.Fatalf("CheckProduce(-1) with ISR of 1: %v", err)
+	}
+	if err := l.CheckProduce(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckProduce(2); !errors.Is(err, ErrInvalidRequiredAcks) {
+		t.Fatal(err)
+	}
+	// 2 reaches the HW: proposed back; a stale rejection keeps the
+	// maximal ISR until metadata arrives.
+	out := fetch(t, l, 2, 11, now)
+	if out.Proposal == nil || !slices.Equal(out.Proposal.NewISR, []int32{1, 2}) {
+		t.Fatalf("no expand: %+v", out)
+	}
+	l.OnAlterResult(*out.Proposal, PartitionState{}, ErrInvalidUpdateVersion, now)
+	if got := l.MaximalISR(); len(got) != 2 {
+		t.Fatalf("maximal ISR after stale rejection %v", got)
+	}
+	if u := l.Tick(now.Add(time.Hour)); u.Proposal != nil {
+		t.Fatal("re-sent a proposal while waiting for metadata")
+	}
+	if _, err := l.OnMetadata(PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 9}, now); err != nil {
+		t.Fatal(err)
+	}
+	if l.AlterPending() || !slices.Equal(l.ISR(), []int32{1, 2}) {
+		t.Fatalf("metadata not adopted: %v pending %v", l.ISR(), l.AlterPending())
+	}
+	if _, err := l.OnMetadata(PartitionState{Leader: 2, LeaderEpoch: 6}, now); !errors.Is(err, ErrNotLeaderOrFollower) {
+		t.Fatalf("leader change: %v", err)
+	}
+}
+
+func TestLeaderAlterOutcomes(t *testing.T) {
+	l, _ := leaderFixture(t)
+	now := t0.Add(time.Hour) // everyone lags
+	u := l.Tick(now)
+	if u.Proposal == nil {
+		t.Fatal("no shrink")
+	}
+	// Unknown outcome: same proposal again after the backoff.
+	l.OnAlterResult(*u.Proposal, PartitionState{}, errors.New("timeout"), now)
+	if l.Tick(now).Proposal != nil {
+		t.Fatal("re-sent before backoff")
+	}
+	again := l.Tick(now.Add(l.cfg.AlterPartitionBackoff)).Proposal
+	if again == nil || again.Seq != u.Proposal.Seq {
+		t.Fatalf("resend %+v", again)
+	}
+	// Ineligible: nothing applied, old ISR back, new proposal after backoff.
+	l.OnAlterResult(*again, PartitionState{}, ErrIneligibleReplica, now)
+	if l.AlterPending() || len(l.MaximalISR()) != 3 {
+		t.Fatal("ineligible did not revert")
+	}
+	if l.Tick(now).Proposal != nil {
+		t.Fatal("re-proposed before backoff")
+	}
+	p := l.Tick(now.Add(l.cfg.AlterPartitionBackoff)).Proposal
+	if p == nil || p.Seq == u.Proposal.Seq {
+		t.Fatalf("new proposal %+v", p)
+	}
+	// A result for an old proposal is ignored.
+	l.OnAlterResult(*u.Proposal, PartitionState{ISR: []int32{1}, LeaderEpoch: 5, PartitionEpoch: 50}, nil, now)
+	if l.PartitionEpoch() != 7 || !l.AlterPending() {
+		t.Fatal("stale result applied")
+	}
+}

@@ -1,0 +1,266 @@
+package replication
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Waiter is one acks=all produce partition waiting for the high watermark.
+type Waiter struct {
+	tp       TopicPartition
+	last     int64 // last offset of the append; done when HW > last
+	deadline time.Time
+	done     chan struct{}
+	err      error
+	offIdx   int // index in the partition's offset heap, -1 when out
+	dlIdx    int // index in the deadline heap, -1 when out
+}
+
+// Done is closed when the waiter completed; Err is valid then.
+func (w *Waiter) Done() <-chan struct{} { return w.done }
+
+// Err is nil when the records are committed with enough replicas, else
+// ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut, the error given to
+// FailPartition, or ErrClosed.
+func (w *Waiter) Err() error {
+	<-w.done
+	return w.err
+}
+
+type partWaiters struct {
+	byOffset offsetHeap
+	// Last progress reported by Advance, so a waiter added after the HW
+	// already covered it completes at once instead of missing its wake-up.
+	known      bool
+	hw         int64
+	maximalISR int
+	minISR     int
+}
+
+// Purgatory holds acks=all waiters. Each sits in a per-partition min-heap
+// by offset and in one min-heap by deadline, so Advance and Expire cost
+// O(k log n) for k completed waiters and never scan the others. It is safe
+// for concurrent use.
+type Purgatory struct {
+	mu        sync.Mutex
+	parts     map[TopicPartition]*partWaiters
+	deadlines deadlineHeap
+	closed    bool
+	wake      chan struct{} // nudges Run when an earlier deadline arrives
+}
+
+// NewPurgatory returns an empty purgatory.
+func NewPurgatory() *Purgatory {
+	return &Purgatory{parts: map[TopicPartition]*partWaiters{}, wake: make(chan struct{}, 1)}
+}
+
+// Add registers a waiter for an append whose last offset is lastOffset.
+// Call it after the append, from anywhere: if Advance already covered the
+// offset the waiter completes immediately.
+func (p *Purgatory) Add(tp TopicPartition, lastOffset int64, deadline time.Time) *Waiter {
+	w := &Waiter{tp: tp, last: lastOffset, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.finish(w, ErrClosed)
+		return w
+	}
+	pw := p.parts[tp]
+	if pw == nil {
+		pw = &partWaiters{}
+		p.parts[tp] = pw
+	}
+	if pw.known && lastOffset < pw.hw {
+		p.finish(w, afterAppend(tp, pw))
+		return w
+	}
+	heap.Push(&pw.byOffset, w)
+	earliest := len(p.deadlines) == 0 || deadline.Before(p.deadlines[0].deadline)
+	heap.Push(&p.deadlines, w)
+	if earliest {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	return w
+}
+
+func afterAppend(tp TopicPartition, pw *partWaiters) error {
+	if pw.maximalISR < pw.minISR {
+		return fmt.Errorf("%s-%d: ISR of %d, min.insync.replicas %d: %w", tp.Topic, tp.Partition, pw.maximalISR, pw.minISR, ErrNotEnoughReplicasAfterAppend)
+	}
+	return nil
+}
+
+// finish completes w. Lock should be held.
+func (p *Purgatory) finish(w *Waiter, err error) {
+	if w.offIdx >= 0 {
+		heap.Remove(&p.parts[w.tp].byOffset, w.offIdx)
+	}
+	if w.dlIdx >= 0 {
+		heap.Remove(&p.deadlines, w.dlIdx)
+	}
+	w.err = err
+	close(w.done)
+}
+
+// Advance reports a partition's leader progress: waiters whose last
+// offset is below hw complete, with ErrNotEnoughReplicasAfterAppend when
+// the maximal ISR (LeaderState.MaximalISR) has fewer than minISR members.
+// It returns how many completed.
+func (p *Purgatory) Advance(tp TopicPartition, hw int64, maximalISR, minISR int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pw := p.parts[tp]
+	if pw == nil {
+		if p.closed {
+			return 0
+		}
+		pw = &partWaiters{}
+		p.parts[tp] = pw
+	}
+	pw.known, pw.hw, pw.maximalISR, pw.minISR = true, hw, maximalISR, minISR
+	n := 0
+	for len(pw.byOffset) > 0 && pw.byOffset[0].last < hw {
+		p.finish(pw.byOffset[0], afterAppend(tp, pw))
+		n++
+	}
+	return n
+}
+
+// FailPartition completes every waiter of tp with err and forgets its
+// progress: call it when this broker stops leading tp (err wrapping
+// ErrNotLeaderOrFollower) or the partition is deleted.
+func (p *Purgatory) FailPartition(tp TopicPartition, err error) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pw := p.parts[tp]
+	if pw == nil {
+		return 0
+	}
+	n := 0
+	for len(pw.byOffset) > 0 {
+		p.finish(pw.byOffset[0], err)
+		n++
+	}
+	delete(p.parts, tp)
+	return n
+}
+
+// Expire completes the waiters whose deadline is not after now with
+// ErrRequestTimedOut.
+func (p *Purgatory) Expire(now time.Time) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for len(p.deadlines) > 0 && !p.deadlines[0].deadline.After(now) {
+		w := p.deadlines[0]
+		p.finish(w, fmt.Errorf("%s-%d offset %d: %w", w.tp.Topic, w.tp.Partition, w.last, ErrRequestTimedOut))
+		n++
+	}
+	return n
+}
+
+// Cancel removes w without completing it normally (its connection went
+// away); w's Err is ErrClosed. Completed waiters are left alone.
+func (p *Purgatory) Cancel(w *Waiter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.offIdx >= 0 {
+		p.finish(w, ErrClosed)
+	}
+}
+
+// NextDeadline is the earliest pending deadline.
+func (p *Purgatory) NextDeadline() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.deadlines) == 0 {
+		return time.Time{}, false
+	}
+	return p.deadlines[0].deadline, true
+}
+
+// Len is the number of pending waiters.
+func (p *Purgatory) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.deadlines)
+}
+
+// Close fails every pending waiter with ErrClosed; later Adds fail at once.
+func (p *Purgatory) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	for len(p.deadlines) > 0 {
+		p.finish(p.deadlines[0], ErrClosed)
+	}
+	p.parts = map[TopicPartition]*partWaiters{}
+}
+
+// Run expires waiters on time until ctx ends, sleeping until the earliest
+// deadline (or an earlier one added meanwhile).
+func (p *Purgatory) Run(ctx context.Context, clock Clock) {
+	for {
+		p.Expire(clock.Now())
+		var timer <-chan time.Time
+		if d, ok := p.NextDeadline(); ok {
+			timer = clock.After(d.Sub(clock.Now()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.wake:
+		case <-timer:
+		}
+	}
+}
+
+type offsetHeap []*Waiter
+
+func (h offsetHeap) Len() int           { return len(h) }
+func (h offsetHeap) Less(i, j int) bool { return h[i].last < h[j].last }
+func (h offsetHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].offIdx, h[j].offIdx = i, j
+}
+func (h *offsetHeap) Push(x any) {
+	w := x.(*Waiter)
+	w.offIdx = len(*h)
+	*h = append(*h, w)
+}
+func (h *offsetHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.offIdx = -1
+	return w
+}
+
+type deadlineHeap []*Waiter
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].dlIdx, h[j].dlIdx = i, j
+}
+func (h *deadlineHeap) Push(x any) {
+	w := x.(*Waiter)
+	w.dlIdx = len(*h)
+	*h = append(*h, w)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.dlIdx = -1
+	return w
+}
