@@ -273,8 +273,8 @@ func (e *Engine) openPartition(t *topicState, idx int32, clean bool, recoveryPoi
 			return nil, err
 		}
 		p.segs = []*segment{s}
-		p.hwSeg = s
-		return p, nil
+		p.hwSeg, p.rendSeg = s, s
+		return p, p.openEpochs()
 	}
 	for _, base := range bases {
 		s := &segment{base: base, next: base, dir: p.dir, fs: e.fs, maxTs: -1, maxTsAt: -1, createdMs: now}
@@ -296,6 +296,11 @@ func (e *Engine) openPartition(t *topicState, idx int32, clean bool, recoveryPoi
 	last := p.active()
 	p.logStart, p.logEnd = p.segs[0].base, last.next
 	p.durable, p.hw, p.hwSeg, p.hwPos = p.logEnd, p.logEnd, last, last.size
+	p.rend, p.rendSeg, p.rendPos = p.logEnd, last, last.size
+	if err := p.openEpochs(); err != nil {
+		p.releaseSegments()
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -446,7 +451,10 @@ func (e *Engine) createPartition(t *topicState, idx int32, nowMs int64) (*Partit
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
-	p.segs, p.hwSeg = []*segment{s}, s
+	p.segs, p.hwSeg, p.rendSeg = []*segment{s}, s, s
+	if err := p.openEpochs(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
 	return p, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
 // Partition is one log. Append, Read and the other methods are safe for
@@ -37,6 +39,19 @@ type Partition struct {
 	deleted bool
 	// leaderEpoch is stamped into appended batches (replication sets it).
 	leaderEpoch int32
+	// rend is the readable end: bytes below it are written (and, under
+	// FsyncAlways on the uring path, flushed); rendSeg/rendPos locate it.
+	// Without replication the HW follows it; with replication (replicated
+	// set) the HW is set from outside (SetHighWatermark) and followers
+	// read up to rend. See replica.go.
+	rend       int64
+	rendSeg    *segment
+	rendPos    int64
+	replicated bool
+	// gen counts truncations; writes and flushes started before one are
+	// ignored when they complete.
+	gen    uint64
+	epochs *epochcache.Cache
 	// uio is the partition's state in the io_uring owner, if any.
 	uio atomic.Pointer[partIO]
 }
@@ -63,12 +78,29 @@ func (p *Partition) Changed() <-chan struct{} {
 	return p.changed
 }
 
-// setHW advances the high watermark. Lock must be held (write).
+// setHW is the write path's report that everything below hw is written
+// (and durable under FsyncAlways): it advances the readable end and,
+// unless replication owns the HW, the high watermark. Lock must be held
+// (write).
 func (p *Partition) setHW(hw int64, seg *segment, pos int64) {
+	if hw > p.rend || p.rendSeg == nil {
+		p.rend, p.rendSeg, p.rendPos = hw, seg, pos
+		if p.replicated {
+			p.notify()
+		}
+	}
+	if p.replicated {
+		return
+	}
 	if hw <= p.hw && p.hwSeg != nil {
 		return
 	}
 	p.hw, p.hwSeg, p.hwPos = hw, seg, pos
+	p.notify()
+}
+
+// notify wakes everything waiting on Changed. Lock must be held (write).
+func (p *Partition) notify() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
@@ -106,6 +138,22 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	case p.failed != nil:
 		return nil, p.failed
 	}
+	if p.leaderEpoch >= 0 && p.epochs != nil && p.epochs.LatestEpoch() < p.leaderEpoch {
+		// Stamped with an epoch the cache has not seen (SetLeaderEpoch
+		// without AssignLeaderEpoch): record where it starts.
+		if err := p.epochs.Assign(p.leaderEpoch, p.logEnd); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+	}
+	return p.appendLocked(records, hs, true)
+}
+
+// appendLocked writes validated batches at the log end. With assign the
+// batches get offsets and the leader epoch; without (replica appends) they
+// are kept as they are and must start at the log end. Lock must be held.
+func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) (*waiter, error) {
+	cfg := p.topic.config()
+	var err error
 	now := time.Now().UnixMilli()
 	last := p.logEnd
 	for _, h := range hs {
@@ -128,6 +176,15 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	next, pos := p.logEnd, 0
 	for i := range hs {
 		h := &hs[i]
+		if !assign {
+			// Replica append: the leader's offsets stay; they must
+			// follow on from our end without gaps.
+			if h.baseOffset != next {
+				return nil, fmt.Errorf("%w: replicated batch at offset %d, log end %d", ErrInvalidRecord, h.baseOffset, next)
+			}
+			next = h.lastOffset() + 1
+			continue
+		}
 		rewriteBatch(records[pos:pos+int(h.size)], next, p.leaderEpoch, logAppendTime)
 		h.baseOffset = next
 		if logAppendTime >= 0 {
@@ -135,6 +192,9 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 		}
 		next = h.lastOffset() + 1
 		pos += int(h.size)
+	}
+	if !assign {
+		logAppendTime = -1
 	}
 	start := seg.size
 	writePos := start
@@ -147,6 +207,14 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	for _, h := range hs {
 		seg.noteBatch(h, start, cfg.IndexIntervalBytes)
 		start += int64(h.size)
+	}
+	if !async && p.replicated {
+		// pwrite done: followers may read it before the flush, as in
+		// Kafka (leader and follower fsyncs overlap).
+		if next > p.rend {
+			p.rend, p.rendSeg, p.rendPos = next, seg, seg.size
+			p.notify()
+		}
 	}
 	res := AppendResult{BaseOffset: p.logEnd, LastOffset: next - 1, LogAppendTime: logAppendTime, LogStartOffset: p.logStart}
 	p.logEnd = next
@@ -184,25 +252,28 @@ func (p *Partition) markDirty(seg *segment) {
 
 // takeDirty hands the dirty segments and the end offset they cover to a
 // flusher, which owns the segment refs from then on.
-func (p *Partition) takeDirty() (segs []*segment, end int64, last *segment, lastPos int64) {
+func (p *Partition) takeDirty() (segs []*segment, end int64, last *segment, lastPos int64, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	segs, p.dirty = p.dirty, nil
 	a := p.active()
-	return segs, p.logEnd, a, a.size
+	return segs, p.logEnd, a, a.size, p.gen
 }
 
 // flushed records that everything below end (ending at pos in seg) is
 // durable, completing waiters and, under FsyncAlways, advancing the HW.
-func (p *Partition) flushed(end int64, seg *segment, pos int64) {
+func (p *Partition) flushed(end int64, seg *segment, pos int64, gen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.failed != nil || end <= p.durable && p.hwSeg != nil {
+	if p.failed != nil || gen != p.gen || end <= p.durable && p.hwSeg != nil {
 		return
 	}
 	p.durable = max(p.durable, end)
 	if p.e.cfg.Fsync == FsyncAlways {
 		p.setHW(end, seg, pos)
+		if p.replicated {
+			p.notify() // the leader's DurableEnd moved (replication's HW input)
+		}
 	}
 	n := 0
 	for _, w := range p.waiters {
@@ -295,21 +366,31 @@ func (p *Partition) roll(now int64) (*segment, error) {
 func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	return p.readLocked(offset, maxBytes, minOneBatch, p.hw, p.hwSeg, p.hwPos)
+}
+
+// readLocked reads below end (at endPos in endSeg). Lock must be held.
+func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, end int64, endSeg *segment, endPos int64) (ReadResult, error) {
 	res := ReadResult{Data: emptyRange, HighWatermark: p.hw, LastStableOffset: p.hw, LogStartOffset: p.logStart}
 	if p.deleted {
 		return res, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
 	}
-	if offset < p.logStart || offset > p.hw {
-		return res, fmt.Errorf("%w: %d not in [%d, %d] of %s-%d", ErrOffsetOutOfRange, offset, p.logStart, p.hw, p.topic.name, p.idx)
+	inRange := end
+	if p.replicated {
+		// Between the HW and the log end: nothing yet, not out of range.
+		inRange = max(end, p.logEnd)
 	}
-	if offset == p.hw {
+	if offset < p.logStart || offset > inRange {
+		return res, fmt.Errorf("%w: %d not in [%d, %d] of %s-%d", ErrOffsetOutOfRange, offset, p.logStart, inRange, p.topic.name, p.idx)
+	}
+	if offset >= end {
 		return res, nil
 	}
 	i := sort.Search(len(p.segs), func(i int) bool { return p.segs[i].base > offset }) - 1
 	seg := p.segs[i]
 	limit := seg.size
-	if seg == p.hwSeg {
-		limit = p.hwPos
+	if seg == endSeg {
+		limit = endPos
 	}
 	pos := seg.lookup(offset)
 	var first batchHeader
@@ -327,12 +408,12 @@ func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadRe
 		}
 		pos += int64(h.size)
 	}
-	end := limit
-	if end-pos > int64(maxBytes) {
+	stop := limit
+	if stop-pos > int64(maxBytes) {
 		// Find the last batch ending within maxBytes: jump with the index,
 		// then walk the few headers up to the boundary.
 		want := pos + int64(max(maxBytes, 0))
-		end = pos
+		stop = pos
 		at := max(seg.lookupPos(want), pos)
 		for at < limit {
 			h, err := seg.readHeader(at)
@@ -343,17 +424,17 @@ func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadRe
 				break
 			}
 			at += int64(h.size)
-			end = at
+			stop = at
 		}
-		if end == pos && minOneBatch {
-			end = pos + int64(first.size)
+		if stop == pos && minOneBatch {
+			stop = pos + int64(first.size)
 		}
 	}
-	if end == pos {
+	if stop == pos {
 		return res, nil
 	}
 	seg.acquire()
-	res.Data = &fileRange{seg: seg, pos: pos, n: int32(end - pos)}
+	res.Data = &fileRange{seg: seg, pos: pos, n: int32(stop - pos)}
 	return res, nil
 }
 
@@ -428,6 +509,9 @@ func (p *Partition) deleteSegments(n int) {
 		p.segs = append([]*segment(nil), p.segs[n:]...)
 		p.logStart = max(p.logStart, p.segs[0].base)
 		p.e.fs.SyncDir(p.dir)
+		if err := p.epochs.TruncateFromStart(p.logStart); err != nil {
+			p.e.log.Warn("trimming leader-epoch-checkpoint", "topic", p.topic.name, "partition", p.idx, "err", err)
+		}
 	}
 }
 

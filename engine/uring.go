@@ -103,6 +103,7 @@ type ioReq struct {
 	w     *waiter
 	segs  []*segment // flush: dirty segments, each with a ref
 	reply chan error // barrier
+	gen   uint64     // the partition's truncation generation (Partition.gen)
 }
 
 // partIO is a partition's state in the owner. Only the owner touches it,
@@ -136,6 +137,7 @@ type ioGroup struct {
 	refs    int   // segment refs held (one per append)
 	waiters []*waiter
 	sync    bool // an fsync is linked behind the write
+	gen     uint64
 	// Completion state.
 	sent, wrote, synced bool
 	err                 error
@@ -178,6 +180,7 @@ type ioNote struct {
 	durable bool
 	waiters []*waiter
 	err     error
+	gen     uint64
 }
 
 func newUringQueue(e *Engine) (*uringQueue, error) {
@@ -229,7 +232,7 @@ func (q *uringQueue) ringStats() iouring.Stats { return q.ring.Stats() }
 // queue until the waiter completes; seg holds a ref for the request.
 func (q *uringQueue) enqueue(p *Partition, seg *segment, data []byte, pos, end int64, w *waiter) error {
 	seg.acquire()
-	if err := q.put(ioReq{kind: reqAppend, p: p, seg: seg, data: data, pos: pos, end: end, w: w}); err != nil {
+	if err := q.put(ioReq{kind: reqAppend, p: p, seg: seg, data: data, pos: pos, end: end, w: w, gen: p.gen}); err != nil {
 		seg.release()
 		return err
 	}
@@ -286,11 +289,11 @@ func (q *uringQueue) barrier(p *Partition) error {
 // they hold completed (interval flushes and Close; FsyncAlways groups carry
 // their own fsync).
 func (q *uringQueue) requestFlush(p *Partition) {
-	segs, end, last, lastPos := p.takeDirty()
+	segs, end, last, lastPos, gen := p.takeDirty()
 	if len(segs) == 0 {
 		return
 	}
-	if err := q.put(ioReq{kind: reqFlush, p: p, segs: segs, seg: last, pos: lastPos, end: end}); err != nil {
+	if err := q.put(ioReq{kind: reqFlush, p: p, segs: segs, seg: last, pos: lastPos, end: end, gen: gen}); err != nil {
 		for _, s := range segs {
 			s.release()
 		}
@@ -423,13 +426,13 @@ func (q *uringQueue) accept(r ioReq) {
 		var g *ioGroup
 		if pio.unsent > 0 {
 			g = pio.groups[len(pio.groups)-1]
-			if g.seg != r.seg || g.pos+g.n != r.pos || len(g.bufs) >= maxGroupIovecs {
+			if g.seg != r.seg || g.pos+g.n != r.pos || g.gen != r.gen || len(g.bufs) >= maxGroupIovecs {
 				g = nil
 			}
 		}
 		if g == nil {
 			pio.seq++
-			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, sync: q.always}
+			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, sync: q.always, gen: r.gen}
 			pio.groups = append(pio.groups, g)
 			pio.unsent++
 			if !pio.queued {
@@ -691,7 +694,7 @@ func (q *uringQueue) flushCompleted(ref opRef, res int32) {
 		q.failPart(f.req.p, q.parts[f.req.p], f.err)
 		return
 	}
-	q.note(ioNote{kind: noteFlushed, p: f.req.p, end: f.req.end, seg: f.req.seg, pos: f.req.pos})
+	q.note(ioNote{kind: noteFlushed, p: f.req.p, end: f.req.end, seg: f.req.seg, pos: f.req.pos, gen: f.req.gen})
 }
 
 // retire hands the contiguous done prefix of p's groups to the completer,
@@ -713,7 +716,7 @@ func (q *uringQueue) retire(p *Partition, pio *partIO) {
 		if !g.done() {
 			break
 		}
-		n.end, n.seg, n.pos = g.end, g.seg, g.pos+g.n
+		n.end, n.seg, n.pos, n.gen = g.end, g.seg, g.pos+g.n, g.gen
 		n.waiters = append(n.waiters, g.waiters...)
 		g.waiters = nil
 	}
@@ -800,7 +803,7 @@ func (q *uringQueue) complete() {
 func (q *uringQueue) apply(n *ioNote) {
 	p := n.p
 	if n.kind == noteFlushed {
-		p.flushed(n.end, n.seg, n.pos)
+		p.flushed(n.end, n.seg, n.pos, n.gen)
 		return
 	}
 	p.mu.Lock()
@@ -813,6 +816,9 @@ func (q *uringQueue) apply(n *ioNote) {
 		err = fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
 	case p.failed != nil:
 		err = p.failed
+	case n.gen != p.gen:
+		// Written before a truncation (TruncateTo): those bytes are gone.
+		err = fmt.Errorf("%w: %s-%d was truncated below offset %d", ErrStorage, p.topic.name, p.idx, n.end)
 	default:
 		if n.durable {
 			p.durable = max(p.durable, n.end)

@@ -99,7 +99,7 @@ func (q *syncQueue) round() {
 
 // flushPartition fdatasyncs p's dirty segments and reports the result.
 func flushPartition(e *Engine, p *Partition) {
-	segs, end, last, lastPos := p.takeDirty()
+	segs, end, last, lastPos, gen := p.takeDirty()
 	var err error
 	for _, s := range segs {
 		if err == nil {
@@ -114,7 +114,7 @@ func flushPartition(e *Engine, p *Partition) {
 		p.failLocked(err)
 		return
 	}
-	p.flushed(end, last, lastPos)
+	p.flushed(end, last, lastPos, gen)
 }
 
 func (q *syncQueue) close() {

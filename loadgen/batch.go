@@ -72,6 +72,8 @@ type produceFrame struct {
 	scratch  []byte // uncompressed records when a codec is in use
 	codec    Codec
 	intended []int64 // intended send time (run clock ns) of each message
+	// partition is the frame's target; a retry re-routes it there.
+	partition int32
 }
 
 const clientID = "ringlog-loadgen"
@@ -103,6 +105,7 @@ func (f *produceFrame) reset(version int16, acks int16, timeoutMs int32, topic s
 	f.count = 0
 	f.codec = codec
 	f.intended = f.intended[:0]
+	f.partition = partition
 }
 
 // size is the request's current length in bytes (uncompressed records).

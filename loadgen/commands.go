@@ -44,6 +44,7 @@ func workloadFlags(d Config) []cli.Flag {
 		&cli.IntFlag{Name: "max-in-flight", Value: d.MaxInFlight, Usage: "unacknowledged requests per connection", EnvVars: envVar("max-in-flight")},
 		&cli.IntFlag{Name: "max-buffered-bytes", Value: d.MaxBufferedBytes, Usage: "request memory per producer before the generator blocks", EnvVars: envVar("max-buffered-bytes")},
 		&cli.DurationFlag{Name: "drain-timeout", Value: d.DrainTimeout, Usage: "wait this long for outstanding acks after the run", EnvVars: envVar("drain-timeout")},
+		&cli.DurationFlag{Name: "delivery-timeout", Value: d.DeliveryTimeout, Usage: "retry a batch that failed retriably (leader moved, connection lost) until this long after its intended time (lean client)", EnvVars: envVar("delivery-timeout")},
 		&cli.StringFlag{Name: "out", Usage: "write result.json, .hgrm, .hlog and report.html here", EnvVars: envVar("out")},
 		&cli.StringFlag{Name: "label", Usage: "name of this run in reports", EnvVars: envVar("label")},
 		&cli.BoolFlag{Name: "quiet", Usage: "no per-second progress lines", EnvVars: envVar("quiet")},
@@ -89,6 +90,7 @@ func configFromLookup(c *cli.Context) (Config, error) {
 	cfg.MaxInFlight = c.Int("max-in-flight")
 	cfg.MaxBufferedBytes = c.Int("max-buffered-bytes")
 	cfg.DrainTimeout = c.Duration("drain-timeout")
+	cfg.DeliveryTimeout = c.Duration("delivery-timeout")
 	cfg.Label = c.String("label")
 	cfg.Quiet = c.Bool("quiet")
 	return cfg, nil

@@ -46,6 +46,11 @@ type Config struct {
 	// DrainTimeout is how long to wait for outstanding acks after the run.
 	DrainTimeout   time.Duration
 	RequestTimeout time.Duration
+	// DeliveryTimeout bounds retries (lean client): a batch that failed
+	// retriably (leader moved, connection broke, broker timed out) is
+	// re-sent to the current leader until this long after its first
+	// message's intended time, then counted as errors.
+	DeliveryTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults the CLI shows.
@@ -69,6 +74,7 @@ func DefaultConfig() Config {
 		MaxBufferedBytes:  256 << 20,
 		DrainTimeout:      15 * time.Second,
 		RequestTimeout:    30 * time.Second,
+		DeliveryTimeout:   30 * time.Second,
 	}
 }
 

@@ -59,9 +59,14 @@ type leanConn struct {
 	inflight  chan *produceFrame
 	pool      *framePool
 	dead      atomic.Bool
+	deadErr   atomic.Value  // error that killed the connection
 	done      chan struct{} // reader finished (or never started, acks=0)
 	wdone     chan struct{} // writer finished
 	closeOnce sync.Once
+	// onFail takes frames that did not get a successful response: the
+	// emitter retries them on the current leader when the error is
+	// retriable, or counts them as errors.
+	onFail func(f *produceFrame, err error)
 }
 
 // negotiateProduceVersion asks the broker (ApiVersions v0) for its Produce
@@ -128,7 +133,7 @@ func readFrame(r io.Reader, buf []byte) ([]byte, error) {
 	return buf, err
 }
 
-func dialLean(st *runState, addr string, pool *framePool) (*leanConn, error) {
+func dialLean(st *runState, addr string, pool *framePool, onFail func(*produceFrame, error)) (*leanConn, error) {
 	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return nil, err
@@ -144,7 +149,7 @@ func dialLean(st *runState, addr string, pool *framePool) (*leanConn, error) {
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	lc := &leanConn{
-		st: st, conn: conn, version: v, pool: pool,
+		st: st, conn: conn, version: v, pool: pool, onFail: onFail,
 		sendq:    make(chan *produceFrame, pool.limit),
 		inflight: make(chan *produceFrame, st.cfg.MaxInFlight),
 		done:     make(chan struct{}),
@@ -159,18 +164,31 @@ func dialLean(st *runState, addr string, pool *framePool) (*leanConn, error) {
 	return lc, nil
 }
 
-// fail counts the messages of f as errors and recycles it.
+// fail hands f to the emitter's failure path; err nil means the
+// connection is gone (always retriable).
 func (lc *leanConn) fail(f *produceFrame, err error) {
-	lc.st.c.fail(len(f.intended), err)
-	lc.pool.put(f)
+	if err == nil {
+		err = lc.deathErr()
+	}
+	lc.onFail(f, err)
 }
 
 func (lc *leanConn) markDead(err error) {
 	lc.closeOnce.Do(func() {
+		lc.deadErr.Store(err)
 		lc.dead.Store(true)
-		lc.st.c.fail(0, err)
 		lc.conn.Close()
 	})
+}
+
+// errConnLost marks failures caused by a broken connection.
+var errConnLost = errors.New("connection lost")
+
+func (lc *leanConn) deathErr() error {
+	if err, ok := lc.deadErr.Load().(error); ok {
+		return fmt.Errorf("%w: %v", errConnLost, err)
+	}
+	return errConnLost
 }
 
 // writeLoop sends queued requests, gathering whatever is queued into one
@@ -335,7 +353,124 @@ type leanEmitter struct {
 	key       []byte
 	head      [valueHeaderLen]byte
 	sticky    int32
+	version   int16 // Produce version, negotiated with the first broker
+
+	// Retries after leader moves. Connections hand failed frames to
+	// retryq (any goroutine); the emitter's goroutine moves them to
+	// retrying, re-reads the leaders at most every refreshEvery, and
+	// re-sends them with a new correlation id to the current leader.
+	byAddr      map[string]*leanConn
+	retryq      chan *produceFrame
+	retrying    []*produceFrame
+	nextRefresh int64 // run clock ns
 }
+
+// refreshEvery bounds metadata requests while frames wait for a leader.
+const refreshEvery = int64(100 * time.Millisecond)
+
+// retriable lists the failures a re-send to the current leader can fix.
+// (kerr marks more codes retriable, CORRUPT_MESSAGE among them; re-sending
+// those bytes cannot help.)
+func retriable(err error) bool {
+	switch {
+	case errors.Is(err, errConnLost),
+		errors.Is(err, kerr.NotLeaderForPartition),
+		errors.Is(err, kerr.LeaderNotAvailable),
+		errors.Is(err, kerr.UnknownTopicOrPartition),
+		errors.Is(err, kerr.NotEnoughReplicas),
+		errors.Is(err, kerr.NotEnoughReplicasAfterAppend),
+		errors.Is(err, kerr.RequestTimedOut),
+		errors.Is(err, kerr.KafkaStorageError):
+		return true
+	}
+	return false
+}
+
+// requeue is the connections' failure path; it may run on any goroutine.
+// retryq holds as many frames as the pool can make, so it never blocks.
+func (e *leanEmitter) requeue(f *produceFrame, err error) {
+	if retriable(err) && e.st.now()-f.intended[0] < int64(e.st.cfg.DeliveryTimeout) {
+		e.retryq <- f
+		return
+	}
+	e.st.c.fail(len(f.intended), err)
+	e.pool.put(f)
+}
+
+// handleRetries re-routes failed frames (emitter goroutine only) and
+// returns when it wants to run again.
+func (e *leanEmitter) handleRetries(now int64) int64 {
+	for drained := false; !drained; {
+		select {
+		case f := <-e.retryq:
+			e.retrying = append(e.retrying, f)
+		default:
+			drained = true
+		}
+	}
+	if len(e.retrying) == 0 {
+		return never
+	}
+	keep := e.retrying[:0]
+	for _, f := range e.retrying {
+		if now-f.intended[0] >= int64(e.st.cfg.DeliveryTimeout) {
+			e.st.c.fail(len(f.intended), fmt.Errorf("no leader accepted the batch within the %v delivery timeout", e.st.cfg.DeliveryTimeout))
+			e.pool.put(f)
+			continue
+		}
+		keep = append(keep, f)
+	}
+	e.retrying = keep
+	if len(keep) == 0 || now < e.nextRefresh {
+		return e.nextRefresh
+	}
+	e.nextRefresh = now + refreshEvery
+	if e.st.refreshLeaders != nil {
+		if leaders, err := e.st.refreshLeaders(); err == nil && len(leaders) == len(e.conns) {
+			e.route(leaders)
+		}
+	}
+	keep = e.retrying[:0]
+	for _, f := range e.retrying {
+		lc := e.conns[f.partition]
+		if lc == nil || lc.dead.Load() {
+			keep = append(keep, f)
+			continue
+		}
+		e.st.c.retried.Add(int64(len(f.intended)))
+		lc.corr++
+		binary.BigEndian.PutUint32(f.buf[f.corrAt:], uint32(lc.corr))
+		lc.sendq <- f
+	}
+	e.retrying = keep
+	return e.nextRefresh
+}
+
+// route points every partition at its current leader, dialing brokers
+// not connected yet and replacing dead connections.
+func (e *leanEmitter) route(leaders []string) {
+	for p, addr := range leaders {
+		lc := e.byAddr[addr]
+		if lc == nil || lc.dead.Load() {
+			nlc, err := dialLean(e.st, addr, e.pool, e.requeue)
+			if err != nil || nlc.version != e.version {
+				if err == nil {
+					nlc.markDead(fmt.Errorf("%s negotiated produce v%d, frames are v%d", addr, nlc.version, e.version))
+					close(nlc.sendq)
+				}
+				e.conns[p] = nil
+				continue
+			}
+			lc = nlc
+			e.byAddr[addr] = lc
+			e.uniq = append(e.uniq, lc)
+		}
+		e.conns[p] = lc
+	}
+}
+
+// outstanding counts frames handed out by the pool and not yet back.
+func (e *leanEmitter) outstanding() int { return e.pool.made - len(e.pool.free) }
 
 func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 	cfg := st.cfg
@@ -351,20 +486,22 @@ func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 		conns:     make([]*leanConn, cfg.Partitions),
 		sticky:    int32(producer) % cfg.Partitions,
 	}
-	byAddr := map[string]*leanConn{}
+	e.byAddr = map[string]*leanConn{}
+	e.retryq = make(chan *produceFrame, limit)
 	for p, addr := range st.leaders {
-		lc := byAddr[addr]
+		lc := e.byAddr[addr]
 		if lc == nil {
 			var err error
-			if lc, err = dialLean(st, addr, e.pool); err != nil {
+			if lc, err = dialLean(st, addr, e.pool, e.requeue); err != nil {
 				e.close()
 				return nil, err
 			}
-			byAddr[addr] = lc
+			e.byAddr[addr] = lc
 			e.uniq = append(e.uniq, lc)
 		}
 		e.conns[p] = lc
 	}
+	e.version = e.uniq[0].version
 	return e, nil
 }
 
@@ -379,7 +516,7 @@ func (e *leanEmitter) add(i uint64, intended, now, key int64) {
 	f := e.open[part]
 	if f == nil {
 		f = e.pool.get()
-		f.reset(e.conns[part].version, e.st.cfg.Acks, int32(e.st.cfg.RequestTimeout/time.Millisecond),
+		f.reset(e.version, e.st.cfg.Acks, int32(e.st.cfg.RequestTimeout/time.Millisecond),
 			e.st.cfg.Topic, part, e.st.cfg.Compression)
 		e.open[part] = f
 		e.openSince[part] = now
@@ -398,20 +535,29 @@ func (e *leanEmitter) flush(part int32) {
 	}
 	e.open[part] = nil
 	lc := e.conns[part]
-	lc.corr++
-	if err := f.finish(lc.corr, &e.comp); err != nil {
+	var corr int32
+	if lc != nil {
+		lc.corr++
+		corr = lc.corr
+	}
+	if err := f.finish(corr, &e.comp); err != nil {
 		e.st.c.fail(len(f.intended), err)
 		e.pool.put(f)
 		return
 	}
-	lc.sendq <- f
+	if lc == nil {
+		// No live leader connection right now: wait for a route.
+		e.retrying = append(e.retrying, f)
+	} else {
+		lc.sendq <- f
+	}
 	if part == e.sticky {
 		e.sticky = (e.sticky + 1) % int32(len(e.open))
 	}
 }
 
 func (e *leanEmitter) tick(now int64) int64 {
-	next := int64(never)
+	next := e.handleRetries(now)
 	linger := int64(e.st.cfg.Linger)
 	for p, f := range e.open {
 		if f == nil {
@@ -430,14 +576,25 @@ func (e *leanEmitter) finish() {
 	for p := range e.open {
 		e.flush(int32(p))
 	}
+}
+
+// wait keeps retrying failed frames until every frame came back or the
+// deadline passed; then it closes the connections, counting what never
+// came back as errors.
+func (e *leanEmitter) wait(deadline time.Time) {
+	for e.outstanding() > 0 && time.Now().Before(deadline) {
+		e.handleRetries(e.st.now())
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.handleRetries(e.st.now())
+	for _, f := range e.retrying {
+		e.st.c.fail(len(f.intended), errors.New("still waiting for a leader at the end of the drain timeout"))
+		e.pool.put(f)
+	}
+	e.retrying = nil
 	for _, lc := range e.uniq {
 		close(lc.sendq)
 	}
-}
-
-// wait blocks until every response arrived or the deadline passed; then it
-// closes the connections, counting what never came back as errors.
-func (e *leanEmitter) wait(deadline time.Time) {
 	for _, lc := range e.uniq {
 		for _, ch := range []chan struct{}{lc.wdone, lc.done} {
 			select {

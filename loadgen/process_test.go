@@ -102,7 +102,7 @@ func TestBenchCommandWritesReport(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bench")
 	app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: os.Stderr}
 	err := app.Run([]string{"ringlog", "bench", "--broker-bin", brokerBin(t), "--duration", "1500ms", "--warmup", "500ms",
-		"--rate", "1000", "--partitions", "2", "--out", out, "--quiet"})
+		"--rate", "1000", "--partitions", "2", "--brokers", "1", "--out", out, "--quiet"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,7 @@ type counters struct {
 	measuredAcked, measuredSent   atomic.Int64
 	measuredConsumed              atomic.Int64
 	bytesAcked                    atomic.Int64
+	retried                       atomic.Int64 // messages re-sent after a retriable failure
 	firstErr                      atomic.Value // string
 }
 

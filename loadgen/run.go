@@ -50,26 +50,10 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 		return info, fmt.Errorf("create topic %s: %w", cfg.Topic, err)
 	}
 	for {
-		md, err := adm.Metadata(ctx, cfg.Topic)
-		if td, ok := md.Topics[cfg.Topic]; err == nil && ok && td.Err == nil && len(td.Partitions) > 0 {
-			info.leaders = make([]string, len(td.Partitions))
-			complete := true
-			for _, p := range td.Partitions {
-				addr := ""
-				for _, b := range md.Brokers {
-					if b.NodeID == p.Leader {
-						addr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-					}
-				}
-				if p.Err != nil || addr == "" || int(p.Partition) >= len(info.leaders) {
-					complete = false
-					break
-				}
-				info.leaders[p.Partition] = addr
-			}
-			if complete {
-				break
-			}
+		leaders, err := lookupLeaders(ctx, adm, cfg.Topic)
+		if err == nil {
+			info.leaders = leaders
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -89,6 +73,33 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 	return info, nil
 }
 
+// lookupLeaders returns the leader address of every partition of topic, or
+// an error when metadata is incomplete (a partition without a leader).
+func lookupLeaders(ctx context.Context, adm *kadm.Client, topic string) ([]string, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil || len(td.Partitions) == 0 {
+		return nil, fmt.Errorf("topic %s: no metadata (%v)", topic, td.Err)
+	}
+	leaders := make([]string, len(td.Partitions))
+	for _, p := range td.Partitions {
+		addr := ""
+		for _, b := range md.Brokers {
+			if b.NodeID == p.Leader {
+				addr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+			}
+		}
+		if p.Err != nil || addr == "" || int(p.Partition) >= len(leaders) {
+			return nil, fmt.Errorf("partition %d: no leader (%v)", p.Partition, p.Err)
+		}
+		leaders[p.Partition] = addr
+	}
+	return leaders, nil
+}
+
 // waiter is the end-of-run half of an emitter.
 type waiter interface{ wait(deadline time.Time) }
 
@@ -105,6 +116,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	cfg.Partitions = int32(len(info.leaders))
 	st := newRunState(cfg)
 	st.leaders = info.leaders
+	// The lean client re-reads leaders after NOT_LEADER_OR_FOLLOWER or a
+	// broken connection, through one metadata client kept for the run.
+	metaCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...), kgo.ClientID(clientID+"-meta"))
+	if err != nil {
+		return nil, err
+	}
+	defer metaCl.Close()
+	metaAdm := kadm.NewClient(metaCl)
+	st.refreshLeaders = func() ([]string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		// Without a forced refresh kadm may answer from kgo's cache.
+		metaCl.ForceMetadataRefresh()
+		return lookupLeaders(ctx, metaAdm, cfg.Topic)
+	}
 
 	emitters := make([]emitter, cfg.Producers)
 	waiters := make([]waiter, cfg.Producers)
@@ -210,6 +236,7 @@ func (s *runState) result(iv *intervals) *results.Run {
 		MessagesAcked:    s.c.measuredAcked.Load(),
 		MessagesConsumed: s.c.measuredConsumed.Load(),
 		Errors:           s.c.errors.Load(),
+		MessagesRetried:  s.c.retried.Load(),
 		FirstError:       s.c.firstError(),
 		SLA:              results.SLA{TargetP99Ms: float64(cfg.TargetP99) / 1e6},
 		Workload:         cfg.workload(),

@@ -85,3 +85,45 @@ func TestRunAgainstKfake(t *testing.T) {
 		})
 	}
 }
+
+// TestLeanClientFollowsLeaderMoves moves every partition's leader to
+// another broker mid-run: the lean client must get NOT_LEADER_OR_FOLLOWER,
+// re-read the leaders and re-send, so nothing is lost and the re-sends are
+// counted; their latency runs from the original intended time.
+func TestLeanClientFollowsLeaderMoves(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := testConfig(c.ListenAddrs())
+	cfg.Duration = 3 * time.Second
+	cfg.Quiet = !testing.Verbose()
+	moved := make(chan error, 1)
+	go func() {
+		// Let the run start, then move leaders one broker on.
+		time.Sleep(cfg.Warmup + cfg.Duration/2)
+		var firstErr error
+		for p := int32(0); p < cfg.Partitions; p++ {
+			if err := c.MoveTopicPartition(cfg.Topic, p, (p+1)%3); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		moved <- firstErr
+	}()
+	run, err := Run(context.Background(), cfg, progressOut(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-moved; err != nil {
+		t.Fatalf("moving partitions: %v", err)
+	}
+	r := run.Result
+	want := int64(cfg.Rate * cfg.Duration.Seconds())
+	if r.Errors != 0 || r.MessagesAcked < want-2 || r.MessagesAcked > want+2 {
+		t.Fatalf("acked %d (want %d), errors %d (%s)", r.MessagesAcked, want, r.Errors, r.FirstError)
+	}
+	if r.MessagesRetried == 0 {
+		t.Fatal("no message was re-sent although every leader moved mid-run")
+	}
+}

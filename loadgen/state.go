@@ -20,8 +20,10 @@ type runState struct {
 	c        counters
 	ack, e2e *recorder
 
-	// leaders maps partition to broker address (lean client).
-	leaders []string
+	// leaders maps partition to broker address (lean client) at the start;
+	// refreshLeaders re-reads it after leader moves.
+	leaders        []string
+	refreshLeaders func() ([]string, error)
 }
 
 func newRunState(cfg Config) *runState {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -25,7 +26,12 @@ import (
 //   - Only the partition's leader appends; other brokers, and a broker
 //     whose metadata may be stale, answer NOT_LEADER_OR_FOLLOWER so the
 //     client refreshes metadata (v10+ would carry CurrentLeader; we serve
-//     up to v9). Followers hold empty logs until replication exists.
+//     up to v9).
+//   - Replicated partitions (RF>1): acks=-1 is refused with
+//     NOT_ENOUGH_REPLICAS before appending when the ISR is below
+//     min.insync.replicas, and answered once the high watermark covers the
+//     append (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it
+//     meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved first).
 //   - Internal topics (names starting "__") cannot be produced to.
 //   - Transactional produce is refused until transactions exist.
 
@@ -50,6 +56,7 @@ func handleProduce(s *Server, r *request) reply {
 	type waiting struct {
 		t, p int
 		w    engine.AppendWaiter
+		lp   *leaderPart // acks=all on a replicated partition: wait for the HW
 	}
 	var waits []waiting
 	for ti := range req.Topics {
@@ -98,6 +105,21 @@ func handleProduce(s *Server, r *request) reply {
 				continue
 			}
 			part := lc.part
+			var lp *leaderPart
+			if s.repl != nil && part.Replicated() {
+				if lp = s.repl.leader(rt.Topic, rp.Partition); lp == nil {
+					// The image says we lead, replication has not caught up.
+					setErr(kerr.NotLeaderForPartition.Code, "")
+					continue
+				}
+				if err := lp.checkProduce(req.Acks); err != nil {
+					setErr(replErrorCode(err), err.Error())
+					continue
+				}
+				if req.Acks != -1 {
+					lp = nil
+				}
+			}
 			// The engine takes ownership of Records: the request frame
 			// is not reused after decoding, so no copy is needed.
 			w, err := part.Append(rp.Records)
@@ -105,7 +127,7 @@ func handleProduce(s *Server, r *request) reply {
 				setErr(errorCode(err), err.Error())
 				continue
 			}
-			waits = append(waits, waiting{t: ti, p: len(st.Partitions) - 1, w: w})
+			waits = append(waits, waiting{t: ti, p: len(st.Partitions) - 1, w: w, lp: lp})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -144,8 +166,25 @@ func handleProduce(s *Server, r *request) reply {
 				}
 			}
 			res, err := wt.w.Result()
+			if err == nil && wt.lp != nil && !timedOut {
+				// acks=all: wait until the HW passes our last offset.
+				pw := s.repl.purg.Add(wt.lp.tp, res.LastOffset, replDeadline(timeout))
+				select {
+				case <-pw.Done():
+					err = pw.Err()
+				case <-timer:
+					timedOut = true
+					s.repl.purg.Cancel(pw)
+					err = replication.ErrRequestTimedOut
+				case <-done:
+					s.repl.purg.Cancel(pw)
+					return nil
+				}
+			} else if err == nil && wt.lp != nil {
+				err = replication.ErrRequestTimedOut
+			}
 			if err != nil {
-				sp.ErrorCode = errorCode(err)
+				sp.ErrorCode = replErrorCode(err)
 				if req.Version >= 8 {
 					sp.ErrorMessage = errorMessage(err)
 				}

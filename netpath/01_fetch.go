@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -25,8 +26,11 @@ import (
 //   - Fetch sessions (KIP-227) are not created: session id 0 tells clients
 //     to keep sending full requests; an unknown session id gets
 //     FETCH_SESSION_ID_NOT_FOUND.
-//   - Replica fetches are served like consumer fetches (never above the
-//     high watermark) until replication exists.
+//   - Replica fetches (replica_id >= 0) of replicated partitions go
+//     through the leader's replication state (replicas.go): the follower's
+//     progress moves the HW and the ISR, a diverged follower gets
+//     DivergingEpoch and no records, and records are read up to the log
+//     end rather than the high watermark.
 //   - Only the partition's leader serves it: elsewhere (or while this
 //     broker's metadata may be stale) NOT_LEADER_OR_FOLLOWER, with the
 //     CurrentLeader tagged field (v12+) naming the leader and epoch the
@@ -56,6 +60,9 @@ type fetchPartition struct {
 	hasLeader     bool
 	currentLeader int32
 	currentEpoch  int32
+	// diverging is the DivergingEpoch (v12+) of a replica fetch whose log
+	// parted from ours; no records go with it.
+	diverging *replication.EpochEndOffset
 }
 
 type fetchTopic struct {
@@ -131,7 +138,20 @@ func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, [
 			if limit < 0 {
 				limit = 0
 			}
-			res, err := part.Read(rp.FetchOffset, int32(limit), total == 0)
+			read := part.Read
+			if req.ReplicaID >= 0 && s.repl != nil && part.Replicated() {
+				code, div := s.repl.followerFetch(ft.name, rp, req.ReplicaID)
+				if code != 0 || div != nil {
+					info := part.Info()
+					fp.errorCode, fp.diverging = code, div
+					fp.highWatermark, fp.lastStable, fp.logStart = info.HighWatermark, info.HighWatermark, info.LogStartOffset
+					hasErr = true
+					ft.partitions = append(ft.partitions, fp)
+					continue
+				}
+				read = func(off int64, n int32, _ bool) (engine.ReadResult, error) { return part.ReadReplica(off, n) }
+			}
+			res, err := read(rp.FetchOffset, int32(limit), total == 0)
 			if err != nil {
 				info := part.Info()
 				fp.errorCode = errorCode(err)

@@ -26,8 +26,8 @@ import (
 //   - Produce, Fetch, ListOffsets: NOT_LEADER_OR_FOLLOWER per partition;
 //   - DescribeCluster: top-level LEADER_NOT_AVAILABLE.
 //
-// Data replication does not exist yet: a partition's leader serves it from
-// its local log and followers hold empty logs.
+// Partitions with more than one replica are replicated (replicas.go):
+// reconcile makes this broker their leader or follower per the image.
 
 // Endpoint listener names registered for each of our listener kinds.
 const (
@@ -84,6 +84,7 @@ func (s *Server) reconcile() error {
 	img := s.node.MetadataImage()
 	me := s.cfg.NodeID
 	keep := map[string]bool{}
+	seen := map[tpKey]bool{}
 	var errs []error
 	for _, t := range img.Topics() {
 		var hosted []int32
@@ -104,12 +105,19 @@ func (s *Server) reconcile() error {
 			continue
 		}
 		for _, i := range hosted {
-			if part, err := s.engine.Partition(t.Name, i); err == nil {
-				if e := t.Partitions[i].LeaderEpoch; part.LeaderEpoch() != e {
-					part.SetLeaderEpoch(e)
-				}
+			part, err := s.engine.Partition(t.Name, i)
+			if err != nil {
+				continue
+			}
+			if s.repl != nil {
+				s.repl.syncPartition(t, i, t.Partitions[i], part, seen)
+			} else if e := t.Partitions[i].LeaderEpoch; part.LeaderEpoch() != e {
+				part.SetLeaderEpoch(e)
 			}
 		}
+	}
+	if s.repl != nil {
+		s.repl.forgetUnseen(seen)
 	}
 	for _, ti := range s.engine.Topics() {
 		if keep[ti.Name] {

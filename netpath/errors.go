@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -20,6 +21,11 @@ func errorCode(err error) int16 {
 	var kErr *kerr.Error
 	if errors.As(err, &kErr) {
 		return kErr.Code
+	}
+	// Group coordinator errors first: they may wrap an engine or
+	// coordinator cause that would otherwise pick the code.
+	if code := groupErrorCode(err); code != 0 {
+		return code
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -75,6 +81,46 @@ func errorCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// groupErrorCode maps the group coordinator's errors (coordinator/group).
+// It returns 0 for any other error.
+func groupErrorCode(err error) int16 {
+	switch {
+	case errors.Is(err, group.ErrNotCoordinator):
+		return kerr.NotCoordinator.Code
+	case errors.Is(err, group.ErrCoordinatorLoadInProgress):
+		return kerr.CoordinatorLoadInProgress.Code
+	case errors.Is(err, group.ErrCoordinatorNotAvailable):
+		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, group.ErrInvalidGroupID):
+		return kerr.InvalidGroupID.Code
+	case errors.Is(err, group.ErrInvalidSessionTimeout):
+		return kerr.InvalidSessionTimeout.Code
+	case errors.Is(err, group.ErrInconsistentGroupProtocol):
+		return kerr.InconsistentGroupProtocol.Code
+	case errors.Is(err, group.ErrUnknownMemberID):
+		return kerr.UnknownMemberID.Code
+	case errors.Is(err, group.ErrIllegalGeneration):
+		return kerr.IllegalGeneration.Code
+	case errors.Is(err, group.ErrRebalanceInProgress):
+		return kerr.RebalanceInProgress.Code
+	case errors.Is(err, group.ErrMemberIDRequired):
+		return kerr.MemberIDRequired.Code
+	case errors.Is(err, group.ErrFencedInstanceID):
+		return kerr.FencedInstanceID.Code
+	case errors.Is(err, group.ErrGroupMaxSizeReached):
+		return kerr.GroupMaxSizeReached.Code
+	case errors.Is(err, group.ErrNonEmptyGroup):
+		return kerr.NonEmptyGroup.Code
+	case errors.Is(err, group.ErrGroupIDNotFound):
+		return kerr.GroupIDNotFound.Code
+	case errors.Is(err, group.ErrGroupSubscribedToTopic):
+		return kerr.GroupSubscribedToTopic.Code
+	case errors.Is(err, group.ErrOffsetMetadataTooLarge):
+		return kerr.OffsetMetadataTooLarge.Code
+	}
+	return 0
 }
 
 // errorMessage returns a message worth sending next to a code, or nil.

@@ -55,15 +55,28 @@ func encodeFetchResponse(version int16, isolation int8, topics []fetchTopic) []r
 				b = make([]byte, 0, 64)
 			}
 			if flex {
+				// Partition tagged fields, ascending: tag 0 DivergingEpoch
+				// (epoch, end offset, empty tags: 13 bytes), tag 1
+				// CurrentLeader (leader id, epoch, empty tags: 9 bytes).
+				tags := byte(0)
+				if p.diverging != nil {
+					tags++
+				}
 				if p.hasLeader {
-					// One tagged field, tag 1 CurrentLeader: leader id,
-					// leader epoch, empty tagged fields (9 bytes).
-					b = append(b, 1, 1, 9)
+					tags++
+				}
+				b = append(b, tags)
+				if d := p.diverging; d != nil {
+					b = append(b, 0, 13)
+					b = appendInt32(b, d.Epoch)
+					b = appendInt64(b, d.EndOffset)
+					b = append(b, 0)
+				}
+				if p.hasLeader {
+					b = append(b, 1, 9)
 					b = appendInt32(b, p.currentLeader)
 					b = appendInt32(b, p.currentEpoch)
 					b = append(b, 0)
-				} else {
-					b = append(b, 0) // partition tagged fields
 				}
 			}
 		}

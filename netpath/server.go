@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/engine"
 )
 
@@ -61,7 +62,13 @@ type Config struct {
 	// IdleTimeout closes connections with no request for this long; 0
 	// disables (connections.max.idle.ms).
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
+	// Groups configures the consumer group coordinator (groups.go).
+	Groups group.Config
+	// OffsetsReplicationFactor is the replication factor of
+	// __consumer_offsets when it is created; <= 0 means min(3, live
+	// brokers) (offsets.topic.replication.factor).
+	OffsetsReplicationFactor int16
+	Logger                   *slog.Logger
 }
 
 // DefaultConfig returns the broker's defaults.
@@ -78,6 +85,8 @@ func DefaultConfig() Config {
 		AdminTimeout:             30 * time.Second,
 
 		TLSHandshakeTimeout: 10 * time.Second,
+
+		Groups: group.DefaultConfig(),
 	}
 }
 
@@ -114,6 +123,9 @@ func (c Config) Validate() error {
 	if c.TLSHandshakeTimeout <= 0 {
 		return fmt.Errorf("tls handshake timeout %v must be > 0", c.TLSHandshakeTimeout)
 	}
+	if err := c.Groups.Validate(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -145,6 +157,11 @@ type Server struct {
 	node *coordinator.Node
 	// recMu serializes reconcile (engine <- image).
 	recMu sync.Mutex
+	// groups is the consumer group coordinator and its offsets topic.
+	groups *groupBridge
+	// repl drives partition replication (replicas.go); nil until
+	// EnableReplication.
+	repl *replicaManager
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -201,14 +218,20 @@ func New(cfg Config, eng *engine.Engine) (*Server, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger,
 		engine: eng,
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
-	}, nil
+	}
+	var err error
+	if s.groups, err = newGroupBridge(s); err != nil {
+		cancel()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Listen binds a plaintext listener; it accepts once Start has run. It
@@ -278,6 +301,7 @@ func (s *Server) Start(node *coordinator.Node) error {
 		defer s.wg.Done()
 		s.reconcileLoop()
 	}()
+	s.groups.start()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.started = true

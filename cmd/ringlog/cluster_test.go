@@ -356,8 +356,17 @@ func TestClusterFailover(t *testing.T) {
 		td := m.Topics["solo"]
 		return len(m.Brokers) == 3 && len(td.Partitions) == 3 && td.Partitions[soloOnVictim].Leader == victim
 	})
-	if h, err := c.node(victim).health(); err != nil || h["broker_state"] != "active" {
-		t.Fatalf("restarted node health %v %v", h, err)
+	// The node learns of its own unfencing from its copy of the metadata
+	// log, which may apply the record a moment after the survivor did.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		h, err := c.node(victim).health()
+		if err == nil && h["broker_state"] == "active" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarted node health %v %v", h, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("node %d rejoined unfenced %v after its restart", victim, time.Since(restarted).Round(10*time.Millisecond))
 

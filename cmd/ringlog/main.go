@@ -28,6 +28,7 @@ func main() {
 		Commands: append([]*cli.Command{
 			serveCommand(),
 			devCommand(),
+			exampleCommand(),
 		}, append(loadgen.Commands(), results.Commands()...)...),
 	}
 	if err := app.Run(os.Args); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
+	"github.com/ringlog/ringlog/replication"
 	"github.com/urfave/cli/v2"
 )
 
@@ -41,6 +42,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "node-id", Value: 1, Usage: "this broker's node id", EnvVars: env("node-id")},
 			&cli.StringFlag{Name: "controller-voters", Usage: "static controller quorum \"1@host:port,2@host:port,3@host:port\"; empty: this node is a single-voter quorum of its own (no port opened)", EnvVars: env("controller-voters")},
 			&cli.StringFlag{Name: "controller-listen", Usage: "host:port for raft and the controller RPC (default: this node's address in --controller-voters); required for brokers that are not voters", EnvVars: env("controller-listen")},
+			&cli.DurationFlag{Name: "replica-lag-time-max", Value: 30 * time.Second, Usage: "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR", EnvVars: env("replica-lag-time-max")},
 			&cli.DurationFlag{Name: "broker-session-timeout", Value: 9 * time.Second, Usage: "the controller fences a broker whose heartbeats stop for this long and moves its partition leaderships", EnvVars: env("broker-session-timeout")},
 			&cli.StringFlag{Name: "rack", Usage: "this broker's rack, for rack-aware replica placement", EnvVars: env("rack")},
 			&cli.StringFlag{Name: "cluster-id", Usage: "cluster id to create or insist on (default: the data dir's, else the cluster's, else a new random one)", EnvVars: env("cluster-id")},
@@ -57,6 +59,10 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention-check-interval", Value: 5 * time.Minute, Usage: "how often retention runs", EnvVars: env("retention-check-interval")},
 			&cli.IntFlag{Name: "max-request-bytes", Value: 100 << 20, Usage: "socket.request.max.bytes: largest request frame", EnvVars: env("max-request-bytes")},
 			&cli.BoolFlag{Name: "fetch-copy", Usage: "send fetch data through user space instead of sendfile (for comparison)", EnvVars: env("fetch-copy")},
+			&cli.IntFlag{Name: "offsets-topic-partitions", Value: 50, Usage: "partitions of __consumer_offsets when it is created (never change it afterwards)", EnvVars: env("offsets-topic-partitions")},
+			&cli.IntFlag{Name: "offsets-replication-factor", Value: 0, Usage: "replication factor of __consumer_offsets when it is created; 0: min(3, live brokers)", EnvVars: env("offsets-replication-factor")},
+			&cli.DurationFlag{Name: "group-initial-rebalance-delay", Value: 3 * time.Second, Usage: "delay of an empty group's first rebalance (group.initial.rebalance.delay.ms)", EnvVars: env("group-initial-rebalance-delay")},
+			&cli.DurationFlag{Name: "group-min-session-timeout", Value: 6 * time.Second, Usage: "smallest session timeout a group member may ask for (group.min.session.timeout.ms)", EnvVars: env("group-min-session-timeout")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug | info | warn | error", EnvVars: env("log-level")},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text | json", EnvVars: env("log-format")},
 		},
@@ -141,11 +147,24 @@ func runServe(c *cli.Context) error {
 	ncfg.DefaultPartitions = int32(c.Int("default-partitions"))
 	ncfg.MaxRequestBytes = int32(c.Int("max-request-bytes"))
 	ncfg.FetchCopy = c.Bool("fetch-copy")
+	ncfg.Groups.OffsetsTopicPartitions = c.Int("offsets-topic-partitions")
+	ncfg.OffsetsReplicationFactor = int16(c.Int("offsets-replication-factor"))
+	ncfg.Groups.InitialRebalanceDelay = c.Duration("group-initial-rebalance-delay")
+	ncfg.Groups.MinSessionTimeout = c.Duration("group-min-session-timeout")
 	ncfg.Logger = log
 	srv, err := netpath.New(ncfg, eng)
 	if err != nil {
 		eng.Close()
 		return err
+	}
+	rcfg := replication.DefaultConfig()
+	rcfg.ReplicaLagTimeMax = c.Duration("replica-lag-time-max")
+	rcfg.FetchMaxWait = min(rcfg.FetchMaxWait, rcfg.ReplicaLagTimeMax/2)
+	rcfg.FetchBackoff = min(rcfg.FetchBackoff, rcfg.ReplicaLagTimeMax/4)
+	if err := srv.EnableReplication(rcfg); err != nil {
+		srv.Close()
+		eng.Close()
+		return fmt.Errorf("--replica-lag-time-max: %w", err)
 	}
 	addr, err := srv.Listen(c.String("listen"))
 	if err != nil {

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Consumer groups end to end: real brokers, franz-go, kcat (librdkafka)
+// and confluent_kafka consumers in groups, rebalances, commits, restarts.
+
+// groupBrokerArgs make groups fast to test: no initial rebalance delay to
+// speak of, a small offsets topic.
+var groupBrokerArgs = []string{"--group-initial-rebalance-delay", "100ms", "--offsets-topic-partitions", "5"}
+
+// member is one franz-go group consumer that records its assignment and
+// the first offset it received per partition.
+type member struct {
+	cl    *kgo.Client
+	mu    sync.Mutex
+	owned map[int32]bool
+	first map[int32]int64
+	count int
+	done  chan struct{}
+}
+
+func startMember(t *testing.T, addr, group, topic string, balancer kgo.GroupBalancer) *member {
+	t.Helper()
+	m := &member{owned: map[int32]bool{}, first: map[int32]int64{}, done: make(chan struct{})}
+	drop := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+		m.mu.Lock()
+		for _, p := range ps[topic] {
+			delete(m.owned, p)
+		}
+		m.mu.Unlock()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.Balancers(balancer), kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(10*time.Second),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.AutoCommitInterval(200*time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
+			m.mu.Lock()
+			for _, p := range ps[topic] {
+				m.owned[p] = true
+			}
+			m.mu.Unlock()
+		}),
+		kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cl = cl
+	go func() {
+		defer close(m.done)
+		for {
+			fs := cl.PollFetches(context.Background())
+			if fs.IsClientClosed() {
+				return
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				m.mu.Lock()
+				if _, ok := m.first[r.Partition]; !ok {
+					m.first[r.Partition] = r.Offset
+				}
+				m.count++
+				m.mu.Unlock()
+			})
+		}
+	}()
+	return m
+}
+
+// close leaves the group (committing what was consumed, franz-go's
+// autocommit on revoke) and stops polling.
+func (m *member) close() {
+	m.cl.Close()
+	<-m.done
+}
+
+func (m *member) assigned() []int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps []int32
+	for p := range m.owned {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// waitBalanced waits until the members own every one of n partitions
+// exactly once, each member at least n/len(ms) of them.
+func waitBalanced(t *testing.T, ms []*member, n int, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for time.Since(start) < limit {
+		seen := map[int32]int{}
+		ok := true
+		var parts []string
+		for _, m := range ms {
+			a := m.assigned()
+			parts = append(parts, fmt.Sprint(a))
+			if len(a) < n/len(ms) {
+				ok = false
+			}
+			for _, p := range a {
+				seen[p]++
+			}
+		}
+		for p := range n {
+			if seen[int32(p)] != 1 {
+				ok = false
+			}
+		}
+		last = strings.Join(parts, " ")
+		if ok {
+			return time.Since(start)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("group not balanced over %d partitions after %v: %s", n, limit, last)
+	return 0
+}
+
+func committedOffsets(t *testing.T, adm *kadm.Client, group, topic string) map[int32]int64 {
+	t.Helper()
+	ctx := testContext(t, 20*time.Second)
+	fo, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fo.Error(); err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for p, o := range fo[topic] {
+		out[p] = o.At
+	}
+	return out
+}
+
+func produceN(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i)), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
+	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
+	cl := b.client(t)
+	adm := kadm.NewClient(cl)
+	for _, bal := range []kgo.GroupBalancer{kgo.RangeBalancer(), kgo.CooperativeStickyBalancer()} {
+		t.Run(bal.ProtocolName(), func(t *testing.T) {
+			topic, group := "grp-"+bal.ProtocolName(), "g-"+bal.ProtocolName()
+			const parts = 6
+			if _, err := adm.CreateTopic(testContext(t, 20*time.Second), parts, 1, nil, topic); err != nil {
+				t.Fatal(err)
+			}
+			produceN(t, cl, topic, 600)
+			var ms []*member
+			for range 3 {
+				ms = append(ms, startMember(t, b.addr, group, topic, bal))
+			}
+			d := waitBalanced(t, ms, parts, 30*time.Second)
+			t.Logf("3 members balanced in %v", d)
+			ms = append(ms, startMember(t, b.addr, group, topic, bal))
+			d = waitBalanced(t, ms, parts, 30*time.Second)
+			t.Logf("member added: balanced over 4 in %v", d)
+			ms[0].close()
+			ms = ms[1:]
+			d = waitBalanced(t, ms, parts, 30*time.Second)
+			t.Logf("member left: balanced over 3 in %v", d)
+			for _, m := range ms {
+				m.close()
+			}
+			committed := committedOffsets(t, adm, group, topic)
+			if len(committed) != parts {
+				t.Fatalf("committed offsets for %d partitions, want %d: %v", len(committed), parts, committed)
+			}
+			// More records, then one member resumes every partition
+			// exactly at its committed offset.
+			produceN(t, cl, topic, 120)
+			m := startMember(t, b.addr, group, topic, bal)
+			defer m.close()
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				m.mu.Lock()
+				n := len(m.first)
+				first := maps(m.first)
+				m.mu.Unlock()
+				if n == parts {
+					for p, at := range committed {
+						if first[p] != at {
+							t.Fatalf("partition %d resumed at %d, committed %d", p, first[p], at)
+						}
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("restarted member saw only %v (committed %v)", first, committed)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			// Describe and list see the group.
+			dg, err := adm.DescribeGroups(testContext(t, 10*time.Second), group)
+			if err != nil || dg.Error() != nil {
+				t.Fatalf("describe: %v %v", err, dg.Error())
+			}
+			if g := dg[group]; g.Protocol != bal.ProtocolName() || len(g.Members) != 1 {
+				t.Fatalf("describe: protocol %q, %d members", g.Protocol, len(g.Members))
+			}
+		})
+	}
+	lg, err := adm.ListGroups(testContext(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(lg.Groups(), "g-range") || !slices.Contains(lg.Groups(), "g-cooperative-sticky") {
+		t.Fatalf("list groups: %v", lg.Groups())
+	}
+}
+
+func maps(m map[int32]int64) map[int32]int64 {
+	out := make(map[int32]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// TestGroupsTwoGroupsAndRestart: two groups on one topic commit
+// independently; offsets survive a broker restart; producing to the
+// offsets topic is refused.
+func TestGroupsTwoGroupsAndRestart(t *testing.T) {
+	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
+	cl := b.client(t)
+	adm := kadm.NewClient(cl)
+	ctx := testContext(t, 60*time.Second)
+	const topic = "two-groups"
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, cl, topic, 100)
+	for g, at := range map[string]int64{"ga": 7, "gb": 31} {
+		o := kadm.Offsets{}
+		o.AddOffset(topic, 0, at, -1)
+		o.AddOffset(topic, 1, at+1, -1)
+		r, err := adm.CommitOffsets(ctx, g, o)
+		if err != nil || r.Error() != nil {
+			t.Fatalf("commit %s: %v %v", g, err, r.Error())
+		}
+	}
+	check := func(when string) {
+		for g, at := range map[string]int64{"ga": 7, "gb": 31} {
+			c := committedOffsets(t, adm, g, topic)
+			if c[0] != at || c[1] != at+1 {
+				t.Fatalf("%s: group %s committed %v, want %d/%d", when, g, c, at, at+1)
+			}
+		}
+	}
+	check("before restart")
+	b.stop()
+	b.restart()
+	cl2 := b.client(t)
+	adm = kadm.NewClient(cl2)
+	check("after restart")
+	// A consumer of ga resumes at 7 / 8.
+	m := startMember(t, b.addr, "ga", topic, kgo.RangeBalancer())
+	defer m.close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m.mu.Lock()
+		first := maps(m.first)
+		m.mu.Unlock()
+		if len(first) == 2 {
+			if first[0] != 7 || first[1] != 8 {
+				t.Fatalf("ga resumed at %v, want 7/8", first)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ga consumer saw %v", first)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Clients cannot write the internal topic.
+	err := cl2.ProduceSync(ctx, &kgo.Record{Topic: "__consumer_offsets", Value: []byte("x")}).FirstErr()
+	if err == nil || !strings.Contains(err.Error(), "INVALID_TOPIC_EXCEPTION") {
+		t.Fatalf("produce to __consumer_offsets: %v", err)
+	}
+}
+
+// TestGroupsKcatAndConfluent: librdkafka's balanced consumer (kcat -G)
+// reads and commits; confluent_kafka with subscribe and synchronous manual
+// commits resumes at its committed offset after a restart.
+func TestGroupsKcatAndConfluent(t *testing.T) {
+	needTool(t, "/usr/bin/kcat")
+	needTool(t, "/usr/bin/python3")
+	if err := exec.Command("/usr/bin/python3", "-c", "import confluent_kafka").Run(); err != nil {
+		if os.Getenv("RINGLOG_SKIP_EXTERNAL_CLIENTS") == "1" {
+			t.Skip("confluent_kafka missing")
+		}
+		t.Fatal("python3-confluent-kafka not installed")
+	}
+	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
+	cl := b.client(t)
+	adm := kadm.NewClient(cl)
+	const topic = "lib-groups"
+	if _, err := adm.CreateTopic(testContext(t, 20*time.Second), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, cl, topic, 50)
+
+	out := runCmd(t, "", 60*time.Second, "/usr/bin/kcat", "-b", b.addr, "-G", "kcat-group", topic,
+		"-o", "beginning", "-e", "-q", "-f", "%o\n", "-X", "enable.auto.commit=true", "-X", "auto.commit.interval.ms=100")
+	if n := len(strings.Fields(out)); n != 50 {
+		t.Fatalf("kcat -G read %d records, want 50:\n%s", n, out)
+	}
+	if c := committedOffsets(t, adm, "kcat-group", topic); c[0] != 50 {
+		t.Fatalf("kcat group committed %v, want 50", c)
+	}
+
+	out = runCmd(t, "", 90*time.Second, "/usr/bin/python3", "testdata/confluent_group.py", b.addr, topic, "py-group", "20")
+	if !strings.Contains(out, "FIRST 0") || !strings.Contains(out, "DONE 20 20") {
+		t.Fatalf("first python consumer: %s", out)
+	}
+	if c := committedOffsets(t, adm, "py-group", topic); c[0] != 20 {
+		t.Fatalf("python group committed %v, want 20", c)
+	}
+	b.stop()
+	b.restart()
+	adm = kadm.NewClient(b.client(t))
+	out = runCmd(t, "", 90*time.Second, "/usr/bin/python3", "testdata/confluent_group.py", b.addr, topic, "py-group", "10")
+	if !strings.Contains(out, "FIRST 20") || !strings.Contains(out, "DONE 10 30") {
+		t.Fatalf("python consumer after restart: %s", out)
+	}
+	if c := committedOffsets(t, adm, "py-group", topic); c[0] != 30 {
+		t.Fatalf("python group committed %v after restart, want 30", c)
+	}
+}
+
+// TestGroupsCoordinatorRestartCluster: on 3 nodes, committed offsets
+// survive a restart of the node leading the group's offsets partition.
+// The offsets topic is created with replication factor 1 here: data
+// replication (issue 7) does not exist yet, so with more replicas a new
+// leader would load an empty log. Real failover of committed offsets to
+// another node needs issue 7; this test covers the restart of the
+// coordinator (the partition is offline meanwhile, then reloaded).
+func TestGroupsCoordinatorRestartCluster(t *testing.T) {
+	t.Setenv("RINGLOG_GROUP_INITIAL_REBALANCE_DELAY", "100ms")
+	t.Setenv("RINGLOG_OFFSETS_TOPIC_PARTITIONS", "5")
+	t.Setenv("RINGLOG_OFFSETS_REPLICATION_FACTOR", "1")
+	c := startCluster(t, 3)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := testContext(t, 90*time.Second)
+	createTopic(t, adm, "cl-groups", 1, 3)
+	const group = "cluster-group"
+	o := kadm.Offsets{}
+	o.AddOffset("cl-groups", 0, 1234, -1)
+	r, err := adm.CommitOffsets(ctx, group, o)
+	if err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	fc := adm.FindGroupCoordinators(ctx, group)[group]
+	if fc.Err != nil {
+		t.Fatalf("find coordinator: %v", fc.Err)
+	}
+	coord := fc.NodeID
+	t.Logf("coordinator of %s is node %d; restarting it", group, coord)
+	n := c.node(coord)
+	n.stop()
+	n.restart()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		fo, err := adm.FetchOffsets(ctx, group)
+		if err == nil && fo.Error() == nil {
+			if got, ok := fo.Lookup("cl-groups", 0); ok && got.At == 1234 {
+				break
+			} else if ok {
+				t.Fatalf("after coordinator restart: committed %d, want 1234", got.At)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("offsets not readable 60s after the coordinator restarted: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -1,0 +1,377 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/ringlog/ringlog/replication/epochcache"
+)
+
+// This file is the engine's side of replication: the methods package
+// replication's Log interface needs (netpath adapts them), and the
+// leader-epoch cache each partition keeps in its directory.
+//
+// # High watermark
+//
+// A partition is "replicated" once the broker calls SetReplicated(true)
+// (it has more than one replica). From then on the write path only moves
+// the readable end (rend: written, and flushed under FsyncAlways on the
+// uring path); the high watermark comes from replication through
+// SetHighWatermark. Consumer reads stop at the HW; follower reads
+// (ReadReplica) stop at the readable end. A consumer offset between the HW
+// and the log end is not out of range: it gets an empty answer, as in
+// Kafka, so a new leader whose HW still lags does not reset consumers.
+//
+// # Leader epochs
+//
+// <partition dir>/leader-epoch-checkpoint is epochcache's file. After
+// recovery it is trimmed to the recovered log (TruncateFromEnd/Start):
+// the checkpoint may be durable while the bytes it describes were not.
+
+// ReplicaPending completes when a replica append is durable per the fsync
+// policy; Err is then its outcome.
+type ReplicaPending interface {
+	Done() <-chan struct{}
+	Err() error
+}
+
+type replicaPending struct{ w *waiter }
+
+func (r replicaPending) Done() <-chan struct{} { return r.w.done }
+func (r replicaPending) Err() error            { <-r.w.done; return r.w.err }
+
+// openEpochs loads the partition's leader-epoch checkpoint and trims it to
+// the log. Called from Open/create before the partition is shared.
+func (p *Partition) openEpochs() error {
+	c, err := epochcache.Open(p.e.fs, filepath.Join(p.dir, epochcache.FileName))
+	if err != nil {
+		return err
+	}
+	if err := c.TruncateFromEnd(p.logEnd); err != nil {
+		return err
+	}
+	if err := c.TruncateFromStart(p.logStart); err != nil {
+		return err
+	}
+	p.epochs = c
+	return nil
+}
+
+// SetReplicated hands the high watermark to replication (true) or back to
+// the write path (false: the HW jumps to the readable end). On the switch
+// to replicated the HW stays where it is: replication only moves it up
+// from there once the ISR has the records.
+func (p *Partition) SetReplicated(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replicated == on {
+		return
+	}
+	p.replicated = on
+	if !on && p.rend > p.hw {
+		p.hw, p.hwSeg, p.hwPos = p.rend, p.rendSeg, p.rendPos
+		p.notify()
+	}
+}
+
+// Replicated reports whether replication owns the HW.
+func (p *Partition) Replicated() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.replicated
+}
+
+// LogStartOffset is the first offset in the log.
+func (p *Partition) LogStartOffset() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.logStart
+}
+
+// LogEndOffset is the next offset to be assigned.
+func (p *Partition) LogEndOffset() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.logEnd
+}
+
+// DurableEnd is the end this replica may count as held: the flushed end
+// under FsyncAlways, the written end otherwise.
+func (p *Partition) DurableEnd() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.e.cfg.Fsync == FsyncAlways {
+		return min(p.durable, p.logEnd)
+	}
+	return p.rend
+}
+
+// HighWatermark is the consumer-visible end.
+func (p *Partition) HighWatermark() int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.hw
+}
+
+// LatestEpoch is the newest leader epoch in the epoch cache (-1: none).
+func (p *Partition) LatestEpoch() int32 { return p.epochs.LatestEpoch() }
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (epochcache semantics).
+func (p *Partition) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	return p.epochs.EndOffsetFor(epoch, p.LogEndOffset())
+}
+
+// EpochEntries returns the epoch cache (tests, debugging).
+func (p *Partition) EpochEntries() []epochcache.Entry { return p.epochs.Entries() }
+
+// AssignLeaderEpoch makes the partition a leader's in epoch: the cache gets
+// (epoch, log end) and later appends are stamped with epoch.
+func (p *Partition) AssignLeaderEpoch(epoch int32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.epochs.Assign(epoch, p.logEnd); err != nil {
+		return fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	p.leaderEpoch = epoch
+	return nil
+}
+
+// AppendReplicated appends whole batches as the leader wrote them (offsets
+// and leader epochs kept; the first must start at the log end) and records
+// their epochs in the cache.
+func (p *Partition) AppendReplicated(records []byte) (ReplicaPending, error) {
+	hs, err := validateBatches(records, max(p.topic.config().MaxMessageBytes, 1<<30))
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.e.closed.Load():
+		return nil, ErrClosed
+	case p.deleted:
+		return nil, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	case p.failed != nil:
+		return nil, p.failed
+	}
+	// The cache first: an entry above the log end is trimmed by recovery,
+	// while a batch without its entry would be misplaced by epoch.
+	if err := p.epochs.AssignFromBatches(records); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	w, err := p.appendLocked(records, hs, false)
+	if err != nil {
+		return nil, err
+	}
+	return replicaPending{w}, nil
+}
+
+// ReadReplica is Read for a follower: bounded by the readable end instead
+// of the high watermark.
+func (p *Partition) ReadReplica(offset int64, maxBytes int32) (ReadResult, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.readLocked(offset, maxBytes, true, p.rend, p.rendSeg, p.rendPos)
+}
+
+// SetHighWatermark sets the consumer-visible end (replication's). It is
+// capped at the readable end and may go down (a follower after truncation).
+func (p *Partition) SetHighWatermark(hw int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hw = max(min(hw, p.rend), p.logStart)
+	if hw == p.hw && p.hwSeg != nil {
+		return
+	}
+	seg, pos, err := p.posOf(hw)
+	if err != nil {
+		p.e.log.Warn("setting high watermark", "topic", p.topic.name, "partition", p.idx, "hw", hw, "err", err)
+		return
+	}
+	p.hw, p.hwSeg, p.hwPos = hw, seg, pos
+	p.notify()
+}
+
+// posOf returns the segment and byte position where offset's batch starts
+// (a batch straddling offset is left out). Lock must be held.
+func (p *Partition) posOf(offset int64) (*segment, int64, error) {
+	if offset >= p.rend {
+		return p.rendSeg, p.rendPos, nil
+	}
+	i := sort.Search(len(p.segs), func(i int) bool { return p.segs[i].base > offset }) - 1
+	i = max(i, 0)
+	seg := p.segs[i]
+	pos := seg.lookup(offset)
+	for pos < seg.size {
+		h, err := seg.readHeader(pos)
+		if err != nil {
+			return nil, 0, err
+		}
+		if h.lastOffset() >= offset {
+			break
+		}
+		pos += int64(h.size)
+	}
+	return seg, pos, nil
+}
+
+// TruncateTo removes every offset >= offset (the whole batch holding it,
+// as Kafka does), trims the epoch cache from min(offset, log end) even
+// when nothing is removed, and lowers the HW and durable end.
+func (p *Partition) TruncateTo(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed != nil {
+		return p.failed
+	}
+	if offset < p.logStart {
+		return p.truncateFullyLocked(offset)
+	}
+	if offset >= p.logEnd {
+		if err := p.epochs.TruncateFromEnd(p.logEnd); err != nil {
+			return fmt.Errorf("%w: %v", ErrStorage, err)
+		}
+		return nil
+	}
+	if uq, ok := p.e.wq.(*uringQueue); ok {
+		if err := uq.barrier(p); err != nil {
+			return p.fail(err)
+		}
+	}
+	i := max(sort.Search(len(p.segs), func(i int) bool { return p.segs[i].base > offset })-1, 0)
+	seg := p.segs[i]
+	pos := seg.lookup(offset)
+	newEnd := seg.base
+	for pos < seg.size {
+		h, err := seg.readHeader(pos)
+		if err != nil {
+			return p.fail(err)
+		}
+		if h.lastOffset() >= offset {
+			newEnd = h.baseOffset
+			break
+		}
+		pos += int64(h.size)
+		newEnd = h.lastOffset() + 1
+	}
+	p.e.log.Info("truncating replica log", "topic", p.topic.name, "partition", p.idx, "to", newEnd, "log_end", p.logEnd)
+	p.gen++
+	// Later segments go entirely.
+	for _, s := range p.segs[i+1:] {
+		p.dropDirty(s)
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			if err := p.e.fs.Remove(s.path(suffix)); err != nil && !os.IsNotExist(err) {
+				return p.fail(err)
+			}
+		}
+		s.release()
+	}
+	p.segs = p.segs[:i+1]
+	if err := seg.log.Truncate(pos); err != nil {
+		return p.fail(err)
+	}
+	if err := seg.log.Datasync(); err != nil {
+		return p.fail(err)
+	}
+	p.e.fs.Remove(seg.path(indexSuffix))
+	p.e.fs.Remove(seg.path(timeIndexSuffix))
+	p.e.fs.SyncDir(p.dir)
+	// Rebuild the segment's in-memory state from its remaining headers.
+	seg.index, seg.tindex, seg.sinceIndex, seg.next, seg.maxTs, seg.maxTsAt, seg.size = nil, nil, 0, seg.base, -1, -1, 0
+	if bad, why := seg.scan(0, pos, false, p.topic.config().IndexIntervalBytes); bad >= 0 {
+		return p.fail(fmt.Errorf("rescanning %s after truncation: %v", seg.path(logSuffix), why))
+	}
+	seg.size = pos
+	seg.createdMs = time.Now().UnixMilli()
+	p.logEnd = newEnd
+	p.durable = min(p.durable, newEnd)
+	p.rend, p.rendSeg, p.rendPos = min(p.rend, newEnd), seg, pos
+	if p.rend < newEnd {
+		// Cannot happen after the barrier; keep the invariants anyway.
+		p.rend = newEnd
+	}
+	if p.hw > newEnd || p.hwSeg == nil || !p.hasSeg(p.hwSeg) {
+		p.hw, p.hwSeg, p.hwPos = min(p.hw, newEnd), seg, pos
+	}
+	for _, w := range p.waiters {
+		w.finish(fmt.Errorf("%w: %s-%d truncated to %d", ErrStorage, p.topic.name, p.idx, newEnd))
+	}
+	p.waiters = nil
+	p.notify()
+	if err := p.epochs.TruncateFromEnd(newEnd); err != nil {
+		return fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	p.e.kickCheckpoint()
+	return nil
+}
+
+func (p *Partition) hasSeg(s *segment) bool {
+	for _, x := range p.segs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// dropDirty forgets s in the dirty list. Lock must be held.
+func (p *Partition) dropDirty(s *segment) {
+	for i, d := range p.dirty {
+		if d == s {
+			p.dirty = append(p.dirty[:i], p.dirty[i+1:]...)
+			s.release()
+			return
+		}
+	}
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset.
+func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed != nil {
+		return p.failed
+	}
+	return p.truncateFullyLocked(offset)
+}
+
+// truncateFullyLocked: lock must be held.
+func (p *Partition) truncateFullyLocked(offset int64) error {
+	if uq, ok := p.e.wq.(*uringQueue); ok {
+		if err := uq.barrier(p); err != nil {
+			return p.fail(err)
+		}
+	}
+	p.e.log.Info("restarting replica log", "topic", p.topic.name, "partition", p.idx, "at", offset)
+	p.gen++
+	for _, s := range p.segs {
+		p.dropDirty(s)
+		for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			p.e.fs.Remove(s.path(suffix))
+		}
+		s.release()
+	}
+	p.segs = nil
+	seg, err := p.e.createSegment(p.dir, offset, time.Now().UnixMilli())
+	if err != nil {
+		return p.fail(err)
+	}
+	p.segs = []*segment{seg}
+	p.logStart, p.logEnd, p.durable = offset, offset, offset
+	p.rend, p.rendSeg, p.rendPos = offset, seg, 0
+	p.hw, p.hwSeg, p.hwPos = offset, seg, 0
+	for _, w := range p.waiters {
+		w.finish(fmt.Errorf("%w: %s-%d restarted at %d", ErrStorage, p.topic.name, p.idx, offset))
+	}
+	p.waiters = nil
+	p.notify()
+	p.e.fs.SyncDir(p.dir)
+	if err := p.epochs.Clear(); err != nil {
+		return fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	p.e.kickCheckpoint()
+	return nil
+}

@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/replication/epochcache"
+)
+
+// leaderBytes appends values as a leader in epoch and returns the stored
+// bytes of the new batches (what a follower fetch would carry).
+func leaderBytes(t *testing.T, p *Partition, epoch int32, values ...string) []byte {
+	t.Helper()
+	if err := p.AssignLeaderEpoch(epoch); err != nil {
+		t.Fatal(err)
+	}
+	start := p.LogEndOffset()
+	for _, v := range values {
+		appendWait(t, p, batchtest.Values(v))
+	}
+	p.SetHighWatermark(p.LogEndOffset())
+	res, err := p.ReadReplica(start, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readRange(t, res.Data)
+}
+
+func waitPending(t *testing.T, pend ReplicaPending, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-pend.Done()
+	if err := pend.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReplicaLogAppendTruncateEpochs(t *testing.T) {
+	dir := t.TempDir()
+	e := mustOpen(t, testConfig(dir))
+	for _, n := range []string{"lead", "foll"} {
+		if _, err := e.CreateTopic(n, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead, foll := mustPartition(t, e, "lead", 0), mustPartition(t, e, "foll", 0)
+	lead.SetReplicated(true)
+	foll.SetReplicated(true)
+
+	b1 := leaderBytes(t, lead, 3, "a", "b")
+	b2 := leaderBytes(t, lead, 5, "c")
+	pend, err := foll.AppendReplicated(bytes.Clone(b1))
+	waitPending(t, pend, err)
+	pend, err = foll.AppendReplicated(bytes.Clone(b2))
+	waitPending(t, pend, err)
+	if got, want := foll.LogEndOffset(), lead.LogEndOffset(); got != want || got != 3 {
+		t.Fatalf("follower LEO %d, leader %d", got, want)
+	}
+	if got := foll.EpochEntries(); len(got) != 2 || got[0] != (epochcache.Entry{Epoch: 3, StartOffset: 0}) || got[1] != (epochcache.Entry{Epoch: 5, StartOffset: 2}) {
+		t.Fatalf("follower epochs %v", got)
+	}
+	// Byte-identical copies.
+	res, err := foll.ReadReplica(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readRange(t, res.Data); !bytes.Equal(got, append(bytes.Clone(b1), b2...)) {
+		t.Fatal("follower bytes differ from the leader's")
+	}
+	// HW is replication's: nothing visible to consumers until set.
+	if hw := foll.HighWatermark(); hw != 0 {
+		t.Fatalf("follower HW %d before SetHighWatermark", hw)
+	}
+	if res, err := foll.Read(1, 1<<20, true); err != nil || res.Data.Len() != 0 {
+		t.Fatalf("read between HW and LEO: %v len %d", err, res.Data.Len())
+	}
+	foll.SetHighWatermark(2)
+	if got := readAll(t, foll, 0); len(got) != 2 {
+		t.Fatalf("read %d records below HW 2", len(got))
+	}
+	// Gaps are refused.
+	if _, err := foll.AppendReplicated(bytes.Clone(b1)); err == nil {
+		t.Fatal("append at a wrong offset accepted")
+	}
+
+	// Truncate into the middle: offsets >= 2 go, epoch 5 leaves the cache.
+	if err := foll.TruncateTo(2); err != nil {
+		t.Fatal(err)
+	}
+	if foll.LogEndOffset() != 2 || foll.LatestEpoch() != 3 || foll.HighWatermark() != 2 {
+		t.Fatalf("after truncate: LEO %d epoch %d HW %d", foll.LogEndOffset(), foll.LatestEpoch(), foll.HighWatermark())
+	}
+	// An epoch assigned at the end with nothing appended is trimmed by a
+	// truncation at or past the end (Kafka's truncateTo).
+	if err := foll.AssignLeaderEpoch(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := foll.TruncateTo(10); err != nil {
+		t.Fatal(err)
+	}
+	if got := foll.LatestEpoch(); got != 3 {
+		t.Fatalf("empty epoch 7 survived TruncateTo past the end: latest %d", got)
+	}
+	// Appends continue after truncation and the result survives a restart.
+	pend, err = foll.AppendReplicated(bytes.Clone(b2))
+	waitPending(t, pend, err)
+	if ep, end := foll.EndOffsetForEpoch(3); ep != 3 || end != 2 {
+		t.Fatalf("end of epoch 3: %d %d", ep, end)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = mustOpen(t, testConfig(dir))
+	defer e.Close()
+	foll = mustPartition(t, e, "foll", 0)
+	if foll.LogEndOffset() != 3 || foll.LatestEpoch() != 5 {
+		t.Fatalf("after reopen: LEO %d epoch %d", foll.LogEndOffset(), foll.LatestEpoch())
+	}
+	if got := readAll(t, foll, 0); len(got) != 3 || string(got[2].Value) != "c" {
+		t.Fatalf("after reopen read %+v", got)
+	}
+
+	// Full restart at a new offset.
+	if err := foll.TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	if foll.LogStartOffset() != 100 || foll.LogEndOffset() != 100 || foll.LatestEpoch() != -1 {
+		t.Fatalf("after restart at 100: start %d end %d epoch %d", foll.LogStartOffset(), foll.LogEndOffset(), foll.LatestEpoch())
+	}
+}
+
+func TestReplicaTruncateAcrossSegments(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	e := mustOpen(t, cfg)
+	defer e.Close()
+	if _, err := e.CreateTopic("seg", 1, map[string]string{"segment.bytes": "200"}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPartition(t, e, "seg", 0)
+	p.SetReplicated(true)
+	for i := range 20 {
+		appendWait(t, p, batchtest.Sized(1, 90+i))
+	}
+	if len(p.segs) < 3 {
+		t.Fatalf("want several segments, have %d", len(p.segs))
+	}
+	if err := p.TruncateTo(5); err != nil {
+		t.Fatal(err)
+	}
+	if p.LogEndOffset() != 5 {
+		t.Fatalf("LEO %d", p.LogEndOffset())
+	}
+	for range 3 {
+		appendWait(t, p, batchtest.Sized(1, 50))
+	}
+	p.SetHighWatermark(p.LogEndOffset())
+	if got := readAll(t, p, 0); len(got) != 8 {
+		t.Fatalf("read %d records, want 8", len(got))
+	}
+}

@@ -1,0 +1,73 @@
+package netpath
+
+import (
+	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetCommit: v0-8
+//
+// Behavior:
+//   - Bridged to group.Manager.CommitOffsets. Members name their
+//     generation and member id; generation -1 with no member id is a
+//     "simple" commit (v0 has neither: it is always simple).
+//   - The response waits (in resolve) until the offset records are durable
+//     in __consumer_offsets.
+//   - The per-partition commit timestamp (v1) and retention time (v2-4)
+//     are ignored: retention is the broker's (offsets.retention).
+//   - A group-level failure (routing, unknown member, generation) is
+//     reported on every partition, as Kafka does.
+
+func init() { register(8, 0, 8, handleOffsetCommit) }
+
+func handleOffsetCommit(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.OffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+	cr := group.OffsetCommitRequest{Group: req.Group, Generation: -1, InstanceID: req.InstanceID}
+	if req.Version >= 1 {
+		cr.Generation, cr.MemberID = req.Generation, req.MemberID
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			o := group.CommitOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1}
+			if req.Version >= 6 {
+				o.LeaderEpoch = p.LeaderEpoch
+			}
+			if p.Metadata != nil {
+				o.Metadata = *p.Metadata
+			}
+			cr.Offsets = append(cr.Offsets, o)
+		}
+	}
+	fill := func(res []group.PartitionError, all error) *response {
+		i := 0
+		for _, t := range req.Topics {
+			st := kmsg.NewOffsetCommitResponseTopic()
+			st.Topic = t.Topic
+			for _, p := range t.Partitions {
+				sp := kmsg.NewOffsetCommitResponseTopicPartition()
+				sp.Partition = p.Partition
+				err := all
+				if err == nil && i < len(res) {
+					err = res[i].Err
+				}
+				sp.ErrorCode = errorCode(err)
+				i++
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return &response{msg: resp}
+	}
+	if err := s.groups.stale(); err != nil {
+		return reply{resolve: func(<-chan struct{}) *response { return fill(nil, err) }}
+	}
+	f := s.groups.mgr.CommitOffsets(cr)
+	return reply{resolve: func(done <-chan struct{}) *response {
+		res, ok := waitFuture(f, done)
+		if !ok {
+			return nil
+		}
+		return fill(res.Partitions, nil)
+	}}
+}

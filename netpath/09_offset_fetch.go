@@ -1,0 +1,111 @@
+package netpath
+
+import (
+	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetFetch: v0-8
+//
+// Behavior:
+//   - Bridged to group.Manager.FetchOffsets: the committed offset per
+//     listed partition (-1 when none), or with a null topic list (v2+)
+//     every committed partition of the group.
+//   - v8 batches groups (KIP-709); each group is routed on its own, so one
+//     request may mix groups this broker coordinates and NOT_COORDINATOR.
+//   - v0-1 have no top-level error code: a group-level error is repeated
+//     on every partition. RequireStable (v7) is trivially met: there are no
+//     transactional offset commits.
+
+func init() { register(9, 0, 8, handleOffsetFetch) }
+
+type offsetFetchTopic struct {
+	topic      string
+	partitions []int32
+}
+
+func handleOffsetFetch(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.OffsetFetchRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+	fetch := func(groupID string, topics []offsetFetchTopic, all bool) ([]group.FetchedOffset, error) {
+		if err := s.groups.stale(); err != nil {
+			return nil, err
+		}
+		var tps []group.TopicPartition
+		if !all {
+			tps = []group.TopicPartition{}
+			for _, t := range topics {
+				for _, p := range t.partitions {
+					tps = append(tps, group.TopicPartition{Topic: t.topic, Partition: p})
+				}
+			}
+		}
+		return s.groups.mgr.FetchOffsets(groupID, tps)
+	}
+	if req.Version >= 8 {
+		for _, g := range req.Groups {
+			var topics []offsetFetchTopic
+			for _, t := range g.Topics {
+				topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
+			}
+			offs, err := fetch(g.Group, topics, g.Topics == nil)
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group = g.Group
+			rg.ErrorCode = errorCode(err)
+			for _, o := range offs {
+				if n := len(rg.Topics); n == 0 || rg.Topics[n-1].Topic != o.Topic {
+					rt := kmsg.NewOffsetFetchResponseGroupTopic()
+					rt.Topic = o.Topic
+					rg.Topics = append(rg.Topics, rt)
+				}
+				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch = o.Partition, o.Offset, o.LeaderEpoch
+				md := o.Metadata
+				rp.Metadata = &md
+				rt := &rg.Topics[len(rg.Topics)-1]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return immediate(resp)
+	}
+	var topics []offsetFetchTopic
+	for _, t := range req.Topics {
+		topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
+	}
+	all := req.Topics == nil && req.Version >= 2
+	offs, err := fetch(req.Group, topics, all)
+	if err != nil {
+		code := errorCode(err)
+		if req.Version >= 2 {
+			resp.ErrorCode = code
+			return immediate(resp)
+		}
+		// v0-1: per partition.
+		for _, t := range topics {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.topic
+			for _, p := range t.partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.LeaderEpoch, rp.ErrorCode = p, -1, -1, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return immediate(resp)
+	}
+	for _, o := range offs {
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != o.Topic {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = o.Topic
+			resp.Topics = append(resp.Topics, rt)
+		}
+		rp := kmsg.NewOffsetFetchResponseTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = o.Partition, o.Offset, o.LeaderEpoch
+		md := o.Metadata
+		rp.Metadata = &md
+		rt := &resp.Topics[len(resp.Topics)-1]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return immediate(resp)
+}

@@ -1,0 +1,70 @@
+package netpath
+
+import (
+	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FindCoordinator: v0-4
+//
+// Behavior:
+//   - Key type 0 (group): the coordinator is the leader of the group's
+//     __consumer_offsets partition (group.PartitionFor). The topic is
+//     created through the controller on first use; while a partition has
+//     no leader, or this broker's metadata may be stale, the answer is
+//     COORDINATOR_NOT_AVAILABLE so the client retries.
+//   - Key type 1 (transaction) is answered COORDINATOR_NOT_AVAILABLE until
+//     transactions exist; other types INVALID_REQUEST.
+//   - v4 batches keys (KIP-699); v0-3 carry one.
+//   - Runs in resolve (the writer goroutine): creating the offsets topic
+//     waits for the controller without blocking the connection's reads.
+
+func init() { register(10, 0, 4, handleFindCoordinator) }
+
+func handleFindCoordinator(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	return reply{resolve: func(<-chan struct{}) *response {
+		ctx, cancel := s.adminContext(0)
+		defer cancel()
+		for _, key := range keys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Port = key, -1, -1
+			var err error
+			switch req.CoordinatorType {
+			case 0:
+				if key == "" {
+					c.ErrorCode, err = kerr.InvalidGroupID.Code, group.ErrInvalidGroupID
+					break
+				}
+				var be brokerEndpoint
+				be, c.ErrorCode, err = s.groups.coordinatorFor(ctx, r.conn.l, key)
+				if c.ErrorCode == 0 {
+					c.NodeID, c.Host, c.Port = be.id, be.host, be.port
+				}
+			case 1:
+				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+				msg := "transactions are not supported yet"
+				c.ErrorMessage = &msg
+			default:
+				c.ErrorCode = kerr.InvalidRequest.Code
+			}
+			if err != nil && c.ErrorMessage == nil {
+				c.ErrorMessage = errorMessage(err)
+			}
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		if req.Version < 4 && len(resp.Coordinators) == 1 {
+			c := resp.Coordinators[0]
+			resp.Coordinators = nil
+			resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+		}
+		return &response{msg: resp}
+	}}
+}

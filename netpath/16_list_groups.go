@@ -1,0 +1,32 @@
+package netpath
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListGroups: v0-4
+//
+// Behavior:
+//   - Lists the groups this broker coordinates (clients ask every broker),
+//     filtered by state names on v4 (case-insensitive).
+//   - COORDINATOR_LOAD_IN_PROGRESS while some owned offsets partition is
+//     still loading; the listing then holds the loaded groups.
+
+func init() { register(16, 0, 4, handleListGroups) }
+
+func handleListGroups(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	if err := s.groups.stale(); err != nil {
+		resp.ErrorCode = errorCode(err)
+		return immediate(resp)
+	}
+	list, err := s.groups.mgr.List(req.StatesFilter)
+	resp.ErrorCode = errorCode(err)
+	for _, l := range list {
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType, g.GroupState = l.Group, l.ProtocolType, l.State
+		resp.Groups = append(resp.Groups, g)
+	}
+	return immediate(resp)
+}

@@ -1,0 +1,53 @@
+package netpath
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// OffsetForLeaderEpoch: v0-4
+//
+// Behavior:
+//   - Answers from the partition leader's leader-epoch cache (Kafka's
+//     endOffsetFor): the largest epoch <= the requested one and where it
+//     ends (the log end offset for the latest epoch). Consumers use it to
+//     detect truncation after a leader change (KIP-320); followers use
+//     Fetch's DivergingEpoch instead.
+//   - Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere);
+//     current_leader_epoch (v2+) is checked like Fetch's.
+//   - An epoch we cannot place gives epoch -1 and end offset -1.
+
+func init() { register(23, 0, 4, handleOffsetForLeaderEpoch) }
+
+func handleOffsetForLeaderEpoch(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.OffsetForLeaderEpochRequest)
+	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	img, fresh := s.node.MetadataImage(), s.node.Fresh()
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			clientEpoch := int32(-1)
+			if req.Version >= 2 {
+				clientEpoch = rp.CurrentLeaderEpoch
+			}
+			lc := s.leaderPartition(img, fresh, rt.Topic, rp.Partition, clientEpoch)
+			if lc.code != 0 {
+				sp.ErrorCode = lc.code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if rp.LeaderEpoch < 0 {
+				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			} else {
+				sp.LeaderEpoch, sp.EndOffset = lc.part.EndOffsetForEpoch(rp.LeaderEpoch)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return immediate(resp)
+}

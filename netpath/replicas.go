@@ -1,0 +1,395 @@
+package netpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/replication"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// This file drives partition replication on this broker (package
+// replication holds the rules; this is the glue):
+//
+//   - reconcile calls syncPartition for every hosted partition: RF=1
+//     partitions keep the engine's own HW; for RF>1 the engine's HW is
+//     handed to replication, and this broker becomes the leader
+//     (LeaderState, epoch stamped into the log's epoch cache) or a
+//     follower (a Fetcher per leader broker, replica_client.go).
+//   - Leader side: follower fetches go through LeaderState.OnFollowerFetch
+//     (01_fetch.go); local flushes through OnLocalAppend (a watcher per
+//     led partition); Tick every tickInterval. HW changes are set on the
+//     log and advance the acks=all purgatory; AlterPartition proposals go
+//     to the controller, each answered by exactly one OnAlterResult.
+//   - Losing leadership fails the partition's acks=all waiters with
+//     NOT_LEADER_OR_FOLLOWER.
+
+const tickInterval = 100 * time.Millisecond
+
+type tpKey struct {
+	topic string
+	part  int32
+}
+
+// leaderPart is one partition this broker leads. mu serialises every call
+// into st.
+type leaderPart struct {
+	tp   replication.TopicPartition
+	part *engine.Partition
+	stop chan struct{}
+
+	mu  sync.Mutex
+	st  *replication.LeaderState
+	gen bool // false once replaced or dropped
+}
+
+type replicaManager struct {
+	s        *Server
+	cfg      replication.Config
+	purg     *replication.Purgatory
+	fetchers *replication.Fetchers
+	ctrl     replication.Controller
+
+	mu      sync.Mutex
+	leaders map[tpKey]*leaderPart
+	follow  map[tpKey]int32 // leader followed
+}
+
+// EnableReplication turns on replication with cfg; call it before Start.
+// Without it every partition behaves as RF=1 (its leader's log only).
+func (s *Server) EnableReplication(cfg replication.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	m := &replicaManager{s: s, cfg: cfg, purg: replication.NewPurgatory(),
+		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]int32{}}
+	m.fetchers = replication.NewFetchers(cfg, s.cfg.NodeID, &replicaClient{s: s, conns: map[int32]*replicaConn{}}, replication.RealClock{})
+	s.repl = m
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		m.purg.Run(s.ctx, replication.RealClock{})
+	}()
+	go func() {
+		defer s.wg.Done()
+		m.tickLoop()
+	}()
+	return nil
+}
+
+func (m *replicaManager) controller() replication.Controller {
+	return coordinator.ReplicationController{Node: m.s.node}
+}
+
+func (m *replicaManager) tickLoop() {
+	t := time.NewTicker(tickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.s.ctx.Done():
+			m.fetchers.Close()
+			m.purg.Close()
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		lps := make([]*leaderPart, 0, len(m.leaders))
+		for _, lp := range m.leaders {
+			lps = append(lps, lp)
+		}
+		m.mu.Unlock()
+		now := time.Now()
+		for _, lp := range lps {
+			lp.mu.Lock()
+			if lp.gen {
+				m.apply(lp, lp.st.Tick(now))
+			}
+			lp.mu.Unlock()
+		}
+	}
+}
+
+// apply acts on a LeaderState update. lp.mu should be held.
+func (m *replicaManager) apply(lp *leaderPart, u replication.Update) {
+	if u.HWChanged {
+		lp.part.SetHighWatermark(u.HW)
+		m.purg.Advance(lp.tp, u.HW, len(lp.st.MaximalISR()), lp.st.MinInsync())
+	}
+	if u.Proposal != nil {
+		prop := *u.Proposal
+		go m.sendAlter(lp, prop)
+	}
+}
+
+// sendAlter sends one AlterPartition and reports its outcome, whatever it
+// is, with OnAlterResult.
+func (m *replicaManager) sendAlter(lp *leaderPart, prop replication.AlterProposal) {
+	ctx, cancel := context.WithTimeout(m.s.ctx, 5*time.Second)
+	res, err := m.controller().AlterPartition(ctx, lp.tp, prop.LeaderEpoch, prop.PartitionEpoch, prop.NewISR)
+	cancel()
+	if err != nil {
+		m.s.log.Info("AlterPartition", "topic", lp.tp.Topic, "partition", lp.tp.Partition, "isr", prop.NewISR, "err", err)
+	} else {
+		m.s.log.Info("ISR changed", "topic", lp.tp.Topic, "partition", lp.tp.Partition, "isr", res.ISR, "partition_epoch", res.PartitionEpoch)
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.gen {
+		m.apply(lp, lp.st.OnAlterResult(prop, res, err, time.Now()))
+	}
+}
+
+// watchLocal feeds the leader's own flushes into its HW.
+func (m *replicaManager) watchLocal(lp *leaderPart) {
+	for {
+		ch := lp.part.Changed()
+		lp.mu.Lock()
+		if !lp.gen {
+			lp.mu.Unlock()
+			return
+		}
+		m.apply(lp, lp.st.OnLocalAppend())
+		lp.mu.Unlock()
+		select {
+		case <-ch:
+		case <-lp.stop:
+			return
+		case <-m.s.ctx.Done():
+			return
+		}
+	}
+}
+
+func minInsync(cfg engine.TopicConfig) int {
+	return max(int(cfg.MinInsyncReplicas), 1)
+}
+
+// syncPartition makes this broker leader, follower or neither of one
+// hosted partition per the image. Called from reconcile (recMu held).
+func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.Partition, part *engine.Partition, seen map[tpKey]bool) {
+	key := tpKey{t.Name, idx}
+	seen[key] = true
+	me := m.s.cfg.NodeID
+	tp := replication.TopicPartition{Topic: t.Name, TopicID: t.ID, Partition: idx}
+	if len(p.Replicas) <= 1 {
+		m.dropLeader(key, nil)
+		m.unfollow(key)
+		part.SetReplicated(false)
+		if part.LeaderEpoch() != p.LeaderEpoch {
+			part.SetLeaderEpoch(p.LeaderEpoch)
+		}
+		return
+	}
+	part.SetReplicated(true)
+	state := coordinator.PartitionState(p)
+	now := time.Now()
+	if p.Leader == me {
+		m.unfollow(key)
+		m.mu.Lock()
+		lp := m.leaders[key]
+		m.mu.Unlock()
+		if lp != nil && lp.part == part {
+			lp.mu.Lock()
+			if ti, ok := m.s.engine.Topic(t.Name); ok {
+				lp.st.SetMinInsync(minInsync(ti.Config))
+			}
+			u, err := lp.st.OnMetadata(state, now)
+			if err == nil {
+				m.apply(lp, u)
+				lp.mu.Unlock()
+				return
+			}
+			lp.mu.Unlock()
+			m.dropLeader(key, err)
+		}
+		mi := 1
+		if ti, ok := m.s.engine.Topic(t.Name); ok {
+			mi = minInsync(ti.Config)
+		}
+		st, err := replication.BecomeLeader(m.cfg, tp, me, mi, state, replicaLog{part}, now)
+		if err != nil {
+			m.s.log.Error("becoming leader", "topic", t.Name, "partition", idx, "err", err)
+			return
+		}
+		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
+		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{})}
+		m.mu.Lock()
+		m.leaders[key] = lp
+		m.mu.Unlock()
+		lp.mu.Lock()
+		m.apply(lp, st.Tick(now))
+		lp.mu.Unlock()
+		m.s.wg.Add(1)
+		go func() {
+			defer m.s.wg.Done()
+			m.watchLocal(lp)
+		}()
+		return
+	}
+	m.dropLeader(key, fmt.Errorf("%s-%d: leader is now %d: %w", t.Name, idx, p.Leader, replication.ErrNotLeaderOrFollower))
+	if p.Leader < 0 {
+		m.unfollow(key)
+		return
+	}
+	m.mu.Lock()
+	m.follow[key] = p.Leader
+	m.mu.Unlock()
+	m.fetchers.Follow(tp, p.Leader, p.LeaderEpoch, replicaLog{part})
+}
+
+// dropLeader ends leadership of key (if held) and fails its waiters.
+func (m *replicaManager) dropLeader(key tpKey, why error) {
+	m.mu.Lock()
+	lp := m.leaders[key]
+	delete(m.leaders, key)
+	m.mu.Unlock()
+	if lp == nil {
+		return
+	}
+	lp.mu.Lock()
+	lp.gen = false
+	close(lp.stop)
+	lp.mu.Unlock()
+	if why == nil {
+		why = replication.ErrNotLeaderOrFollower
+	}
+	if !errors.Is(why, replication.ErrNotLeaderOrFollower) {
+		why = fmt.Errorf("%w: %v", replication.ErrNotLeaderOrFollower, why)
+	}
+	n := m.purg.FailPartition(lp.tp, why)
+	m.s.log.Info("no longer leading partition", "topic", key.topic, "partition", key.part, "failed_waiters", n)
+}
+
+func (m *replicaManager) unfollow(key tpKey) {
+	m.mu.Lock()
+	_, ok := m.follow[key]
+	delete(m.follow, key)
+	m.mu.Unlock()
+	if ok {
+		m.fetchers.Unfollow(replication.TopicPartition{Topic: key.topic, Partition: key.part})
+	}
+}
+
+// forgetUnseen drops roles for partitions no longer hosted here.
+func (m *replicaManager) forgetUnseen(seen map[tpKey]bool) {
+	m.mu.Lock()
+	var lead, fol []tpKey
+	for k := range m.leaders {
+		if !seen[k] {
+			lead = append(lead, k)
+		}
+	}
+	for k := range m.follow {
+		if !seen[k] {
+			fol = append(fol, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range lead {
+		m.dropLeader(k, nil)
+	}
+	for _, k := range fol {
+		m.unfollow(k)
+	}
+}
+
+// leader returns the led partition for topic/idx, or nil.
+func (m *replicaManager) leader(topic string, idx int32) *leaderPart {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leaders[tpKey{topic, idx}]
+}
+
+// replicaLog adapts an engine partition to replication.Log.
+type replicaLog struct{ *engine.Partition }
+
+var _ replication.Log = replicaLog{}
+
+func (l replicaLog) EndOffsetForEpoch(epoch int32) replication.EpochEndOffset {
+	e, o := l.Partition.EndOffsetForEpoch(epoch)
+	return replication.EpochEndOffset{Epoch: e, EndOffset: o}
+}
+
+func (l replicaLog) AppendReplicated(b []byte) (replication.Pending, error) {
+	p, err := l.Partition.AppendReplicated(b)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// replErrorCode maps replication's errors to Kafka codes, then the rest
+// through errorCode.
+func replErrorCode(err error) int16 {
+	pairs := []struct {
+		err  error
+		code int16
+	}{
+		{replication.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
+		{replication.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend.Code},
+		{replication.ErrInvalidRequiredAcks, kerr.InvalidRequiredAcks.Code},
+		{replication.ErrRequestTimedOut, kerr.RequestTimedOut.Code},
+		{replication.ErrClosed, kerr.RequestTimedOut.Code},
+		{replication.ErrNotLeaderOrFollower, kerr.NotLeaderForPartition.Code},
+		{replication.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
+		{replication.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+		{replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
+		{replication.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition.Code},
+		{replication.ErrStorage, kerr.KafkaStorageError.Code},
+	}
+	for _, p := range pairs {
+		if errors.Is(err, p.err) {
+			return p.code
+		}
+	}
+	return errorCode(err)
+}
+
+// followerFetch is the leader side of one partition of a replica fetch:
+// it records the follower's progress. A non-zero code or a diverging
+// epoch means no records are returned.
+func (m *replicaManager) followerFetch(topic string, rp *kmsg.FetchRequestTopicPartition, replicaID int32) (int16, *replication.EpochEndOffset) {
+	lp := m.leader(topic, rp.Partition)
+	if lp == nil {
+		return kerr.NotLeaderForPartition.Code, nil
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if !lp.gen {
+		return kerr.NotLeaderForPartition.Code, nil
+	}
+	out, err := lp.st.OnFollowerFetch(replication.FollowerFetch{
+		ReplicaID: replicaID, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+		FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch,
+	}, time.Now())
+	if err != nil {
+		return replErrorCode(err), nil
+	}
+	m.apply(lp, out.Update)
+	return 0, out.Diverging
+}
+
+// checkProduce is LeaderState.CheckProduce under the partition lock.
+func (lp *leaderPart) checkProduce(acks int16) error {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if !lp.gen {
+		return replication.ErrNotLeaderOrFollower
+	}
+	return lp.st.CheckProduce(acks)
+}
+
+// replDeadline is an acks=all waiter's deadline for a request timeout.
+func replDeadline(timeout time.Duration) time.Time {
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return time.Now().Add(timeout)
+}
