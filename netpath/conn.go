@@ -156,30 +156,44 @@ func (c *conn) readLoop() error {
 
 // dispatch decodes one frame and runs its handler.
 func (c *conn) dispatch(frame []byte) (pendingReply, error) {
-	hdr, body, err := parseRequestHeader(frame)
+	hdr, kreq, err := decodeRequest(frame)
 	if err != nil {
 		return pendingReply{}, err
 	}
-	h := handlers[hdr.key]
-	if h == nil {
-		// Kafka closes connections that send unknown API keys.
-		return pendingReply{}, fmt.Errorf("%w: unsupported api key %d", errFrame, hdr.key)
-	}
 	c.s.stats.apiRequests[hdr.key].Add(1)
-	if hdr.key == apiVersionsKey && hdr.version > h.max {
+	if kreq == nil {
 		// KIP-511: answer with v0 and our ranges so the client can retry.
 		return pendingReply{hdr: hdr, reply: apiVersionsUnsupported()}, nil
 	}
+	r := &request{hdr: hdr, kreq: kreq, conn: c}
+	return pendingReply{hdr: hdr, reply: handlers[hdr.key].handle(c.s, r)}, nil
+}
+
+// decodeRequest turns a frame into a header and a decoded request of a
+// served API and version. A nil request with a nil error is an ApiVersions
+// request above our range, which gets the KIP-511 answer. Every other
+// problem is an error that closes the connection, as Kafka does.
+func decodeRequest(frame []byte) (requestHeader, kmsg.Request, error) {
+	hdr, body, err := parseRequestHeader(frame)
+	if err != nil {
+		return hdr, nil, err
+	}
+	h := handlers[hdr.key]
+	if h == nil {
+		return hdr, nil, fmt.Errorf("%w: unsupported api key %d", errFrame, hdr.key)
+	}
+	if hdr.key == apiVersionsKey && hdr.version > h.max {
+		return hdr, nil, nil
+	}
 	if hdr.version < h.min || hdr.version > h.max {
-		return pendingReply{}, fmt.Errorf("%w: api key %d version %d not supported", errFrame, hdr.key, hdr.version)
+		return hdr, nil, fmt.Errorf("%w: api key %d version %d not supported", errFrame, hdr.key, hdr.version)
 	}
 	kreq := kmsg.RequestForKey(hdr.key)
 	kreq.SetVersion(hdr.version)
 	if err := kreq.ReadFrom(body); err != nil {
-		return pendingReply{}, fmt.Errorf("%w: decoding %s v%d: %v", errFrame, kmsg.NameForKey(hdr.key), hdr.version, err)
+		return hdr, nil, fmt.Errorf("%w: decoding %s v%d: %v", errFrame, kmsg.NameForKey(hdr.key), hdr.version, err)
 	}
-	r := &request{hdr: hdr, kreq: kreq, conn: c}
-	return pendingReply{hdr: hdr, reply: h.handle(c.s, r)}, nil
+	return hdr, kreq, nil
 }
 
 // parseRequestHeader splits a frame into header and body, checking every
