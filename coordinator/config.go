@@ -78,6 +78,12 @@ type Config struct {
 	// MaxStaleness bounds how long a non-leader may go without hearing
 	// from the raft leader before Fresh fails (BrokerSessionTimeout).
 	MaxStaleness time.Duration
+	// UncleanLeaderElection is the cluster default of
+	// unclean.leader.election.enable (false), which a topic's own config
+	// overrides. When on, the active controller elects any live replica
+	// of a partition whose ISR has no live member, accepting the loss of
+	// what only the ISR held (see electUnclean).
+	UncleanLeaderElection bool
 	// ApplyTimeout bounds one proposal on the leader (5s).
 	ApplyTimeout time.Duration
 	// Logger receives raft's and the controller's logs (slog.Default()).

@@ -40,6 +40,7 @@ func (n *Node) controllerLoop() {
 		case <-tick.C:
 			if n.isController() {
 				n.fenceExpired()
+				n.electUnclean()
 			}
 		}
 	}

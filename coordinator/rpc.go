@@ -95,10 +95,14 @@ type (
 	partitionResp struct{ Partition metadata.Partition }
 	topicResp     struct{ Topic metadata.Topic }
 	electReq      struct{ metadata.ElectLeader }
-	pidReq        struct{ metadata.AllocateProducerIDs }
-	pidResp       struct{ Start int64 }
-	deleteReq     struct{ Name string }
-	partsReq      struct {
+	shutdownReq   struct {
+		ID    int32
+		Epoch uint64
+	}
+	pidReq    struct{ metadata.AllocateProducerIDs }
+	pidResp   struct{ Start int64 }
+	deleteReq struct{ Name string }
+	partsReq  struct {
 		Name       string
 		Total      int32
 		Assignment [][]int32 // optional manual assignment of the new partitions
@@ -159,6 +163,7 @@ var handlers = map[string]handler{
 	"ElectLeader":         h((*Node).handleElectLeader),
 	"AllocateProducerIDs": h((*Node).handleAllocateProducerIDs),
 	"ReadIndex":           h((*Node).handleReadIndex),
+	"ControlledShutdown":  h((*Node).handleControlledShutdown),
 }
 
 // serveRPC answers calls on one connection until it closes.

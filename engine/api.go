@@ -117,6 +117,10 @@ type TopicConfig struct {
 	TimestampTypeLogAppend bool
 	CleanupPolicy          string // cleanup.policy: "delete" (compact later)
 	MinInsyncReplicas      int32  // min.insync.replicas (1 single node; used by replication)
+	// UncleanLeaderElection is unclean.leader.election.enable (false):
+	// the controller reads it from the topic's configs; kept here so the
+	// key validates and DescribeConfigs shows it.
+	UncleanLeaderElection bool
 	// overrides remembers which keys were set explicitly on the topic.
 	overrides map[string]string
 }

@@ -29,6 +29,10 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	// CheckpointInterval is how often recovery points are written (1 min).
 	CheckpointInterval time.Duration
+	// HWCheckpointInterval is how often replication-offset-checkpoint
+	// (the high watermarks) is written (5s, Kafka's
+	// replica.high.watermark.checkpoint.interval.ms); also at Close.
+	HWCheckpointInterval time.Duration
 	// Logger receives engine events; nil means slog.Default().
 	Logger *slog.Logger
 	// IOMode picks the write path: "auto", "uring" or "sync" ("auto").
@@ -46,6 +50,7 @@ func DefaultConfig() Config {
 		Defaults:               DefaultTopicConfig(),
 		RetentionCheckInterval: 5 * time.Minute,
 		CheckpointInterval:     time.Minute,
+		HWCheckpointInterval:   5 * time.Second,
 		IOMode:                 "auto",
 	}
 }
@@ -66,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return fmt.Errorf("engine: RetentionCheckInterval %v must be positive", c.RetentionCheckInterval)
+	}
+	if c.HWCheckpointInterval <= 0 {
+		return fmt.Errorf("engine: HWCheckpointInterval %v must be positive", c.HWCheckpointInterval)
 	}
 	if c.CheckpointInterval <= 0 {
 		return fmt.Errorf("engine: CheckpointInterval %v must be positive", c.CheckpointInterval)
@@ -131,11 +139,13 @@ const (
 	keyTimestampType      = "message.timestamp.type"
 	keyCleanupPolicy      = "cleanup.policy"
 	keyMinInsyncReplicas  = "min.insync.replicas"
+	keyUncleanElection    = "unclean.leader.election.enable"
 )
 
 var topicConfigKeys = []string{
 	keyCleanupPolicy, keyIndexIntervalBytes, keyMaxMessageBytes, keyTimestampType,
 	keyMinInsyncReplicas, keyRetentionBytes, keyRetentionMs, keySegmentBytes, keySegmentMs,
+	keyUncleanElection,
 }
 
 // ParseTopicConfig applies kv (Kafka key names) on top of base. Unknown
@@ -197,6 +207,12 @@ func (c *TopicConfig) set(k, v string) error {
 	case keyMinInsyncReplicas:
 		n, err = integer(1, math.MaxInt32)
 		c.MinInsyncReplicas = int32(n)
+	case keyUncleanElection:
+		var b bool
+		if b, err = strconv.ParseBool(v); err != nil {
+			err = bad(errors.New("want true or false"))
+		}
+		c.UncleanLeaderElection = b
 	case keyTimestampType:
 		switch v {
 		case "CreateTime":
@@ -247,6 +263,8 @@ func (c TopicConfig) value(k string) string {
 		return strconv.FormatInt(int64(c.IndexIntervalBytes), 10)
 	case keyMinInsyncReplicas:
 		return strconv.FormatInt(int64(c.MinInsyncReplicas), 10)
+	case keyUncleanElection:
+		return strconv.FormatBool(c.UncleanLeaderElection)
 	case keyTimestampType:
 		if c.TimestampTypeLogAppend {
 			return "LogAppendTime"

@@ -192,6 +192,10 @@ func (e *Engine) load(clean bool) error {
 	if err != nil {
 		return err
 	}
+	hws, err := e.readHWCheckpoint()
+	if err != nil {
+		return err
+	}
 	live := map[string]bool{metaDirName: true}
 	for _, mt := range topics {
 		cfg, err := ParseTopicConfig(e.cfg.Defaults, mt.Configs)
@@ -212,6 +216,7 @@ func (e *Engine) load(clean bool) error {
 			if err != nil {
 				return err
 			}
+			p.initHWCheckpoint(hws)
 			t.parts[i] = p
 			live[partitionDirName(t.name, i)] = true
 		}
@@ -605,6 +610,8 @@ func (e *Engine) background() {
 	defer retention.Stop()
 	checkpoint := time.NewTicker(e.cfg.CheckpointInterval)
 	defer checkpoint.Stop()
+	hwTick := time.NewTicker(e.cfg.HWCheckpointInterval)
+	defer hwTick.Stop()
 	var flushC <-chan time.Time
 	if e.cfg.Fsync == FsyncInterval {
 		t := time.NewTicker(e.cfg.FsyncInterval)
@@ -628,6 +635,8 @@ func (e *Engine) background() {
 			}
 		case <-checkpoint.C:
 			e.writeCheckpoint()
+		case <-hwTick.C:
+			e.writeHWCheckpoint()
 		case <-e.ckKick:
 			e.writeCheckpoint()
 		}
@@ -649,7 +658,13 @@ func (e *Engine) RunRetention() int {
 // readCheckpoint parses the recovery point file: a version line, a count
 // line, then "<topic> <partition> <offset>" lines.
 func (e *Engine) readCheckpoint() (map[string]int64, error) {
-	path := filepath.Join(e.cfg.Dir, checkpointName)
+	return e.readOffsetsFile(checkpointName)
+}
+
+// readOffsetsFile parses one of the offset checkpoint files (Kafka's
+// text format); a missing file is (nil, nil).
+func (e *Engine) readOffsetsFile(name string) (map[string]int64, error) {
+	path := filepath.Join(e.cfg.Dir, name)
 	b, err := readFile(e.fs, path)
 	if os.IsNotExist(err) {
 		return nil, nil
@@ -726,6 +741,9 @@ func (e *Engine) close() error {
 		p.mu.Unlock()
 	}
 	if err := e.writeCheckpoint(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.writeHWCheckpoint(); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {

@@ -48,6 +48,11 @@ type Partition struct {
 	rendSeg    *segment
 	rendPos    int64
 	replicated bool
+	// hwCkpt is the high watermark read from replication-offset-checkpoint
+	// at open (hwCkptSet), applied on the first switch to replicated and
+	// kept in the checkpoint until then. See replica.go.
+	hwCkpt    int64
+	hwCkptSet bool
 	// gen counts truncations; writes and flushes started before one are
 	// ignored when they complete.
 	gen    uint64

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,19 @@ import (
 // (ReadReplica) stop at the readable end. A consumer offset between the HW
 // and the log end is not out of range: it gets an empty answer, as in
 // Kafka, so a new leader whose HW still lags does not reset consumers.
+//
+// The HW survives restarts through <data dir>/replication-offset-checkpoint
+// (Kafka's text format: version 0, a count, "<topic> <partition> <hw>"
+// lines), written every HWCheckpointInterval and at Close. On open a
+// partition's HW starts at the log end as before (so RF=1 partitions and
+// engine-only users read their whole recovered log), and the checkpointed
+// value, capped at the log end, is remembered; the first SetReplicated(true)
+// lowers the HW to it. A restarted broker elected leader therefore does not
+// expose records above the old HW until its followers hold them (Kafka
+// initialises the HW from this file the same way). A data dir without the
+// file (written by an older ringlog) keeps the log end; a file without the
+// partition (created and crashed before the first write) means the log
+// start.
 //
 // # Leader epochs
 //
@@ -64,17 +78,77 @@ func (p *Partition) openEpochs() error {
 // the write path (false: the HW jumps to the readable end). On the switch
 // to replicated the HW stays where it is: replication only moves it up
 // from there once the ISR has the records.
+//
+// The first call after open applies the checkpointed HW: true lowers the
+// HW to it, false drops it (the write path owns the HW again).
 func (p *Partition) SetReplicated(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.replicated == on {
-		return
+	if p.hwCkptSet {
+		p.hwCkptSet = false
+		if on && p.hwCkpt < p.hw {
+			if seg, pos, err := p.posOf(p.hwCkpt); err == nil {
+				p.e.log.Info("high watermark from checkpoint", "topic", p.topic.name, "partition", p.idx, "hw", p.hwCkpt, "log_end", p.logEnd)
+				p.hw, p.hwSeg, p.hwPos = p.hwCkpt, seg, pos
+			} else {
+				p.e.log.Warn("positioning checkpointed high watermark", "topic", p.topic.name, "partition", p.idx, "hw", p.hwCkpt, "err", err)
+			}
+		}
 	}
 	p.replicated = on
 	if !on && p.rend > p.hw {
 		p.hw, p.hwSeg, p.hwPos = p.rend, p.rendSeg, p.rendPos
 		p.notify()
 	}
+}
+
+// hwCheckpointName is the high-watermark checkpoint file in the data dir.
+const hwCheckpointName = "replication-offset-checkpoint"
+
+func (e *Engine) readHWCheckpoint() (map[string]int64, error) {
+	return e.readOffsetsFile(hwCheckpointName)
+}
+
+// initHWCheckpoint remembers the checkpointed HW (see the file comment);
+// hws is nil when the data dir has no checkpoint file. Called from load
+// before the partition is shared.
+func (p *Partition) initHWCheckpoint(hws map[string]int64) {
+	if hws == nil {
+		return
+	}
+	hw, ok := hws[partitionDirName(p.topic.name, p.idx)]
+	if !ok {
+		hw = p.logStart
+	}
+	p.hwCkpt, p.hwCkptSet = max(min(hw, p.logEnd), p.logStart), true
+}
+
+// checkpointHW is the HW to persist: a checkpointed value not yet applied
+// stays in force. Lock must be held (read).
+func (p *Partition) checkpointHW() int64 {
+	if p.hwCkptSet {
+		return min(p.hw, p.hwCkpt)
+	}
+	return p.hw
+}
+
+// writeHWCheckpoint persists every partition's HW (atomic replace).
+func (e *Engine) writeHWCheckpoint() error {
+	e.ckMu.Lock()
+	defer e.ckMu.Unlock()
+	ps := e.allPartitions()
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "0\n%d\n", len(ps))
+	for _, p := range ps {
+		p.mu.RLock()
+		fmt.Fprintf(&buf, "%s %d %d\n", p.topic.name, p.idx, p.checkpointHW())
+		p.mu.RUnlock()
+	}
+	err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, hwCheckpointName), buf.Bytes(), true)
+	if err != nil && !e.closed.Load() {
+		e.log.Warn("writing high watermark checkpoint", "err", err)
+	}
+	return err
 }
 
 // Replicated reports whether replication owns the HW.

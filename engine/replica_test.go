@@ -161,3 +161,71 @@ func TestReplicaTruncateAcrossSegments(t *testing.T) {
 		t.Fatalf("read %d records, want 8", len(got))
 	}
 }
+
+// The HW survives a restart through replication-offset-checkpoint and is
+// applied on the first switch to replicated; RF=1 users keep the log end.
+func TestHighWatermarkCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	e := mustOpen(t, testConfig(dir))
+	for _, n := range []string{"repl", "solo"} {
+		if _, err := e.CreateTopic(n, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repl, solo := mustPartition(t, e, "repl", 0), mustPartition(t, e, "solo", 0)
+	repl.SetReplicated(true)
+	if err := repl.AssignLeaderEpoch(1); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c", "d"} {
+		appendWait(t, repl, batchtest.Values(v))
+		appendWait(t, solo, batchtest.Values(v))
+	}
+	repl.SetHighWatermark(2)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := 0; round < 2; round++ {
+		e = mustOpen(t, testConfig(dir))
+		repl, solo = mustPartition(t, e, "repl", 0), mustPartition(t, e, "solo", 0)
+		if got := solo.HighWatermark(); got != 4 {
+			t.Fatalf("round %d: RF=1 HW %d, want the log end 4", round, got)
+		}
+		solo.SetReplicated(false)
+		if got := solo.HighWatermark(); got != 4 {
+			t.Fatalf("round %d: RF=1 HW %d after SetReplicated(false), want 4", round, got)
+		}
+		// Before replication takes over, a checkpoint keeps the old HW
+		// (round 1 checks that the write at Close did).
+		repl.SetReplicated(true)
+		if got := repl.HighWatermark(); got != 2 {
+			t.Fatalf("round %d: replicated HW %d after restart, want the checkpointed 2", round, got)
+		}
+		if res, err := repl.Read(2, 1<<20, true); err != nil || res.Data.Len() != 0 {
+			t.Fatalf("round %d: read above the checkpointed HW: %v len %d", round, err, res.Data.Len())
+		}
+		if res, err := repl.Read(0, 1<<20, true); err != nil || res.Data.Len() == 0 {
+			t.Fatalf("round %d: read below the checkpointed HW: %v len %d", round, err, res.Data.Len())
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The checkpointed HW never exceeds the recovered log end.
+	e = mustOpen(t, testConfig(dir))
+	defer e.Close()
+	repl = mustPartition(t, e, "repl", 0)
+	repl.SetReplicated(true)
+	repl.SetHighWatermark(4)
+	if err := repl.TruncateTo(3); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.writeHWCheckpoint(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := readFile(e.fs, dir+"/"+hwCheckpointName)
+	if err != nil || !bytes.Contains(b, []byte("repl 0 3\n")) {
+		t.Fatalf("checkpoint %q, %v", b, err)
+	}
+}

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,9 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
 )
 
@@ -156,7 +161,7 @@ func benchCommand() *cli.Command {
 	d.Consumers = 1
 	d.Topic = "ringlog-bench"
 	flags := []cli.Flag{
-		&cli.IntFlag{Name: "brokers", Value: 3, Usage: "brokers to start, all controller voters (1: a single node); topics stay RF=1 until replication lands", EnvVars: envVar("brokers")},
+		&cli.IntFlag{Name: "brokers", Value: 3, Usage: "brokers to start, all controller voters (1: a single node); topics get RF=min(brokers,3) and min.insync.replicas 2 unless --replication-factor is set", EnvVars: envVar("brokers")},
 		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable)", EnvVars: envVar("broker-bin")},
 	}
 	for _, f := range workloadFlags(d) {
@@ -218,13 +223,18 @@ func benchAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	if cfg.ReplicationFactor > 1 {
-		// Without replication acks=all waits for the leader only: a
-		// higher factor would be measured as if it were RF=1.
-		return cli.Exit(fmt.Sprintf("bench: --replication-factor %d: ringlog does not replicate data yet (issue 7); use 1", cfg.ReplicationFactor), 2)
+	if !c.IsSet("replication-factor") {
+		cfg.ReplicationFactor = int16(min(n, 3))
 	}
-	fmt.Fprintf(c.App.Writer, "bench: %d broker(s), topic replication factor %d (no data replication yet: partitions spread over the brokers, one copy each)\n",
-		n, cfg.ReplicationFactor)
+	if int(cfg.ReplicationFactor) > n {
+		return cli.Exit(fmt.Sprintf("bench: --replication-factor %d with %d broker(s)", cfg.ReplicationFactor, n), 2)
+	}
+	minISR := min(int(cfg.ReplicationFactor), 2)
+	if err := createBenchTopic(cfg, minISR); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "bench: %d broker(s), topic replication factor %d, min.insync.replicas %d, acks %s\n",
+		n, cfg.ReplicationFactor, minISR, c.String("acks"))
 	out := c.String("out")
 	if out == "" {
 		out = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
@@ -256,4 +266,25 @@ func benchConfig(c *cli.Context, bs []*LocalBroker) (Config, error) {
 		return cfg, err
 	}
 	return cfg, cfg.Validate()
+}
+
+// createBenchTopic creates the bench topic with min.insync.replicas set
+// (Run then finds it existing).
+func createBenchTopic(cfg Config, minISR int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor,
+		map[string]*string{"min.insync.replicas": kadm.StringPtr(strconv.Itoa(minISR))}, cfg.Topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+	}
+	return nil
 }

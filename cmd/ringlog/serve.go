@@ -44,6 +44,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "controller-listen", Usage: "host:port for raft and the controller RPC (default: this node's address in --controller-voters); required for brokers that are not voters", EnvVars: env("controller-listen")},
 			&cli.DurationFlag{Name: "replica-lag-time-max", Value: 30 * time.Second, Usage: "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR", EnvVars: env("replica-lag-time-max")},
 			&cli.DurationFlag{Name: "broker-session-timeout", Value: 9 * time.Second, Usage: "the controller fences a broker whose heartbeats stop for this long and moves its partition leaderships", EnvVars: env("broker-session-timeout")},
+			&cli.BoolFlag{Name: "unclean-leader-election", Usage: "unclean.leader.election.enable cluster default (topics override it): when no in-sync replica of a partition is alive, the controller elects any live replica and acknowledged records may be lost", EnvVars: env("unclean-leader-election")},
+			&cli.DurationFlag{Name: "controlled-shutdown-timeout", Value: 5 * time.Second, Usage: "on SIGTERM/SIGINT, wait this long for the controller to move this broker's leaderships away before closing (0: skip)", EnvVars: env("controlled-shutdown-timeout")},
 			&cli.StringFlag{Name: "rack", Usage: "this broker's rack, for rack-aware replica placement", EnvVars: env("rack")},
 			&cli.StringFlag{Name: "cluster-id", Usage: "cluster id to create or insist on (default: the data dir's, else the cluster's, else a new random one)", EnvVars: env("cluster-id")},
 			&cli.IntFlag{Name: "default-replication-factor", Value: 1, Usage: "replication factor of auto-created topics and of CreateTopics asking for -1", EnvVars: env("default-replication-factor")},
@@ -246,6 +248,19 @@ func runServe(c *cli.Context) error {
 	defer stop()
 	shutdown := func(runErr error) error {
 		log.Info("shutting down")
+		// Controlled shutdown: leaderships move to in-sync replicas while
+		// this broker still serves their fetches, so clients see a leader
+		// change instead of a session timeout.
+		if d := c.Duration("controlled-shutdown-timeout"); d > 0 && ready.Load() && len(ccfg.Voters) > 1 && node.Controller() >= 0 {
+			sctx, cancel := context.WithTimeout(context.Background(), d)
+			t0 := time.Now()
+			if err := node.ControlledShutdown(sctx); err != nil {
+				log.Warn("controlled shutdown failed; closing anyway", "err", err)
+			} else {
+				log.Info("controlled shutdown: leaderships moved", "took", time.Since(t0).Round(time.Millisecond))
+			}
+			cancel()
+		}
 		if admin != nil {
 			admin.Close()
 		}
@@ -297,6 +312,7 @@ func controllerConfig(c *cli.Context, dataDir string, nodeID int32, meta brokerM
 	cfg.Rack = c.String("rack")
 	cfg.BrokerSessionTimeout = c.Duration("broker-session-timeout")
 	cfg.MaxStaleness = cfg.BrokerSessionTimeout
+	cfg.UncleanLeaderElection = c.Bool("unclean-leader-election")
 	cfg.Logger = log
 	voters, err := coordinator.ParseVoters(c.String("controller-voters"))
 	if err != nil {
