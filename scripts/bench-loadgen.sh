@@ -16,20 +16,27 @@ SIZE=${SIZE:-1000}
 PARTS=${PARTS:-8}
 OUT=${OUT:-bench-results/table-$(date -u +%Y%m%dT%H%M%SZ)}
 BIN=./bin/ringlog
+# Find-max pushes hundreds of MB/s: keep the brokers' disk use bounded.
+RETENTION="--segment-bytes 67108864 --retention-bytes 268435456 --retention-check-interval 5s"
 mkdir -p "$OUT" bin
 make -s build
 go build -o bin/fakebroker ./loadgen/internal/fakebroker
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+DIRS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  for d in "${DIRS[@]}"; do rm -rf "$d"; done
+}
 trap cleanup EXIT
 
 # start_broker NAME BINARY ARGS...: sets ADDR and ADMIN.
 start_broker() {
   local name=$1 bin=$2; shift 2
   ADDR=127.0.0.1:$(free_port); ADMIN=127.0.0.1:$(free_port)
-  local dir; dir=$(mktemp -d)
+  local dir; dir=$(mktemp -d); DIRS+=("$dir")
   "$bin" serve --listen "$ADDR" --admin-listen "$ADMIN" --data-dir "$dir" "$@" >"$OUT/$name.broker.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 100); do curl -sf "http://$ADMIN/healthz" >/dev/null && return 0; sleep 0.1; done
@@ -46,8 +53,8 @@ run() { # run LABEL ARGS...
 
 for target in ringlog-always ringlog-never kfake; do
   case $target in
-    ringlog-always) start_broker "$target" $BIN --fsync always ;;
-    ringlog-never)  start_broker "$target" $BIN --fsync never ;;
+    ringlog-always) start_broker "$target" $BIN --fsync always $RETENTION ;;
+    ringlog-never)  start_broker "$target" $BIN --fsync never $RETENTION ;;
     kfake)          start_broker "$target" ./bin/fakebroker ;;
   esac
   run "$target-findmax" --find-max --rate 20000
