@@ -27,6 +27,7 @@ func workloadFlags(d Config) []cli.Flag {
 		&cli.StringFlag{Name: "topic", Value: d.Topic, EnvVars: envVar("topic")},
 		&cli.IntFlag{Name: "partitions", Value: int(d.Partitions), Usage: "partitions when the topic is created", EnvVars: envVar("partitions")},
 		&cli.IntFlag{Name: "replication-factor", Value: int(d.ReplicationFactor), Usage: "replication factor when the topic is created", EnvVars: envVar("replication-factor")},
+		&cli.StringSliceFlag{Name: "topic-config", Usage: "key=value topic config when the topic is created (repeatable), e.g. min.insync.replicas=2", EnvVars: envVar("topic-config")},
 		&cli.Float64Flag{Name: "rate", Value: d.Rate, Usage: "messages per second, open loop (fixed schedule)", EnvVars: envVar("rate")},
 		&cli.IntFlag{Name: "message-size", Value: d.MessageSize, Usage: "value bytes per message (>= 16)", EnvVars: envVar("message-size")},
 		&cli.IntFlag{Name: "keys", Value: d.Keys, Usage: "number of distinct keys (0: null keys, sticky partitions)", EnvVars: envVar("keys")},
@@ -68,6 +69,16 @@ func configFromLookup(c *cli.Context) (Config, error) {
 	cfg.Topic = c.String("topic")
 	cfg.Partitions = int32(c.Int("partitions"))
 	cfg.ReplicationFactor = int16(c.Int("replication-factor"))
+	for _, kv := range c.StringSlice("topic-config") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cfg, fmt.Errorf("--topic-config %q: want key=value", kv)
+		}
+		if cfg.TopicConfigs == nil {
+			cfg.TopicConfigs = map[string]string{}
+		}
+		cfg.TopicConfigs[k] = v
+	}
 	cfg.Rate = c.Float64("rate")
 	cfg.MessageSize = c.Int("message-size")
 	cfg.Keys = c.Int("keys")

@@ -12,6 +12,9 @@ type Config struct {
 	Topic             string
 	Partitions        int32
 	ReplicationFactor int16
+	// TopicConfigs are set on the topic when the run creates it (for
+	// example min.insync.replicas=2 for acks=all runs on RF=3).
+	TopicConfigs map[string]string
 	// Rate is the open-loop target in messages per second (all producers).
 	Rate        float64
 	MessageSize int

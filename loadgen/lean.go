@@ -33,8 +33,10 @@ func newFramePool(limit, size int) *framePool {
 	return &framePool{free: make(chan *produceFrame, limit), limit: limit, size: size}
 }
 
-// get is called only by the owning producer goroutine.
-func (p *framePool) get() *produceFrame {
+// tryGet returns a free frame, or a new one while under the limit, or nil
+// when every frame is out. It is called only by the owning producer
+// goroutine.
+func (p *framePool) tryGet() *produceFrame {
 	select {
 	case f := <-p.free:
 		return f
@@ -44,7 +46,7 @@ func (p *framePool) get() *produceFrame {
 		p.made++
 		return &produceFrame{buf: make([]byte, 0, p.size), intended: make([]int64, 0, 1024)}
 	}
-	return <-p.free
+	return nil
 }
 
 func (p *framePool) put(f *produceFrame) { p.free <- f }
@@ -469,6 +471,31 @@ func (e *leanEmitter) route(leaders []string) {
 	}
 }
 
+// getFrame takes a frame from the pool, waiting while all are out. The
+// wait keeps re-routing failed frames: they are some of the frames out,
+// and only this goroutine re-sends them, so blocking on the pool alone
+// would deadlock after a leader dies. The time spent here shows up as
+// send delay.
+func (e *leanEmitter) getFrame() *produceFrame {
+	for {
+		if f := e.pool.tryGet(); f != nil {
+			return f
+		}
+		wait := time.NewTimer(time.Duration(refreshEvery))
+		select {
+		case f := <-e.pool.free:
+			wait.Stop()
+			return f
+		case f := <-e.retryq:
+			wait.Stop()
+			e.retrying = append(e.retrying, f)
+			e.handleRetries(e.st.now())
+		case <-wait.C:
+			e.handleRetries(e.st.now())
+		}
+	}
+}
+
 // outstanding counts frames handed out by the pool and not yet back.
 func (e *leanEmitter) outstanding() int { return e.pool.made - len(e.pool.free) }
 
@@ -515,7 +542,7 @@ func (e *leanEmitter) add(i uint64, intended, now, key int64) {
 	}
 	f := e.open[part]
 	if f == nil {
-		f = e.pool.get()
+		f = e.getFrame()
 		f.reset(e.version, e.st.cfg.Acks, int32(e.st.cfg.RequestTimeout/time.Millisecond),
 			e.st.cfg.Topic, part, e.st.cfg.Compression)
 		e.open[part] = f

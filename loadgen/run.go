@@ -42,7 +42,14 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 	var info topicInfo
 	// Create first: asking metadata for a missing topic makes kgo retry
 	// for seconds before reporting it unknown.
-	resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+	var configs map[string]*string
+	for k, v := range cfg.TopicConfigs {
+		if configs == nil {
+			configs = map[string]*string{}
+		}
+		configs[k] = kadm.StringPtr(v)
+	}
+	resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, cfg.Topic)
 	if err == nil {
 		err = resp.Err
 	}

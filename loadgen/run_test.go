@@ -4,10 +4,14 @@ import (
 	"context"
 	"io"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/results"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func testConfig(addrs []string) Config {
@@ -125,5 +129,70 @@ func TestLeanClientFollowsLeaderMoves(t *testing.T) {
 	}
 	if r.MessagesRetried == 0 {
 		t.Fatal("no message was re-sent although every leader moved mid-run")
+	}
+}
+
+// TestLeanClientRetriesWithPoolExhausted fails every produce with
+// NOT_LEADER_OR_FOLLOWER for a while, long enough that every request frame
+// of the producer is out waiting for a retry. The producer goroutine is
+// the one that re-sends them, so it must keep doing that while it waits
+// for a free frame; blocking on the pool alone would hang the run.
+func TestLeanClientRetriesWithPoolExhausted(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := testConfig(c.ListenAddrs())
+	cfg.Duration = 3 * time.Second
+	cfg.Quiet = !testing.Verbose()
+	cfg.BatchBytes = 4096
+	cfg.MaxBufferedBytes = 2 * cfg.BatchBytes // the smallest pool the generator allows
+	var failUntil atomic.Int64
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if time.Now().UnixNano() > failUntil.Load() {
+			return nil, nil, false
+		}
+		pr := req.(*kmsg.ProduceRequest)
+		resp := pr.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	go func() {
+		time.Sleep(cfg.Warmup + time.Second)
+		failUntil.Store(time.Now().Add(time.Second).UnixNano())
+	}()
+	done := make(chan struct{})
+	var run *results.Run
+	go func() {
+		defer close(done)
+		run, err = Run(context.Background(), cfg, progressOut(t))
+	}()
+	select {
+	case <-done:
+	case <-time.After(cfg.Warmup + cfg.Duration + cfg.DrainTimeout + 10*time.Second):
+		t.Fatal("run hung while its frames waited for a leader")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	want := int64(cfg.Rate * cfg.Duration.Seconds())
+	if r.Errors != 0 || r.MessagesAcked < want-2 {
+		t.Fatalf("acked %d (want %d), errors %d (%s)", r.MessagesAcked, want, r.Errors, r.FirstError)
+	}
+	if r.MessagesRetried == 0 {
+		t.Fatal("nothing was retried")
 	}
 }

@@ -12,7 +12,13 @@ import (
 //     generation and member id; generation -1 with no member id is a
 //     "simple" commit (v0 has neither: it is always simple).
 //   - The response waits (in resolve) until the offset records are durable
-//     in __consumer_offsets.
+//     in __consumer_offsets: flushed per the fsync policy and, on a
+//     replicated offsets partition, covered by the high watermark (the
+//     acks=all purgatory). An ISR below min.insync.replicas, or one that
+//     does not catch up within 5 s, fails the commit with
+//     COORDINATOR_NOT_AVAILABLE (Kafka's mapping of NOT_ENOUGH_REPLICAS
+//     and REQUEST_TIMED_OUT for OffsetCommit); lost leadership with
+//     NOT_COORDINATOR.
 //   - The per-partition commit timestamp (v1) and retention time (v2-4)
 //     are ignored: retention is the broker's (offsets.retention).
 //   - A group-level failure (routing, unknown member, generation) is

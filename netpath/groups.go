@@ -15,6 +15,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -29,16 +30,17 @@ import (
 // factor min(3, live brokers) unless configured). Kafka makes it compacted;
 // ringlog's engine does not compact yet, so the topic is created with
 // retention disabled (retention.ms=-1, retention.bytes=-1) and a load reads
-// every record since the log start. Until data replication exists only the
-// leader holds the partition's records: coordinator failover keeps
-// committed offsets only when the old leader comes back.
+// every record since the log start. The partitions are replicated like any
+// other (replicas.go): a commit is acknowledged only once the ISR holds its
+// records (Append), so committed offsets survive the loss of the
+// coordinator: the new leader of the offsets partition loads them.
 //
 // The coordinator of a group is the leader of its offsets partition
 // (group.PartitionFor). Ownership follows the metadata image: on every
 // change the bridge compares the partitions this broker leads (and their
 // leader epochs) with what the Manager owns, BeginLoads new ones, reads
-// each from the engine (log start to high watermark) through group.Load,
-// then FinishLoads; partitions it no longer leads are Unloaded. Requests
+// each from the engine (log start to log end, once replication leads it at
+// that epoch: load) through group.Load, then FinishLoads; partitions it no longer leads are Unloaded. Requests
 // for a partition being loaded get COORDINATOR_LOAD_IN_PROGRESS, for one
 // owned elsewhere NOT_COORDINATOR (from the Manager's routing).
 
@@ -123,7 +125,7 @@ func (b *groupBridge) syncOwnership() {
 	b.mu.Unlock()
 	for _, p := range load {
 		start := time.Now()
-		snap, err := b.load(p)
+		snap, err := b.load(p, want[p])
 		if err != nil {
 			// Give the partition up (clients get NOT_COORDINATOR) so a
 			// later pass retries the load from scratch.
@@ -140,8 +142,18 @@ func (b *groupBridge) syncOwnership() {
 	}
 }
 
-// load reads offsets partition p from the local log into a Snapshot.
-func (b *groupBridge) load(p int32) (*group.Snapshot, error) {
+// load reads offsets partition p, led at epoch, from the local log into a
+// Snapshot. Meanwhile the partition is in BeginLoad state: its groups get
+// COORDINATOR_LOAD_IN_PROGRESS.
+//
+// A replicated partition is read only once replication leads it at epoch
+// (the new leader's epoch is in its log, so nothing read can be truncated
+// away under the load), and to the log end, as Kafka's coordinator loads:
+// records above the high watermark on a new leader are ones the old
+// leader never acknowledged, and they become committed as the followers
+// catch up. Waiting for the HW would stall the load until the ISR drops a
+// dead member (replica.lag.time.max).
+func (b *groupBridge) load(p, epoch int32) (*group.Snapshot, error) {
 	part, err := b.s.engine.Partition(group.OffsetsTopic, p)
 	if err != nil {
 		if rerr := b.s.reconcile(); rerr != nil {
@@ -151,34 +163,67 @@ func (b *groupBridge) load(p int32) (*group.Snapshot, error) {
 			return nil, err
 		}
 	}
-	// Appends of an earlier leadership may still be on their way to disk:
-	// wait (bounded) until the high watermark covers the log end.
+	info, ok := b.s.node.MetadataImage().Partition(group.OffsetsTopic, p)
+	replicated := b.s.repl != nil && ok && len(info.Replicas) > 1
 	deadline := time.Now().Add(10 * time.Second)
+	ready := func() (bool, error) {
+		if info, ok := b.s.node.MetadataImage().Partition(group.OffsetsTopic, p); !ok || info.Leader != b.s.cfg.NodeID || info.LeaderEpoch != epoch {
+			return false, fmt.Errorf("%w: %s-%d: leadership moved during the load", group.ErrNotCoordinator, group.OffsetsTopic, p)
+		}
+		if !replicated {
+			// Appends of an earlier leadership may still be on their way
+			// to disk: the high watermark covers the log end once written.
+			return part.HighWatermark() >= part.LogEndOffset(), nil
+		}
+		lp := b.s.repl.leader(group.OffsetsTopic, p)
+		if lp == nil || lp.part != part {
+			return false, nil
+		}
+		lp.mu.Lock()
+		led := lp.gen && lp.st.LeaderEpoch() == epoch
+		lp.mu.Unlock()
+		return led && part.DurableEnd() >= part.LogEndOffset(), nil
+	}
 	for {
 		ch := part.Changed()
-		info := part.Info()
-		if info.HighWatermark >= info.LogEndOffset || time.Now().After(deadline) {
+		ok, err := ready()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			if replicated {
+				return nil, fmt.Errorf("%s-%d: not leading it in replication at epoch %d after 10s", group.OffsetsTopic, p, epoch)
+			}
 			break
 		}
 		select {
 		case <-ch:
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		case <-b.s.ctx.Done():
 			return nil, b.s.ctx.Err()
 		}
 	}
-	return group.Load(readRecords(part))
+	return group.Load(readRecords(part, replicated))
 }
 
 // readRecords yields every record of part from its log start to its high
-// watermark, in offset order. Batches are expected uncompressed (only the
+// watermark (toEnd: to the readable log end), in offset order. Batches are expected uncompressed (only the
 // coordinator writes this topic); control batches are skipped.
-func readRecords(part *engine.Partition) iter.Seq2[group.KV, error] {
+func readRecords(part *engine.Partition, toEnd bool) iter.Seq2[group.KV, error] {
 	return func(yield func(group.KV, error) bool) {
 		offset := part.Info().LogStartOffset
 		buf := make([]byte, 0, 1<<20)
 		for {
-			res, err := part.Read(offset, 1<<20, true)
+			var res engine.ReadResult
+			var err error
+			if toEnd {
+				res, err = part.ReadReplica(offset, 1<<20)
+			} else {
+				res, err = part.Read(offset, 1<<20, true)
+			}
 			if err != nil {
 				yield(group.KV{}, err)
 				return
@@ -213,8 +258,18 @@ func readRecords(part *engine.Partition) iter.Seq2[group.KV, error] {
 	}
 }
 
-// Persister: Append encodes one batch and hands it to the local partition;
-// the Waiter waits for the engine's durability.
+// Persister: Append encodes one batch and hands it to the local partition.
+// On a replicated offsets partition it first checks, as an acks=all
+// produce does, that the ISR is at min.insync.replicas, and the Waiter
+// then waits in the replication purgatory (the produce path's acks=all
+// mechanism) until the high watermark covers the batch: a commit is
+// acknowledged only once the ISR holds it, so it survives the loss of this
+// broker. Failures map as Kafka's OffsetCommit maps them: leadership lost
+// -> NOT_COORDINATOR; NOT_ENOUGH_REPLICAS(_AFTER_APPEND), timeouts and
+// storage errors -> COORDINATOR_NOT_AVAILABLE (group.appendErr).
+
+// offsetCommitTimeout bounds the wait for the ISR (offsets.commit.timeout.ms).
+const offsetCommitTimeout = 5 * time.Second
 
 // Append implements group.Persister.
 func (b *groupBridge) Append(p int32, kvs []group.KV) group.Waiter {
@@ -229,18 +284,58 @@ func (b *groupBridge) Append(p int32, kvs []group.KV) group.Waiter {
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", group.ErrNotCoordinator, err))
 	}
+	var lp *leaderPart
+	if b.s.repl != nil && part.Replicated() {
+		if lp = b.s.repl.leader(group.OffsetsTopic, p); lp == nil {
+			return fail(fmt.Errorf("%w: %s-%d: not leading it in replication yet", group.ErrNotCoordinator, group.OffsetsTopic, p))
+		}
+		if err := lp.checkProduce(-1); err != nil {
+			return fail(persistErr(err))
+		}
+	}
+	deadline := time.Now().Add(offsetCommitTimeout)
 	w, err := part.Append(encodeBatch(kvs, time.Now().UnixMilli()))
 	if err != nil {
-		return fail(err)
+		return fail(persistErr(err))
 	}
 	return group.WaiterFunc(func() error {
 		<-w.Done()
-		_, err := w.Result()
-		if errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrUnknownTopic) {
-			return fmt.Errorf("%w: %w", group.ErrNotCoordinator, err)
+		res, err := w.Result()
+		if err != nil || lp == nil {
+			return persistErr(err)
 		}
-		return err
+		purg := b.s.repl.purg
+		pw := purg.Add(lp.tp, res.LastOffset, deadline)
+		// dropLeader clears gen before failing the partition's waiters: a
+		// waiter added after that would only time out.
+		lp.mu.Lock()
+		gone := !lp.gen
+		lp.mu.Unlock()
+		if gone {
+			purg.Cancel(pw)
+			return fmt.Errorf("%w: %s-%d: leadership moved", group.ErrNotCoordinator, group.OffsetsTopic, p)
+		}
+		select {
+		case <-pw.Done():
+		case <-b.s.ctx.Done():
+			purg.Cancel(pw)
+		}
+		return persistErr(pw.Err())
 	})
+}
+
+// persistErr classifies an append failure for group.appendErr: a lost
+// leadership wraps ErrNotCoordinator, the rest become
+// COORDINATOR_NOT_AVAILABLE there.
+func persistErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrUnknownTopic),
+		errors.Is(err, replication.ErrNotLeaderOrFollower), errors.Is(err, replication.ErrFencedLeaderEpoch):
+		return fmt.Errorf("%w: %w", group.ErrNotCoordinator, err)
+	}
+	return err
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

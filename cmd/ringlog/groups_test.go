@@ -358,11 +358,11 @@ func TestGroupsKcatAndConfluent(t *testing.T) {
 
 // TestGroupsCoordinatorRestartCluster: on 3 nodes, committed offsets
 // survive a restart of the node leading the group's offsets partition.
-// The offsets topic is created with replication factor 1 here: data
-// replication (issue 7) does not exist yet, so with more replicas a new
-// leader would load an empty log. Real failover of committed offsets to
-// another node needs issue 7; this test covers the restart of the
-// coordinator (the partition is offline meanwhile, then reloaded).
+// The offsets topic is created with replication factor 1 on purpose: this
+// covers the unreplicated path, where the partition is offline while its
+// only replica restarts and is then reloaded from that node's log. The
+// replicated path (kill -9 of the coordinator, another replica takes
+// over) is TestGroupsCoordinatorFailover.
 func TestGroupsCoordinatorRestartCluster(t *testing.T) {
 	t.Setenv("RINGLOG_GROUP_INITIAL_REBALANCE_DELAY", "100ms")
 	t.Setenv("RINGLOG_OFFSETS_TOPIC_PARTITIONS", "5")
