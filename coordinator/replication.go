@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/replication"
@@ -66,7 +69,10 @@ func (n *Node) electUnclean() {
 	for _, t := range img.Topics() {
 		unclean := n.cfg.UncleanLeaderElection
 		if v, ok := t.Configs[uncleanKey]; ok {
-			unclean = v == "true"
+			// Parsed as the engine validated it ("True", "1" are true too).
+			if b, err := strconv.ParseBool(v); err == nil {
+				unclean = b
+			}
 		}
 		if !unclean {
 			continue
@@ -111,7 +117,25 @@ func (n *Node) ControlledShutdown(ctx context.Context) error {
 	if epoch == 0 {
 		return errors.New("coordinator: controlled shutdown: not registered")
 	}
-	return n.write(ctx, "ControlledShutdown", shutdownReq{ID: n.cfg.NodeID, Epoch: epoch}, nil)
+	if err := n.write(ctx, "ControlledShutdown", shutdownReq{ID: n.cfg.NodeID, Epoch: epoch}, nil); err != nil {
+		return err
+	}
+	// The active controller hands raft leadership over before it exits:
+	// the followers learn that the fence is committed only from a leader,
+	// so without a handover no other broker would show the moved
+	// leaderships until a new controller is elected (an election timeout
+	// after this node is gone).
+	if n.raft.State() == raft.Leader {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("controlled shutdown: controller leadership transfer failed", "err", err)
+		}
+		// Wait for the new controller to have applied the log (its
+		// first commit carries the fence to every follower).
+		if err := n.Sync(ctx); err != nil {
+			n.log.Warn("controlled shutdown: waiting for the new controller", "err", err)
+		}
+	}
+	return nil
 }
 
 func (n *Node) handleControlledShutdown(ctx context.Context, req *shutdownReq) (any, uint64, error) {
