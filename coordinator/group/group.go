@@ -151,11 +151,11 @@ func (g *group) kill(err error) {
 
 func (g *group) answerRemoved(mem *member, err error) {
 	if mem.join != nil {
-		mem.join.resolve(JoinResponse{Err: err, Generation: -1, MemberID: mem.id})
+		mem.join.Resolve(JoinResponse{Err: err, Generation: -1, MemberID: mem.id})
 		mem.join = nil
 	}
 	if mem.sync != nil {
-		mem.sync.resolve(SyncResponse{Err: err})
+		mem.sync.Resolve(SyncResponse{Err: err})
 		mem.sync = nil
 	}
 }
@@ -359,7 +359,7 @@ func (g *group) updateMember(mem *member, req *JoinRequest) *Future[JoinResponse
 	if mem.join != nil {
 		// A second join from the same member supersedes the first; the
 		// first caller retries, which is harmless.
-		mem.join.resolve(JoinResponse{Err: ErrRebalanceInProgress, Generation: -1, MemberID: mem.id})
+		mem.join.Resolve(JoinResponse{Err: ErrRebalanceInProgress, Generation: -1, MemberID: mem.id})
 	}
 	mem.join = newFuture[JoinResponse]()
 	return mem.join
@@ -403,7 +403,7 @@ func (g *group) replaceStatic(old *member, req *JoinRequest, now time.Time) *Fut
 			if err := appendErr(w.Wait()); err != nil {
 				resp = JoinResponse{Err: err, Generation: -1, MemberID: mem.id}
 			}
-			fut.resolve(resp)
+			fut.Resolve(resp)
 		}()
 		return fut
 	}
@@ -431,7 +431,7 @@ func (g *group) prepareRebalance(now time.Time) {
 		for _, mem := range g.members {
 			mem.assignment = nil
 			if mem.sync != nil {
-				mem.sync.resolve(SyncResponse{Err: ErrRebalanceInProgress})
+				mem.sync.Resolve(SyncResponse{Err: ErrRebalanceInProgress})
 				mem.sync = nil
 				// Its session restarts with the answer, as it would after
 				// a heartbeat: the time spent waiting was ours.
@@ -494,7 +494,7 @@ func (g *group) completeJoin(now time.Time) {
 	g.pendingSync = make(map[string]struct{}, len(g.members))
 	for _, mem := range ordered {
 		g.pendingSync[mem.id] = struct{}{}
-		mem.join.resolve(g.joinResponse(mem))
+		mem.join.Resolve(g.joinResponse(mem))
 		mem.join = nil
 		mem.deadline = now.Add(mem.session)
 	}
@@ -608,7 +608,7 @@ func (g *group) sync(req *SyncRequest, now time.Time) *Future[SyncResponse] {
 	case CompletingRebalance:
 		mem.deadline = now.Add(mem.session)
 		if mem.sync != nil {
-			mem.sync.resolve(SyncResponse{Err: ErrRebalanceInProgress})
+			mem.sync.Resolve(SyncResponse{Err: ErrRebalanceInProgress})
 		}
 		mem.sync = newFuture[SyncResponse]()
 		fut := mem.sync
@@ -670,9 +670,9 @@ func (g *group) completeSync(assign map[string][]byte, now time.Time) {
 		}
 		for id, f := range b.waiters {
 			if err != nil {
-				f.resolve(SyncResponse{Err: err})
+				f.Resolve(SyncResponse{Err: err})
 			} else {
-				f.resolve(SyncResponse{ProtocolType: pt, Protocol: proto, Assignment: b.assign[id]})
+				f.Resolve(SyncResponse{ProtocolType: pt, Protocol: proto, Assignment: b.assign[id]})
 			}
 		}
 	}()

@@ -298,7 +298,7 @@ func (m *Manager) DeleteGroups(groupIDs []string) *Future[[]DeleteGroupResult] {
 				res[i].Err = appendErr(w.Wait())
 			}
 		}
-		f.resolve(res)
+		f.Resolve(res)
 	}()
 	return f
 }

@@ -99,7 +99,7 @@ func (g *group) commit(req *OffsetCommitRequest, now time.Time) *Future[OffsetCo
 			g.deletedAt = nil
 		}
 		g.mu.Unlock()
-		fut.resolve(resp)
+		fut.Resolve(resp)
 	}()
 	return fut
 }
@@ -222,7 +222,7 @@ func (m *Manager) DeleteOffsets(groupID string, partitions []TopicPartition) *Fu
 		if err := appendErr(w.Wait()); err != nil {
 			resp = OffsetDeleteResponse{Err: err}
 		}
-		fut.resolve(resp)
+		fut.Resolve(resp)
 	}()
 	return fut
 }

@@ -1,52 +1,11 @@
 package txn
 
-import (
-	"context"
-	"sync"
-)
+import "github.com/ringlog/ringlog/coordinator/internal/future"
 
 // Future is the result of a request that completes once its record is
-// durable. netpath's reply.resolve blocks in Wait on the connection's
-// writer goroutine, keeping responses in request order.
-type Future[T any] struct {
-	once sync.Once
-	done chan struct{}
-	v    T
-}
+// durable (shared with the other coordinators).
+type Future[T any] = future.Future[T]
 
-func newFuture[T any]() *Future[T] { return &Future[T]{done: make(chan struct{})} }
+func newFuture[T any]() *Future[T] { return future.New[T]() }
 
-func resolved[T any](v T) *Future[T] {
-	f := newFuture[T]()
-	f.resolve(v)
-	return f
-}
-
-// resolve sets the value once; later calls are ignored.
-func (f *Future[T]) resolve(v T) {
-	f.once.Do(func() {
-		f.v = v
-		close(f.done)
-	})
-}
-
-// Done is closed once the result is available.
-func (f *Future[T]) Done() <-chan struct{} { return f.done }
-
-// Result returns the value, blocking until it is available.
-func (f *Future[T]) Result() T {
-	<-f.done
-	return f.v
-}
-
-// Wait blocks until the result is available or ctx ends. A ctx error does
-// not cancel the request: its record may still become durable.
-func (f *Future[T]) Wait(ctx context.Context) (T, error) {
-	select {
-	case <-f.done:
-		return f.v, nil
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
-}
+func resolved[T any](v T) *Future[T] { return future.Resolved(v) }

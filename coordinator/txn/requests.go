@@ -105,7 +105,7 @@ func (m *Manager) InitProducerID(req InitProducerIDRequest) *Future[InitProducer
 			if err == nil {
 				err = fmt.Errorf("%w: aborting the previous producer's transaction", ErrConcurrentTransactions)
 			}
-			f.resolve(InitProducerIDResult{Err: err, ProducerID: -1, ProducerEpoch: -1})
+			f.Resolve(InitProducerIDResult{Err: err, ProducerID: -1, ProducerEpoch: -1})
 		})
 		return f
 	default: // Prepare*, or a transition Kafka keeps pending
@@ -139,11 +139,11 @@ func (m *Manager) InitProducerID(req InitProducerIDRequest) *Future[InitProducer
 	f := newFuture[InitProducerIDResult]()
 	m.write(t, &next, func(err error) {
 		if err != nil {
-			f.resolve(InitProducerIDResult{Err: err, ProducerID: -1, ProducerEpoch: -1})
+			f.Resolve(InitProducerIDResult{Err: err, ProducerID: -1, ProducerEpoch: -1})
 			return
 		}
 		t.lastProducerID, t.lastEpoch = lastPID, lastEpoch
-		f.resolve(InitProducerIDResult{ProducerID: next.ProducerID, ProducerEpoch: next.ProducerEpoch})
+		f.Resolve(InitProducerIDResult{ProducerID: next.ProducerID, ProducerEpoch: next.ProducerEpoch})
 	})
 	return f
 }
@@ -187,9 +187,9 @@ func (m *Manager) AddPartitions(req AddPartitionsRequest) *Future[[]PartitionRes
 	f := newFuture[[]PartitionResult]()
 	m.addPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Partitions, req.VerifyOnly, func(err error, perPart []PartitionResult) {
 		if perPart != nil {
-			f.resolve(perPart)
+			f.Resolve(perPart)
 		} else {
-			f.resolve(all(err))
+			f.Resolve(all(err))
 		}
 	})
 	return f
@@ -202,7 +202,7 @@ func (m *Manager) AddPartitions(req AddPartitionsRequest) *Future[[]PartitionRes
 func (m *Manager) AddOffsets(transactionalID string, producerID int64, producerEpoch int16, groupID string) *Future[error] {
 	tp := TopicPartition{OffsetsTopic, PartitionFor(groupID, m.cfg.OffsetsTopicPartitions)}
 	f := newFuture[error]()
-	m.addPartitions(transactionalID, producerID, producerEpoch, []TopicPartition{tp}, false, func(err error, _ []PartitionResult) { f.resolve(err) })
+	m.addPartitions(transactionalID, producerID, producerEpoch, []TopicPartition{tp}, false, func(err error, _ []PartitionResult) { f.Resolve(err) })
 	return f
 }
 
@@ -327,7 +327,7 @@ func (m *Manager) EndTxn(req EndTxnRequest) *Future[error] {
 		if err == nil {
 			m.sendMarkers(t)
 		}
-		f.resolve(err)
+		f.Resolve(err)
 	})
 	return f
 }
