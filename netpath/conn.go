@@ -138,7 +138,6 @@ func (c *conn) readLoop() error {
 		if _, err := io.ReadFull(c.br, frame); err != nil {
 			return err
 		}
-		c.s.stats.bytesIn.Add(uint64(size) + 4)
 		c.l.bytesIn.Add(uint64(size) + 4)
 		c.s.stats.requests.Add(1)
 		p, err := c.dispatch(frame)

@@ -79,7 +79,6 @@ func (c *conn) writeResponse(hdr requestHeader, r *response) error {
 	if err != nil {
 		return err
 	}
-	c.s.stats.bytesOut.Add(uint64(total) + 4)
 	c.l.bytesOut.Add(uint64(total) + 4)
 	return nil
 }
@@ -227,7 +226,6 @@ func (w *copyWriter) file(fr engine.FileRange) error {
 		w.n += m
 		pos += int64(m)
 		left -= int64(m)
-		w.c.s.stats.copiedBytes.Add(uint64(m))
 		w.c.l.copiedBytes.Add(uint64(m))
 	}
 	return nil
@@ -269,7 +267,6 @@ func (c *conn) sendfile(tc *net.TCPConn, fr engine.FileRange) error {
 			m, e := unix.Sendfile(int(sock), fd, &o, total-written)
 			if m > 0 {
 				written += m
-				c.s.stats.zeroCopyBytes.Add(uint64(m))
 				c.l.zeroCopyBytes.Add(uint64(m))
 			}
 			switch {
@@ -357,7 +354,6 @@ func (c *conn) splice(tc *net.TCPConn, fr engine.FileRange) error {
 			m, e := unix.Splice(p[0], nil, int(sock), nil, int(filled-written), flags)
 			if m > 0 {
 				written += m
-				c.s.stats.zeroCopyBytes.Add(uint64(m))
 				c.l.zeroCopyBytes.Add(uint64(m))
 			}
 			switch {

@@ -58,6 +58,7 @@ func startWriter(t *testing.T, path string, nc net.Conn, fr *osRange, head []byt
 		t.Fatal(err)
 	}
 	l := &listener{name: "plaintext", fetchPath: path}
+	s.listeners = append(s.listeners, l)
 	c := newConn(s, l, nc)
 	c.pending <- pendingReply{
 		hdr: requestHeader{key: 1, correlationID: 7},

@@ -175,10 +175,6 @@ type Server struct {
 	stats struct {
 		connections        atomic.Int64
 		requests           atomic.Uint64
-		zeroCopyBytes      atomic.Uint64
-		copiedBytes        atomic.Uint64
-		bytesIn            atomic.Uint64
-		bytesOut           atomic.Uint64
 		rejectedFrames     atomic.Uint64
 		notLeader          atomic.Uint64
 		tlsHandshakeErrors atomic.Uint64
@@ -388,20 +384,27 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// Stats returns a snapshot of the server counters.
+// Stats returns a snapshot of the server counters. Byte counters are kept
+// per listener only (one atomic add per send on the fetch path) and summed
+// here.
 func (s *Server) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Connections:    s.stats.connections.Load(),
 		Requests:       s.stats.requests.Load(),
-		ZeroCopyBytes:  s.stats.zeroCopyBytes.Load(),
-		CopiedBytes:    s.stats.copiedBytes.Load(),
-		BytesIn:        s.stats.bytesIn.Load(),
-		BytesOut:       s.stats.bytesOut.Load(),
 		RejectedFrames: s.stats.rejectedFrames.Load(),
 		NotLeader:      s.stats.notLeader.Load(),
 
 		TLSHandshakeErrors: s.stats.tlsHandshakeErrors.Load(),
 	}
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		st.ZeroCopyBytes += l.zeroCopyBytes.Load()
+		st.CopiedBytes += l.copiedBytes.Load()
+		st.BytesIn += l.bytesIn.Load()
+		st.BytesOut += l.bytesOut.Load()
+	}
+	s.mu.Unlock()
+	return st
 }
 
 // advertised returns the host and port clients should use for this broker,
