@@ -117,25 +117,18 @@ func (n *Node) ControlledShutdown(ctx context.Context) error {
 	if epoch == 0 {
 		return errors.New("coordinator: controlled shutdown: not registered")
 	}
-	if err := n.write(ctx, "ControlledShutdown", shutdownReq{ID: n.cfg.NodeID, Epoch: epoch}, nil); err != nil {
-		return err
-	}
-	// The active controller hands raft leadership over before it exits:
-	// the followers learn that the fence is committed only from a leader,
-	// so without a handover no other broker would show the moved
-	// leaderships until a new controller is elected (an election timeout
-	// after this node is gone).
+	// The active controller hands raft leadership over first and then
+	// asks the new controller for the fence like any other broker. The
+	// other way round (fence, then hand over) the followers learn that the
+	// fence is committed only from the next leader's first commit, which
+	// can come after this process has exited: the survivors would show the
+	// moved leaderships only after an election timeout.
 	if n.raft.State() == raft.Leader {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			n.log.Warn("controlled shutdown: controller leadership transfer failed", "err", err)
-		}
-		// Wait for the new controller to have applied the log (its
-		// first commit carries the fence to every follower).
-		if err := n.Sync(ctx); err != nil {
-			n.log.Warn("controlled shutdown: waiting for the new controller", "err", err)
+			n.log.Warn("controlled shutdown: controller leadership transfer failed; fencing through this node", "err", err)
 		}
 	}
-	return nil
+	return n.write(ctx, "ControlledShutdown", shutdownReq{ID: n.cfg.NodeID, Epoch: epoch}, nil)
 }
 
 func (n *Node) handleControlledShutdown(ctx context.Context, req *shutdownReq) (any, uint64, error) {

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -64,6 +66,9 @@ type conn struct {
 	pending chan pendingReply
 	done    chan struct{}
 	once    sync.Once
+	// quietUntilClose, when non-zero, means the server is draining: the
+	// connection ends once no new request has arrived for this long.
+	quietUntilClose atomic.Int64
 }
 
 func newConn(s *Server, l *listener, nc net.Conn) *conn {
@@ -100,7 +105,7 @@ func (c *conn) run() {
 	}()
 	err := c.readLoop()
 	close(c.pending)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errDrained) {
 		c.s.log.Debug("connection closed", "remote", c.nc.RemoteAddr().String(), "err", err)
 	}
 	<-writerDone
@@ -116,16 +121,32 @@ func (c *conn) handshake(tc *tls.Conn) error {
 	return tc.HandshakeContext(ctx)
 }
 
+// errDrained ends the reader of a connection that stayed quiet while the
+// server drained; the writer still answers what was read.
+var errDrained = errors.New("connection drained")
+
+// drain makes the connection end once it has had no new request for
+// quiet; requests already read are still answered.
+func (c *conn) drain(quiet time.Duration) {
+	c.quietUntilClose.Store(int64(quiet))
+	c.nc.SetReadDeadline(time.Now().Add(quiet))
+}
+
 // errFrame marks protocol violations that close the connection.
 var errFrame = errors.New("bad request frame")
 
 func (c *conn) readLoop() error {
 	var sizeBuf [4]byte
 	for {
-		if c.s.cfg.IdleTimeout > 0 {
+		if quiet := time.Duration(c.quietUntilClose.Load()); quiet > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(quiet))
+		} else if c.s.cfg.IdleTimeout > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
 		}
 		if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
+			if c.quietUntilClose.Load() > 0 && c.br.Buffered() == 0 && errors.Is(err, os.ErrDeadlineExceeded) {
+				return errDrained
+			}
 			return err
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))

@@ -166,11 +166,14 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu        sync.Mutex
-	started   bool // Start ran: listeners accept
-	listeners []*listener
-	conns     map[*conn]struct{}
-	wg        sync.WaitGroup
+	mu      sync.Mutex
+	started bool // Start ran: listeners accept
+	// drainQuiet is non-zero once Drain has begun: connections accepted
+	// from then on drain too.
+	drainQuiet time.Duration
+	listeners  []*listener
+	conns      map[*conn]struct{}
+	wg         sync.WaitGroup
 
 	stats struct {
 		connections        atomic.Int64
@@ -352,6 +355,9 @@ func (s *Server) acceptLoop(l *listener) {
 			return
 		}
 		s.conns[c] = struct{}{}
+		if s.drainQuiet > 0 {
+			c.drain(s.drainQuiet)
+		}
 		s.mu.Unlock()
 		s.stats.connections.Add(1)
 		l.connections.Add(1)
@@ -365,6 +371,46 @@ func (s *Server) acceptLoop(l *listener) {
 			s.stats.connections.Add(-1)
 			l.connections.Add(-1)
 		}()
+	}
+}
+
+// Drain prepares a graceful exit: it stops accepting, then lets every
+// open connection finish what it has started. Requests already read are
+// answered, and each connection closes once no new request has arrived on
+// it for quiet. Drain returns when every connection has closed or ctx ends;
+// Close then ends whatever is left.
+//
+// Closing a connection under a request instead, or before its first
+// response, makes some clients give up rather than retry: franz-go, for
+// one, treats an EOF on a connection's first read as a misconfiguration
+// (missing SASL) and fails the records.
+func (s *Server) Drain(ctx context.Context, quiet time.Duration) {
+	if quiet <= 0 {
+		quiet = time.Millisecond
+	}
+	s.mu.Lock()
+	s.drainQuiet = quiet
+	for _, l := range s.listeners {
+		l.ln.Close()
+	}
+	for c := range s.conns {
+		c.drain(quiet)
+	}
+	s.mu.Unlock()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s.mu.Lock()
+		open := len(s.conns)
+		s.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

@@ -87,6 +87,14 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
+// On shutdown the Kafka listeners drain: a connection closes once it has
+// had no new request for drainQuiet (its requests answered), and
+// drainTimeout bounds the whole drain.
+const (
+	drainQuiet   = 100 * time.Millisecond
+	drainTimeout = time.Second
+)
+
 func runServe(c *cli.Context) error {
 	log, err := newLogger(c.String("log-level"), c.String("log-format"))
 	if err != nil {
@@ -261,6 +269,12 @@ func runServe(c *cli.Context) error {
 			}
 			cancel()
 		}
+		// Answer what the connections have in flight before closing them:
+		// clients then see a leader change or a refused dial, both of
+		// which they retry, instead of a connection cut under a request.
+		dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+		srv.Drain(dctx, drainQuiet)
+		cancel()
 		if admin != nil {
 			admin.Close()
 		}
