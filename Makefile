@@ -9,7 +9,7 @@ RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./replic
 FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 
-.PHONY: help build test test-race test-short run cluster bench bench-engine fuzz chaos vet fmt clean
+.PHONY: help build test test-race test-short run cluster bench bench-engine fuzz chaos vet fmt clean profile
 
 help:
 	@echo "make build        build $(BIN)"
@@ -18,6 +18,7 @@ help:
 	@echo "make cluster      run a 3-node cluster on 127.0.0.1:9092-9094 (data in ./cluster-data) until Ctrl-C"
 	@echo "make bench        start a local 3-broker cluster, run the default load, print the HDR report"
 	@echo "make bench-engine go test -bench for the storage engine"
+	@echo "make profile      3 local brokers, 60 s acks=all load with a consumer; broker CPU/heap/mutex/block profiles (and perf) of the window, then the report"
 	@echo "make chaos        failover test under acks=all load for CHAOS_ROUNDS rounds (default $(CHAOS_ROUNDS)), prints the checker's counts"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default $(FUZZTIME))"
 
@@ -55,6 +56,12 @@ bench: build
 
 bench-engine:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/
+
+# The standard profiled workload (BENCHMARKS.md section 8): profiles land
+# in bench-results/profile-<time>/profiles/broker-N/. DURATION, WARMUP,
+# RATE and OUT override the defaults (60s, 10s, 20000 msg/s).
+profile:
+	scripts/profile.sh
 
 # Kill -9 / SIGSTOP rounds against a 5-node cluster under acks=all load,
 # then the checker (lost, duplicated, reordered acknowledged records;

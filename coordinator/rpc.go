@@ -154,16 +154,19 @@ func h[Req any](f func(n *Node, ctx context.Context, req *Req) (any, uint64, err
 }
 
 var handlers = map[string]handler{
-	"Register":            h((*Node).handleRegister),
-	"Heartbeat":           h((*Node).handleHeartbeat),
-	"AlterPartition":      h((*Node).handleAlterPartition),
-	"CreateTopic":         h((*Node).handleCreateTopic),
-	"DeleteTopic":         h((*Node).handleDeleteTopic),
-	"CreatePartitions":    h((*Node).handleCreatePartitions),
-	"ElectLeader":         h((*Node).handleElectLeader),
-	"AllocateProducerIDs": h((*Node).handleAllocateProducerIDs),
-	"ReadIndex":           h((*Node).handleReadIndex),
-	"ControlledShutdown":  h((*Node).handleControlledShutdown),
+	"Register":              h((*Node).handleRegister),
+	"Heartbeat":             h((*Node).handleHeartbeat),
+	"AlterPartition":        h((*Node).handleAlterPartition),
+	"CreateTopic":           h((*Node).handleCreateTopic),
+	"DeleteTopic":           h((*Node).handleDeleteTopic),
+	"CreatePartitions":      h((*Node).handleCreatePartitions),
+	"ElectLeader":           h((*Node).handleElectLeader),
+	"AllocateProducerIDs":   h((*Node).handleAllocateProducerIDs),
+	"ReadIndex":             h((*Node).handleReadIndex),
+	"ControlledShutdown":    h((*Node).handleControlledShutdown),
+	"AlterScramCredentials": h((*Node).handleAlterScram),
+	"CreateACLs":            h((*Node).handleCreateACLs),
+	"DeleteACLs":            h((*Node).handleDeleteACLs),
 }
 
 // serveRPC answers calls on one connection until it closes.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/engine/vfs"
 )
 
@@ -40,6 +41,9 @@ type Config struct {
 	// system, else pwrite/fdatasync; uring makes Open fail when io_uring
 	// is unavailable. In-memory and fault-injecting FSs always use sync.
 	IOMode string
+	// ProducerState configures idempotent/transactional producer state;
+	// a zero ProducerIDExpiration means producerstate.DefaultConfig's.
+	ProducerState producerstate.Config
 }
 
 // DefaultConfig returns a Config with every default filled in but Dir.

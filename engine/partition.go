@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
@@ -57,6 +58,8 @@ type Partition struct {
 	// ignored when they complete.
 	gen    uint64
 	epochs *epochcache.Cache
+	// ps is the idempotent/transactional producer state (producers.go).
+	ps *producerstate.State
 	// uio is the partition's state in the io_uring owner, if any.
 	uio atomic.Pointer[partIO]
 }
@@ -133,6 +136,16 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	phs, err := parseProducerHeaders(records, hs)
+	if err != nil {
+		return nil, err
+	}
+	for _, ph := range phs {
+		if ph.Control {
+			// Markers come only through AppendMarker (WriteTxnMarkers).
+			return nil, fmt.Errorf("%w: control batch from a client", ErrInvalidRecord)
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -150,7 +163,30 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
 	}
-	return p.appendLocked(records, hs, true)
+	decisions, err := p.ps.CheckBatches(phs)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range decisions {
+		if d.Duplicate == nil {
+			continue
+		}
+		if len(hs) != 1 {
+			// Produce v3+ carries one batch per partition; a retry
+			// mixed with new batches is not something clients send.
+			return nil, fmt.Errorf("%w: batch %d of %d is a duplicate", ErrInvalidRecord, i, len(hs))
+		}
+		return p.duplicateWaiter(d.Duplicate), nil
+	}
+	w, err := p.appendLocked(records, hs, true)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixMilli()
+	for i := range phs {
+		p.ps.Update(phs[i], hs[i].baseOffset, hs[i].lastOffset(), now)
+	}
+	return w, nil
 }
 
 // appendLocked writes validated batches at the log end. With assign the
@@ -339,6 +375,9 @@ func (p *Partition) roll(now int64) (*segment, error) {
 		return nil, err
 	}
 	p.segs = append(p.segs, seg)
+	// Everything below the new segment is flushed: a good point for a
+	// producer-state snapshot, so recovery replays one segment at most.
+	p.writeProducerSnapshot()
 	// The old segment is durable now: drop it from the dirty list and let
 	// waiters and the HW move up to its end.
 	for i, d := range p.dirty {
@@ -380,7 +419,9 @@ func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, e
 	if p.deleted {
 		return res, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
 	}
-	inRange := end
+	// read_committed reads end at the LSO; offsets up to the HW are
+	// still valid there, just not readable yet.
+	inRange := max(end, p.hw)
 	if p.replicated {
 		// Between the HW and the log end: nothing yet, not out of range.
 		inRange = max(end, p.logEnd)
@@ -546,5 +587,7 @@ func (p *Partition) applyRetention(cfg TopicConfig, nowMs int64) int {
 		n++
 	}
 	p.deleteSegments(n)
+	p.ps.DropAbortedBefore(p.logStart)
+	p.ps.RemoveExpired(nowMs)
 	return n
 }

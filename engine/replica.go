@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
@@ -240,6 +241,17 @@ func (p *Partition) AppendReplicated(records []byte) (ReplicaPending, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The leader checked these batches; a follower only records them so
+	// it can take over deduplication and transactions as a leader.
+	pos := 0
+	for _, h := range hs {
+		if ph, err := producerstate.ParseBatch(records[pos : pos+int(h.size)]); err == nil {
+			p.ps.ApplyBatch(ph)
+		} else {
+			p.e.log.Warn("replicated batch without a readable producer header", "topic", p.topic.name, "partition", p.idx, "offset", h.baseOffset, "err", err)
+		}
+		pos += int(h.size)
+	}
 	return replicaPending{w}, nil
 }
 
@@ -266,6 +278,7 @@ func (p *Partition) SetHighWatermark(hw int64) {
 		return
 	}
 	p.hw, p.hwSeg, p.hwPos = hw, seg, pos
+	p.ps.OnHighWatermark(hw)
 	p.notify()
 }
 
@@ -378,6 +391,9 @@ func (p *Partition) TruncateTo(offset int64) error {
 	if err := p.epochs.TruncateFromEnd(newEnd); err != nil {
 		return fmt.Errorf("%w: %v", ErrStorage, err)
 	}
+	if err := p.rebuildProducers(); err != nil {
+		return p.fail(err)
+	}
 	p.e.kickCheckpoint()
 	return nil
 }
@@ -446,6 +462,12 @@ func (p *Partition) truncateFullyLocked(offset int64) error {
 	if err := p.epochs.Clear(); err != nil {
 		return fmt.Errorf("%w: %v", ErrStorage, err)
 	}
+	p.removeAllSnapshots()
+	ps, err := p.newProducerState()
+	if err != nil {
+		return p.fail(err)
+	}
+	p.ps = ps
 	p.e.kickCheckpoint()
 	return nil
 }

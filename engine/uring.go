@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -138,6 +139,7 @@ type ioGroup struct {
 	waiters []*waiter
 	sync    bool // an fsync is linked behind the write
 	gen     uint64
+	sentAt  time.Time // when prepared: the fsync latency runs from here
 	// Completion state.
 	sent, wrote, synced bool
 	err                 error
@@ -152,6 +154,7 @@ type ioFlush struct {
 	next    int // segs prepared so far
 	pending int
 	err     error
+	sentAt  time.Time // first fsync prepared
 }
 
 // opRef maps an SQE's user_data back to what it belongs to.
@@ -526,6 +529,9 @@ func (q *uringQueue) fill() {
 	q.ready = q.ready[:n]
 	n = 0
 	for _, f := range q.flushes {
+		if f.next == 0 {
+			f.sentAt = time.Now()
+		}
 		for f.next < len(f.req.segs) && r.SQSpace() > 0 && q.inflight < q.maxInfl {
 			s := f.req.segs[f.next]
 			fd := s.log.Fd()
@@ -603,6 +609,7 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 	if !g.sync {
 		return
 	}
+	g.sentAt = time.Now()
 	// The fsync starts only after the write succeeded in full; a failed or
 	// short write cancels it (ECANCELED).
 	w.SetFlags(iouring.SQEIOLink)
@@ -651,6 +658,7 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 	if ref.sync {
 		g.synced = true
 		q.e.stats.fdatasyncs.Add(1)
+		q.e.stats.fsyncLatency.observe(time.Since(g.sentAt))
 		if res < 0 && g.err == nil {
 			// ECANCELED only follows a failed write, which set g.err.
 			// Anything else is a failed fdatasync: the dirty pages may be
@@ -683,6 +691,7 @@ func (q *uringQueue) flushCompleted(ref opRef, res int32) {
 	f := ref.f
 	f.pending--
 	q.e.stats.fdatasyncs.Add(1)
+	q.e.stats.fsyncLatency.observe(time.Since(f.sentAt))
 	if res < 0 && f.err == nil {
 		f.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, ref.seg.path(logSuffix), syscall.Errno(-res))
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sync"
+	"time"
 )
 
 // writeQueue is the seam between partitions and the I/O that makes their
@@ -103,9 +104,11 @@ func flushPartition(e *Engine, p *Partition) {
 	var err error
 	for _, s := range segs {
 		if err == nil {
+			t0 := time.Now()
 			if err = s.log.Datasync(); err != nil {
 				err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, s.path(logSuffix), err)
 			}
+			e.stats.fsyncLatency.observe(time.Since(t0))
 			e.stats.fdatasyncs.Add(1)
 		}
 		s.release()

@@ -2,6 +2,7 @@ package iouring
 
 import (
 	"errors"
+	"math/bits"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -46,6 +47,23 @@ type Stats struct {
 	CQEs       uint64 // completions reaped (CQAdvance)
 	Interrupts uint64 // EINTR retries
 	Busy       uint64 // EBUSY (CQ overflow) answers
+	// SQEsPerEnter is a histogram of SQEs consumed per io_uring_enter:
+	// bucket i counts enters that consumed up to EnterBucketBound(i) SQEs
+	// (bucket 0: none, a wait for completions only).
+	SQEsPerEnter [EnterBuckets]uint64
+}
+
+// EnterBuckets is the number of SQEsPerEnter buckets: 0, 1, 2-3, 4-7, ...,
+// and 1024 or more in the last.
+const EnterBuckets = 12
+
+// EnterBucketBound is the largest SQE count of bucket i (the last bucket
+// is unbounded and reports -1).
+func EnterBucketBound(i int) int {
+	if i >= EnterBuckets-1 {
+		return -1
+	}
+	return 1<<i - 1
 }
 
 // BatchingFactor is SQEs per io_uring_enter.
@@ -58,6 +76,7 @@ func (s Stats) BatchingFactor() float64 {
 
 type ringStats struct {
 	enters, sqes, cqes, interrupts, busy atomic.Uint64
+	perEnter                             [EnterBuckets]atomic.Uint64
 }
 
 // Ring is one io_uring instance. It is not safe for concurrent use: a single
@@ -226,13 +245,17 @@ func (r *Ring) CQEntries() uint32 { return r.cqEntries }
 
 // Stats returns the cumulative counters; safe from any goroutine.
 func (r *Ring) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Enters:     r.stats.enters.Load(),
 		SQEs:       r.stats.sqes.Load(),
 		CQEs:       r.stats.cqes.Load(),
 		Interrupts: r.stats.interrupts.Load(),
 		Busy:       r.stats.busy.Load(),
 	}
+	for i := range st.SQEsPerEnter {
+		st.SQEsPerEnter[i] = r.stats.perEnter[i].Load()
+	}
+	return st
 }
 
 // SQSpace is how many SQEs GetSQE can still hand out before a submit.
@@ -278,6 +301,7 @@ func (r *Ring) SubmitAndWait(waitNr uint32) (int, error) {
 		n, err := enter(r.fd, toSubmit, waitNr, flags)
 		r.stats.enters.Add(1)
 		r.stats.sqes.Add(uint64(n))
+		r.stats.perEnter[min(bits.Len(uint(max(n, 0))), EnterBuckets-1)].Add(1)
 		submitted += n
 		if err == nil {
 			return submitted, nil

@@ -117,6 +117,12 @@ func Commands() []*cli.Command {
 		&cli.Float64Flag{Name: "find-max-precision", Value: 0.05, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: envVar("find-max-precision")},
 		&cli.IntFlag{Name: "find-max-retries", Value: 1, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: envVar("find-max-retries")},
 		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: envVar("null-sink")},
+		&cli.StringSliceFlag{Name: "profile-broker", Usage: "broker admin address (http://host:port or host:port; repeatable): capture its CPU, heap, mutex and block profiles for exactly the measured window into --out", EnvVars: envVar("profile-broker")},
+		&cli.IntFlag{Name: "profile-mutex-fraction", Value: d.ProfileMutexFraction, Usage: "mutex profiling during the window: sample 1/N contention events (0: the broker's own setting)", EnvVars: envVar("profile-mutex-fraction")},
+		&cli.DurationFlag{Name: "profile-block-rate", Value: d.ProfileBlockRate, Usage: "block profiling during the window: one sample per this much time blocked (0: the broker's own setting)", EnvVars: envVar("profile-block-rate")},
+		&cli.BoolFlag{Name: "perf", Usage: "also run `perf record -g` on each --profile-broker process for the window (local brokers; says why when perf cannot run) and write folded stacks and a flame graph", EnvVars: envVar("perf")},
+		&cli.IntFlag{Name: "perf-freq", Value: d.PerfFreq, Usage: "perf sampling frequency, Hz", EnvVars: envVar("perf-freq")},
+		&cli.StringFlag{Name: "perf-binary", Value: d.PerfBinary, Usage: "perf executable", EnvVars: envVar("perf-binary")},
 	)
 	return []*cli.Command{
 		{
@@ -141,6 +147,21 @@ func loadgenAction(c *cli.Context) error {
 	}
 	if ts := c.Timestamp("start-at"); ts != nil {
 		cfg.StartAt = *ts
+	}
+	cfg.ProfileBrokers = c.StringSlice("profile-broker")
+	cfg.ProfileMutexFraction = c.Int("profile-mutex-fraction")
+	cfg.ProfileBlockRate = c.Duration("profile-block-rate")
+	cfg.Perf = c.Bool("perf")
+	cfg.PerfFreq = c.Int("perf-freq")
+	cfg.PerfBinary = c.String("perf-binary")
+	if err := cfg.Validate(); err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if len(cfg.ProfileBrokers) > 0 && c.String("out") == "" {
+		return cli.Exit("--profile-broker needs --out: the profiles are written next to the report", 2)
+	}
+	if len(cfg.ProfileBrokers) > 0 && c.Bool("find-max") {
+		return cli.Exit("--profile-broker profiles one measured window; it does not combine with --find-max", 2)
 	}
 	if c.Bool("null-sink") {
 		sink, err := nullsink.Listen("127.0.0.1:0", cfg.Partitions)
@@ -210,6 +231,9 @@ func finish(run *results.Run, cfg Config, dir string, out interface{ Write([]byt
 		}
 	}
 	results.WriteSummary(out, &run.Result)
+	if run.Result.Profiles != nil {
+		results.WriteProfiles(out, dir, &run.Result, run.Files, 10)
+	}
 	if dir != "" {
 		fmt.Fprintf(out, "report: %s\n", dir)
 	}

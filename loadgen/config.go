@@ -54,6 +54,22 @@ type Config struct {
 	// re-sent to the current leader until this long after its first
 	// message's intended time, then counted as errors.
 	DeliveryTimeout time.Duration
+
+	// ProfileBrokers are admin addresses of brokers to profile for
+	// exactly the measured window (profile.go); the profiles land in the
+	// run's result directory.
+	ProfileBrokers []string
+	// ProfileMutexFraction and ProfileBlockRate turn the brokers' mutex
+	// and block profiling on for the window only (0: leave them as the
+	// broker has them).
+	ProfileMutexFraction int
+	ProfileBlockRate     time.Duration
+	// Perf also runs `perf record -g` at PerfFreq Hz on each profiled
+	// broker's process for the window, when perf works on this machine.
+	Perf     bool
+	PerfFreq int
+	// PerfBinary is the perf executable (a name is looked up in PATH).
+	PerfBinary string
 }
 
 // DefaultConfig returns the defaults the CLI shows.
@@ -78,6 +94,11 @@ func DefaultConfig() Config {
 		DrainTimeout:      15 * time.Second,
 		RequestTimeout:    30 * time.Second,
 		DeliveryTimeout:   30 * time.Second,
+
+		ProfileMutexFraction: 10,
+		ProfileBlockRate:     100 * time.Microsecond,
+		PerfFreq:             199,
+		PerfBinary:           "perf",
 	}
 }
 
@@ -124,6 +145,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("client %q: need lean or kgo", c.Client)
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("max in flight %d: need >= 1", c.MaxInFlight)
+	case c.Perf && len(c.ProfileBrokers) == 0:
+		return fmt.Errorf("perf: needs --profile-broker (perf records the profiled brokers' processes)")
+	case c.Perf && (c.PerfFreq < 1 || c.PerfFreq > 10000):
+		return fmt.Errorf("perf-freq %d: need 1..10000", c.PerfFreq)
+	case c.ProfileMutexFraction < 0 || c.ProfileBlockRate < 0:
+		return fmt.Errorf("profile-mutex-fraction and profile-block-rate: need >= 0")
 	}
 	return nil
 }

@@ -160,6 +160,19 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		}
 	}
 
+	var prof *profiler
+	if len(cfg.ProfileBrokers) > 0 {
+		if progress == nil {
+			progress = io.Discard
+		}
+		if prof, err = newProfiler(cfg, progress); err != nil {
+			for _, w := range waiters {
+				w.wait(time.Now())
+			}
+			return nil, err
+		}
+	}
+
 	if !cfg.StartAt.IsZero() {
 		select {
 		case <-time.After(time.Until(cfg.StartAt)):
@@ -168,6 +181,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		}
 	}
 	st.start(time.Now())
+	if prof != nil {
+		prof.run(ctx, st.t0.Add(cfg.Warmup), cfg.Duration)
+	}
 
 	consumeCtx, stopConsumers := context.WithCancel(context.Background())
 	var consumers sync.WaitGroup
@@ -223,7 +239,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	close(stopIv)
 	<-ivDone
 
-	return st.result(iv), nil
+	run := st.result(iv)
+	if prof != nil {
+		run.Result.Profiles, run.Files = prof.wait()
+	}
+	return run, nil
 }
 
 // result assembles the report of a finished run.

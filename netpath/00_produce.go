@@ -1,7 +1,9 @@
 package netpath
 
 import (
+	"encoding/binary"
 	"fmt"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
@@ -33,7 +35,14 @@ import (
 //     append (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it
 //     meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved first).
 //   - Internal topics (names starting "__") cannot be produced to.
-//   - Transactional produce is refused until transactions exist.
+//   - Transactional produce (KIP-98): batches with the transactional
+//     attribute are accepted only in a request that names a transactional
+//     id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request,
+//     as Kafka answers); the partition's producer state checks their
+//     epoch and sequence and opens the producer's transaction there, which
+//     holds the last stable offset until the coordinator's marker. That
+//     the partition was added to the transaction is not verified
+//     (KIP-890 is not implemented).
 
 func init() { register(0, 0, 9, handleProduce) }
 
@@ -48,8 +57,10 @@ func handleProduce(s *Server, r *request) reply {
 		topLevel, topMsg = kerr.UnsupportedVersion.Code, "produce v0-v2 (message sets) is not supported; use v3+"
 	case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
 		topLevel, topMsg = kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d must be -1, 0 or 1", req.Acks)
-	case req.TransactionID != nil:
-		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "transactions are not supported yet"
+	case req.TransactionID == nil && hasTransactionalBatches(req):
+		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "transactional batches need a transactional id"
+	case req.TransactionID != nil && !s.authorize(r, metadata.OpWrite, metadata.ResourceTransactionalID, *req.TransactionID):
+		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "not authorized to write with this transactional id"
 	}
 
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
@@ -86,12 +97,20 @@ func handleProduce(s *Server, r *request) reply {
 				setErr(kerr.InvalidTopicException.Code, "internal topics cannot be produced to")
 				continue
 			}
+			if !s.authorize(r, metadata.OpWrite, metadata.ResourceTopic, rt.Topic) {
+				setErr(kerr.TopicAuthorizationFailed.Code, "")
+				continue
+			}
 			if err := engine.ValidateTopicName(rt.Topic); err != nil {
 				setErr(errorCode(err), err.Error())
 				continue
 			}
 			var ok bool
 			if _, img, ok = s.lookupTopic(img, rt.Topic); !ok {
+				if !s.authorizeCluster(r, metadata.OpCreate) && !s.authorize(r, metadata.OpCreate, metadata.ResourceTopic, rt.Topic) {
+					setErr(kerr.TopicAuthorizationFailed.Code, "not authorized to create the topic")
+					continue
+				}
 				created, err := s.autoCreate(rt.Topic)
 				if err != nil {
 					setErr(errorCode(err), err.Error())
@@ -196,4 +215,26 @@ func handleProduce(s *Server, r *request) reply {
 		}
 		return &response{msg: resp}
 	}}
+}
+
+// hasTransactionalBatches reports whether any batch of the request has the
+// transactional attribute. Sizes are not trusted: a malformed tail ends
+// the scan and is left for the engine's validation to refuse.
+func hasTransactionalBatches(req *kmsg.ProduceRequest) bool {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			b := p.Records
+			for len(b) >= 61 {
+				if binary.BigEndian.Uint16(b[21:])&attrTransactional != 0 {
+					return true
+				}
+				size := int64(binary.BigEndian.Uint32(b[8:])) + 12
+				if size < 61 || size > int64(len(b)) {
+					break
+				}
+				b = b[size:]
+			}
+		}
+	}
+	return false
 }

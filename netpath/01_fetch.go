@@ -4,7 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,14 +37,49 @@ import (
 //     broker's metadata may be stale) NOT_LEADER_OR_FOLLOWER, with the
 //     CurrentLeader tagged field (v12+) naming the leader and epoch the
 //     image knows. current_leader_epoch is checked against the image's.
-//   - read_committed stops at the last stable offset.
+//   - read_committed stops at the last stable offset and lists the aborted
+//     transactions overlapping the returned range (the consumer drops
+//     their records); read_uncommitted reads to the high watermark.
 
 func init() { register(1, 4, 12, handleFetch) }
 
 func handleFetch(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.FetchRequest)
+	// Authorization is decided once, on the reader: a replica fetch needs
+	// CLUSTER_ACTION (a forged replica id gains nothing), a consumer READ
+	// on each topic.
+	var denied map[string]bool
+	if s.cfg.Security.Authorizer {
+		if req.ReplicaID >= 0 {
+			if !s.authorizeCluster(r, metadata.OpClusterAction) {
+				return fetchErrorReply(req, kerr.ClusterAuthorizationFailed.Code)
+			}
+		} else {
+			for _, t := range req.Topics {
+				name := t.Topic
+				if req.Version >= 13 {
+					if info, ok := s.topicByID(t.TopicID); ok {
+						name = info.Name
+					}
+				}
+				if !s.authorize(r, metadata.OpRead, metadata.ResourceTopic, name) {
+					if denied == nil {
+						denied = map[string]bool{}
+					}
+					denied[name] = true
+				}
+			}
+		}
+	}
 	return reply{resolve: func(done <-chan struct{}) *response {
-		return s.fetch(req, done)
+		return s.fetch(req, done, denied)
+	}}
+}
+
+// fetchErrorReply answers a fetch with only a top-level error.
+func fetchErrorReply(req *kmsg.FetchRequest, code int16) reply {
+	return reply{resolve: func(<-chan struct{}) *response {
+		return &response{parts: []responsePart{{buf: encodeFetchError(req.Version, code)}}, flexible: req.Version >= 12}
 	}}
 }
 
@@ -63,6 +100,9 @@ type fetchPartition struct {
 	// diverging is the DivergingEpoch (v12+) of a replica fetch whose log
 	// parted from ours; no records go with it.
 	diverging *replication.EpochEndOffset
+	// aborted lists the aborted transactions overlapping the records of a
+	// read_committed fetch.
+	aborted []producerstate.AbortedTxn
 }
 
 type fetchTopic struct {
@@ -71,14 +111,14 @@ type fetchTopic struct {
 	partitions []fetchPartition
 }
 
-func (s *Server) fetch(req *kmsg.FetchRequest, done <-chan struct{}) *response {
+func (s *Server) fetch(req *kmsg.FetchRequest, done <-chan struct{}, denied map[string]bool) *response {
 	if req.Version >= 7 && req.SessionID != 0 {
 		// We never hand out session ids, so any non-zero id is stale.
 		return &response{parts: []responsePart{{buf: encodeFetchError(req.Version, kerr.FetchSessionIDNotFound.Code)}}, flexible: req.Version >= 12}
 	}
 	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
-		topics, total, hasErr, watch := s.readFetch(req)
+		topics, total, hasErr, watch := s.readFetch(req, denied)
 		if total >= int64(req.MinBytes) || hasErr || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(watch) == 0 {
 			return s.fetchResponse(req, topics)
 		}
@@ -88,7 +128,7 @@ func (s *Server) fetch(req *kmsg.FetchRequest, done <-chan struct{}) *response {
 				return nil
 			}
 			// Deadline: one more read answers with whatever arrived.
-			topics, _, _, _ = s.readFetch(req)
+			topics, _, _, _ = s.readFetch(req, denied)
 			return s.fetchResponse(req, topics)
 		}
 	}
@@ -97,7 +137,7 @@ func (s *Server) fetch(req *kmsg.FetchRequest, done <-chan struct{}) *response {
 // readFetch reads every requested partition once. It returns the file
 // ranges (held until released), their total size, whether any partition
 // has an error, and the change channels to wait on.
-func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, []<-chan struct{}) {
+func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fetchTopic, int64, bool, []<-chan struct{}) {
 	var (
 		topics []fetchTopic
 		total  int64
@@ -120,6 +160,12 @@ func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, [
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
 			fp := fetchPartition{partition: rp.Partition, highWatermark: -1, lastStable: -1, logStart: -1}
+			if denied[ft.name] {
+				fp.errorCode = kerr.TopicAuthorizationFailed.Code
+				hasErr = true
+				ft.partitions = append(ft.partitions, fp)
+				continue
+			}
 			lc := s.leaderPartition(img, fresh, ft.name, rp.Partition, rp.CurrentLeaderEpoch)
 			if lc.code != 0 {
 				fp.errorCode = lc.code
@@ -139,6 +185,14 @@ func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, [
 				limit = 0
 			}
 			read := part.Read
+			var aborted []producerstate.AbortedTxn
+			if req.IsolationLevel == 1 && req.ReplicaID < 0 {
+				read = func(off int64, n int32, minOne bool) (engine.ReadResult, error) {
+					res, ab, err := part.ReadCommitted(off, n, minOne)
+					aborted = ab
+					return res, err
+				}
+			}
 			if req.ReplicaID >= 0 && s.repl != nil && part.Replicated() {
 				code, div := s.repl.followerFetch(ft.name, rp, req.ReplicaID)
 				if code != 0 || div != nil {
@@ -161,9 +215,12 @@ func (s *Server) readFetch(req *kmsg.FetchRequest) ([]fetchTopic, int64, bool, [
 				continue
 			}
 			fp.highWatermark, fp.lastStable, fp.logStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
-			// The engine never returns data above the high watermark, and
-			// with no transactions yet the last stable offset equals it,
-			// so read_committed needs no extra cut here.
+			if req.IsolationLevel != 1 {
+				// read_uncommitted sees up to the HW, but the LSO is still
+				// reported (Kafka does).
+				fp.lastStable = part.LastStableOffset()
+			}
+			fp.aborted = aborted
 			if res.Data.Len() > 0 {
 				fp.data = res.Data
 				total += int64(res.Data.Len())
@@ -189,6 +246,7 @@ func releaseFetch(topics []fetchTopic) {
 }
 
 func (s *Server) fetchResponse(req *kmsg.FetchRequest, topics []fetchTopic) *response {
+	s.metrics.fetched(s, req.ReplicaID >= 0, topics)
 	resp := &response{parts: encodeFetchResponse(req.Version, req.IsolationLevel, topics), flexible: req.Version >= 12}
 	resp.release = append(resp.release, func() { releaseFetch(topics) })
 	return resp

@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,6 +31,11 @@ func handleListOffsets(s *Server, r *request) reply {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
+			if !s.authorize(r, metadata.OpDescribe, metadata.ResourceTopic, rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			lc := s.leaderPartition(img, fresh, rt.Topic, rp.Partition, rp.CurrentLeaderEpoch)
 			if lc.code != 0 {
 				sp.ErrorCode = lc.code
@@ -43,6 +49,9 @@ func handleListOffsets(s *Server, r *request) reply {
 				continue
 			}
 			offset, ts, err := part.OffsetForTimestamp(rp.Timestamp)
+			if err == nil && rp.Timestamp == -1 && req.IsolationLevel == 1 {
+				offset = part.LastStableOffset()
+			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {

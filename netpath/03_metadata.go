@@ -24,6 +24,10 @@ import (
 //     controller when the request allows it (v4+ flag; always in v0-3) and
 //     the broker has auto-creation on; otherwise UNKNOWN_TOPIC_OR_PARTITION.
 //   - v10+ carries topic ids; v12 requests may name topics by id only.
+//   - With the authorizer on, listing all topics shows only those the
+//     principal may DESCRIBE; a named topic it may not is
+//     TOPIC_AUTHORIZATION_FAILED, and auto-creation also needs CREATE on
+//     the cluster or the topic.
 
 func init() { register(3, 0, 12, handleMetadata) }
 
@@ -44,8 +48,19 @@ func handleMetadata(s *Server, r *request) reply {
 	var topics []kmsg.MetadataResponseTopic
 	if all {
 		for _, t := range img.Topics() {
-			topics = append(topics, s.metadataTopic(img, t, fresh))
+			if s.authorize(r, metadata.OpDescribe, metadata.ResourceTopic, t.Name) {
+				topics = append(topics, s.metadataTopic(img, t, fresh))
+			}
 		}
+	}
+	denied := func(name string) (kmsg.MetadataResponseTopic, bool) {
+		if s.authorize(r, metadata.OpDescribe, metadata.ResourceTopic, name) {
+			return kmsg.MetadataResponseTopic{}, false
+		}
+		st := kmsg.NewMetadataResponseTopic()
+		st.Topic = &name
+		st.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		return st, true
 	}
 	for _, rt := range req.Topics {
 		if all {
@@ -60,10 +75,19 @@ func handleMetadata(s *Server, r *request) reply {
 				topics = append(topics, st)
 				continue
 			}
+			if st, no := denied(t.Name); no {
+				st.TopicID = rt.TopicID
+				topics = append(topics, st)
+				continue
+			}
 			topics = append(topics, s.metadataTopic(img, t, fresh))
 			continue
 		}
 		name := *rt.Topic
+		if st, no := denied(name); no {
+			topics = append(topics, st)
+			continue
+		}
 		t, ok := img.Topic(name)
 		if !ok && fresh == nil && engine.ValidateTopicName(name) == nil {
 			t, img, ok = s.lookupTopic(img, name)
@@ -82,7 +106,8 @@ func handleMetadata(s *Server, r *request) reply {
 				topics = append(topics, st)
 				continue
 			}
-			if !allowCreate || !s.cfg.AutoCreateTopics || isInternalTopic(name) {
+			if !allowCreate || !s.cfg.AutoCreateTopics || isInternalTopic(name) ||
+				!(s.authorizeCluster(r, metadata.OpCreate) || s.authorize(r, metadata.OpCreate, metadata.ResourceTopic, name)) {
 				st.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				topics = append(topics, st)
 				continue

@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -67,6 +68,46 @@ func handleOffsetCommit(s *Server, r *request) reply {
 	}
 	if err := s.groups.stale(); err != nil {
 		return reply{resolve: func(<-chan struct{}) *response { return fill(nil, err) }}
+	}
+	if !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
+		return reply{resolve: func(<-chan struct{}) *response { return fill(nil, errGroupAuthz) }}
+	}
+	// Partitions of topics the principal may not READ get
+	// TOPIC_AUTHORIZATION_FAILED; the rest are committed.
+	var deniedAt []int
+	kept := cr.Offsets[:0:0]
+	for i, o := range cr.Offsets {
+		if s.authorize(r, metadata.OpRead, metadata.ResourceTopic, o.Topic) {
+			kept = append(kept, o)
+		} else {
+			deniedAt = append(deniedAt, i)
+		}
+	}
+	if len(deniedAt) > 0 {
+		all := len(cr.Offsets)
+		cr.Offsets = kept
+		inner := fill
+		fill = func(res []group.PartitionError, err error) *response {
+			merged := make([]group.PartitionError, all)
+			j, d := 0, 0
+			for i := range merged {
+				if d < len(deniedAt) && deniedAt[d] == i {
+					merged[i].Err = errTopicAuthz
+					d++
+					continue
+				}
+				if err == nil && j < len(res) {
+					merged[i] = res[j]
+				} else {
+					merged[i].Err = err
+				}
+				j++
+			}
+			return inner(merged, nil)
+		}
+		if len(kept) == 0 {
+			return reply{resolve: func(<-chan struct{}) *response { return fill(nil, nil) }}
+		}
 	}
 	f := s.groups.mgr.CommitOffsets(cr)
 	return reply{resolve: func(done <-chan struct{}) *response {

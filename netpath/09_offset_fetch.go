@@ -14,8 +14,12 @@ import (
 //   - v8 batches groups (KIP-709); each group is routed on its own, so one
 //     request may mix groups this broker coordinates and NOT_COORDINATOR.
 //   - v0-1 have no top-level error code: a group-level error is repeated
-//     on every partition. RequireStable (v7) is trivially met: there are no
-//     transactional offset commits.
+//     on every partition.
+//   - require_stable (v7+, KIP-447): a partition with a transactional
+//     offset commit still awaiting its marker answers
+//     UNSTABLE_OFFSET_COMMIT (offset -1), which the consumer retries;
+//     without it the committed offset is returned and pending ones are
+//     not seen.
 
 func init() { register(9, 0, 8, handleOffsetFetch) }
 
@@ -40,7 +44,7 @@ func handleOffsetFetch(s *Server, r *request) reply {
 				}
 			}
 		}
-		return s.groups.mgr.FetchOffsets(groupID, tps)
+		return s.groups.mgr.FetchOffsetsOpts(groupID, tps, group.FetchOptions{RequireStable: req.Version >= 7 && req.RequireStable})
 	}
 	if req.Version >= 8 {
 		for _, g := range req.Groups {
@@ -60,6 +64,7 @@ func handleOffsetFetch(s *Server, r *request) reply {
 				}
 				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				rp.Partition, rp.Offset, rp.LeaderEpoch = o.Partition, o.Offset, o.LeaderEpoch
+				rp.ErrorCode = errorCode(o.Err)
 				md := o.Metadata
 				rp.Metadata = &md
 				rt := &rg.Topics[len(rg.Topics)-1]
@@ -102,6 +107,7 @@ func handleOffsetFetch(s *Server, r *request) reply {
 		}
 		rp := kmsg.NewOffsetFetchResponseTopicPartition()
 		rp.Partition, rp.Offset, rp.LeaderEpoch = o.Partition, o.Offset, o.LeaderEpoch
+		rp.ErrorCode = errorCode(o.Err)
 		md := o.Metadata
 		rp.Metadata = &md
 		rt := &resp.Topics[len(resp.Topics)-1]

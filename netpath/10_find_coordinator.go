@@ -1,7 +1,11 @@
 package netpath
 
 import (
+	"fmt"
+
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -14,8 +18,11 @@ import (
 //     created through the controller on first use; while a partition has
 //     no leader, or this broker's metadata may be stale, the answer is
 //     COORDINATOR_NOT_AVAILABLE so the client retries.
-//   - Key type 1 (transaction) is answered COORDINATOR_NOT_AVAILABLE until
-//     transactions exist; other types INVALID_REQUEST.
+//   - Key type 1 (transaction): the leader of the transactional id's
+//     __transaction_state partition (txn.PartitionFor), the topic created
+//     on first use in the same way. An empty id is INVALID_REQUEST; other
+//     key types too. With ACLs on it needs DESCRIBE on the id
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 //   - v4 batches keys (KIP-699); v0-3 carry one.
 //   - Runs in resolve (the writer goroutine): creating the offsets topic
 //     waits for the controller without blocking the connection's reads.
@@ -48,9 +55,21 @@ func handleFindCoordinator(s *Server, r *request) reply {
 					c.NodeID, c.Host, c.Port = be.id, be.host, be.port
 				}
 			case 1:
-				c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-				msg := "transactions are not supported yet"
-				c.ErrorMessage = &msg
+				if key == "" {
+					err = fmt.Errorf("%w: empty transactional id", txn.ErrInvalidRequest)
+					c.ErrorCode = errorCode(err)
+					break
+				}
+				if !s.authorize(r, metadata.OpDescribe, metadata.ResourceTransactionalID, key) {
+					err = errTxnIDAuthz
+					c.ErrorCode = errorCode(err)
+					break
+				}
+				var be brokerEndpoint
+				be, c.ErrorCode, err = s.txns.coordinatorFor(ctx, r.conn.l, key)
+				if c.ErrorCode == 0 {
+					c.NodeID, c.Host, c.Port = be.id, be.host, be.port
+				}
 			default:
 				c.ErrorCode = kerr.InvalidRequest.Code
 			}

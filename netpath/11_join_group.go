@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/group"
@@ -32,6 +33,9 @@ func handleJoinGroup(s *Server, r *request) reply {
 	}
 	if err := s.groups.stale(); err != nil {
 		return fail(err)
+	}
+	if !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
+		return fail(errGroupAuthz)
 	}
 	jr := group.JoinRequest{
 		Group:                req.Group,

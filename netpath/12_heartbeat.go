@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,6 +19,9 @@ func handleHeartbeat(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 	err := s.groups.stale()
+	if err == nil && !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
+		err = errGroupAuthz
+	}
 	if err == nil {
 		err = s.groups.mgr.Heartbeat(group.HeartbeatRequest{
 			Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,

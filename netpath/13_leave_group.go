@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -27,6 +28,9 @@ func handleLeaveGroup(s *Server, r *request) reply {
 		}
 	}
 	err := s.groups.stale()
+	if err == nil && !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
+		err = errGroupAuthz
+	}
 	var results []group.LeaveResult
 	if err == nil {
 		results, err = s.groups.mgr.Leave(req.Group, members)

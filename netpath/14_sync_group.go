@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -20,6 +21,10 @@ func handleSyncGroup(s *Server, r *request) reply {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 	if err := s.groups.stale(); err != nil {
 		resp.ErrorCode = errorCode(err)
+		return immediate(resp)
+	}
+	if !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
+		resp.ErrorCode = errorCode(errGroupAuthz)
 		return immediate(resp)
 	}
 	sr := group.SyncRequest{

@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,7 +27,13 @@ func handleDescribeGroups(s *Server, r *request) reply {
 			descs = append(descs, group.GroupDescription{Group: id, Err: err})
 		}
 	} else {
-		descs = s.groups.mgr.Describe(req.Groups)
+		for _, id := range req.Groups {
+			if s.authorize(r, metadata.OpDescribe, metadata.ResourceGroup, id) {
+				descs = append(descs, s.groups.mgr.Describe([]string{id})...)
+			} else {
+				descs = append(descs, group.GroupDescription{Group: id, Err: errGroupAuthz})
+			}
+		}
 	}
 	for _, d := range descs {
 		g := kmsg.NewDescribeGroupsResponseGroup()

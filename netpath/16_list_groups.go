@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -23,7 +24,11 @@ func handleListGroups(s *Server, r *request) reply {
 	}
 	list, err := s.groups.mgr.List(req.StatesFilter)
 	resp.ErrorCode = errorCode(err)
+	clusterOK := s.authorizeCluster(r, metadata.OpDescribe)
 	for _, l := range list {
+		if !clusterOK && !s.authorize(r, metadata.OpDescribe, metadata.ResourceGroup, l.Group) {
+			continue
+		}
 		g := kmsg.NewListGroupsResponseGroup()
 		g.Group, g.ProtocolType, g.GroupState = l.Group, l.ProtocolType, l.State
 		resp.Groups = append(resp.Groups, g)

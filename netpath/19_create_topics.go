@@ -44,13 +44,13 @@ func handleCreateTopics(s *Server, r *request) reply {
 	// goroutine so later pipelined requests keep being read.
 	return reply{resolve: func(<-chan struct{}) *response {
 		for _, rt := range req.Topics {
-			resp.Topics = append(resp.Topics, s.createTopic(req, rt, seen[rt.Topic] > 1))
+			resp.Topics = append(resp.Topics, s.createTopic(r, req, rt, seen[rt.Topic] > 1))
 		}
 		return &response{msg: resp}
 	}}
 }
 
-func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, dup bool) kmsg.CreateTopicsResponseTopic {
+func (s *Server) createTopic(r *request, req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopicsRequestTopic, dup bool) kmsg.CreateTopicsResponseTopic {
 	st := kmsg.NewCreateTopicsResponseTopic()
 	st.Topic = rt.Topic
 	st.NumPartitions, st.ReplicationFactor = -1, -1
@@ -60,6 +60,9 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, rt kmsg.CreateTopics
 			st.ErrorMessage = &msg
 		}
 		return st
+	}
+	if !s.authorizeCluster(r, metadata.OpCreate) && !s.authorize(r, metadata.OpCreate, metadata.ResourceTopic, rt.Topic) {
+		return fail(kerr.TopicAuthorizationFailed.Code, "not authorized to create the topic")
 	}
 	if dup {
 		return fail(kerr.InvalidRequest.Code, "topic named more than once in the request")

@@ -64,6 +64,10 @@ func handleDeleteTopics(s *Server, r *request) reply {
 			if info, ok := img.Topic(name); ok {
 				st.TopicID = info.ID
 			}
+			if !s.authorize(r, metadata.OpDelete, metadata.ResourceTopic, name) {
+				fail(kerr.TopicAuthorizationFailed.Code, "not authorized to delete the topic")
+				continue
+			}
 			if isInternalTopic(name) {
 				fail(kerr.InvalidRequest.Code, "internal topics cannot be deleted")
 				continue

@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -23,6 +24,14 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
+	// Followers (replica id set, v3+) need CLUSTER_ACTION; clients
+	// DESCRIBE on the topic.
+	allowed := func(topic string) bool {
+		if req.Version >= 3 && req.ReplicaID >= 0 {
+			return s.authorizeCluster(r, metadata.OpClusterAction)
+		}
+		return s.authorize(r, metadata.OpDescribe, metadata.ResourceTopic, topic)
+	}
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -30,6 +39,14 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) reply {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
+			if !allowed(rt.Topic) {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				if req.Version >= 3 && req.ReplicaID >= 0 {
+					sp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				}
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			clientEpoch := int32(-1)
 			if req.Version >= 2 {
 				clientEpoch = rp.CurrentLeaderEpoch

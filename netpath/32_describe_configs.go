@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"strconv"
 
 	"github.com/ringlog/ringlog/engine"
@@ -56,6 +57,10 @@ func handleDescribeConfigs(s *Server, r *request) reply {
 		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
+			if !s.authorize(r, metadata.OpDescribeConfigs, metadata.ResourceTopic, rr.ResourceName) {
+				sr.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				break
+			}
 			t, ok := s.node.MetadataImage().Topic(rr.ResourceName)
 			if !ok {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code

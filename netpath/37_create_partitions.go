@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"fmt"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,6 +38,8 @@ func handleCreatePartitions(s *Server, r *request) reply {
 				assignment = append(assignment, a.Replicas)
 			}
 			switch {
+			case !s.authorize(r, metadata.OpAlter, metadata.ResourceTopic, rt.Topic):
+				fail(kerr.TopicAuthorizationFailed.Code, "not authorized to alter the topic")
 			case !ok:
 				fail(kerr.UnknownTopicOrPartition.Code, "unknown topic")
 			case isInternalTopic(rt.Topic):

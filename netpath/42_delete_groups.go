@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -24,7 +25,17 @@ func handleDeleteGroups(s *Server, r *request) reply {
 		}
 		return immediate(resp)
 	}
-	f := s.groups.mgr.DeleteGroups(req.Groups)
+	var allowed []string
+	for _, id := range req.Groups {
+		if s.authorize(r, metadata.OpDelete, metadata.ResourceGroup, id) {
+			allowed = append(allowed, id)
+		} else {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, errorCode(errGroupAuthz)
+			resp.Groups = append(resp.Groups, g)
+		}
+	}
+	f := s.groups.mgr.DeleteGroups(allowed)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -22,8 +23,23 @@ func handleOffsetDelete(s *Server, r *request) reply {
 		resp.ErrorCode = errorCode(err)
 		return immediate(resp)
 	}
+	if !s.authorize(r, metadata.OpDelete, metadata.ResourceGroup, req.Group) {
+		resp.ErrorCode = errorCode(errGroupAuthz)
+		return immediate(resp)
+	}
 	var tps []group.TopicPartition
 	for _, t := range req.Topics {
+		if !s.authorize(r, metadata.OpRead, metadata.ResourceTopic, t.Topic) {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, errorCode(errTopicAuthz)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		for _, p := range t.Partitions {
 			tps = append(tps, group.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 		}

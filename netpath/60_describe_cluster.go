@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,6 +23,10 @@ func handleDescribeCluster(s *Server, r *request) reply {
 	resp.EndpointType = req.EndpointType
 	if req.Version >= 1 && req.EndpointType != 1 {
 		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return immediate(resp)
+	}
+	if !s.authorizeCluster(r, metadata.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return immediate(resp)
 	}
 	img := s.node.MetadataImage()

@@ -40,6 +40,9 @@ type request struct {
 type reply struct {
 	// noResponse is set for acks=0 produce: nothing is written back.
 	noResponse bool
+	// closeAfter ends the connection once this reply is written (a
+	// failed authentication): no further request is read.
+	closeAfter bool
 	// resolve produces the response. done is closed when the connection
 	// is going away; resolve must then return promptly (its response is
 	// released, not sent).
@@ -54,6 +57,13 @@ func immediate(msg kmsg.Response) reply {
 type pendingReply struct {
 	hdr   requestHeader
 	reply reply
+	// req and start are for metrics: the decoded request (responses are
+	// accounted against it) and when its frame had been read.
+	req   kmsg.Request
+	start time.Time
+	// held is the request's share of the server's byte budget, released
+	// once its response is written (limits.go).
+	held int64
 }
 
 // conn is one client connection: a reader goroutine that reads ahead and
@@ -69,10 +79,12 @@ type conn struct {
 	// quietUntilClose, when non-zero, means the server is draining: the
 	// connection ends once no new request has arrived for this long.
 	quietUntilClose atomic.Int64
+	// auth is the SASL state and principal (auth.go).
+	auth connAuth
 }
 
 func newConn(s *Server, l *listener, nc net.Conn) *conn {
-	return &conn{
+	c := &conn{
 		s:       s,
 		l:       l,
 		nc:      nc,
@@ -80,11 +92,15 @@ func newConn(s *Server, l *listener, nc net.Conn) *conn {
 		pending: make(chan pendingReply, s.cfg.MaxInflightPerConn),
 		done:    make(chan struct{}),
 	}
+	c.auth.required = s.saslRequired(l)
+	c.auth.ok.Store(!c.auth.required)
+	return c
 }
 
 func (c *conn) close() {
 	c.once.Do(func() {
 		close(c.done)
+		c.s.budget.wake()
 		c.nc.Close()
 	})
 }
@@ -105,7 +121,7 @@ func (c *conn) run() {
 	}()
 	err := c.readLoop()
 	close(c.pending)
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errDrained) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, errDrained) && !errors.Is(err, errAuthClosed) {
 		c.s.log.Debug("connection closed", "remote", c.nc.RemoteAddr().String(), "err", err)
 	}
 	<-writerDone
@@ -120,6 +136,10 @@ func (c *conn) handshake(tc *tls.Conn) error {
 	defer cancel()
 	return tc.HandshakeContext(ctx)
 }
+
+// errAuthClosed ends the reader after a reply that closes the connection
+// (failed authentication).
+var errAuthClosed = errors.New("connection closed after failed authentication")
 
 // errDrained ends the reader of a connection that stayed quiet while the
 // server drained; the writer still answers what was read.
@@ -150,26 +170,39 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		// The length prefix is checked before allocating the body.
-		if size < 8 || size > c.s.cfg.MaxRequestBytes {
-			c.s.stats.rejectedFrames.Add(1)
-			return fmt.Errorf("%w: request size %d outside [8, %d]", errFrame, size, c.s.cfg.MaxRequestBytes)
+		// The length prefix is checked before allocating the body, with
+		// a smaller limit before authentication.
+		limit := c.s.cfg.MaxRequestBytes
+		if !c.auth.authenticated() {
+			limit = min(limit, c.s.cfg.Security.PreAuthMaxRequestBytes)
 		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(c.br, frame); err != nil {
+		if size < 8 || size > limit {
+			c.s.stats.rejectedFrames.Add(1)
+			c.s.metrics.reject(rejectFrameSize)
+			return fmt.Errorf("%w: request size %d outside [8, %d]", errFrame, size, limit)
+		}
+		frame, held, err := c.readBody(int(size))
+		if err != nil {
 			return err
 		}
 		c.l.bytesIn.Add(uint64(size) + 4)
 		c.s.stats.requests.Add(1)
+		start := time.Now()
 		p, err := c.dispatch(frame)
 		if err != nil {
+			c.s.budget.release(held)
 			c.s.stats.rejectedFrames.Add(1)
 			return err
 		}
+		p.start, p.held = start, held
 		select {
 		case c.pending <- p:
 		case <-c.done:
+			c.s.budget.release(held)
 			return net.ErrClosed
+		}
+		if p.reply.closeAfter {
+			return errAuthClosed
 		}
 	}
 }
@@ -178,7 +211,12 @@ func (c *conn) readLoop() error {
 func (c *conn) dispatch(frame []byte) (pendingReply, error) {
 	hdr, kreq, err := decodeRequest(frame)
 	if err != nil {
+		c.s.metrics.reject(rejectReason(hdr, frame))
 		return pendingReply{}, err
+	}
+	if !preAuthAllowed(hdr.key) && !c.auth.authenticated() {
+		c.s.stats.unauthenticated.Add(1)
+		return pendingReply{}, fmt.Errorf("%w: %s before SASL authentication", errFrame, kmsg.NameForKey(hdr.key))
 	}
 	c.s.stats.apiRequests[hdr.key].Add(1)
 	if kreq == nil {
@@ -186,7 +224,7 @@ func (c *conn) dispatch(frame []byte) (pendingReply, error) {
 		return pendingReply{hdr: hdr, reply: apiVersionsUnsupported()}, nil
 	}
 	r := &request{hdr: hdr, kreq: kreq, conn: c}
-	return pendingReply{hdr: hdr, reply: handlers[hdr.key].handle(c.s, r)}, nil
+	return pendingReply{hdr: hdr, reply: handlers[hdr.key].handle(c.s, r), req: kreq}, nil
 }
 
 // decodeRequest turns a frame into a header and a decoded request of a
@@ -291,12 +329,20 @@ func skipTaggedFields(b []byte) ([]byte, error) {
 
 func (c *conn) writeLoop() {
 	broken := false
+	m := &c.s.metrics
 	for p := range c.pending {
 		if p.reply.noResponse {
+			m.observeLatency(p.hdr.key, p.hdr.version, time.Since(p.start))
+			m.responded(c.s, &p, nil)
+			c.s.budget.release(p.held)
 			continue
 		}
+		resolving := &m.resolving[p.hdr.key&maxAPIKey]
+		resolving.Add(1)
 		resp := p.reply.resolve(c.done)
+		resolving.Add(-1)
 		if resp == nil {
+			c.s.budget.release(p.held)
 			continue
 		}
 		if !broken {
@@ -304,8 +350,12 @@ func (c *conn) writeLoop() {
 				broken = true
 				c.s.log.Debug("write failed, closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
 				c.close()
+			} else {
+				m.observeLatency(p.hdr.key, p.hdr.version, time.Since(p.start))
+				m.responded(c.s, &p, resp)
 			}
 		}
 		resp.releaseAll()
+		c.s.budget.release(p.held)
 	}
 }

@@ -7,8 +7,18 @@ import (
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Authorization failures (auth.go); each maps to its Kafka code.
+var (
+	errTopicAuthz   = errors.New("topic authorization failed")
+	errGroupAuthz   = errors.New("group authorization failed")
+	errClusterAuthz = errors.New("cluster authorization failed")
+	errTxnIDAuthz   = errors.New("transactional id authorization failed")
 )
 
 // errorCode maps an internal error to the Kafka error code a client sees.
@@ -26,6 +36,22 @@ func errorCode(err error) int16 {
 	// coordinator cause that would otherwise pick the code.
 	if code := groupErrorCode(err); code != 0 {
 		return code
+	}
+	if code := txnCoordErrorCode(err); code != 0 {
+		return code
+	}
+	if code := producerErrorCode(err); code != 0 {
+		return code
+	}
+	switch {
+	case errors.Is(err, errTopicAuthz):
+		return kerr.TopicAuthorizationFailed.Code
+	case errors.Is(err, errGroupAuthz):
+		return kerr.GroupAuthorizationFailed.Code
+	case errors.Is(err, errClusterAuthz):
+		return kerr.ClusterAuthorizationFailed.Code
+	case errors.Is(err, errTxnIDAuthz):
+		return kerr.TransactionalIDAuthorizationFailed.Code
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -53,7 +79,10 @@ func errorCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, metadata.ErrFencedLeaderEpoch):
 		return kerr.FencedLeaderEpoch.Code
-	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, coordinator.ErrInvalidRequest):
+	case errors.Is(err, metadata.ErrNoScramCredential):
+		return kerr.ResourceNotFound.Code
+	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, coordinator.ErrInvalidRequest),
+		errors.Is(err, metadata.ErrInvalidACL):
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, engine.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code
@@ -119,8 +148,55 @@ func groupErrorCode(err error) int16 {
 		return kerr.GroupSubscribedToTopic.Code
 	case errors.Is(err, group.ErrOffsetMetadataTooLarge):
 		return kerr.OffsetMetadataTooLarge.Code
+	case errors.Is(err, group.ErrUnstableOffsetCommit):
+		return kerr.UnstableOffsetCommit.Code
+	case errors.Is(err, group.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
 	}
 	return 0
+}
+
+// txnCoordErrorCode maps the transaction coordinator's errors
+// (coordinator/txn). It returns 0 for any other error.
+func txnCoordErrorCode(err error) int16 {
+	switch {
+	case errors.Is(err, txn.ErrNotCoordinator):
+		return kerr.NotCoordinator.Code
+	case errors.Is(err, txn.ErrCoordinatorLoadInProgress):
+		return kerr.CoordinatorLoadInProgress.Code
+	case errors.Is(err, txn.ErrCoordinatorNotAvailable):
+		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, txn.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, txn.ErrInvalidProducerIDMapping):
+		return kerr.InvalidProducerIDMapping.Code
+	case errors.Is(err, txn.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, txn.ErrProducerFenced):
+		return kerr.ProducerFenced.Code
+	case errors.Is(err, txn.ErrConcurrentTransactions):
+		return kerr.ConcurrentTransactions.Code
+	case errors.Is(err, txn.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, txn.ErrTransactionalIDNotFound):
+		return kerr.TransactionalIDNotFound.Code
+	case errors.Is(err, txn.ErrInvalidTransactionTimeout):
+		return kerr.InvalidTransactionTimeout.Code
+	}
+	return 0
+}
+
+// txnErrorCode is errorCode for the answers of the transactional APIs.
+// Clients that predate PRODUCER_FENCED (KIP-588: InitProducerId v0-3,
+// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn v0-1, TxnOffsetCommit
+// v0-2; knowsFenced false) get INVALID_PRODUCER_EPOCH instead, which they
+// treat the same way, as Kafka answers them.
+func txnErrorCode(err error, knowsFenced bool) int16 {
+	code := errorCode(err)
+	if code == kerr.ProducerFenced.Code && !knowsFenced {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
 }
 
 // errorMessage returns a message worth sending next to a code, or nil.
@@ -136,3 +212,25 @@ var (
 	kerrUnknownLeaderEpoch = kerr.UnknownLeaderEpoch.Code
 	kerrFencedLeaderEpoch  = kerr.FencedLeaderEpoch.Code
 )
+
+// producerErrorCode maps idempotent/transactional producer state errors
+// (engine/producerstate). It returns 0 for any other error.
+func producerErrorCode(err error) int16 {
+	switch {
+	case errors.Is(err, producerstate.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, producerstate.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, producerstate.ErrProducerFenced):
+		return kerr.ProducerFenced.Code
+	case errors.Is(err, producerstate.ErrTransactionCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
+	case errors.Is(err, producerstate.ErrInvalidTxnState):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, producerstate.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, producerstate.ErrCorruptBatch):
+		return kerr.CorruptMessage.Code
+	}
+	return 0
+}

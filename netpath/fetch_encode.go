@@ -35,10 +35,16 @@ func encodeFetchResponse(version int16, isolation int8, topics []fetchTopic) []r
 			if version >= 5 {
 				b = appendInt64(b, p.logStart)
 			}
-			// aborted_transactions (v4+): null for read_uncommitted,
-			// empty for read_committed (no transactions yet).
+			// aborted_transactions (v4+): null for read_uncommitted.
 			if isolation == 1 {
-				b = appendArrayLen(b, 0, flex)
+				b = appendArrayLen(b, len(p.aborted), flex)
+				for _, a := range p.aborted {
+					b = appendInt64(b, a.ProducerID)
+					b = appendInt64(b, a.FirstOffset)
+					if flex {
+						b = append(b, 0)
+					}
+				}
 			} else {
 				b = appendNullArray(b, flex)
 			}

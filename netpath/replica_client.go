@@ -29,6 +29,7 @@ type replicaClient struct {
 }
 
 type replicaConn struct {
+	s    *Server
 	mu   sync.Mutex
 	addr string
 	c    net.Conn
@@ -61,7 +62,7 @@ func (rc *replicaClient) Fetch(ctx context.Context, leaderID int32, req *replica
 	rc.mu.Lock()
 	c := rc.conns[leaderID]
 	if c == nil {
-		c = &replicaConn{}
+		c = &replicaConn{s: rc.s}
 		rc.conns[leaderID] = c
 	}
 	rc.mu.Unlock()
@@ -158,12 +159,11 @@ func (c *replicaConn) roundTrip(ctx context.Context, addr string, req kmsg.Reque
 		c.c = nil
 	}
 	if c.c == nil {
-		d := net.Dialer{Timeout: 5 * time.Second}
-		nc, err := d.DialContext(ctx, "tcp", addr)
+		nc, br, err := c.s.dialBroker(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
-		c.c, c.r, c.addr = nc, bufio.NewReaderSize(nc, 64<<10), addr
+		c.c, c.r, c.addr = nc, br, addr
 	}
 	fail := func(err error) ([]byte, error) {
 		c.c.Close()

@@ -135,14 +135,16 @@ func (m *replicaManager) sendAlter(lp *leaderPart, prop replication.AlterProposa
 	res, err := m.controller().AlterPartition(ctx, lp.tp, prop.LeaderEpoch, prop.PartitionEpoch, prop.NewISR)
 	cancel()
 	if err != nil {
-		m.s.log.Info("AlterPartition", "topic", lp.tp.Topic, "partition", lp.tp.Partition, "isr", prop.NewISR, "err", err)
+		m.s.log.Info("AlterPartition", "topic", lp.tp.Topic, "partition", lp.tp.Partition, "leader_epoch", prop.LeaderEpoch, "isr", prop.NewISR, "err", err)
 	} else {
-		m.s.log.Info("ISR changed", "topic", lp.tp.Topic, "partition", lp.tp.Partition, "isr", res.ISR, "partition_epoch", res.PartitionEpoch)
+		m.s.log.Info("ISR changed", "topic", lp.tp.Topic, "partition", lp.tp.Partition, "leader_epoch", prop.LeaderEpoch, "isr", res.ISR, "partition_epoch", res.PartitionEpoch)
 	}
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if lp.gen {
+		before := lp.st.ISR()
 		m.apply(lp, lp.st.OnAlterResult(prop, res, err, time.Now()))
+		m.s.metrics.countISRChange(before, lp.st.ISR())
 	}
 }
 
@@ -200,8 +202,10 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 			if ti, ok := m.s.engine.Topic(t.Name); ok {
 				lp.st.SetMinInsync(minInsync(ti.Config))
 			}
+			before := lp.st.ISR()
 			u, err := lp.st.OnMetadata(state, now)
 			if err == nil {
+				m.s.metrics.countISRChange(before, lp.st.ISR())
 				m.apply(lp, u)
 				lp.mu.Unlock()
 				return
@@ -215,7 +219,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		}
 		st, err := replication.BecomeLeader(m.cfg, tp, me, mi, state, replicaLog{part}, now)
 		if err != nil {
-			m.s.log.Error("becoming leader", "topic", t.Name, "partition", idx, "err", err)
+			m.s.log.Error("becoming leader", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "err", err)
 			return
 		}
 		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
@@ -264,7 +268,7 @@ func (m *replicaManager) dropLeader(key tpKey, why error) {
 		why = fmt.Errorf("%w: %v", replication.ErrNotLeaderOrFollower, why)
 	}
 	n := m.purg.FailPartition(lp.tp, why)
-	m.s.log.Info("no longer leading partition", "topic", key.topic, "partition", key.part, "failed_waiters", n)
+	m.s.log.Info("no longer leading partition", "topic", key.topic, "partition", key.part, "leader_epoch", lp.st.LeaderEpoch(), "failed_waiters", n)
 }
 
 func (m *replicaManager) unfollow(key tpKey) {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 )
 
@@ -62,13 +63,36 @@ type Config struct {
 	// IdleTimeout closes connections with no request for this long; 0
 	// disables (connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// RequestReadTimeout bounds how long a request body may take to
+	// arrive once its length prefix is in: a client trickling bytes
+	// cannot hold a connection and its buffer forever. 0 disables.
+	RequestReadTimeout time.Duration
+	// MaxConnections and MaxConnectionsPerIP cap open connections
+	// (max.connections, max.connections.per.ip); over the cap a new
+	// connection is closed at once. 0 means no cap.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// QueuedMaxRequestBytes bounds the memory of large request frames
+	// (over 64 KiB) being read or waiting for their response, across all
+	// connections (queued.max.request.bytes); a reader blocks until there
+	// is room, which pushes back on the client through TCP.
+	QueuedMaxRequestBytes int64
 	// Groups configures the consumer group coordinator (groups.go).
 	Groups group.Config
 	// OffsetsReplicationFactor is the replication factor of
 	// __consumer_offsets when it is created; <= 0 means min(3, live
 	// brokers) (offsets.topic.replication.factor).
 	OffsetsReplicationFactor int16
-	Logger                   *slog.Logger
+	// Transactions configures the transaction coordinator (txn.go). Its
+	// OffsetsTopicPartitions is taken from Groups by New.
+	Transactions txn.Config
+	// TransactionStateReplicationFactor is the replication factor of
+	// __transaction_state when it is created; <= 0 means min(3, live
+	// brokers) (transaction.state.log.replication.factor).
+	TransactionStateReplicationFactor int16
+	// Security configures SASL and ACLs (auth.go).
+	Security SecurityConfig
+	Logger   *slog.Logger
 }
 
 // DefaultConfig returns the broker's defaults.
@@ -81,12 +105,19 @@ func DefaultConfig() Config {
 		DefaultPartitions:  1,
 		IdleTimeout:        10 * time.Minute,
 
+		RequestReadTimeout:    30 * time.Second,
+		MaxConnections:        10000,
+		MaxConnectionsPerIP:   1000,
+		QueuedMaxRequestBytes: 512 << 20,
+
 		DefaultReplicationFactor: 1,
 		AdminTimeout:             30 * time.Second,
 
 		TLSHandshakeTimeout: 10 * time.Second,
 
-		Groups: group.DefaultConfig(),
+		Groups:       group.DefaultConfig(),
+		Transactions: txn.DefaultConfig(),
+		Security:     DefaultSecurityConfig(),
 	}
 }
 
@@ -126,7 +157,16 @@ func (c Config) Validate() error {
 	if err := c.Groups.Validate(); err != nil {
 		return err
 	}
-	return nil
+	if err := c.Transactions.Validate(); err != nil {
+		return err
+	}
+	if c.QueuedMaxRequestBytes < int64(c.MaxRequestBytes) {
+		return fmt.Errorf("queued max request bytes %d must be at least the max request size %d", c.QueuedMaxRequestBytes, c.MaxRequestBytes)
+	}
+	if c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0 || c.RequestReadTimeout < 0 {
+		return fmt.Errorf("connection limits and the request read timeout must not be negative")
+	}
+	return c.Security.Validate()
 }
 
 // Stats are counters about the wire server.
@@ -159,9 +199,17 @@ type Server struct {
 	recMu sync.Mutex
 	// groups is the consumer group coordinator and its offsets topic.
 	groups *groupBridge
+	// txns is the transaction coordinator, its __transaction_state topic
+	// and the transaction marker writer.
+	txns *txnBridge
+	// pids hands out producer ids from controller-allocated blocks.
+	pids *producerIDs
 	// repl drives partition replication (replicas.go); nil until
 	// EnableReplication.
 	repl *replicaManager
+	// metrics holds the request-path instruments behind /metrics
+	// (request_metrics.go); its zero value is ready.
+	metrics serverMetrics
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -173,7 +221,10 @@ type Server struct {
 	drainQuiet time.Duration
 	listeners  []*listener
 	conns      map[*conn]struct{}
+	perIP      map[string]int // open connections per client address
 	wg         sync.WaitGroup
+	// budget bounds the bytes of large request frames in flight.
+	budget *byteBudget
 
 	stats struct {
 		connections        atomic.Int64
@@ -181,6 +232,12 @@ type Server struct {
 		rejectedFrames     atomic.Uint64
 		notLeader          atomic.Uint64
 		tlsHandshakeErrors atomic.Uint64
+		// authFailures, unauthenticated and authzDenied count failed
+		// SASL exchanges, requests refused before authentication and
+		// ACL denials.
+		authFailures, unauthenticated, authzDenied atomic.Uint64
+		// rejectedConns counts connections closed at accept by the caps.
+		rejectedConns atomic.Uint64
 		// apiRequests counts requests per API key (registered keys
 		// only: unknown keys close the connection before counting).
 		apiRequests [maxAPIKey + 1]atomic.Uint64
@@ -216,6 +273,8 @@ func New(cfg Config, eng *engine.Engine) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// AddOffsetsToTxn must name the partition the group coordinator uses.
+	cfg.Transactions.OffsetsTopicPartitions = cfg.Groups.OffsetsTopicPartitions
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:    cfg,
@@ -224,9 +283,16 @@ func New(cfg Config, eng *engine.Engine) (*Server, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
+		perIP:  make(map[string]int),
+		budget: newByteBudget(cfg.QueuedMaxRequestBytes),
 	}
 	var err error
+	s.pids = newProducerIDs(s)
 	if s.groups, err = newGroupBridge(s); err != nil {
+		cancel()
+		return nil, err
+	}
+	if s.txns, err = newTxnBridge(s); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -301,6 +367,7 @@ func (s *Server) Start(node *coordinator.Node) error {
 		s.reconcileLoop()
 	}()
 	s.groups.start()
+	s.txns.start()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.started = true
@@ -344,6 +411,12 @@ func (s *Server) acceptLoop(l *listener) {
 			continue
 		}
 		backoff = 0
+		releaseSlot, err := s.admit(nc.RemoteAddr())
+		if err != nil {
+			s.log.Debug("connection refused", "listener", l.name, "remote", nc.RemoteAddr().String(), "reason", err)
+			nc.Close()
+			continue
+		}
 		if l.tls != nil {
 			nc = tls.Server(nc, l.tls)
 		}
@@ -352,6 +425,7 @@ func (s *Server) acceptLoop(l *listener) {
 		if s.ctx.Err() != nil {
 			s.mu.Unlock()
 			nc.Close()
+			releaseSlot()
 			return
 		}
 		s.conns[c] = struct{}{}
@@ -368,6 +442,7 @@ func (s *Server) acceptLoop(l *listener) {
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()
+			releaseSlot()
 			s.stats.connections.Add(-1)
 			l.connections.Add(-1)
 		}()

@@ -13,8 +13,11 @@ import (
 func Commands() []*cli.Command {
 	return []*cli.Command{{
 		Name:      "report",
-		Usage:     "print the summary of a result directory",
+		Usage:     "print the summary of a result directory, with the broker profiles of a profiled run",
 		ArgsUsage: "DIR",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "top", Value: 15, Usage: "functions listed per CPU profile", EnvVars: []string{"RINGLOG_TOP"}},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cli.Exit("usage: ringlog report DIR (or report merge|compare)", 2)
@@ -24,6 +27,7 @@ func Commands() []*cli.Command {
 				return err
 			}
 			WriteSummary(c.App.Writer, &run.Result)
+			WriteProfiles(c.App.Writer, run.Dir, &run.Result, nil, c.Int("top"))
 			return nil
 		},
 		Subcommands: []*cli.Command{

@@ -19,6 +19,10 @@ type Run struct {
 	Ack       []*hdr.Histogram
 	E2E       []*hdr.Histogram
 	SendDelay []*hdr.Histogram
+	// Files are further files of the run (profiles), by path relative to
+	// the directory; Write stores them. Load leaves this nil: they stay
+	// on disk.
+	Files map[string][]byte
 }
 
 // Finalize recomputes the latency fields and the SLA verdict of r.Result from
@@ -88,6 +92,15 @@ func (r *Run) Write(dir string) error {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, s.hlog), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	for name, data := range r.Files {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return err
 		}
 	}

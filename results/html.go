@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"path/filepath"
 	"strings"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
@@ -218,6 +219,17 @@ func RenderHTML(r *Run) ([]byte, error) {
 		}
 		fm.Lines = []line{l}
 		b.WriteString(fm.svg())
+	}
+	if ps := res.Profiles; ps != nil {
+		b.WriteString("<h2>Broker profiles (measured window)</h2><ul>")
+		for _, bp := range ps.Brokers {
+			fmt.Fprintf(&b, "<li>broker %d:", bp.NodeID)
+			for _, f := range bp.Files {
+				fmt.Fprintf(&b, " <a href=\"%s\">%s</a>", html.EscapeString(filepath.ToSlash(f)), html.EscapeString(filepath.Base(f)))
+			}
+			b.WriteString("</li>")
+		}
+		fmt.Fprintf(&b, "</ul><pre>%s</pre>", html.EscapeString(profileSummary(r)))
 	}
 	b.WriteString("</body></html>\n")
 	return b.Bytes(), nil

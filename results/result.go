@@ -56,6 +56,9 @@ type Result struct {
 	Environment Environment       `json:"environment"`
 	FindMax     *FindMax          `json:"find_max,omitempty"`
 	MergedFrom  []string          `json:"merged_from,omitempty"`
+	// Profiles lists the broker profiles captured for the measured
+	// window (loadgen --profile-broker); see profile.go.
+	Profiles *Profiles `json:"profiles,omitempty"`
 }
 
 // SLA is the latency target verdict.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -71,6 +72,10 @@ type brokerProc struct {
 	admin   string
 	dataDir string
 	args    []string
+	// prefix, when set, is a command the binary runs under, e.g.
+	// "ip netns exec NAME" (see netns_test.go); it must exec the binary
+	// in place so signals reach the broker itself.
+	prefix  []string
 	out     *syncBuffer
 	exited  chan struct{}
 	exitErr error
@@ -134,7 +139,14 @@ func (b *brokerProc) start() {
 func (b *brokerProc) launch() {
 	b.t.Helper()
 	b.out = &syncBuffer{}
-	b.cmd = exec.Command(ringlogBin, b.args...)
+	if len(b.prefix) > 0 {
+		b.cmd = exec.Command(b.prefix[0], append(append(slices.Clone(b.prefix[1:]), ringlogBin), b.args...)...)
+		// Brokers in namespaces of their own must not outlive the test
+		// process, whatever ends it.
+		b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	} else {
+		b.cmd = exec.Command(ringlogBin, b.args...)
+	}
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)
@@ -196,6 +208,9 @@ func (b *brokerProc) stop() {
 		return
 	default:
 	}
+	// A test that failed while the broker was paused (SIGSTOP) must not
+	// wait 30 s on a process that cannot act on SIGTERM.
+	b.cmd.Process.Signal(syscall.SIGCONT)
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-b.exited:

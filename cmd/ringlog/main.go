@@ -29,6 +29,8 @@ func main() {
 			serveCommand(),
 			devCommand(),
 			exampleCommand(),
+			usersCommand(),
+			aclsCommand(),
 		}, append(loadgen.Commands(), results.Commands()...)...),
 	}
 	if err := app.Run(os.Args); err != nil {

@@ -24,21 +24,37 @@ const testReplicaLag = 3 * time.Second
 // short replica.lag.time.max and extra flags.
 func startReplCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
+	specs := make([]nodeSpec, n)
+	for i := range specs {
+		specs[i] = nodeSpec{addr: freePort(t), ctrl: freePort(t), admin: freePort(t)}
+	}
+	return startReplClusterAt(t, specs, extra...)
+}
+
+// nodeSpec is where one cluster node listens, and the command prefix it
+// runs under (none: directly).
+type nodeSpec struct {
+	addr, ctrl, admin string
+	prefix            []string
+}
+
+// startReplClusterAt is startReplCluster on explicit addresses: node i+1
+// listens where specs[i] says.
+func startReplClusterAt(t *testing.T, specs []nodeSpec, extra ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t}
-	ctrl := make([]string, n)
 	var voters []string
-	for i := range n {
-		ctrl[i] = freePort(t)
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ctrl[i]))
+	for i, s := range specs {
+		voters = append(voters, fmt.Sprintf("%d@%s", i+1, s.ctrl))
 	}
 	c.voters = strings.Join(voters, ",")
-	for i := range n {
-		b := &brokerProc{t: t, dataDir: t.TempDir(), addr: freePort(t), admin: freePort(t)}
+	for i, s := range specs {
+		b := &brokerProc{t: t, dataDir: t.TempDir(), addr: s.addr, admin: s.admin, prefix: s.prefix}
 		b.args = append([]string{"serve",
 			"--node-id", fmt.Sprint(i + 1),
 			"--listen", b.addr,
 			"--admin-listen", b.admin,
-			"--controller-listen", ctrl[i],
+			"--controller-listen", s.ctrl,
 			"--controller-voters", c.voters,
 			"--broker-session-timeout", testSessionTimeout.String(),
 			"--replica-lag-time-max", testReplicaLag.String(),

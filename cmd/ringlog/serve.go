@@ -30,7 +30,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run a broker",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:9092", Usage: "Kafka listener host:port", EnvVars: env("listen")},
 			&cli.StringFlag{Name: "advertised-addr", Usage: "host:port clients are told to use (default: the listener address)", EnvVars: env("advertised-addr")},
 			&cli.StringFlag{Name: "tls-listen", Usage: "TLS Kafka listener host:port; empty disables (fetch copies through user space there)", EnvVars: env("tls-listen")},
@@ -63,11 +63,28 @@ func serveCommand() *cli.Command {
 			&cli.BoolFlag{Name: "fetch-copy", Usage: "send fetch data through user space instead of sendfile (for comparison)", EnvVars: env("fetch-copy")},
 			&cli.IntFlag{Name: "offsets-topic-partitions", Value: 50, Usage: "partitions of __consumer_offsets when it is created (never change it afterwards)", EnvVars: env("offsets-topic-partitions")},
 			&cli.IntFlag{Name: "offsets-replication-factor", Value: 0, Usage: "replication factor of __consumer_offsets when it is created; 0: min(3, live brokers)", EnvVars: env("offsets-replication-factor")},
+			&cli.IntFlag{Name: "transaction-state-partitions", Value: 50, Usage: "partitions of __transaction_state when it is created (never change it afterwards)", EnvVars: env("transaction-state-partitions")},
+			&cli.IntFlag{Name: "transaction-state-replication-factor", Value: 0, Usage: "replication factor of __transaction_state when it is created; 0: min(3, live brokers)", EnvVars: env("transaction-state-replication-factor")},
+			&cli.DurationFlag{Name: "transaction-max-timeout", Value: 15 * time.Minute, Usage: "largest transaction timeout a producer may ask for (transaction.max.timeout.ms)", EnvVars: env("transaction-max-timeout")},
 			&cli.DurationFlag{Name: "group-initial-rebalance-delay", Value: 3 * time.Second, Usage: "delay of an empty group's first rebalance (group.initial.rebalance.delay.ms)", EnvVars: env("group-initial-rebalance-delay")},
 			&cli.DurationFlag{Name: "group-min-session-timeout", Value: 6 * time.Second, Usage: "smallest session timeout a group member may ask for (group.min.session.timeout.ms)", EnvVars: env("group-min-session-timeout")},
+			&cli.IntFlag{Name: "max-connections", Value: 10000, Usage: "max.connections: connections over this are closed at accept (0: no cap)", EnvVars: env("max-connections")},
+			&cli.IntFlag{Name: "max-connections-per-ip", Value: 1000, Usage: "max.connections.per.ip (0: no cap)", EnvVars: env("max-connections-per-ip")},
+			&cli.DurationFlag{Name: "connections-max-idle", Value: 10 * time.Minute, Usage: "connections.max.idle.ms: close connections with no request for this long (0: never)", EnvVars: env("connections-max-idle")},
+			&cli.DurationFlag{Name: "request-read-timeout", Value: 30 * time.Second, Usage: "a request body must arrive within this once its length prefix has (slow clients are dropped)", EnvVars: env("request-read-timeout")},
+			&cli.Int64Flag{Name: "queued-max-request-bytes", Value: 512 << 20, Usage: "queued.max.request.bytes: memory for large request frames in flight across all connections", EnvVars: env("queued-max-request-bytes")},
+			&cli.StringSliceFlag{Name: "sasl-listeners", Usage: "listeners requiring SASL authentication: plaintext, tls (default: none)", EnvVars: env("sasl-listeners")},
+			&cli.StringSliceFlag{Name: "sasl-mechanisms", Value: cli.NewStringSlice("SCRAM-SHA-256", "SCRAM-SHA-512"), Usage: "SASL mechanisms offered: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN only on TLS listeners unless --sasl-plain-over-plaintext)", EnvVars: env("sasl-mechanisms")},
+			&cli.BoolFlag{Name: "sasl-plain-over-plaintext", Usage: "allow SASL PLAIN on a listener without TLS (passwords cross the network in clear text)", EnvVars: env("sasl-plain-over-plaintext")},
+			&cli.IntFlag{Name: "pre-auth-max-request-bytes", Value: 512 << 10, Usage: "largest request frame accepted before SASL authentication", EnvVars: env("pre-auth-max-request-bytes")},
+			&cli.DurationFlag{Name: "auth-failure-delay", Value: time.Second, Usage: "delay before answering a failed SASL authentication (connection.failed.authentication.delay.ms)", EnvVars: env("auth-failure-delay")},
+			&cli.BoolFlag{Name: "authorizer", Usage: "enforce ACLs: deny every operation no ACL allows (super users excepted)", EnvVars: env("authorizer")},
+			&cli.StringSliceFlag{Name: "super-users", Usage: "principals (User:name) that bypass ACLs", EnvVars: env("super-users")},
+			&cli.StringFlag{Name: "inter-broker-user", Usage: "SCRAM-SHA-512 user this broker authenticates as to other brokers (needed when --sasl-listeners includes plaintext)", EnvVars: env("inter-broker-user")},
+			&cli.StringFlag{Name: "inter-broker-password", Usage: "password of --inter-broker-user (prefer the RINGLOG_INTER_BROKER_PASSWORD variable)", EnvVars: env("inter-broker-password")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug | info | warn | error", EnvVars: env("log-level")},
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text | json", EnvVars: env("log-format")},
-		},
+		}, profilingFlags()...),
 		Action: runServe,
 	}
 }
@@ -161,6 +178,23 @@ func runServe(c *cli.Context) error {
 	ncfg.OffsetsReplicationFactor = int16(c.Int("offsets-replication-factor"))
 	ncfg.Groups.InitialRebalanceDelay = c.Duration("group-initial-rebalance-delay")
 	ncfg.Groups.MinSessionTimeout = c.Duration("group-min-session-timeout")
+	ncfg.Transactions.TransactionLogPartitions = c.Int("transaction-state-partitions")
+	ncfg.TransactionStateReplicationFactor = int16(c.Int("transaction-state-replication-factor"))
+	ncfg.Transactions.MaxTransactionTimeout = c.Duration("transaction-max-timeout")
+	ncfg.MaxConnections = c.Int("max-connections")
+	ncfg.MaxConnectionsPerIP = c.Int("max-connections-per-ip")
+	ncfg.IdleTimeout = c.Duration("connections-max-idle")
+	ncfg.RequestReadTimeout = c.Duration("request-read-timeout")
+	ncfg.QueuedMaxRequestBytes = c.Int64("queued-max-request-bytes")
+	ncfg.Security.SASLListeners = c.StringSlice("sasl-listeners")
+	ncfg.Security.Mechanisms = c.StringSlice("sasl-mechanisms")
+	ncfg.Security.PlainOverPlaintext = c.Bool("sasl-plain-over-plaintext")
+	ncfg.Security.PreAuthMaxRequestBytes = int32(c.Int("pre-auth-max-request-bytes"))
+	ncfg.Security.AuthFailureDelay = c.Duration("auth-failure-delay")
+	ncfg.Security.Authorizer = c.Bool("authorizer")
+	ncfg.Security.SuperUsers = c.StringSlice("super-users")
+	ncfg.Security.InterBrokerUser = c.String("inter-broker-user")
+	ncfg.Security.InterBrokerPassword = c.String("inter-broker-password")
 	ncfg.Logger = log
 	srv, err := netpath.New(ncfg, eng)
 	if err != nil {
@@ -246,11 +280,12 @@ func runServe(c *cli.Context) error {
 		}
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(
-			collectors.NewGoCollector(),
+			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler, collectors.MetricsGC)),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			srv.Collector(),
 		)
 		admin.Mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		setupProfiling(c, admin.Mux, nodeID, srv, eng, log)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -52,4 +52,13 @@ var (
 	ErrGroupSubscribedToTopic = errors.New("group: group is subscribed to the topic")
 	// ErrOffsetMetadataTooLarge: OFFSET_METADATA_TOO_LARGE (12).
 	ErrOffsetMetadataTooLarge = errors.New("group: offset metadata too large")
+	// ErrUnstableOffsetCommit: UNSTABLE_OFFSET_COMMIT (88). Per partition
+	// in OffsetFetch with require_stable (v7+): a transactional offset
+	// commit for the partition awaits its marker; the consumer retries.
+	ErrUnstableOffsetCommit = errors.New("group: unstable offset commit (a transaction is pending)")
+	// ErrInvalidProducerEpoch: INVALID_PRODUCER_EPOCH (47). TxnOffsetCommit
+	// from an older epoch than the producer's open transaction in the
+	// group, or an AppendTxn failure the TxnPersister wrapped in it
+	// (the log fenced the producer); passed to the client as is.
+	ErrInvalidProducerEpoch = errors.New("group: invalid producer epoch")
 )

@@ -56,8 +56,17 @@ type group struct {
 	seq       uint64                    // orders record-producing operations
 	inflight  int                       // commits appended, not yet durable
 	deletedAt map[TopicPartition]uint64 // seq of deletions racing inflight commits
+	txns      map[int64]*openTxn        // transactional offsets awaiting a marker, by producer id
 
 	mu sync.Mutex
+}
+
+// openTxn is one producer's transactional offsets in the group. Entries
+// join at TxnOffsetCommit time, before they are durable, so that
+// require_stable fetches never miss them; a failed append takes them out.
+type openTxn struct {
+	epoch   int16
+	offsets map[TopicPartition]*offsetEntry
 }
 
 // syncBatch holds the SyncGroup answers of one generation while its
@@ -68,6 +77,10 @@ type syncBatch struct {
 	waiters map[string]*Future[SyncResponse]
 }
 
+// offsetEntry is a committed (or pending transactional) offset. seq is
+// its place in the log order of the group's records: a transactional
+// offset that commits replaces the committed one only if it was written
+// later.
 type offsetEntry struct {
 	v   OffsetValue
 	seq uint64
@@ -84,14 +97,29 @@ func newGroup(m *Manager, id string, part int32, now time.Time) *group {
 		pending:   make(map[string]time.Time),
 		static:    make(map[string]string),
 		offsets:   make(map[TopicPartition]*offsetEntry),
+		txns:      make(map[int64]*openTxn),
 	}
 }
 
 // restore builds a group from its loaded records.
 func (m *Manager) restore(id string, part int32, lg *LoadedGroup, now time.Time) *group {
 	g := newGroup(m, id, part, time.Time{}) // simple groups: retention counts from each commit
+	// Load positions become seqs, so a marker arriving later orders the
+	// pending offsets against the committed ones as the log did; new
+	// operations continue above them.
 	for tp, v := range lg.Offsets {
-		g.offsets[tp] = &offsetEntry{v: v}
+		g.offsets[tp] = &offsetEntry{v: v, seq: lg.pos[tp]}
+		g.seq = max(g.seq, lg.pos[tp])
+	}
+	for pid, lt := range lg.Pending {
+		t := &openTxn{epoch: lt.ProducerEpoch, offsets: make(map[TopicPartition]*offsetEntry, len(lt.Offsets))}
+		for tp, v := range lt.Offsets {
+			t.offsets[tp] = &offsetEntry{v: v, seq: lt.pos[tp]}
+			g.seq = max(g.seq, lt.pos[tp])
+		}
+		if len(t.offsets) > 0 {
+			g.txns[pid] = t
+		}
 	}
 	md := lg.Metadata
 	if md == nil {

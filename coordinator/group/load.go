@@ -20,6 +20,25 @@ type Snapshot struct {
 type LoadedGroup struct {
 	Metadata *GroupMetadata
 	Offsets  map[TopicPartition]OffsetValue
+	// Pending holds, by producer id, the transactional offset commits
+	// whose transaction had no marker on the partition by the end of the
+	// load. FinishLoad keeps them pending; CompleteTxn decides them.
+	Pending map[int64]*LoadedTxn
+
+	// pos is the load position (1-based record index) of the record behind
+	// each entry of Offsets. A commit marker arriving after the load
+	// compares it with the pending record's position: the later record
+	// wins, as in Kafka. A hand-built LoadedGroup leaves it nil (all 0).
+	pos map[TopicPartition]uint64
+}
+
+// LoadedTxn is one producer's open transaction in a group: the offsets it
+// committed so far, each the last of its partition.
+type LoadedTxn struct {
+	ProducerEpoch int16
+	Offsets       map[TopicPartition]OffsetValue
+
+	pos map[TopicPartition]uint64 // as LoadedGroup.pos
 }
 
 // Load rebuilds every group of one partition from its records in log
@@ -29,40 +48,84 @@ type LoadedGroup struct {
 // compacted or not; the result is the same. A record that claims a known
 // version but does not parse stops the load with ErrCorruptRecord, because
 // guessing would silently move a group's offsets.
+//
+// Transactions (KV.Transactional, KV.Control) replay as in Kafka: an
+// offset record of a transactional batch is pending for its producer until
+// that producer's marker: COMMIT makes it the committed offset unless a
+// record written later already set the partition, ABORT drops it. A
+// tombstone drops the partition's pending offsets of every producer too
+// (that is how OffsetDelete and DeleteGroups reach open transactions).
+// Transactions still open at the end stay in LoadedGroup.Pending.
 func Load(records iter.Seq2[KV, error]) (*Snapshot, error) {
 	s := &Snapshot{Groups: make(map[string]*LoadedGroup)}
 	get := func(id string) *LoadedGroup {
 		g := s.Groups[id]
 		if g == nil {
-			g = &LoadedGroup{Offsets: make(map[TopicPartition]OffsetValue)}
+			g = &LoadedGroup{
+				Offsets: make(map[TopicPartition]OffsetValue),
+				Pending: make(map[int64]*LoadedTxn),
+				pos:     make(map[TopicPartition]uint64),
+			}
 			s.Groups[id] = g
 		}
 		return g
 	}
+	// open indexes the groups with pending offsets by producer, so a
+	// marker costs the groups it touches, not every group.
+	open := make(map[int64]map[string]bool)
 	n := 0
 	for kv, err := range records {
 		if err != nil {
 			return nil, fmt.Errorf("group: load: reading record %d: %w", n, err)
+		}
+		n++
+		pos := uint64(n)
+		if kv.Control != nil {
+			for id := range open[kv.ProducerID] {
+				s.Groups[id].endTxn(kv.ProducerID, kv.Control.Commit)
+			}
+			delete(open, kv.ProducerID)
+			continue
 		}
 		rec, err := DecodeRecord(kv.Key, kv.Value)
 		switch {
 		case err == nil:
 		case isUnknown(err):
 			s.Skipped++
-			n++
 			continue
 		default:
-			return nil, fmt.Errorf("group: load: record %d: %w", n, err)
+			return nil, fmt.Errorf("group: load: record %d: %w", n-1, err)
 		}
-		n++
 		g := get(rec.GroupID)
 		switch rec.Kind {
 		case KindOffset:
 			tp := TopicPartition{rec.OffsetKey.Topic, rec.OffsetKey.Partition}
-			if rec.Tombstone {
+			switch {
+			case rec.Tombstone:
 				delete(g.Offsets, tp)
-			} else {
+				delete(g.pos, tp)
+				for pid, t := range g.Pending {
+					delete(t.Offsets, tp)
+					if len(t.Offsets) == 0 {
+						delete(g.Pending, pid)
+					}
+				}
+			case kv.Transactional:
+				t := g.Pending[kv.ProducerID]
+				if t == nil {
+					t = &LoadedTxn{Offsets: make(map[TopicPartition]OffsetValue), pos: make(map[TopicPartition]uint64)}
+					g.Pending[kv.ProducerID] = t
+					if open[kv.ProducerID] == nil {
+						open[kv.ProducerID] = make(map[string]bool)
+					}
+					open[kv.ProducerID][rec.GroupID] = true
+				}
+				t.ProducerEpoch = kv.ProducerEpoch
+				t.Offsets[tp] = *rec.Offset
+				t.pos[tp] = pos
+			default:
 				g.Offsets[tp] = *rec.Offset
+				g.pos[tp] = pos
 			}
 		case KindGroup:
 			if rec.Tombstone {
@@ -73,11 +136,29 @@ func Load(records iter.Seq2[KV, error]) (*Snapshot, error) {
 		}
 	}
 	for id, g := range s.Groups {
-		if g.Metadata == nil && len(g.Offsets) == 0 {
+		if g.Metadata == nil && len(g.Offsets) == 0 && len(g.Pending) == 0 {
 			delete(s.Groups, id)
 		}
 	}
 	return s, nil
+}
+
+// endTxn applies producerID's marker to the group.
+func (g *LoadedGroup) endTxn(producerID int64, commit bool) {
+	t := g.Pending[producerID]
+	if t == nil {
+		return // emptied by tombstones meanwhile
+	}
+	delete(g.Pending, producerID)
+	if !commit {
+		return
+	}
+	for tp, v := range t.Offsets {
+		if _, ok := g.Offsets[tp]; !ok || g.pos[tp] < t.pos[tp] {
+			g.Offsets[tp] = v
+			g.pos[tp] = t.pos[tp]
+		}
+	}
 }
 
 // Records lists a slice as the iterator Load takes.

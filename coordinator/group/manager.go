@@ -20,14 +20,28 @@ import (
 // takes a group lock (lookups copy the pointer and release first), so the
 // two never deadlock.
 type Manager struct {
-	cfg     Config
-	persist Persister
-	clock   Clock
+	cfg        Config
+	persist    Persister
+	txnPersist TxnPersister // nil when persist does not implement it
+	clock      Clock
 
 	mu         sync.Mutex
 	groups     map[string]*group
 	parts      map[int32]bool // owned partitions: false while loading
 	nextExpiry time.Time
+	// txnGroups indexes the groups with open transactional offsets by
+	// producer id, so a marker visits only the groups it ends. An entry
+	// may outlive its transaction (the group died or was replaced);
+	// CompleteTxn checks under the group's lock and drops stale entries.
+	txnGroups map[int64]map[string]struct{}
+	// loadMarkers holds the markers CompleteTxn got for a partition that
+	// is still loading; FinishLoad applies them to what it loaded.
+	loadMarkers map[int32][]marker
+}
+
+type marker struct {
+	producerID int64
+	commit     bool
 }
 
 // NewManager returns a Manager that owns no partition yet: call FinishLoad
@@ -42,12 +56,16 @@ func NewManager(cfg Config, p Persister, clock Clock) (*Manager, error) {
 	if clock == nil {
 		clock = SystemClock{}
 	}
+	tp, _ := p.(TxnPersister)
 	return &Manager{
-		cfg:     cfg,
-		persist: p,
-		clock:   clock,
-		groups:  make(map[string]*group),
-		parts:   make(map[int32]bool),
+		cfg:         cfg,
+		persist:     p,
+		txnPersist:  tp,
+		clock:       clock,
+		groups:      make(map[string]*group),
+		parts:       make(map[int32]bool),
+		txnGroups:   make(map[int64]map[string]struct{}),
+		loadMarkers: make(map[int32][]marker),
 	}, nil
 }
 
@@ -67,6 +85,7 @@ func (m *Manager) BeginLoad(p int32) {
 // FinishLoad installs the groups of partition p (snap may be nil for an
 // empty partition) and starts answering for them. Members of loaded groups
 // get a full session from now to heartbeat, as after a coordinator move.
+// Markers that CompleteTxn received during the load are applied first.
 func (m *Manager) FinishLoad(p int32, snap *Snapshot) {
 	now := m.clock.Now()
 	loaded := make(map[string]*group)
@@ -79,8 +98,22 @@ func (m *Manager) FinishLoad(p int32, snap *Snapshot) {
 		}
 	}
 	m.mu.Lock()
+	// The markers are applied and the partition published under one lock
+	// hold: a producer whose marker was buffered may start its next
+	// transaction as soon as the partition answers, and that transaction
+	// must not be ended by the old marker. The groups are not published
+	// yet, so their locks are not needed.
+	for _, mk := range m.loadMarkers[p] {
+		for _, g := range loaded {
+			g.endTxn(mk.producerID, mk.commit)
+		}
+	}
+	delete(m.loadMarkers, p)
 	for id, g := range loaded {
 		m.groups[id] = g
+		for pid := range g.txns {
+			m.indexTxnLocked(pid, id)
+		}
 	}
 	m.parts[p] = true
 	m.mu.Unlock()
@@ -92,11 +125,22 @@ func (m *Manager) FinishLoad(p int32, snap *Snapshot) {
 func (m *Manager) Unload(p int32) {
 	m.mu.Lock()
 	delete(m.parts, p)
+	delete(m.loadMarkers, p)
 	var drop []*group
 	for id, g := range m.groups {
 		if g.part == p {
 			drop = append(drop, g)
 			delete(m.groups, id)
+		}
+	}
+	for pid, ids := range m.txnGroups {
+		for id := range ids {
+			if m.groups[id] == nil {
+				delete(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			delete(m.txnGroups, pid)
 		}
 	}
 	m.mu.Unlock()

@@ -117,11 +117,13 @@ func (g *group) applyCommit(tp TopicPartition, v OffsetValue, seq uint64) {
 	g.offsets[tp] = &offsetEntry{v: v, seq: seq}
 }
 
-// deleteOffset removes tp now and returns its tombstone. Deletions apply at
-// once (Kafka does the same): the worst a lost tombstone does is bring the
-// offset back after a coordinator move.
+// deleteOffset removes tp, committed and pending in any transaction, now
+// and returns its tombstone. Deletions apply at once (Kafka does the
+// same): the worst a lost tombstone does is bring the offset back after a
+// coordinator move.
 func (g *group) deleteOffset(tp TopicPartition, seq uint64) KV {
 	delete(g.offsets, tp)
+	g.dropPending(tp)
 	if g.inflight > 0 {
 		if g.deletedAt == nil {
 			g.deletedAt = make(map[TopicPartition]uint64)
@@ -131,10 +133,20 @@ func (g *group) deleteOffset(tp TopicPartition, seq uint64) KV {
 	return KV{Key: EncodeOffsetKey(OffsetKey{Group: g.id, Topic: tp.Topic, Partition: tp.Partition})}
 }
 
-// FetchOffsets answers OffsetFetch: the listed partitions (Offset -1 where
-// nothing is committed) or, with partitions nil, every committed partition
-// sorted by topic and partition.
+// FetchOffsets answers OffsetFetch without require_stable: the listed
+// partitions (Offset -1 where nothing is committed) or, with partitions
+// nil, every committed partition sorted by topic and partition. Pending
+// transactional offsets are not seen.
 func (m *Manager) FetchOffsets(groupID string, partitions []TopicPartition) ([]FetchedOffset, error) {
+	return m.FetchOffsetsOpts(groupID, partitions, FetchOptions{})
+}
+
+// FetchOffsetsOpts is FetchOffsets with the request's options. With
+// RequireStable, a partition for which some transaction has a pending
+// offset answers ErrUnstableOffsetCommit (Offset -1) instead of its
+// committed offset, as Kafka does per partition; listing all partitions
+// (nil) covers the committed ones, pending-only partitions are not listed.
+func (m *Manager) FetchOffsetsOpts(groupID string, partitions []TopicPartition, opts FetchOptions) ([]FetchedOffset, error) {
 	if groupID == "" {
 		return nil, ErrInvalidGroupID
 	}
@@ -163,7 +175,9 @@ func (m *Manager) FetchOffsets(groupID string, partitions []TopicPartition) ([]F
 	}
 	for _, tp := range partitions {
 		f := FetchedOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: -1, LeaderEpoch: -1}
-		if e := g.offsets[tp]; e != nil {
+		if opts.RequireStable && g.hasPending(tp) {
+			f.Err = ErrUnstableOffsetCommit
+		} else if e := g.offsets[tp]; e != nil {
 			f.Offset, f.LeaderEpoch, f.Metadata = e.v.Offset, e.v.LeaderEpoch, e.v.Metadata
 		}
 		out = append(out, f)
@@ -175,7 +189,10 @@ func (m *Manager) FetchOffsets(groupID string, partitions []TopicPartition) ([]F
 // listed offset; a consumer group with members keeps the offsets of topics
 // its members subscribe to (ErrGroupSubscribedToTopic for those) because
 // deleting them would reset a live consumer; any other group with members
-// refuses with ErrNonEmptyGroup.
+// refuses with ErrNonEmptyGroup. A deleted partition's pending
+// transactional offsets go too (the tombstone is written for them even
+// with nothing committed), so the transaction's commit cannot revive it,
+// as in Kafka.
 func (m *Manager) DeleteOffsets(groupID string, partitions []TopicPartition) *Future[OffsetDeleteResponse] {
 	fail := func(err error) *Future[OffsetDeleteResponse] { return resolved(OffsetDeleteResponse{Err: err}) }
 	if groupID == "" {
@@ -209,7 +226,7 @@ func (m *Manager) DeleteOffsets(groupID string, partitions []TopicPartition) *Fu
 			resp.Partitions[i].Err = ErrGroupSubscribedToTopic
 			continue
 		}
-		if g.offsets[tp] != nil {
+		if g.offsets[tp] != nil || g.hasPending(tp) {
 			kvs = append(kvs, g.deleteOffset(tp, g.seq))
 		}
 	}
@@ -264,6 +281,12 @@ func (g *group) subscribedTopics() (map[string]bool, bool) {
 // simple group commits while Empty), so nothing expires sooner than
 // OffsetsRetention after it was written. An Empty group left with no
 // offsets is deleted, as Kafka does.
+//
+// Open transactions hold expiry back, as in Kafka: an offset with a
+// pending transactional commit does not expire (the tombstone would drop
+// the pending offset with it), and a group with any open transaction is
+// not deleted even with no offsets left. The transaction coordinator
+// always ends a transaction, so this holds only until its marker.
 func (g *group) expireOffsets(now time.Time) {
 	if g.state != Empty {
 		return
@@ -271,6 +294,9 @@ func (g *group) expireOffsets(now time.Time) {
 	g.seq++
 	var kvs []KV
 	for tp, e := range g.offsets {
+		if g.hasPending(tp) {
+			continue
+		}
 		base := time.UnixMilli(e.v.CommitTimestamp)
 		if g.stateTime.After(base) {
 			base = g.stateTime
@@ -279,7 +305,7 @@ func (g *group) expireOffsets(now time.Time) {
 			kvs = append(kvs, g.deleteOffset(tp, g.seq))
 		}
 	}
-	if len(g.offsets) == 0 && g.inflight == 0 && len(g.pending) == 0 {
+	if len(g.offsets) == 0 && g.inflight == 0 && len(g.pending) == 0 && len(g.txns) == 0 {
 		kvs = append(kvs, KV{Key: EncodeGroupKey(g.id)})
 		g.state = Dead
 		g.m.forget(g)
@@ -289,11 +315,23 @@ func (g *group) expireOffsets(now time.Time) {
 	}
 }
 
-// delete writes tombstones for an Empty group and kills it.
+// delete writes tombstones for an Empty group and kills it. Partitions
+// with only pending transactional offsets get a tombstone too, which
+// drops them (Kafka's DeleteGroups does the same): the group is gone
+// whatever its open transactions later decide.
 func (g *group) delete() Waiter {
 	g.seq++
-	var kvs []KV
+	tps := make(map[TopicPartition]bool, len(g.offsets))
 	for tp := range g.offsets {
+		tps[tp] = true
+	}
+	for _, t := range g.txns {
+		for tp := range t.offsets {
+			tps[tp] = true
+		}
+	}
+	var kvs []KV
+	for tp := range tps {
 		kvs = append(kvs, g.deleteOffset(tp, g.seq))
 	}
 	kvs = append(kvs, KV{Key: EncodeGroupKey(g.id)})

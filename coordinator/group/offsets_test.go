@@ -24,7 +24,8 @@ func TestSimpleCommitAndFetch(t *testing.T) {
 	}
 	mustErr(t, resp.Partitions[2].Err, ErrOffsetMetadataTooLarge)
 	all, err := h.m.FetchOffsets("s", nil)
-	if err != nil || len(all) != 2 || all[0] != (FetchedOffset{"a", 0, 10, -1, ""}) || all[1] != (FetchedOffset{"b", 1, 11, 4, "x"}) {
+	if err != nil || len(all) != 2 || all[0] != (FetchedOffset{Topic: "a", Partition: 0, Offset: 10, LeaderEpoch: -1}) ||
+		all[1] != (FetchedOffset{Topic: "b", Partition: 1, Offset: 11, LeaderEpoch: 4, Metadata: "x"}) {
 		t.Fatalf("fetch all: %v %+v", err, all)
 	}
 	if got := h.fetch("s", "a", 2); got != -1 {

@@ -16,6 +16,27 @@ type Persister interface {
 	Append(partition int32, records []KV) Waiter
 }
 
+// TxnPersister is the part of the persister contract that transactional
+// offset commits need. It is a separate interface so that a Persister
+// written before it still compiles; NewManager picks it up with a type
+// assertion, and without it CommitTxnOffsets answers
+// ErrCoordinatorNotAvailable.
+//
+// AppendTxn appends records as one transactional record batch (attributes
+// bit 4 set) carrying producerID and producerEpoch, so the log's producer
+// state sees the transaction and a later marker for producerID on this
+// partition ends it. The rules of Append hold: it is called with the
+// group's lock held, must only enqueue, must not call back into the
+// Manager, and its Waiter reports durability. Appends through Append and
+// AppendTxn to one partition must reach the log in call order: the
+// coordinator orders plain and transactional commits of a partition by
+// that order (see CompleteTxn). A failure because the log fenced the
+// producer (stale epoch) should wrap ErrInvalidProducerEpoch so the client
+// is told; other failures map as for Append.
+type TxnPersister interface {
+	AppendTxn(partition int32, producerID int64, producerEpoch int16, records []KV) Waiter
+}
+
 // Waiter completes one Append.
 type Waiter interface {
 	// Wait blocks until the append is durable (nil) or failed. A failure
@@ -53,6 +74,33 @@ func NewMemoryPersister() *MemoryPersister {
 // Append records the KVs and returns a Waiter that completes at once unless
 // the persister is held.
 func (p *MemoryPersister) Append(partition int32, records []KV) Waiter {
+	return p.append(partition, records)
+}
+
+// AppendTxn implements TxnPersister: the KVs are stored with the batch
+// context the loader would read back (Transactional, producer id and
+// epoch), so Load sees what it would see on a real partition.
+func (p *MemoryPersister) AppendTxn(partition int32, producerID int64, producerEpoch int16, records []KV) Waiter {
+	kvs := make([]KV, len(records))
+	for i, kv := range records {
+		kvs[i] = KV{Key: kv.Key, Value: kv.Value, Transactional: true, ProducerID: producerID, ProducerEpoch: producerEpoch}
+	}
+	return p.append(partition, kvs)
+}
+
+// AppendMarker appends a transaction marker for producerID, as the broker
+// does for WriteTxnMarkers. Key is Kafka's control record key (version 0,
+// type 0 abort / 1 commit), for realism only: Load reads Control.
+func (p *MemoryPersister) AppendMarker(partition int32, producerID int64, producerEpoch int16, commit bool) Waiter {
+	key := []byte{0, 0, 0, 0}
+	if commit {
+		key[3] = 1
+	}
+	return p.append(partition, []KV{{Key: key, Transactional: true, ProducerID: producerID,
+		ProducerEpoch: producerEpoch, Control: &TxnMarker{Commit: commit}}})
+}
+
+func (p *MemoryPersister) append(partition int32, records []KV) Waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failErr != nil {

@@ -41,9 +41,38 @@ const (
 const OffsetsTopic = "__consumer_offsets"
 
 // KV is one record for the offsets topic. A nil Value is a tombstone.
+//
+// The other fields are the context of the record batch the record came in,
+// which the loader copies from the batch header so Load can tell
+// transactional offset commits and transaction markers from plain records.
+// The zero value is a plain, non-transactional record, so code that only
+// sets Key and Value keeps meaning what it meant. The Persister ignores
+// them: Append writes plain batches, AppendTxn takes the producer as
+// arguments.
 type KV struct {
 	Key   []byte
 	Value []byte
+	// Transactional is set for records of a transactional batch
+	// (attributes bit 4). Their offset commits stay pending until a
+	// marker of the same producer follows on the partition.
+	Transactional bool
+	// ProducerID and ProducerEpoch come from the batch header; they mean
+	// something only when Transactional is set or Control is non-nil
+	// (plain batches carry -1, which the loader may copy or leave 0).
+	ProducerID    int64
+	ProducerEpoch int16
+	// Control is non-nil for the record of a control batch (attributes
+	// bit 5) that is a transaction marker: the loader decodes the control
+	// record key (version:int16, type:int16; type 0 is ABORT, 1 is COMMIT)
+	// into it and leaves Key/Value raw; Load does not decode them. Other
+	// control types are not markers and should be skipped by the loader.
+	Control *TxnMarker
+}
+
+// TxnMarker is a transaction marker (a control record) on the offsets
+// topic: the end of ProducerID's transaction on this partition.
+type TxnMarker struct {
+	Commit bool // false: abort
 }
 
 // OffsetKey names one committed offset.

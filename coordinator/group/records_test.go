@@ -147,11 +147,11 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func TestLoadLastValueWinsAndTombstones(t *testing.T) {
 	off := func(g, topic string, p int32, o int64) KV {
-		return KV{EncodeOffsetKey(OffsetKey{g, topic, p}), EncodeOffsetValue(OffsetValue{Offset: o, LeaderEpoch: -1, CommitTimestamp: o})}
+		return KV{Key: EncodeOffsetKey(OffsetKey{g, topic, p}), Value: EncodeOffsetValue(OffsetValue{Offset: o, LeaderEpoch: -1, CommitTimestamp: o})}
 	}
 	tomb := func(g, topic string, p int32) KV { return KV{Key: EncodeOffsetKey(OffsetKey{g, topic, p})} }
 	meta := func(g string, gen int32) KV {
-		return KV{EncodeGroupKey(g), EncodeGroupValue(GroupMetadata{ProtocolType: "consumer", Generation: gen, CurrentStateTimestamp: 1})}
+		return KV{Key: EncodeGroupKey(g), Value: EncodeGroupValue(GroupMetadata{ProtocolType: "consumer", Generation: gen, CurrentStateTimestamp: 1})}
 	}
 	recs := []KV{
 		off("a", "t", 0, 1), off("a", "t", 0, 5), off("a", "t", 1, 2),

@@ -138,14 +138,46 @@ type OffsetCommitResponse struct {
 	Partitions []PartitionError
 }
 
+// TxnOffsetCommitRequest is TxnOffsetCommit (KIP-98): offsets committed
+// as part of ProducerID's transaction. Generation, MemberID and
+// GroupInstanceID are the consumer's group metadata (KIP-447, v3+); before
+// v3 netpath passes -1, "" and nil, and the commit is not fenced by group
+// membership.
+type TxnOffsetCommitRequest struct {
+	TransactionalID string
+	GroupID         string
+	ProducerID      int64
+	ProducerEpoch   int16
+	Generation      int32 // -1 when absent
+	MemberID        string
+	GroupInstanceID *string
+	Offsets         []CommitOffset // one per partition, flattened as in OffsetCommit
+}
+
+// TxnOffsetCommitResponse has one entry per requested partition, in
+// request order.
+type TxnOffsetCommitResponse struct {
+	Partitions []PartitionError
+}
+
+// FetchOptions are the OffsetFetch flags that change the answer.
+type FetchOptions struct {
+	// RequireStable (v7+, KIP-447): partitions with a pending
+	// transactional offset commit answer ErrUnstableOffsetCommit instead
+	// of an offset that the transaction may be about to replace.
+	RequireStable bool
+}
+
 // FetchedOffset is one partition of an OffsetFetch answer. Offset is -1
-// (and LeaderEpoch -1, Metadata "") when nothing is committed.
+// (and LeaderEpoch -1, Metadata "") when nothing is committed, and when Err
+// is set.
 type FetchedOffset struct {
 	Topic       string
 	Partition   int32
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	Err         error // per partition: ErrUnstableOffsetCommit
 }
 
 // OffsetDeleteResponse is OffsetDelete's answer: a group-level Err, or

@@ -36,6 +36,12 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.electLeader(c.ElectLeader)
 	case c.AllocateProducerIDs != nil:
 		res = t.allocateProducerIDs(c.AllocateProducerIDs)
+	case c.AlterScramCredentials != nil:
+		res = t.alterScram(c.AlterScramCredentials)
+	case c.CreateACLs != nil:
+		res = t.createACLs(c.CreateACLs)
+	case c.DeleteACLs != nil:
+		res = t.deleteACLs(c.DeleteACLs)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}

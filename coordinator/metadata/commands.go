@@ -25,6 +25,10 @@ type Command struct {
 	AlterPartition      *AlterPartition      `json:",omitempty"`
 	ElectLeader         *ElectLeader         `json:",omitempty"`
 	AllocateProducerIDs *AllocateProducerIDs `json:",omitempty"`
+	// Security (security.go).
+	AlterScramCredentials *AlterScramCredentials `json:",omitempty"`
+	CreateACLs            *CreateACLs            `json:",omitempty"`
+	DeleteACLs            *DeleteACLs            `json:",omitempty"`
 }
 
 // InitCluster fixes the cluster id; the first controller leader proposes it
@@ -138,7 +142,8 @@ func (c Command) count() int {
 		c.InitCluster != nil, c.RegisterBroker != nil, c.UnfenceBroker != nil,
 		c.FenceBroker != nil, c.CreateTopic != nil, c.DeleteTopic != nil,
 		c.CreatePartitions != nil, c.AlterPartition != nil, c.ElectLeader != nil,
-		c.AllocateProducerIDs != nil,
+		c.AllocateProducerIDs != nil, c.AlterScramCredentials != nil, c.CreateACLs != nil,
+		c.DeleteACLs != nil,
 	} {
 		if set {
 			n++
@@ -159,4 +164,9 @@ type Result struct {
 	// ProducerIDStart is the first id of the allocated block of
 	// ProducerIDBlockSize ids.
 	ProducerIDStart int64
+	// ItemErrs is the outcome per item of AlterScramCredentials and
+	// CreateACLs (nil: applied).
+	ItemErrs []error `json:"-"`
+	// Deleted lists the ACLs DeleteACLs removed, per filter.
+	Deleted [][]ACL
 }

@@ -26,6 +26,8 @@ var (
 	ErrElectionNotNeeded     = errors.New("leader election not needed")         // ELECTION_NOT_NEEDED
 	ErrNoEligibleLeader      = errors.New("no eligible leader")                 // ELIGIBLE_LEADERS_NOT_AVAILABLE / PREFERRED_LEADER_NOT_AVAILABLE
 	ErrInvalidCommand        = errors.New("invalid metadata command")           // INVALID_REQUEST
+	ErrInvalidACL            = errors.New("invalid acl binding")                // INVALID_REQUEST
+	ErrNoScramCredential     = errors.New("no such scram credential")           // RESOURCE_NOT_FOUND
 )
 
 // Errors lists every sentinel above, so a transport can map them to codes
@@ -37,4 +39,5 @@ var Errors = []error{
 	ErrInvalidReplication, ErrInvalidAssignment, ErrInvalidUpdateVersion,
 	ErrFencedLeaderEpoch, ErrNotLeader, ErrIneligibleReplica,
 	ErrElectionNotNeeded, ErrNoEligibleLeader, ErrInvalidCommand,
+	ErrInvalidACL, ErrNoScramCredential,
 }

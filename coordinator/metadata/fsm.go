@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -80,6 +81,9 @@ type snapshotV1 struct {
 	NextProducerID int64
 	Brokers        []Broker
 	Topics         []Topic
+	// Added later; absent in older snapshots.
+	Scram []ScramCredential `json:",omitempty"`
+	ACLs  []ACL             `json:",omitempty"`
 }
 
 // Encode writes the image as a versioned JSON snapshot.
@@ -91,6 +95,8 @@ func (im *Image) Encode(w io.Writer) error {
 		NextProducerID: im.nextProducerID,
 		Brokers:        im.Brokers(),
 		Topics:         im.Topics(),
+		Scram:          im.ScramCredentials(),
+		ACLs:           im.acls,
 	})
 }
 
@@ -105,6 +111,13 @@ func DecodeImage(r io.Reader) (*Image, error) {
 	}
 	im := EmptyImage()
 	im.index, im.clusterID, im.nextProducerID = s.Index, s.ClusterID, s.NextProducerID
+	if len(s.Scram) > 0 {
+		im.scram = make(map[ScramKey]ScramCredential, len(s.Scram))
+		for _, c := range s.Scram {
+			im.scram[ScramKey{c.User, c.Mechanism}] = c
+		}
+	}
+	im.acls = s.ACLs
 	for i := range s.Brokers {
 		b := s.Brokers[i]
 		im.brokers[b.ID] = &b
@@ -160,8 +173,16 @@ func (fsmSnapshot) Release() {}
 // by anyone checking a restore).
 func (im *Image) Equal(o *Image) bool {
 	if im.index != o.index || im.clusterID != o.clusterID || im.nextProducerID != o.nextProducerID ||
-		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) {
+		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) ||
+		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) {
 		return false
+	}
+	for k, c := range im.scram {
+		oc, ok := o.scram[k]
+		if !ok || c.Iterations != oc.Iterations || !bytes.Equal(c.Salt, oc.Salt) ||
+			!bytes.Equal(c.StoredKey, oc.StoredKey) || !bytes.Equal(c.ServerKey, oc.ServerKey) {
+			return false
+		}
 	}
 	for id, b := range im.brokers {
 		ob, ok := o.brokers[id]

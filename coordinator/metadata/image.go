@@ -18,6 +18,9 @@ type Image struct {
 	topics         map[string]*Topic
 	topicNames     map[UUID]string
 	nextProducerID int64
+	// scram and acls are replaced whole on change (security.go).
+	scram map[ScramKey]ScramCredential
+	acls  []ACL // sorted by compareACL
 }
 
 // EmptyImage is the state before the first log entry.

@@ -1,0 +1,504 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestRestartedLeaderHW restarts leaders that hold records nobody else
+// has, with real processes (engine/replica.go has the engine-level test of
+// the high-watermark checkpoint).
+//
+// Phase A (KIP-101): the leader of an RF=3 partition appends records while
+// both followers are paused (acks=1 writes, and an acks=all write that must
+// not be acknowledged), then is killed with SIGKILL. Its checkpointed high
+// watermark must be the acknowledged end, not its log end. A follower takes
+// over and acknowledges more writes; the old leader restarts and must come
+// back as a follower, truncate its suffix by leader epoch (to the end
+// offset the new leader's OffsetForLeaderEpoch gives for the old epoch, not
+// below the acknowledged end) and end byte-identical with the others.
+//
+// Phase B (the checkpointed HW after a whole-cluster crash): the same
+// suffix is made on the new leader, then all three brokers are killed. The
+// old leader and one follower restart first, the other follower last, so
+// the partition's only remaining in-sync replica (the last one) leads it
+// and the suffix must vanish. From before the first restart, probes fetch
+// (read_uncommitted) at the acknowledged end from every broker as soon as
+// it listens: no broker may serve a record or report a high watermark
+// beyond what was acknowledged, even the restarted old leader whose log
+// holds the suffix.
+//
+// Every acknowledged record survives both phases (checkFailover).
+func TestRestartedLeaderHW(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level fault test")
+	}
+	c := startReplCluster(t, 3)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, b := range c.nodes {
+				os.WriteFile(fmt.Sprintf("/work/rltmp/hw-node%d.log", i+1), []byte(b.out.String()), 0o644)
+			}
+		}
+	})
+	const topic, part = "hwr", int32(0)
+	createAssigned(t, c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)), topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
+	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.RequestTimeoutOverhead(time.Second)))
+	partition := func(m kadm.Metadata) (kadm.PartitionDetail, bool) {
+		td, ok := m.Topics[topic]
+		if !ok || td.Err != nil || len(td.Partitions) != 1 {
+			return kadm.PartitionDetail{}, false
+		}
+		return td.Partitions[part], true
+	}
+	// fullISR waits for every replica in sync under a live leader.
+	fullISR := func(what string) kadm.PartitionDetail {
+		t.Helper()
+		m := waitMetadata(t, adm, 60*time.Second, what, func(m kadm.Metadata) bool {
+			p, ok := partition(m)
+			return ok && p.Leader >= 0 && len(p.ISR) == 3
+		})
+		p, _ := partition(m)
+		return p
+	}
+	fullISR("full ISR")
+
+	acked := map[string]ackedRecord{}
+	producer := 0
+	// produceAcked gets n more acks=all writes acknowledged by whichever
+	// broker leads, one at a time; a failed attempt moves on to the next
+	// value (it may still be in the log, unacknowledged, which the checker
+	// allows), so no value is ever sent twice.
+	produceAcked := func(n int) {
+		t.Helper()
+		cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...),
+			kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(0),
+			kgo.RequestTimeoutOverhead(time.Second), kgo.ProduceRequestTimeout(3*time.Second),
+			kgo.RecordDeliveryTimeout(5*time.Second), kgo.MetadataMinAge(100*time.Millisecond))
+		defer cl.Close()
+		deadline := time.Now().Add(60 * time.Second)
+		got := 0
+		for seq := 0; got < n; seq++ {
+			if time.Now().After(deadline) {
+				t.Fatalf("producer %d: %d of %d writes acknowledged in 60s", producer, got, n)
+			}
+			v := failoverValue(producer, seq)
+			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+			err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: part, Value: []byte(v)}).FirstErr()
+			cancel()
+			if err != nil {
+				t.Logf("producer %d seq %d: %v", producer, seq, err)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			acked[v] = ackedRecord{producer: producer, seq: seq, partition: part}
+			got++
+		}
+		producer++
+	}
+	// endOffset is the partition's end as its leader reports it to
+	// consumers (the high watermark).
+	endOffset := func() int64 {
+		t.Helper()
+		ends, err := adm.ListEndOffsets(testContext(t, 10*time.Second), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := ends.Lookup(topic, part)
+		if !ok || e.Err != nil {
+			t.Fatalf("end offset of %s-%d: %+v", topic, part, e)
+		}
+		return e.Offset
+	}
+	// suffix pauses both followers of leader and has it append records
+	// nobody else gets: acks=1 writes (acknowledged by the leader alone)
+	// and one acks=all write, which must not be acknowledged. It returns
+	// how many acks=1 writes were appended.
+	suffix := func(leader int32, tag string) int {
+		t.Helper()
+		for _, b := range c.nodes {
+			if b != c.node(leader) {
+				b.cmd.Process.Signal(syscall.SIGSTOP)
+			}
+		}
+		lb := c.node(leader).client(t, kgo.SeedBrokers(c.node(leader).addr)).SeedBrokers()[0]
+		n := 0
+		for i := range 20 {
+			code, err := rawProduce(lb, topic, part, 1, time.Second, fmt.Sprintf("s-%s-%03d", tag, i))
+			if err == nil && code == 0 {
+				n++
+			}
+		}
+		code, err := rawProduce(lb, topic, part, -1, 1500*time.Millisecond, "x-"+tag)
+		if err == nil && code == 0 {
+			t.Errorf("phase %s: node %d acknowledged an acks=all write with both followers paused", tag, leader)
+		}
+		if n == 0 {
+			t.Fatalf("phase %s: node %d appended no acks=1 write with its followers paused (last answer %s, %v)", tag, leader, errName(code), err)
+		}
+		return n
+	}
+
+	// Phase A.
+	produceAcked(100)
+	committedA := endOffset()
+	oldLeader := int32(1)
+	// The checkpoint holds the acknowledged end before the suffix: from
+	// then on it must not move.
+	waitHWCheckpoint(t, c.node(oldLeader), topic, part, committedA)
+	appendedA := suffix(oldLeader, "a")
+	c.node(oldLeader).kill9()
+	preLog := segmentBytes(c.node(oldLeader), topic, part)
+	preBatches := parseBatches(preLog)
+	if len(preBatches) == 0 || preBatches[len(preBatches)-1].last+1 <= committedA {
+		t.Fatalf("phase a: killed leader's log ends at %v, no suffix above the acknowledged end %d", preBatches, committedA)
+	}
+	preEnd := preBatches[len(preBatches)-1].last + 1
+	if hw, ok := readHWCheckpoint(c.node(oldLeader).dataDir, topic, part); !ok || hw != committedA {
+		t.Fatalf("phase a: killed leader checkpointed high watermark %d (found %v), want the acknowledged end %d (log end %d)", hw, ok, committedA, preEnd)
+	}
+	for _, b := range c.nodes[1:] {
+		b.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	// A follower takes over (the controller fences the killed leader) and
+	// acknowledges more writes.
+	m := waitMetadata(t, adm, 60*time.Second, "a new leader with an ISR of two", func(m kadm.Metadata) bool {
+		p, ok := partition(m)
+		return ok && p.Leader >= 0 && p.Leader != oldLeader && len(p.ISR) == 2 && !slices.Contains(p.ISR, oldLeader)
+	})
+	newp, _ := partition(m)
+	newLeader := newp.Leader
+	produceAcked(100)
+	restarted := time.Now()
+	c.node(oldLeader).restart()
+	p := fullISR("restarted old leader back in the ISR")
+	rejoinA := time.Since(restarted)
+	if p.Leader == oldLeader {
+		t.Errorf("phase a: restarted node %d leads again (epoch %d); it should have come back as a follower of %d", oldLeader, p.LeaderEpoch, newLeader)
+	}
+	waitIdentical(t, c, topic, 1, 20*time.Second)
+	final := segmentBytes(c.node(oldLeader), topic, part)
+	// Where the old leader's log and the final one part ways: at a batch
+	// boundary at or above the acknowledged end, and exactly where the
+	// new leader says the old leader's last epoch ends.
+	div := 0
+	for _, b := range preBatches {
+		if b.end > len(final) || !bytes.Equal(preLog[b.pos:b.end], final[b.pos:b.end]) {
+			break
+		}
+		div++
+	}
+	if div == len(preBatches) {
+		t.Fatalf("phase a: the old leader's log (%d batches, end %d) is a prefix of the final log: no suffix was truncated", len(preBatches), preEnd)
+	}
+	divOffset := preBatches[div].base
+	oldEpoch := preBatches[len(preBatches)-1].epoch
+	if divOffset < committedA {
+		t.Errorf("phase a: the old leader's log was cut at offset %d, below the acknowledged end %d", divOffset, committedA)
+	}
+	epochEnd := offsetForLeaderEpoch(t, c.node(p.Leader), topic, part, oldEpoch)
+	if epochEnd != divOffset {
+		t.Errorf("phase a: the leader says epoch %d ends at %d, the old leader's log diverged at %d", oldEpoch, epochEnd, divOffset)
+	}
+	for _, b := range parseBatches(final) {
+		if b.base >= divOffset && b.epoch <= oldEpoch {
+			t.Errorf("phase a: final log batch at %d has epoch %d, not above the old leader's %d", b.base, b.epoch, oldEpoch)
+		}
+	}
+	t.Logf("phase a: node %d killed with log end %d, checkpointed HW %d = acknowledged end; node %d led; restarted, node %d truncated at %d (= end of epoch %d) and rejoined the ISR %v after its restart",
+		oldLeader, preEnd, committedA, newLeader, oldLeader, divOffset, oldEpoch, rejoinA.Round(time.Millisecond))
+
+	// Phase B.
+	produceAcked(100)
+	committedB := endOffset()
+	leaderB := p.Leader
+	waitHWCheckpoint(t, c.node(leaderB), topic, part, committedB)
+	appendedB := suffix(leaderB, "b")
+	c.node(leaderB).kill9()
+	for _, b := range c.nodes {
+		if b != c.node(leaderB) {
+			b.kill9()
+		}
+	}
+	preLogB := segmentBytes(c.node(leaderB), topic, part)
+	preEndB := int64(0)
+	if bs := parseBatches(preLogB); len(bs) > 0 {
+		preEndB = bs[len(bs)-1].last + 1
+	}
+	if preEndB <= committedB {
+		t.Fatalf("phase b: killed leader's log ends at %d, no suffix above the acknowledged end %d", preEndB, committedB)
+	}
+	if hw, ok := readHWCheckpoint(c.node(leaderB).dataDir, topic, part); !ok || hw != committedB {
+		t.Fatalf("phase b: killed leader checkpointed high watermark %d (found %v), want the acknowledged end %d (log end %d)", hw, ok, committedB, preEndB)
+	}
+	var last int32 // restarted last: a follower, the ISR's last member
+	for id := int32(1); id <= 3; id++ {
+		if id != leaderB {
+			last = id
+		}
+	}
+	probes := startHWProbes(t, c, topic, part, committedB)
+	var first []*brokerProc
+	for id := int32(1); id <= 3; id++ {
+		if id != last {
+			first = append(first, c.node(id))
+		}
+	}
+	for _, b := range first {
+		b.launch()
+	}
+	for _, b := range first {
+		b.waitReady(60 * time.Second)
+	}
+	// Both restarted brokers registered anew, which took them out of the
+	// ISR: the partition waits for its last in-sync replica.
+	waitMetadata(t, adm, 30*time.Second, "ISR down to the broker still down", func(m kadm.Metadata) bool {
+		p, ok := partition(m)
+		return ok && slices.Equal(p.ISR, []int32{last}) && (p.Leader == last || p.Leader < 0)
+	})
+	time.Sleep(time.Second) // probes keep asking the restarted old leader
+	c.node(last).restart()
+	p = fullISR("every replica back in the ISR after the cluster restart")
+	if p.Leader != last {
+		t.Errorf("phase b: node %d leads after the restart, want node %d (the only in-sync replica left)", p.Leader, last)
+	}
+	probes.stop()
+	waitIdentical(t, c, topic, 1, 20*time.Second)
+	if end := endOffset(); end != committedB {
+		t.Errorf("phase b: end offset %d after the restart, want the acknowledged end %d (the suffix up to %d was never acknowledged)", end, committedB, preEndB)
+	}
+	for _, ph := range probes.phantoms() {
+		t.Error(ph)
+	}
+	t.Logf("phase b: node %d killed with log end %d, checkpointed HW %d = acknowledged end; all killed, restarted; node %d leads; probes: %s",
+		leaderB, preEndB, committedB, last, probes.summary())
+
+	logs := readBack(t, c, topic, 1)
+	res, problems := checkFailover(acked, recordValues(logs))
+	fmt.Printf("hwrestart: acknowledged=%d in_log=%d lost=%d duplicated=%d reordered=%d suffix_a=%d truncated_at=%d (acked end %d, log end %d) suffix_b=%d probes=%d phantom=%d rejoin_ms=%d\n",
+		res.Acked, len(logs[part]), res.Lost, res.Duplicated, res.Reordered, appendedA, divOffset, committedA, preEnd,
+		appendedB, probes.answered(), len(probes.phantoms()), rejoinA.Milliseconds())
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if res.Lost+res.Duplicated+res.Reordered > 0 {
+		t.Fatal("checker found anomalies")
+	}
+}
+
+// logBatch is one record batch in a segment file.
+type logBatch struct {
+	base, last int64
+	epoch      int32
+	pos, end   int // byte range in the file
+}
+
+// parseBatches splits a segment file (record batches back to back, as on
+// the wire) into batches; a torn tail is ignored.
+func parseBatches(b []byte) []logBatch {
+	var out []logBatch
+	for pos := 0; pos+27 <= len(b); {
+		size := int(binary.BigEndian.Uint32(b[pos+8:])) + 12
+		if size < 27 || pos+size > len(b) {
+			break
+		}
+		base := int64(binary.BigEndian.Uint64(b[pos:]))
+		out = append(out, logBatch{
+			base:  base,
+			last:  base + int64(int32(binary.BigEndian.Uint32(b[pos+23:]))),
+			epoch: int32(binary.BigEndian.Uint32(b[pos+12:])),
+			pos:   pos, end: pos + size,
+		})
+		pos += size
+	}
+	return out
+}
+
+// readHWCheckpoint reads topic-p's high watermark from a data dir's
+// replication-offset-checkpoint (Kafka's format: version, count, then
+// "topic partition offset" lines).
+func readHWCheckpoint(dataDir, topic string, p int32) (int64, bool) {
+	f, err := os.Open(filepath.Join(dataDir, "replication-offset-checkpoint"))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) == 3 && fs[0] == topic && fs[1] == strconv.Itoa(int(p)) {
+			hw, err := strconv.ParseInt(fs[2], 10, 64)
+			return hw, err == nil
+		}
+	}
+	return 0, false
+}
+
+// waitHWCheckpoint waits until b has checkpointed want as topic-p's high
+// watermark (it writes the file every few seconds).
+func waitHWCheckpoint(t *testing.T, b *brokerProc, topic string, p int32, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		hw, ok := readHWCheckpoint(b.dataDir, topic, p)
+		if ok && hw == want {
+			return
+		}
+		if ok && hw > want {
+			t.Fatalf("%s checkpointed high watermark %d for %s-%d, above the acknowledged end %d", b.dataDir, hw, topic, p, want)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: high watermark checkpoint of %s-%d is %d (found %v) after 20s, want %d", b.dataDir, topic, p, hw, ok, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// offsetForLeaderEpoch asks b (the leader) where epoch ends, as a consumer
+// would.
+func offsetForLeaderEpoch(t *testing.T, b *brokerProc, topic string, p int32, epoch int32) int64 {
+	t.Helper()
+	cl := b.client(t, kgo.SeedBrokers(b.addr))
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p, -1, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testContext(t, 10*time.Second), cl.SeedBrokers()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("OffsetForLeaderEpoch %s-%d epoch %d: %+v", topic, p, epoch, resp)
+	}
+	return resp.Topics[0].Partitions[0].EndOffset
+}
+
+// hwProbes fetch topic-p at the acknowledged end from every broker in a
+// loop, the way a read_uncommitted consumer would, and note any record or
+// high watermark above it.
+type hwProbes struct {
+	stopped atomic.Bool
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	answers map[int32]map[string]int
+	bad     []string
+}
+
+func startHWProbes(t *testing.T, c *testCluster, topic string, p int32, acked int64) *hwProbes {
+	pr := &hwProbes{answers: map[int32]map[string]int{}}
+	for i, b := range c.nodes {
+		id := int32(i + 1)
+		pr.answers[id] = map[string]int{}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.DialTimeout(time.Second), kgo.RequestTimeoutOverhead(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.wg.Add(1)
+		go func() {
+			defer pr.wg.Done()
+			defer cl.Close()
+			for n := 0; !pr.stopped.Load() && n < 100_000; n++ {
+				pr.probe(cl.SeedBrokers()[0], id, topic, p, acked)
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
+	t.Cleanup(pr.stop)
+	return pr
+}
+
+func (pr *hwProbes) probe(b *kgo.Broker, id int32, topic string, p int32, acked int64) {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 12
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.IsolationLevel = -1, 0, 1<<20, 0
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = p, acked, 1<<20, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	resp, err := req.RequestWith(ctx, b)
+	cancel()
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	if err != nil {
+		pr.answers[id]["no answer"]++
+		return
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		pr.answers[id]["malformed"]++
+		return
+	}
+	rpr := resp.Topics[0].Partitions[0]
+	pr.answers[id][errName(rpr.ErrorCode)]++
+	if rpr.ErrorCode != 0 {
+		return
+	}
+	if rpr.HighWatermark > acked && len(pr.bad) < 20 {
+		pr.bad = append(pr.bad, fmt.Sprintf("node %d reported high watermark %d, above the acknowledged end %d", id, rpr.HighWatermark, acked))
+	}
+	for _, bt := range parseBatches(rpr.RecordBatches) {
+		if bt.last >= acked && len(pr.bad) < 20 {
+			pr.bad = append(pr.bad, fmt.Sprintf("node %d served offsets %d-%d (epoch %d), at or above the acknowledged end %d", id, bt.base, bt.last, bt.epoch, acked))
+		}
+	}
+}
+
+func (pr *hwProbes) stop() {
+	pr.stopped.Store(true)
+	pr.wg.Wait()
+}
+
+func (pr *hwProbes) phantoms() []string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return slices.Clone(pr.bad)
+}
+
+// answered counts the probes some broker answered.
+func (pr *hwProbes) answered() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	n := 0
+	for _, m := range pr.answers {
+		for k, v := range m {
+			if k != "no answer" && k != "malformed" {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+func (pr *hwProbes) summary() string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	var b strings.Builder
+	for id := int32(1); id <= int32(len(pr.answers)); id++ {
+		fmt.Fprintf(&b, "node %d %v; ", id, pr.answers[id])
+	}
+	return b.String()
+}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Network namespaces for partition tests. The test process re-executes
+// itself under `unshare -n` (a private network namespace with only lo), so
+// the host's namespaces are never touched; inside, a bridge joins one
+// named namespace per broker through a veth pair:
+//
+//	test process (clients) 10.77.0.254 on rlbr0
+//	   rlbr0 --- rlp<i> ==veth== eth0 10.77.0.<i> in netns rlpart-<pid>-<i> (broker i)
+//
+// A partition disables the broker's bridge port: its frames are dropped in
+// both directions while both link ends stay up, and static neighbour
+// entries keep ARP out of it, so peers see silence rather than refusals
+// or unreachable errors.
+
+// netnsChildEnv marks the re-executed child; its value is the test name.
+const netnsChildEnv = "RINGLOG_TEST_NETNS_CHILD"
+
+// netnsSubnet is the bridge's /24 (inside the private namespace only).
+const (
+	netnsSubnet = "10.77.0."
+	bridgeMAC   = "02:00:0a:4d:00:fe"
+)
+
+// lookTool finds an iproute2/util-linux tool in PATH or the sbin dirs
+// (root's PATH may lack them).
+func lookTool(name string) string {
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, dir := range []string{"/usr/sbin", "/sbin", "/usr/bin", "/bin"} {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+// inNetnsChild runs test in a private network namespace. In the parent it
+// re-executes the test binary for this test only under `unshare -n`,
+// waits, relays the child's summary lines and verdict, and returns false;
+// in the child it returns true and the caller runs the test body.
+func inNetnsChild(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(netnsChildEnv) == t.Name() {
+		return true
+	}
+	unshare, ip := lookTool("unshare"), lookTool("ip")
+	if unshare == "" || ip == "" {
+		t.Skipf("network partition tests need unshare and ip (iproute2); found unshare=%q ip=%q", unshare, ip)
+	}
+	if out, err := exec.Command(unshare, "-n", "true").CombinedOutput(); err != nil {
+		t.Skipf("network partition tests need CAP_NET_ADMIN (unshare -n: %v %s)", err, strings.TrimSpace(string(out)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, unshare, "-n", "--", os.Args[0],
+		"-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=170s")
+	cmd.Env = append(os.Environ(), netnsChildEnv+"="+t.Name(), "RINGLOG_TEST_BIN="+ringlogBin)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A child killed at the timeout cannot clean up: its brokers and
+	// named namespaces are found by its pid.
+	pid := cmd.Process.Pid
+	t.Cleanup(func() { reapNetns(t, ip, pid) })
+	err := cmd.Wait()
+	text := out.String()
+	for _, ln := range strings.Split(text, "\n") {
+		if isSummaryLine(ln) {
+			fmt.Println(ln)
+		}
+	}
+	switch {
+	case err != nil:
+		t.Fatalf("child in a private network namespace: %v\n%s", err, text)
+	case strings.Contains(text, "--- SKIP: "+t.Name()):
+		t.Skipf("child skipped:\n%s", text)
+	case !strings.Contains(text, "--- PASS: "+t.Name()):
+		t.Fatalf("child did not run %s:\n%s", t.Name(), text)
+	}
+	t.Logf("child output:\n%s", text)
+	return false
+}
+
+// isSummaryLine matches the one-line results tests print with fmt.Printf.
+func isSummaryLine(ln string) bool {
+	return strings.HasPrefix(ln, "partition: ")
+}
+
+// reapNetns kills what is left in the namespaces a child (by pid) created,
+// and deletes them.
+func reapNetns(t *testing.T, ip string, pid int) {
+	ents, _ := os.ReadDir("/run/netns")
+	prefix := fmt.Sprintf("rlpart-%d-", pid)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		out, _ := exec.Command(ip, "netns", "pids", e.Name()).Output()
+		for _, f := range strings.Fields(string(out)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		if out, err := exec.Command(ip, "netns", "del", e.Name()).CombinedOutput(); err != nil {
+			t.Logf("ip netns del %s: %v %s", e.Name(), err, out)
+		}
+	}
+}
+
+// testNet is the bridge and the brokers' namespaces inside the child.
+type testNet struct {
+	t        *testing.T
+	ip       string // path of ip(8)
+	bridge   string // path of bridge(8), "" to partition by link down
+	nodes    []netNode
+	isolated map[int]bool
+}
+
+type netNode struct {
+	ns   string // named netns
+	port string // bridge-side veth
+	ip   string
+	mac  string
+}
+
+// newTestNet builds n broker namespaces on a bridge in the current
+// (private) namespace; it skips the test where namespaces cannot be made.
+func newTestNet(t *testing.T, n int) *testNet {
+	t.Helper()
+	tn := &testNet{t: t, ip: lookTool("ip"), bridge: lookTool("bridge"), isolated: map[int]bool{}}
+	if tn.ip == "" {
+		t.Skip("network partition tests need ip (iproute2)")
+	}
+	pid := os.Getpid()
+	for i := range n {
+		tn.nodes = append(tn.nodes, netNode{
+			ns:   fmt.Sprintf("rlpart-%d-%d", pid, i+1),
+			port: fmt.Sprintf("rlp%d", i+1),
+			ip:   fmt.Sprintf("%s%d", netnsSubnet, i+1),
+			mac:  fmt.Sprintf("02:00:0a:4d:00:%02x", i+1),
+		})
+	}
+	// Deleting the namespaces ends their veths; the bridge goes with this
+	// process's namespace.
+	t.Cleanup(func() {
+		for _, nd := range tn.nodes {
+			if _, err := os.Stat("/run/netns/" + nd.ns); err == nil {
+				tn.run("netns", "del", nd.ns)
+			}
+		}
+	})
+	if out, err := exec.Command(tn.ip, "netns", "add", tn.nodes[0].ns).CombinedOutput(); err != nil {
+		msg := strings.TrimSpace(string(out))
+		if errors.Is(err, os.ErrPermission) || strings.Contains(msg, "ermission") || strings.Contains(msg, "not permitted") {
+			t.Skipf("network partition tests need CAP_NET_ADMIN (ip netns add: %v %s)", err, msg)
+		}
+		t.Fatalf("ip netns add %s: %v %s", tn.nodes[0].ns, err, msg)
+	}
+	tn.run("link", "set", "lo", "up")
+	tn.run("link", "add", "rlbr0", "address", bridgeMAC, "type", "bridge")
+	tn.run("addr", "add", netnsSubnet+"254/24", "dev", "rlbr0")
+	tn.run("link", "set", "rlbr0", "up")
+	for i, nd := range tn.nodes {
+		if i > 0 {
+			tn.run("netns", "add", nd.ns)
+		}
+		tn.run("link", "add", nd.port, "type", "veth", "peer", "name", nd.port+"x", "address", nd.mac)
+		tn.run("link", "set", nd.port, "master", "rlbr0", "up")
+		tn.run("link", "set", nd.port+"x", "netns", nd.ns)
+		in := []string{"-n", nd.ns}
+		tn.run(append(in, "link", "set", "lo", "up")...)
+		tn.run(append(in, "link", "set", nd.port+"x", "name", "eth0")...)
+		tn.run(append(in, "addr", "add", nd.ip+"/24", "dev", "eth0")...)
+		tn.run(append(in, "link", "set", "eth0", "up")...)
+	}
+	// Static neighbours: no ARP, so a cut link is pure packet loss.
+	for i, nd := range tn.nodes {
+		tn.run("neigh", "replace", nd.ip, "lladdr", nd.mac, "dev", "rlbr0", "nud", "permanent")
+		tn.run("-n", nd.ns, "neigh", "replace", netnsSubnet+"254", "lladdr", bridgeMAC, "dev", "eth0", "nud", "permanent")
+		for j, peer := range tn.nodes {
+			if i != j {
+				tn.run("-n", nd.ns, "neigh", "replace", peer.ip, "lladdr", peer.mac, "dev", "eth0", "nud", "permanent")
+			}
+		}
+	}
+	return tn
+}
+
+func (tn *testNet) run(args ...string) {
+	tn.t.Helper()
+	if out, err := exec.Command(tn.ip, args...).CombinedOutput(); err != nil {
+		tn.t.Fatalf("ip %s: %v %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// specs are cluster nodes listening on their namespace's address, with the
+// same ports everywhere (each namespace has its own port space).
+func (tn *testNet) specs() []nodeSpec {
+	var out []nodeSpec
+	for _, nd := range tn.nodes {
+		out = append(out, nodeSpec{
+			addr: nd.ip + ":9092", ctrl: nd.ip + ":9093", admin: nd.ip + ":9644",
+			prefix: []string{tn.ip, "netns", "exec", nd.ns},
+		})
+	}
+	return out
+}
+
+// isolate cuts node i (0-based) off from everyone, test clients included:
+// its bridge port stops forwarding.
+func (tn *testNet) isolate(i int) {
+	tn.t.Helper()
+	tn.setPort(i, false)
+	tn.isolated[i] = true
+}
+
+// heal reconnects node i.
+func (tn *testNet) heal(i int) {
+	tn.t.Helper()
+	tn.setPort(i, true)
+	delete(tn.isolated, i)
+}
+
+// healAll reconnects every isolated node (cleanup: brokers then shut down
+// with their peers reachable).
+func (tn *testNet) healAll() {
+	for i := range tn.isolated {
+		tn.heal(i)
+	}
+}
+
+func (tn *testNet) setPort(i int, up bool) {
+	tn.t.Helper()
+	port := tn.nodes[i].port
+	if tn.bridge == "" {
+		state := map[bool]string{true: "up", false: "down"}[up]
+		tn.run("link", "set", port, state)
+		return
+	}
+	// STP is off, so the port state is ours to set: 0 disabled, 3
+	// forwarding.
+	state := map[bool]string{true: "3", false: "0"}[up]
+	if out, err := exec.Command(tn.bridge, "link", "set", "dev", port, "state", state).CombinedOutput(); err != nil {
+		tn.t.Fatalf("bridge link set dev %s state %s: %v %s", port, state, err, out)
+	}
+}
+
+// dialer dials from inside node i's namespace: a client there is on the
+// isolated node's side of a partition.
+func (tn *testNet) dialer(i int) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	path := "/run/netns/" + tn.nodes[i].ns
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			// The socket belongs to the namespace of the thread that
+			// creates it. This thread switches namespaces, so it stays
+			// locked and exits with the goroutine (no UnlockOSThread).
+			runtime.LockOSThread()
+			f, err := os.Open(path)
+			if err != nil {
+				ch <- result{nil, err}
+				return
+			}
+			defer f.Close()
+			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+				ch <- result{nil, fmt.Errorf("setns %s: %w", path, err)}
+				return
+			}
+			// Bounded: across a partition a SYN is never answered.
+			d := net.Dialer{Timeout: 3 * time.Second}
+			c, err := d.DialContext(ctx, network, addr)
+			ch <- result{c, err}
+		}()
+		r := <-ch
+		return r.c, r.err
+	}
+}

@@ -1,0 +1,53 @@
+package netpath
+
+import (
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/coordinator/txn"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// EndTxn: v0-3
+//
+// Behavior:
+//   - Bridged to txn.Manager.EndTxn on the transactional id's coordinator:
+//     an Ongoing transaction moves to PrepareCommit/PrepareAbort, and the
+//     answer comes (in resolve) once that record is durable. The markers
+//     (txn_markers.go) and the Complete record follow in the background;
+//     until they are done the id answers CONCURRENT_TRANSACTIONS, which
+//     clients retry. Consumers reading read_committed see the outcome as
+//     each partition's marker lands.
+//   - Retrying a completed commit (abort) succeeds; the other outcome is
+//     INVALID_TXN_STATE.
+//   - With ACLs on: WRITE on the transactional id
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+//   - NOT_COORDINATOR while this broker's metadata may be stale; v0-1 get
+//     INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED (KIP-588).
+//   - v4+ (KIP-890 part 2: an epoch bump per transaction) is not
+//     advertised.
+
+func init() { register(26, 0, 3, handleEndTxn) }
+
+func handleEndTxn(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.EndTxnRequest)
+	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	knowsFenced := req.Version >= 2
+	if err := s.txns.stale(); err != nil {
+		resp.ErrorCode = txnErrorCode(err, knowsFenced)
+		return immediate(resp)
+	}
+	if !s.authorize(r, metadata.OpWrite, metadata.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = errorCode(errTxnIDAuthz)
+		return immediate(resp)
+	}
+	f := s.txns.mgr.EndTxn(txn.EndTxnRequest{
+		TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit,
+	})
+	return reply{resolve: func(done <-chan struct{}) *response {
+		err, ok := waitFuture(f, done)
+		if !ok {
+			return nil
+		}
+		resp.ErrorCode = txnErrorCode(err, knowsFenced)
+		return &response{msg: resp}
+	}}
+}

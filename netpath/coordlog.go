@@ -1,0 +1,595 @@
+package netpath
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/replication"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// This file is what a coordinator backed by an internal topic needs from
+// the broker; the group coordinator (__consumer_offsets, groups.go) and the
+// transaction coordinator (__transaction_state, txn.go) each own one
+// coordLog:
+//
+//   - the topic, created through the controller on first use (partition
+//     count from the coordinator's config, replication factor min(3, live
+//     brokers) unless configured). The engine does not compact yet, so it
+//     is created with retention disabled (retention.ms=-1,
+//     retention.bytes=-1) and a load reads every record since the log
+//     start;
+//   - ownership: the coordinator of a key is the leader of its partition.
+//     On every metadata change the partitions this broker leads (and their
+//     leader epochs) are compared with what is owned: new ones are begun
+//     (COORDINATOR_LOAD_IN_PROGRESS meanwhile), read from the local log
+//     once replication leads them at that epoch, and installed; lost ones
+//     (or ones led at a new epoch: another broker may have led them
+//     meanwhile, so they are read again) are unloaded;
+//   - durable appends: the coordinator's records as one magic-2 batch
+//     appended with Partition.Append, acknowledged once flushed per the
+//     fsync policy and, on a replicated partition, once the high watermark
+//     covers it (the acks=all purgatory), so acknowledged state survives
+//     the loss of this broker.
+
+// coordLog is one coordinator's internal topic on this broker.
+type coordLog struct {
+	s     *Server
+	topic string
+	// what names the coordinator's state in log lines ("consumer groups").
+	what string
+	// partitions and rf are used when the topic is created; rf <= 0 is
+	// min(3, live brokers).
+	partitions int
+	rf         int16
+	// notCoord is the coordinator's NOT_COORDINATOR error: appends and
+	// stale() wrap it so the coordinator recognises a lost partition.
+	notCoord error
+	// markers makes the loader see transaction markers (control records)
+	// and the producer of transactional batches; otherwise control batches
+	// are skipped.
+	markers bool
+	// commitTimeout bounds the wait for the ISR on an append
+	// (offsets.commit.timeout.ms).
+	commitTimeout time.Duration
+
+	// The coordinator's side of ownership. load reads recs and installs
+	// partition p led at epoch, returning how many keys it loaded (for the
+	// log line); it runs after begin and with the partition already in
+	// owned, so work it starts (transaction markers) sees it owned.
+	begin  func(p int32)
+	load   func(p, epoch int32, recs iter.Seq2[group.KV, error]) (int, error)
+	unload func(p int32)
+
+	mu    sync.Mutex
+	owned map[int32]int32 // partition -> leader epoch it was loaded at
+
+	createMu sync.Mutex // one creation of the topic at a time
+}
+
+// start runs the ownership loop until the server closes.
+func (c *coordLog) start() {
+	c.owned = make(map[int32]int32)
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			ch := c.s.node.Changed()
+			c.syncOwnership()
+			select {
+			case <-ch:
+			case <-tick.C: // also retries loads that failed
+			case <-c.s.ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// ownedAt returns the leader epoch partition p was loaded at, if this
+// broker owns it.
+func (c *coordLog) ownedAt(p int32) (int32, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.owned[p]
+	return e, ok
+}
+
+// syncOwnership loads the partitions this broker now leads and unloads
+// the ones it no longer leads (or leads at a new epoch).
+func (c *coordLog) syncOwnership() {
+	img := c.s.node.MetadataImage()
+	want := map[int32]int32{}
+	if t, ok := img.Topic(c.topic); ok {
+		for i, p := range t.Partitions {
+			if p.Leader == c.s.cfg.NodeID {
+				want[int32(i)] = p.LeaderEpoch
+			}
+		}
+	}
+	c.mu.Lock()
+	var load []int32
+	for p, epoch := range c.owned {
+		if e, ok := want[p]; !ok || e != epoch {
+			c.unload(p)
+			delete(c.owned, p)
+			c.s.log.Info("unloaded "+c.what, "topic", c.topic, "partition", p)
+		}
+	}
+	for p := range want {
+		if _, ok := c.owned[p]; !ok {
+			c.begin(p)
+			load = append(load, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range load {
+		start := time.Now()
+		n, err := c.loadPartition(p, want[p])
+		if err != nil {
+			// Give the partition up (clients get NOT_COORDINATOR) so a
+			// later pass retries the load from scratch.
+			c.mu.Lock()
+			delete(c.owned, p)
+			c.mu.Unlock()
+			c.unload(p)
+			c.s.log.Error("loading "+c.what, "topic", c.topic, "partition", p, "err", err)
+			continue
+		}
+		c.s.log.Info("loaded "+c.what, "topic", c.topic, "partition", p, "keys", n,
+			"took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// loadPartition reads partition p, led at epoch, from the local log and
+// hands it to the coordinator. Meanwhile the partition is begun: its keys
+// get COORDINATOR_LOAD_IN_PROGRESS.
+//
+// A replicated partition is read only once replication leads it at epoch
+// (the new leader's epoch is in its log, so nothing read can be truncated
+// away under the load), and to the log end, as Kafka's coordinators load:
+// records above the high watermark on a new leader are ones the old
+// leader never acknowledged, and they become committed as the followers
+// catch up. Waiting for the HW would stall the load until the ISR drops a
+// dead member (replica.lag.time.max).
+func (c *coordLog) loadPartition(p, epoch int32) (int, error) {
+	part, err := c.s.engine.Partition(c.topic, p)
+	if err != nil {
+		if rerr := c.s.reconcile(); rerr != nil {
+			c.s.log.Warn("reconcile", "err", rerr)
+		}
+		if part, err = c.s.engine.Partition(c.topic, p); err != nil {
+			return 0, err
+		}
+	}
+	info, ok := c.s.node.MetadataImage().Partition(c.topic, p)
+	replicated := c.s.repl != nil && ok && len(info.Replicas) > 1
+	deadline := time.Now().Add(10 * time.Second)
+	ready := func() (bool, error) {
+		if info, ok := c.s.node.MetadataImage().Partition(c.topic, p); !ok || info.Leader != c.s.cfg.NodeID || info.LeaderEpoch != epoch {
+			return false, fmt.Errorf("%w: %s-%d: leadership moved during the load", c.notCoord, c.topic, p)
+		}
+		if !replicated {
+			// Appends of an earlier leadership may still be on their way
+			// to disk: the high watermark covers the log end once written.
+			return part.HighWatermark() >= part.LogEndOffset(), nil
+		}
+		lp := c.s.repl.leader(c.topic, p)
+		if lp == nil || lp.part != part {
+			return false, nil
+		}
+		lp.mu.Lock()
+		led := lp.gen && lp.st.LeaderEpoch() == epoch
+		lp.mu.Unlock()
+		return led && part.DurableEnd() >= part.LogEndOffset(), nil
+	}
+	for {
+		ch := part.Changed()
+		ok, err := ready()
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			if replicated {
+				return 0, fmt.Errorf("%s-%d: not leading it in replication at epoch %d after 10s", c.topic, p, epoch)
+			}
+			break
+		}
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Millisecond):
+		case <-c.s.ctx.Done():
+			return 0, c.s.ctx.Err()
+		}
+	}
+	c.mu.Lock()
+	c.owned[p] = epoch
+	c.mu.Unlock()
+	return c.load(p, epoch, readRecords(part, replicated, c.markers))
+}
+
+// append hands one encoded batch to the local partition p. On a
+// replicated partition it first checks, as an acks=all produce does, that
+// the ISR is at min.insync.replicas, and the Waiter then waits in the
+// replication purgatory until the high watermark covers the batch.
+// Failures: leadership lost wraps notCoord; NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+// timeouts and storage errors are returned as they are, for the
+// coordinator to map (COORDINATOR_NOT_AVAILABLE in both).
+func (c *coordLog) append(p int32, batch []byte) group.Waiter {
+	fail := func(err error) group.Waiter { return group.WaiterFunc(func() error { return err }) }
+	if info, ok := c.s.node.MetadataImage().Partition(c.topic, p); !ok || info.Leader != c.s.cfg.NodeID {
+		return fail(fmt.Errorf("%w: %s-%d is led elsewhere", c.notCoord, c.topic, p))
+	}
+	part, err := c.s.engine.Partition(c.topic, p)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", c.notCoord, err))
+	}
+	var lp *leaderPart
+	if c.s.repl != nil && part.Replicated() {
+		if lp = c.s.repl.leader(c.topic, p); lp == nil {
+			return fail(fmt.Errorf("%w: %s-%d: not leading it in replication yet", c.notCoord, c.topic, p))
+		}
+		if err := lp.checkProduce(-1); err != nil {
+			return fail(c.persistErr(err))
+		}
+	}
+	deadline := time.Now().Add(c.commitTimeout)
+	w, err := part.Append(batch)
+	if err != nil {
+		return fail(c.persistErr(err))
+	}
+	return group.WaiterFunc(func() error {
+		<-w.Done()
+		res, err := w.Result()
+		if err != nil || lp == nil {
+			return c.persistErr(err)
+		}
+		purg := c.s.repl.purg
+		pw := purg.Add(lp.tp, res.LastOffset, deadline)
+		// dropLeader clears gen before failing the partition's waiters: a
+		// waiter added after that would only time out.
+		lp.mu.Lock()
+		gone := !lp.gen
+		lp.mu.Unlock()
+		if gone {
+			purg.Cancel(pw)
+			return fmt.Errorf("%w: %s-%d: leadership moved", c.notCoord, c.topic, p)
+		}
+		select {
+		case <-pw.Done():
+		case <-c.s.ctx.Done():
+			purg.Cancel(pw)
+		}
+		return c.persistErr(pw.Err())
+	})
+}
+
+// persistErr classifies an append failure: a lost leadership wraps
+// notCoord, the rest are left for the coordinator to map.
+func (c *coordLog) persistErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrUnknownTopic),
+		errors.Is(err, replication.ErrNotLeaderOrFollower), errors.Is(err, replication.ErrFencedLeaderEpoch):
+		return fmt.Errorf("%w: %w", c.notCoord, err)
+	}
+	return err
+}
+
+// stale returns the error every request of the coordinator gets while
+// this broker's metadata may be stale: clients rediscover the coordinator.
+func (c *coordLog) stale() error {
+	if err := c.s.node.Fresh(); err != nil {
+		return fmt.Errorf("%w: %w", c.notCoord, err)
+	}
+	return nil
+}
+
+// coordinatorFor finds the broker coordinating key: the leader of its
+// partition (partitionFor(key, partition count)), creating the topic on
+// first use. It returns the broker's endpoint for listener l, or an error
+// code.
+func (c *coordLog) coordinatorFor(ctx context.Context, l *listener, key string, partitionFor func(string, int) int32) (brokerEndpoint, int16, error) {
+	if err := c.s.node.Fresh(); err != nil {
+		return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, err
+	}
+	img := c.s.node.MetadataImage()
+	t, img, ok := c.s.lookupTopic(img, c.topic)
+	if !ok {
+		var err error
+		if img, err = c.createTopic(ctx); err != nil {
+			return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, err
+		}
+		if t, ok = img.Topic(c.topic); !ok {
+			return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("%s not in metadata yet", c.topic)
+		}
+	}
+	p := partitionFor(key, len(t.Partitions))
+	leader := t.Partitions[p].Leader
+	if leader == metadata.NoLeader {
+		return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("%s-%d has no leader", c.topic, p)
+	}
+	for _, be := range c.s.liveBrokers(img, l) {
+		if be.id == leader {
+			return be, 0, nil
+		}
+	}
+	return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("coordinator broker %d is not available", leader)
+}
+
+func (c *coordLog) createTopic(ctx context.Context) (*metadata.Image, error) {
+	c.createMu.Lock()
+	defer c.createMu.Unlock()
+	if _, ok := c.s.node.MetadataImage().Topic(c.topic); ok {
+		return c.s.node.MetadataImage(), nil
+	}
+	_, err := c.s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+		Name:              c.topic,
+		Partitions:        int32(c.partitions),
+		ReplicationFactor: c.rf, // <= 0: min(3, live brokers)
+		Configs: map[string]string{
+			// No compaction yet: keep everything so a load sees every key.
+			"retention.ms":    "-1",
+			"retention.bytes": "-1",
+			"segment.bytes":   "104857600",
+		},
+	})
+	switch {
+	case err == nil:
+		c.s.log.Info("created internal topic", "topic", c.topic, "partitions", c.partitions)
+	case errors.Is(err, metadata.ErrTopicExists):
+		if err := c.s.node.Sync(ctx); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, err
+	}
+	if err := c.s.reconcile(); err != nil {
+		c.s.log.Warn("reconcile after creating an internal topic", "topic", c.topic, "err", err)
+	}
+	return c.s.node.MetadataImage(), nil
+}
+
+// readRecords yields every record of part from its log start to its high
+// watermark (toEnd: to the readable log end), in offset order. Batches
+// are expected uncompressed (only the broker writes these topics). With
+// markers, records carry their batch's producer and transactional flag
+// and transaction markers are yielded; otherwise control batches are
+// skipped.
+func readRecords(part *engine.Partition, toEnd, markers bool) iter.Seq2[group.KV, error] {
+	return func(yield func(group.KV, error) bool) {
+		offset := part.Info().LogStartOffset
+		buf := make([]byte, 0, 1<<20)
+		name := part.Topic()
+		for {
+			var res engine.ReadResult
+			var err error
+			if toEnd {
+				res, err = part.ReadReplica(offset, 1<<20)
+			} else {
+				res, err = part.Read(offset, 1<<20, true)
+			}
+			if err != nil {
+				yield(group.KV{}, err)
+				return
+			}
+			n := int(res.Data.Len())
+			if n == 0 {
+				res.Data.Release()
+				return
+			}
+			buf = buf[:0]
+			buf = append(buf, make([]byte, n)...)
+			_, err = res.Data.ReadAt(buf, res.Data.Pos())
+			res.Data.Release()
+			if err != nil {
+				yield(group.KV{}, fmt.Errorf("reading %s-%d at %d: %w", name, part.Index(), offset, err))
+				return
+			}
+			next, err := decodeBatches(name, buf, offset, markers, yield)
+			if err != nil {
+				yield(group.KV{}, err)
+				return
+			}
+			if next < 0 {
+				return // the consumer stopped
+			}
+			if next <= offset {
+				yield(group.KV{}, fmt.Errorf("%s-%d: no progress reading at offset %d", name, part.Index(), offset))
+				return
+			}
+			offset = next
+		}
+	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Record batch attribute bits.
+const (
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
+
+// encodeBatch builds one uncompressed magic-2 record batch (base offset 0:
+// the engine assigns offsets) holding kvs, all stamped ts, without a
+// producer. A nil Value is a null value (a tombstone).
+func encodeBatch(kvs []group.KV, ts int64) []byte {
+	return encodeProducerBatch(kvs, ts, -1, -1, -1, false)
+}
+
+// encodeProducerBatch is encodeBatch for producer pid/epoch at base
+// sequence seq, transactional or not.
+func encodeProducerBatch(kvs []group.KV, ts int64, pid int64, epoch int16, seq int32, transactional bool) []byte {
+	const headerSize = 61
+	b := make([]byte, headerSize, headerSize+len(kvs)*64)
+	be := binary.BigEndian
+	var attrs uint16 // no codec, CreateTime
+	if transactional {
+		attrs |= attrTransactional
+	}
+	// baseOffset 0, partitionLeaderEpoch 0 (both rewritten by the engine)
+	b[16] = 2 // magic
+	be.PutUint16(b[21:], attrs)
+	be.PutUint32(b[23:], uint32(len(kvs)-1)) // lastOffsetDelta
+	be.PutUint64(b[27:], uint64(ts))         // baseTimestamp
+	be.PutUint64(b[35:], uint64(ts))         // maxTimestamp
+	be.PutUint64(b[43:], uint64(pid))
+	be.PutUint16(b[51:], uint16(epoch))
+	be.PutUint32(b[53:], uint32(seq))
+	be.PutUint32(b[57:], uint32(len(kvs))) // record count
+	var rec []byte
+	for i, kv := range kvs {
+		rec = rec[:0]
+		rec = append(rec, 0)              // record attributes
+		rec = binary.AppendVarint(rec, 0) // timestamp delta
+		rec = binary.AppendVarint(rec, int64(i))
+		rec = appendVarBytes(rec, kv.Key)
+		rec = appendVarBytes(rec, kv.Value)
+		rec = binary.AppendVarint(rec, 0) // headers
+		b = binary.AppendVarint(b, int64(len(rec)))
+		b = append(b, rec...)
+	}
+	be.PutUint32(b[8:], uint32(len(b)-12))
+	be.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
+}
+
+func appendVarBytes(b, v []byte) []byte {
+	if v == nil {
+		return binary.AppendVarint(b, -1)
+	}
+	b = binary.AppendVarint(b, int64(len(v)))
+	return append(b, v...)
+}
+
+// decodeBatches yields the records of the whole batches in buf with
+// offsets >= from and returns the offset after the last batch, or -1 when
+// yield asked to stop. topic names the log in errors. With markers, each
+// record carries its batch's transactional flag and producer, and a
+// control batch holding a transaction marker (control key: int16 version,
+// int16 type, 0 abort, 1 commit) is yielded with Control set; other
+// control records, and all of them without markers, are skipped.
+func decodeBatches(topic string, buf []byte, from int64, markers bool, yield func(group.KV, error) bool) (int64, error) {
+	be := binary.BigEndian
+	next := from
+	for len(buf) >= 61 {
+		base := int64(be.Uint64(buf[0:]))
+		size := int(be.Uint32(buf[8:])) + 12
+		if size < 61 || size > len(buf) {
+			break // a partial batch at the end of the range
+		}
+		batch := buf[:size]
+		buf = buf[size:]
+		if batch[16] != 2 {
+			return 0, fmt.Errorf("%s: batch at offset %d has magic %d", topic, base, batch[16])
+		}
+		if crc32.Checksum(batch[21:], castagnoli) != be.Uint32(batch[17:]) {
+			return 0, fmt.Errorf("%s: batch at offset %d fails its CRC", topic, base)
+		}
+		attrs := be.Uint16(batch[21:])
+		last := base + int64(be.Uint32(batch[23:]))
+		next = last + 1
+		control := attrs&attrControl != 0
+		if control && !markers {
+			continue
+		}
+		if attrs&0x07 != 0 {
+			return 0, fmt.Errorf("%s: batch at offset %d is compressed (codec %d); only the broker writes this topic", topic, base, attrs&0x07)
+		}
+		var ctx group.KV
+		if markers {
+			ctx.Transactional = attrs&attrTransactional != 0
+			ctx.ProducerID = int64(be.Uint64(batch[43:]))
+			ctx.ProducerEpoch = int16(be.Uint16(batch[51:]))
+		}
+		count := int(int32(be.Uint32(batch[57:])))
+		r := batch[61:]
+		for i := 0; i < count; i++ {
+			kv, rest, delta, err := decodeRecord(r)
+			if err != nil {
+				return 0, fmt.Errorf("%s: batch at offset %d, record %d: %w", topic, base, i, err)
+			}
+			r = rest
+			if base+delta < from {
+				continue
+			}
+			kv.Transactional, kv.ProducerID, kv.ProducerEpoch = ctx.Transactional, ctx.ProducerID, ctx.ProducerEpoch
+			if control {
+				if len(kv.Key) < 4 {
+					return 0, fmt.Errorf("%s: control record at offset %d has a %d-byte key", topic, base+delta, len(kv.Key))
+				}
+				switch be.Uint16(kv.Key[2:]) {
+				case 0:
+					kv.Control = &group.TxnMarker{Commit: false}
+				case 1:
+					kv.Control = &group.TxnMarker{Commit: true}
+				default:
+					continue // not a transaction marker
+				}
+			}
+			if !yield(kv, nil) {
+				return -1, nil
+			}
+		}
+	}
+	return next, nil
+}
+
+var errShortRecord = errors.New("truncated record")
+
+func decodeRecord(b []byte) (group.KV, []byte, int64, error) {
+	length, n := binary.Varint(b)
+	if n <= 0 || length < 0 || int64(len(b)-n) < length {
+		return group.KV{}, nil, 0, errShortRecord
+	}
+	rest := b[n+int(length):]
+	r := b[n : n+int(length)]
+	if len(r) < 1 {
+		return group.KV{}, nil, 0, errShortRecord
+	}
+	r = r[1:] // attributes
+	var vals [2]int64
+	for i := range vals { // timestamp delta, offset delta
+		v, n := binary.Varint(r)
+		if n <= 0 {
+			return group.KV{}, nil, 0, errShortRecord
+		}
+		vals[i], r = v, r[n:]
+	}
+	var kv group.KV
+	for i := 0; i < 2; i++ {
+		l, n := binary.Varint(r)
+		if n <= 0 || l < -1 || int64(len(r)-n) < l {
+			return group.KV{}, nil, 0, errShortRecord
+		}
+		r = r[n:]
+		var v []byte
+		if l >= 0 {
+			v = append([]byte{}, r[:l]...)
+			r = r[l:]
+		}
+		if i == 0 {
+			kv.Key = v
+		} else {
+			kv.Value = v
+		}
+	}
+	return kv, rest, vals[1], nil
+}
