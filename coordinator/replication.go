@@ -94,7 +94,7 @@ func (n *Node) electUnclean() {
 			res, _, err := n.propose(ctx, metadata.Command{ElectLeader: &metadata.ElectLeader{Topic: t.Name, Partition: int32(i), Unclean: true}})
 			cancel()
 			if err != nil {
-				n.log.Warn("unclean leader election failed", "topic", t.Name, "partition", i, "err", err)
+				n.log.Warn("unclean leader election failed", "topic", t.Name, "partition", i, "leader_epoch", p.LeaderEpoch, "err", err)
 				continue
 			}
 			n.log.Error("UNCLEAN LEADER ELECTION: no in-sync replica alive, elected an out-of-sync replica; records acknowledged by the old ISR may be lost",

@@ -334,7 +334,7 @@ func (p *Partition) fail(cause error) error {
 	if p.failed == nil {
 		p.failed = fmt.Errorf("%w: partition %s-%d: %v", ErrStorage, p.topic.name, p.idx, cause)
 		if !errors.Is(cause, ErrStorage) {
-			p.e.log.Error("partition failed; appends refused until restart", "topic", p.topic.name, "partition", p.idx, "err", cause)
+			p.e.log.Error("partition failed; appends refused until restart", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "err", cause)
 		}
 	}
 	for _, w := range p.waiters {
@@ -556,7 +556,7 @@ func (p *Partition) deleteSegments(n int) {
 		p.logStart = max(p.logStart, p.segs[0].base)
 		p.e.fs.SyncDir(p.dir)
 		if err := p.epochs.TruncateFromStart(p.logStart); err != nil {
-			p.e.log.Warn("trimming leader-epoch-checkpoint", "topic", p.topic.name, "partition", p.idx, "err", err)
+			p.e.log.Warn("trimming leader-epoch-checkpoint", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "err", err)
 		}
 	}
 }

@@ -82,7 +82,7 @@ func (p *Partition) loadProducers() error {
 			err = st.Restore(b)
 		}
 		if err != nil {
-			p.e.log.Warn("ignoring producer state snapshot", "topic", p.topic.name, "partition", p.idx, "offset", off, "err", err)
+			p.e.log.Warn("ignoring producer state snapshot", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "offset", off, "err", err)
 			if st, err = p.newProducerState(); err != nil {
 				return err
 			}
@@ -159,7 +159,7 @@ func (p *Partition) writeProducerSnapshot() {
 		return
 	}
 	if err := writeFileAtomic(p.e.fs, p.snapshotPath(off), p.ps.Snapshot(), false); err != nil {
-		p.e.log.Warn("writing producer state snapshot", "topic", p.topic.name, "partition", p.idx, "offset", off, "err", err)
+		p.e.log.Warn("writing producer state snapshot", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "offset", off, "err", err)
 		return
 	}
 	offs := p.listSnapshots()
@@ -364,7 +364,7 @@ func (p *Partition) rebuildProducers() error {
 func (p *Partition) removeAllSnapshots() {
 	for _, off := range p.listSnapshots() {
 		if err := p.e.fs.Remove(p.snapshotPath(off)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			p.e.log.Warn("removing producer state snapshot", "topic", p.topic.name, "partition", p.idx, "err", err)
+			p.e.log.Warn("removing producer state snapshot", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "err", err)
 		}
 	}
 }

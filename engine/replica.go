@@ -89,10 +89,10 @@ func (p *Partition) SetReplicated(on bool) {
 		p.hwCkptSet = false
 		if on && p.hwCkpt < p.hw {
 			if seg, pos, err := p.posOf(p.hwCkpt); err == nil {
-				p.e.log.Info("high watermark from checkpoint", "topic", p.topic.name, "partition", p.idx, "hw", p.hwCkpt, "log_end", p.logEnd)
+				p.e.log.Info("high watermark from checkpoint", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "hw", p.hwCkpt, "log_end", p.logEnd)
 				p.hw, p.hwSeg, p.hwPos = p.hwCkpt, seg, pos
 			} else {
-				p.e.log.Warn("positioning checkpointed high watermark", "topic", p.topic.name, "partition", p.idx, "hw", p.hwCkpt, "err", err)
+				p.e.log.Warn("positioning checkpointed high watermark", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "hw", p.hwCkpt, "err", err)
 			}
 		}
 	}
@@ -248,7 +248,7 @@ func (p *Partition) AppendReplicated(records []byte) (ReplicaPending, error) {
 		if ph, err := producerstate.ParseBatch(records[pos : pos+int(h.size)]); err == nil {
 			p.ps.ApplyBatch(ph)
 		} else {
-			p.e.log.Warn("replicated batch without a readable producer header", "topic", p.topic.name, "partition", p.idx, "offset", h.baseOffset, "err", err)
+			p.e.log.Warn("replicated batch without a readable producer header", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "offset", h.baseOffset, "err", err)
 		}
 		pos += int(h.size)
 	}
@@ -274,7 +274,7 @@ func (p *Partition) SetHighWatermark(hw int64) {
 	}
 	seg, pos, err := p.posOf(hw)
 	if err != nil {
-		p.e.log.Warn("setting high watermark", "topic", p.topic.name, "partition", p.idx, "hw", hw, "err", err)
+		p.e.log.Warn("setting high watermark", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "hw", hw, "err", err)
 		return
 	}
 	p.hw, p.hwSeg, p.hwPos = hw, seg, pos
@@ -344,7 +344,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 		pos += int64(h.size)
 		newEnd = h.lastOffset() + 1
 	}
-	p.e.log.Info("truncating replica log", "topic", p.topic.name, "partition", p.idx, "to", newEnd, "log_end", p.logEnd)
+	p.e.log.Info("truncating replica log", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "to", newEnd, "log_end", p.logEnd)
 	p.gen++
 	// Later segments go entirely.
 	for _, s := range p.segs[i+1:] {
@@ -435,7 +435,7 @@ func (p *Partition) truncateFullyLocked(offset int64) error {
 			return p.fail(err)
 		}
 	}
-	p.e.log.Info("restarting replica log", "topic", p.topic.name, "partition", p.idx, "at", offset)
+	p.e.log.Info("restarting replica log", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "at", offset)
 	p.gen++
 	for _, s := range p.segs {
 		p.dropDirty(s)

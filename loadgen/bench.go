@@ -271,7 +271,11 @@ func benchConfig(c *cli.Context, bs []*LocalBroker) (Config, error) {
 // createBenchTopic creates the bench topic with min.insync.replicas set
 // (Run then finds it existing).
 func createBenchTopic(cfg Config, minISR int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...))
+	opts, err := cfg.kgoOpts(clientID + "-admin")
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ func configFrom(c *cli.Context) (Config, error) {
 	}
 	cfg.Bootstrap = strings.Split(c.String("bootstrap"), ",")
 	cfg.BrokerAdmin = c.String("broker-admin")
+	cfg.Security = securityFrom(c)
 	return cfg, cfg.Validate()
 }
 
@@ -124,10 +125,14 @@ func Commands() []*cli.Command {
 		&cli.IntFlag{Name: "perf-freq", Value: d.PerfFreq, Usage: "perf sampling frequency, Hz", EnvVars: envVar("perf-freq")},
 		&cli.StringFlag{Name: "perf-binary", Value: d.PerfBinary, Usage: "perf executable", EnvVars: envVar("perf-binary")},
 	)
+	lgFlags = append(lgFlags, securityFlags()...)
 	return []*cli.Command{
 		{
-			Name:   "loadgen",
-			Usage:  "produce a fixed-rate workload and report latency without coordinated omission",
+			Name:  "loadgen",
+			Usage: "produce a fixed-rate workload and report latency without coordinated omission",
+			Description: "Connects to any Kafka-compatible cluster; --tls*/--sasl-* reach secured listeners (set the\n" +
+				"password with RINGLOG_SASL_PASSWORD). Over TLS a ringlog broker copies fetch data through user\n" +
+				"space (no sendfile) and both sides encrypt, so TLS numbers are not comparable to plaintext ones.",
 			Flags:  lgFlags,
 			Action: loadgenAction,
 		},
@@ -163,7 +168,13 @@ func loadgenAction(c *cli.Context) error {
 	if len(cfg.ProfileBrokers) > 0 && c.Bool("find-max") {
 		return cli.Exit("--profile-broker profiles one measured window; it does not combine with --find-max", 2)
 	}
+	for _, w := range cfg.Security.Warnings() {
+		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+	}
 	if c.Bool("null-sink") {
+		if cfg.Security != (Security{}) {
+			return cli.Exit("--null-sink is an in-process plaintext sink: it takes no --tls-* or --sasl-* options", 2)
+		}
 		sink, err := nullsink.Listen("127.0.0.1:0", cfg.Partitions)
 		if err != nil {
 			return err

@@ -70,6 +70,9 @@ type Config struct {
 	PerfFreq int
 	// PerfBinary is the perf executable (a name is looked up in PATH).
 	PerfBinary string
+
+	// Security is TLS and SASL for every connection to the cluster.
+	Security Security
 }
 
 // DefaultConfig returns the defaults the CLI shows.
@@ -152,7 +155,7 @@ func (c *Config) Validate() error {
 	case c.ProfileMutexFraction < 0 || c.ProfileBlockRate < 0:
 		return fmt.Errorf("profile-mutex-fraction and profile-block-rate: need >= 0")
 	}
-	return nil
+	return c.Security.Validate()
 }
 
 // ParseAcks maps all|-1|1|0.

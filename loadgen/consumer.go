@@ -15,12 +15,14 @@ func (s *runState) consume(ctx context.Context, start map[int32]int64) error {
 	for p, o := range start {
 		offsets[p] = kgo.NewOffset().At(o)
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(s.cfg.Bootstrap...),
+	opts, err := s.cfg.kgoOpts(clientID + "-consumer")
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.cfg.Topic: offsets}),
 		kgo.FetchMaxWait(100e6), // 100ms: a quiet topic should not hold a fetch long
-		kgo.ClientID(clientID+"-consumer"),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

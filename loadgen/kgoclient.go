@@ -41,8 +41,11 @@ func newKgoEmitter(st *runState) (*kgoEmitter, error) {
 	case 1:
 		acks = kgo.LeaderAck()
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(cfg.Bootstrap...),
+	opts, err := cfg.kgoOpts(clientID)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts,
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RequiredAcks(acks),
 		// Idempotence would need acks=all and adds sequence bookkeeping the
@@ -54,8 +57,7 @@ func newKgoEmitter(st *runState) (*kgoEmitter, error) {
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
 		kgo.MaxProduceRequestsInflightPerBroker(cfg.MaxInFlight),
 		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
-		kgo.ClientID(clientID),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

@@ -136,14 +136,11 @@ func readFrame(r io.Reader, buf []byte) ([]byte, error) {
 }
 
 func dialLean(st *runState, addr string, pool *framePool, onFail func(*produceFrame, error)) (*leanConn, error) {
-	conn, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	// TLS and SASL (when configured) come first: a SASL listener refuses
+	// everything but ApiVersions and the SASL requests until then.
+	conn, err := dialSecure(addr, st.tlsConfig, st.saslMech, st.cfg.Security.SASLUser, 10*time.Second)
 	if err != nil {
 		return nil, err
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-		tc.SetWriteBuffer(4 << 20)
-		tc.SetReadBuffer(1 << 20)
 	}
 	v, err := negotiateProduceVersion(conn, st.cfg.Compression)
 	if err != nil {

@@ -31,7 +31,11 @@ type topicInfo struct {
 // prepareTopic creates the topic if missing and returns its leaders and end
 // offsets.
 func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...), kgo.ClientID(clientID+"-admin"))
+	opts, err := cfg.kgoOpts(clientID + "-admin")
+	if err != nil {
+		return topicInfo{}, err
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return topicInfo{}, err
 	}
@@ -54,13 +58,17 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 		err = resp.Err
 	}
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return info, fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+		return info, fmt.Errorf("create topic %s: %w", cfg.Topic, cfg.Security.wrapErr(err))
 	}
 	for {
 		leaders, err := lookupLeaders(ctx, adm, cfg.Topic)
 		if err == nil {
 			info.leaders = leaders
 			break
+		}
+		if wrapped := cfg.Security.wrapErr(err); wrapped != err {
+			// Retrying cannot fix credentials or certificates.
+			return info, fmt.Errorf("topic %s metadata: %w", cfg.Topic, wrapped)
 		}
 		select {
 		case <-ctx.Done():
@@ -73,7 +81,7 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 	}
 	ends, err := adm.ListEndOffsets(ctx, cfg.Topic)
 	if err != nil {
-		return info, fmt.Errorf("end offsets: %w", err)
+		return info, fmt.Errorf("end offsets: %w", cfg.Security.wrapErr(err))
 	}
 	info.ends = map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { info.ends[o.Partition] = o.Offset })
@@ -123,9 +131,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	cfg.Partitions = int32(len(info.leaders))
 	st := newRunState(cfg)
 	st.leaders = info.leaders
+	// Built once: every lean connection handshakes with the same config.
+	if st.tlsConfig, err = cfg.Security.tlsConfig(); err != nil {
+		return nil, err
+	}
+	st.saslMech = cfg.Security.saslMechanism()
 	// The lean client re-reads leaders after NOT_LEADER_OR_FOLLOWER or a
 	// broken connection, through one metadata client kept for the run.
-	metaCl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Bootstrap...), kgo.ClientID(clientID+"-meta"))
+	metaOpts, err := cfg.kgoOpts(clientID + "-meta")
+	if err != nil {
+		return nil, err
+	}
+	metaCl, err := kgo.NewClient(metaOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +171,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 				for _, w := range waiters[:p] {
 					w.wait(time.Now())
 				}
-				return nil, err
+				return nil, cfg.Security.wrapErr(err)
 			}
 			emitters[p], waiters[p] = e, e
 		}
@@ -292,7 +309,7 @@ func (c Config) workload() map[string]string {
 	if c.Acks == -1 {
 		acks = "all"
 	}
-	return map[string]string{
+	w := map[string]string{
 		"bootstrap": fmt.Sprint(c.Bootstrap), "topic": c.Topic,
 		"partitions": strconv.Itoa(int(c.Partitions)), "replication_factor": strconv.Itoa(int(c.ReplicationFactor)),
 		"rate": strconv.FormatFloat(c.Rate, 'f', -1, 64), "message_size": strconv.Itoa(c.MessageSize),
@@ -302,6 +319,18 @@ func (c Config) workload() map[string]string {
 		"batch_bytes": strconv.Itoa(c.BatchBytes), "duration": c.Duration.String(),
 		"warmup": c.Warmup.String(), "client": c.Client,
 	}
+	// Recorded because TLS changes what is measured; the password never is.
+	if c.Security.TLSEnabled() {
+		w["tls"] = "true"
+		if c.Security.TLSCert != "" {
+			w["tls_client_cert"] = "true"
+		}
+	}
+	if m := c.Security.Mechanism(); m != "" {
+		w["sasl_mechanism"] = m
+		w["sasl_user"] = c.Security.SASLUser
+	}
+	return w
 }
 
 // intervals swaps the recorders once a second, keeps the interval

@@ -1,9 +1,12 @@
 package loadgen
 
 import (
+	"crypto/tls"
 	"encoding/binary"
 	"math/rand"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // runState is shared by the producers, connections and consumers of one run.
@@ -24,6 +27,11 @@ type runState struct {
 	// refreshLeaders re-reads it after leader moves.
 	leaders        []string
 	refreshLeaders func() ([]string, error)
+
+	// tlsConfig and saslMech secure the lean client's connections (nil:
+	// plaintext, no SASL).
+	tlsConfig *tls.Config
+	saslMech  sasl.Mechanism
 }
 
 func newRunState(cfg Config) *runState {

@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -35,6 +36,9 @@ func handleOffsetFetch(s *Server, r *request) reply {
 		if err := s.groups.stale(); err != nil {
 			return nil, err
 		}
+		if !s.authorize(r, metadata.OpDescribe, metadata.ResourceGroup, groupID) {
+			return nil, errGroupAuthz
+		}
 		var tps []group.TopicPartition
 		if !all {
 			tps = []group.TopicPartition{}
@@ -44,7 +48,23 @@ func handleOffsetFetch(s *Server, r *request) reply {
 				}
 			}
 		}
-		return s.groups.mgr.FetchOffsetsOpts(groupID, tps, group.FetchOptions{RequireStable: req.Version >= 7 && req.RequireStable})
+		offs, err := s.groups.mgr.FetchOffsetsOpts(groupID, tps, group.FetchOptions{RequireStable: req.Version >= 7 && req.RequireStable})
+		if s.cfg.Security.Authorizer {
+			// Topics the principal may not DESCRIBE: named ones get
+			// TOPIC_AUTHORIZATION_FAILED, unnamed (all) are left out.
+			kept := offs[:0]
+			for _, o := range offs {
+				if !s.authorize(r, metadata.OpDescribe, metadata.ResourceTopic, o.Topic) {
+					if all {
+						continue
+					}
+					o.Offset, o.Metadata, o.Err = -1, "", errTopicAuthz
+				}
+				kept = append(kept, o)
+			}
+			offs = kept
+		}
+		return offs, err
 	}
 	if req.Version >= 8 {
 		for _, g := range req.Groups {

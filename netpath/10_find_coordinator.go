@@ -49,6 +49,11 @@ func handleFindCoordinator(s *Server, r *request) reply {
 					c.ErrorCode, err = kerr.InvalidGroupID.Code, group.ErrInvalidGroupID
 					break
 				}
+				if !s.authorize(r, metadata.OpDescribe, metadata.ResourceGroup, key) {
+					err = errGroupAuthz
+					c.ErrorCode = errorCode(err)
+					break
+				}
 				var be brokerEndpoint
 				be, c.ErrorCode, err = s.groups.coordinatorFor(ctx, r.conn.l, key)
 				if c.ErrorCode == 0 {

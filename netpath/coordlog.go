@@ -79,7 +79,9 @@ type coordLog struct {
 
 // start runs the ownership loop until the server closes.
 func (c *coordLog) start() {
+	c.mu.Lock()
 	c.owned = make(map[int32]int32)
+	c.mu.Unlock()
 	c.s.wg.Add(1)
 	go func() {
 		defer c.s.wg.Done()

@@ -267,14 +267,14 @@ type listener struct {
 
 // New creates a server over an open engine.
 func New(cfg Config, eng *engine.Engine) (*Server, error) {
+	// AddOffsetsToTxn must name the partition the group coordinator uses.
+	cfg.Transactions.OffsetsTopicPartitions = cfg.Groups.OffsetsTopicPartitions
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	// AddOffsetsToTxn must name the partition the group coordinator uses.
-	cfg.Transactions.OffsetsTopicPartitions = cfg.Groups.OffsetsTopicPartitions
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:    cfg,

@@ -46,11 +46,16 @@ import (
 // holds the suffix.
 //
 // Every acknowledged record survives both phases (checkFailover).
+const hwSessionTimeout = 10 * time.Second
+
 func TestRestartedLeaderHW(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level fault test")
 	}
-	c := startReplCluster(t, 3)
+	// A long session: a leader whose followers are paused (and with them
+	// the controller quorum) keeps serving for a while, long enough to
+	// append its suffix even on a loaded machine.
+	c := startReplCluster(t, 3, "--broker-session-timeout", hwSessionTimeout.String())
 	t.Cleanup(func() {
 		if t.Failed() {
 			for i, b := range c.nodes {
@@ -130,41 +135,42 @@ func TestRestartedLeaderHW(t *testing.T) {
 	}
 	// suffix pauses both followers of leader and has it append records
 	// nobody else gets: acks=1 writes (acknowledged by the leader alone)
-	// and one acks=all write, which must not be acknowledged. It returns
-	// how many acks=1 writes were appended.
-	suffix := func(leader int32, tag string) int {
+	// and one acks=all write, which must not be acknowledged. What was
+	// appended is read from the log afterwards. A leader without its
+	// followers stops serving when its controller session lapses, so the
+	// writes are few.
+	suffix := func(leader int32, tag string) {
 		t.Helper()
+		lb := c.node(leader).client(t, kgo.SeedBrokers(c.node(leader).addr)).SeedBrokers()[0]
+		// Connected before the pause: no time lost dialing after it.
+		if _, err := kmsg.NewPtrApiVersionsRequest().RequestWith(testContext(t, 10*time.Second), lb); err != nil {
+			t.Fatalf("phase %s: node %d: %v", tag, leader, err)
+		}
 		for _, b := range c.nodes {
 			if b != c.node(leader) {
 				b.cmd.Process.Signal(syscall.SIGSTOP)
 			}
 		}
-		lb := c.node(leader).client(t, kgo.SeedBrokers(c.node(leader).addr)).SeedBrokers()[0]
-		n := 0
-		for i := range 20 {
-			code, err := rawProduce(lb, topic, part, 1, time.Second, fmt.Sprintf("s-%s-%03d", tag, i))
-			if err == nil && code == 0 {
-				n++
-			}
+		answers := map[string]int{}
+		for i := range 3 {
+			code, err := rawProduceN(lb, topic, part, 1, 5*time.Second, 5, fmt.Sprintf("s-%s-%d", tag, i))
+			answers[answerName(code, err)]++
 		}
-		code, err := rawProduce(lb, topic, part, -1, 1500*time.Millisecond, "x-"+tag)
+		code, err := rawProduce(lb, topic, part, -1, 2*time.Second, "x-"+tag)
 		if err == nil && code == 0 {
 			t.Errorf("phase %s: node %d acknowledged an acks=all write with both followers paused", tag, leader)
 		}
-		if n == 0 {
-			t.Fatalf("phase %s: node %d appended no acks=1 write with its followers paused (last answer %s, %v)", tag, leader, errName(code), err)
-		}
-		return n
+		t.Logf("phase %s: node %d with its followers paused: 3 acks=1 writes of 5 records answered %v, the acks=all write %s", tag, leader, answers, answerName(code, err))
 	}
 
 	// Phase A.
 	produceAcked(100)
 	committedA := endOffset()
-	oldLeader := int32(1)
+	oldLeader := leaderNotController(t, c, fullISR)
 	// The checkpoint holds the acknowledged end before the suffix: from
 	// then on it must not move.
 	waitHWCheckpoint(t, c.node(oldLeader), topic, part, committedA)
-	appendedA := suffix(oldLeader, "a")
+	suffix(oldLeader, "a")
 	c.node(oldLeader).kill9()
 	preLog := segmentBytes(c.node(oldLeader), topic, part)
 	preBatches := parseBatches(preLog)
@@ -172,11 +178,14 @@ func TestRestartedLeaderHW(t *testing.T) {
 		t.Fatalf("phase a: killed leader's log ends at %v, no suffix above the acknowledged end %d", preBatches, committedA)
 	}
 	preEnd := preBatches[len(preBatches)-1].last + 1
+	appendedA := preEnd - committedA
 	if hw, ok := readHWCheckpoint(c.node(oldLeader).dataDir, topic, part); !ok || hw != committedA {
 		t.Fatalf("phase a: killed leader checkpointed high watermark %d (found %v), want the acknowledged end %d (log end %d)", hw, ok, committedA, preEnd)
 	}
-	for _, b := range c.nodes[1:] {
-		b.cmd.Process.Signal(syscall.SIGCONT)
+	for _, b := range c.nodes {
+		if b != c.node(oldLeader) {
+			b.cmd.Process.Signal(syscall.SIGCONT)
+		}
 	}
 	// A follower takes over (the controller fences the killed leader) and
 	// acknowledges more writes.
@@ -229,9 +238,9 @@ func TestRestartedLeaderHW(t *testing.T) {
 	// Phase B.
 	produceAcked(100)
 	committedB := endOffset()
-	leaderB := p.Leader
+	leaderB := leaderNotController(t, c, fullISR)
 	waitHWCheckpoint(t, c.node(leaderB), topic, part, committedB)
-	appendedB := suffix(leaderB, "b")
+	suffix(leaderB, "b")
 	c.node(leaderB).kill9()
 	for _, b := range c.nodes {
 		if b != c.node(leaderB) {
@@ -243,6 +252,7 @@ func TestRestartedLeaderHW(t *testing.T) {
 	if bs := parseBatches(preLogB); len(bs) > 0 {
 		preEndB = bs[len(bs)-1].last + 1
 	}
+	appendedB := preEndB - committedB
 	if preEndB <= committedB {
 		t.Fatalf("phase b: killed leader's log ends at %d, no suffix above the acknowledged end %d", preEndB, committedB)
 	}
@@ -302,6 +312,40 @@ func TestRestartedLeaderHW(t *testing.T) {
 	if res.Lost+res.Duplicated+res.Reordered > 0 {
 		t.Fatal("checker found anomalies")
 	}
+}
+
+// leaderNotController returns the partition's leader after making sure it
+// is not the active controller: with its followers paused the controller
+// quorum is gone, and a controller that loses its quorum stops serving at
+// once, while any other broker keeps serving for its session. The
+// controller is moved by pausing it for less than the session timeout
+// (so it keeps its partitions) until another node takes over.
+func leaderNotController(t *testing.T, c *testCluster, fullISR func(string) kadm.PartitionDetail) int32 {
+	t.Helper()
+	for range 3 {
+		leader := fullISR("full ISR").Leader
+		ctrl := c.controller(30 * time.Second)
+		if ctrl != leader {
+			return leader
+		}
+		b := c.node(leader)
+		b.cmd.Process.Signal(syscall.SIGSTOP)
+		next := c.controller(20*time.Second, leader)
+		b.cmd.Process.Signal(syscall.SIGCONT)
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			h, err := b.health()
+			if err == nil && h["broker_state"] == "active" && h["controller_id"] == float64(next) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d after a pause to move the controller: %v %v", leader, h, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("controller moved off node %d (leader of the partition) to node %d", leader, next)
+	}
+	t.Fatal("the partition leader stays the controller")
+	return -1
 }
 
 // logBatch is one record batch in a segment file.
@@ -465,6 +509,15 @@ func (pr *hwProbes) probe(b *kgo.Broker, id int32, topic string, p int32, acked 
 			pr.bad = append(pr.bad, fmt.Sprintf("node %d served offsets %d-%d (epoch %d), at or above the acknowledged end %d", id, bt.base, bt.last, bt.epoch, acked))
 		}
 	}
+}
+
+// answerName names a request's outcome: a Kafka error, acknowledged, or
+// no answer.
+func answerName(code int16, err error) string {
+	if err != nil {
+		return "no answer"
+	}
+	return errName(code)
 }
 
 func (pr *hwProbes) stop() {

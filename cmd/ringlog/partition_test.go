@@ -553,12 +553,17 @@ func createAssigned(t *testing.T, cl *kgo.Client, topic string, assign [][]int32
 // partition's error code (0: acknowledged), or an error when no answer
 // came within the timeout plus a margin.
 func rawProduce(b *kgo.Broker, topic string, partition int32, acks int16, timeout time.Duration, value string) (int16, error) {
+	return rawProduceN(b, topic, partition, acks, timeout, 1, value)
+}
+
+// rawProduceN is rawProduce with a batch of n records of the same value.
+func rawProduceN(b *kgo.Broker, topic string, partition int32, acks int16, timeout time.Duration, n int, value string) (int16, error) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = acks, int32(timeout.Milliseconds())
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = partition, encodeBatch(1, []byte(value))
+	rp.Partition, rp.Records = partition, encodeBatch(n, []byte(value))
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+3*time.Second)
