@@ -224,6 +224,45 @@ func (b *brokerProc) stop() {
 	}
 }
 
+// pause stops the broker with SIGSTOP and waits until every thread of it
+// has stopped: the signal takes effect asynchronously, and a follower left
+// running for a moment could still fetch what a test means it to miss.
+func (b *brokerProc) pause() {
+	b.t.Helper()
+	b.cmd.Process.Signal(syscall.SIGSTOP)
+	pid := b.cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for !allThreadsStopped(pid) {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("broker pid %d not stopped 10s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// resume continues a paused broker.
+func (b *brokerProc) resume() { b.cmd.Process.Signal(syscall.SIGCONT) }
+
+// allThreadsStopped reports whether every thread of pid is in the stopped
+// state (the field after the command name in /proc/PID/task/TID/stat).
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, tk := range tasks {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, tk.Name()))
+		if err != nil {
+			continue // the thread is gone
+		}
+		i := bytes.LastIndexByte(st, ')')
+		if i < 0 || i+2 >= len(st) || (st[i+2] != 'T' && st[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
+
 // restart starts the broker again on the same ports and data dir.
 func (b *brokerProc) restart() {
 	b.t.Helper()

@@ -56,13 +56,7 @@ func TestRestartedLeaderHW(t *testing.T) {
 	// the controller quorum) keeps serving for a while, long enough to
 	// append its suffix even on a loaded machine.
 	c := startReplCluster(t, 3, "--broker-session-timeout", hwSessionTimeout.String())
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, b := range c.nodes {
-				os.WriteFile(fmt.Sprintf("/work/rltmp/hw-node%d.log", i+1), []byte(b.out.String()), 0o644)
-			}
-		}
-	})
+	logTailsOnFailure(t, c)
 	const topic, part = "hwr", int32(0)
 	createAssigned(t, c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)), topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.RequestTimeoutOverhead(time.Second)))
@@ -136,31 +130,36 @@ func TestRestartedLeaderHW(t *testing.T) {
 	// suffix pauses both followers of leader and has it append records
 	// nobody else gets: acks=1 writes (acknowledged by the leader alone)
 	// and one acks=all write, which must not be acknowledged. What was
-	// appended is read from the log afterwards. A leader without its
-	// followers stops serving when its controller session lapses, so the
-	// writes are few.
-	suffix := func(leader int32, tag string) {
+	// appended is read from the log afterwards. It returns the identity
+	// of the checkpoint file at the end, written before the suffix.
+	suffix := func(leader int32, tag string) (checkpoint uint64) {
 		t.Helper()
-		lb := c.node(leader).client(t, kgo.SeedBrokers(c.node(leader).addr)).SeedBrokers()[0]
-		// Connected before the pause: no time lost dialing after it.
-		if _, err := kmsg.NewPtrApiVersionsRequest().RequestWith(testContext(t, 10*time.Second), lb); err != nil {
-			t.Fatalf("phase %s: node %d: %v", tag, leader, err)
+		// One client per acks setting (franz-go sets a raw Produce's acks
+		// from its client), both connected before the pause.
+		one := c.node(leader).client(t, kgo.SeedBrokers(c.node(leader).addr),
+			kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()).SeedBrokers()[0]
+		all := c.node(leader).client(t, kgo.SeedBrokers(c.node(leader).addr)).SeedBrokers()[0]
+		for _, b := range []*kgo.Broker{one, all} {
+			if _, err := kmsg.NewPtrApiVersionsRequest().RequestWith(testContext(t, 10*time.Second), b); err != nil {
+				t.Fatalf("phase %s: node %d: %v", tag, leader, err)
+			}
 		}
 		for _, b := range c.nodes {
 			if b != c.node(leader) {
-				b.cmd.Process.Signal(syscall.SIGSTOP)
+				b.pause()
 			}
 		}
 		answers := map[string]int{}
 		for i := range 3 {
-			code, err := rawProduceN(lb, topic, part, 1, 5*time.Second, 5, fmt.Sprintf("s-%s-%d", tag, i))
+			code, err := rawProduceN(one, topic, part, 1, 5*time.Second, 5, fmt.Sprintf("s-%s-%d", tag, i))
 			answers[answerName(code, err)]++
 		}
-		code, err := rawProduce(lb, topic, part, -1, 2*time.Second, "x-"+tag)
+		code, err := rawProduce(all, topic, part, -1, 1500*time.Millisecond, "x-"+tag)
 		if err == nil && code == 0 {
 			t.Errorf("phase %s: node %d acknowledged an acks=all write with both followers paused", tag, leader)
 		}
 		t.Logf("phase %s: node %d with its followers paused: 3 acks=1 writes of 5 records answered %v, the acks=all write %s", tag, leader, answers, answerName(code, err))
+		return checkpointInode(c.node(leader))
 	}
 
 	// Phase A.
@@ -170,7 +169,9 @@ func TestRestartedLeaderHW(t *testing.T) {
 	// The checkpoint holds the acknowledged end before the suffix: from
 	// then on it must not move.
 	waitHWCheckpoint(t, c.node(oldLeader), topic, part, committedA)
-	suffix(oldLeader, "a")
+	paused := time.Now()
+	ino := suffix(oldLeader, "a")
+	waitCheckpointWrite(t, c.node(oldLeader), ino)
 	c.node(oldLeader).kill9()
 	preLog := segmentBytes(c.node(oldLeader), topic, part)
 	preBatches := parseBatches(preLog)
@@ -184,9 +185,12 @@ func TestRestartedLeaderHW(t *testing.T) {
 	}
 	for _, b := range c.nodes {
 		if b != c.node(oldLeader) {
-			b.cmd.Process.Signal(syscall.SIGCONT)
+			b.resume()
 		}
 	}
+	// Paused longer than the session timeout, the controller (one of the
+	// followers) would fence every broker on resuming, the live ones too.
+	t.Logf("phase a: followers paused for %v (session timeout %v)", time.Since(paused).Round(time.Millisecond), hwSessionTimeout)
 	// A follower takes over (the controller fences the killed leader) and
 	// acknowledges more writes.
 	m := waitMetadata(t, adm, 60*time.Second, "a new leader with an ISR of two", func(m kadm.Metadata) bool {
@@ -198,6 +202,7 @@ func TestRestartedLeaderHW(t *testing.T) {
 	produceAcked(100)
 	restarted := time.Now()
 	c.node(oldLeader).restart()
+	ready := time.Since(restarted)
 	p := fullISR("restarted old leader back in the ISR")
 	rejoinA := time.Since(restarted)
 	if p.Leader == oldLeader {
@@ -232,21 +237,24 @@ func TestRestartedLeaderHW(t *testing.T) {
 			t.Errorf("phase a: final log batch at %d has epoch %d, not above the old leader's %d", b.base, b.epoch, oldEpoch)
 		}
 	}
-	t.Logf("phase a: node %d killed with log end %d, checkpointed HW %d = acknowledged end; node %d led; restarted, node %d truncated at %d (= end of epoch %d) and rejoined the ISR %v after its restart",
-		oldLeader, preEnd, committedA, newLeader, oldLeader, divOffset, oldEpoch, rejoinA.Round(time.Millisecond))
+	t.Logf("phase a: node %d killed with log end %d, checkpointed HW %d = acknowledged end; node %d led; restarted, node %d truncated at %d (= end of epoch %d) and rejoined the ISR %v after its restart (ready after %v)",
+		oldLeader, preEnd, committedA, newLeader, oldLeader, divOffset, oldEpoch, rejoinA.Round(time.Millisecond), ready.Round(time.Millisecond))
 
 	// Phase B.
 	produceAcked(100)
 	committedB := endOffset()
 	leaderB := leaderNotController(t, c, fullISR)
 	waitHWCheckpoint(t, c.node(leaderB), topic, part, committedB)
-	suffix(leaderB, "b")
+	pausedB := time.Now()
+	ino = suffix(leaderB, "b")
+	waitCheckpointWrite(t, c.node(leaderB), ino)
 	c.node(leaderB).kill9()
 	for _, b := range c.nodes {
 		if b != c.node(leaderB) {
 			b.kill9()
 		}
 	}
+	t.Logf("phase b: followers paused for %v before the kill", time.Since(pausedB).Round(time.Millisecond))
 	preLogB := segmentBytes(c.node(leaderB), topic, part)
 	preEndB := int64(0)
 	if bs := parseBatches(preLogB); len(bs) > 0 {
@@ -329,9 +337,9 @@ func leaderNotController(t *testing.T, c *testCluster, fullISR func(string) kadm
 			return leader
 		}
 		b := c.node(leader)
-		b.cmd.Process.Signal(syscall.SIGSTOP)
+		b.pause()
 		next := c.controller(20*time.Second, leader)
-		b.cmd.Process.Signal(syscall.SIGCONT)
+		b.resume()
 		for deadline := time.Now().Add(20 * time.Second); ; {
 			h, err := b.health()
 			if err == nil && h["broker_state"] == "active" && h["controller_id"] == float64(next) {
@@ -413,6 +421,31 @@ func waitHWCheckpoint(t *testing.T, b *brokerProc, topic string, p int32, want i
 			t.Fatalf("%s: high watermark checkpoint of %s-%d is %d (found %v) after 20s, want %d", b.dataDir, topic, p, hw, ok, want)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkpointInode identifies the current high-watermark checkpoint file
+// of b (each write replaces it: written aside, then renamed).
+func checkpointInode(b *brokerProc) uint64 {
+	st, err := os.Stat(filepath.Join(b.dataDir, "replication-offset-checkpoint"))
+	if err != nil {
+		return 0
+	}
+	return st.Sys().(*syscall.Stat_t).Ino
+}
+
+// waitCheckpointWrite waits until b has replaced its high-watermark
+// checkpoint file since it was the one with inode ino (it writes it every
+// few seconds), so the file read after a kill was written with the suffix
+// on disk.
+func waitCheckpointWrite(t *testing.T, b *brokerProc, ino uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for checkpointInode(b) == ino {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: high watermark checkpoint not rewritten within 20s", b.dataDir)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,15 @@ import (
 //
 // Then everything is read back for checkFailover, and every replica's log
 // must be byte-identical.
+//
+// The brokers cut off are not the active controller. Cutting off the
+// controller with this suite's 3 s broker session timeout can leave a
+// partition offline: the live brokers' heartbeats hang on the unreachable
+// old controller for up to heartbeat interval + apply timeout (6 s), past
+// the session the new controller grants from its election, so it fences
+// them too, and the ISR shrinks to the one broker that is cut off.
+// RINGLOG_TEST_PARTITION_CONTROLLER=1 cuts off the controller instead
+// (known to fail about half the time until that is fixed).
 
 const partitionLag = 2 * time.Second
 
@@ -48,19 +58,11 @@ func TestNetworkPartition(t *testing.T) {
 	c := startReplClusterAt(t, tn.specs(), "--replica-lag-time-max", partitionLag.String())
 	// Cleanups run last-in first: heal before the brokers are stopped.
 	t.Cleanup(tn.healAll)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, b := range c.nodes {
-				os.WriteFile(fmt.Sprintf("/work/rltmp/rlpart-node%d.log", i+1), []byte(b.out.String()), 0o644)
-			}
-		}
-	})
+	logTailsOnFailure(t, c)
 	// Placement is explicit, so which broker is cut off does not depend on
 	// chance: partition 0 led by the active controller, partition 1 by
-	// another broker, and the third broker a follower of both. With
-	// RINGLOG_TEST_PARTITION_CONTROLLER=1 the follower is the controller
-	// instead (see the report of the fencing problem in TestNetworkPartition's
-	// doc comment).
+	// another broker, and the third broker a follower of both (with
+	// isolateController, the controller is that follower).
 	const topic, partitions = "part", 2
 	ctrl := c.controller(10 * time.Second)
 	var others []int32
@@ -394,6 +396,27 @@ func (l *failoverLoad) runSilent(t *testing.T, seeds []string, topic string, par
 	}
 }
 
+// logTailsOnFailure logs the last lines each broker wrote when the test
+// fails. Register it after the cluster starts, so
+// it runs before the brokers are stopped.
+func logTailsOnFailure(t *testing.T, c *testCluster) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for i, b := range c.nodes {
+			var keep []string
+			for _, ln := range strings.Split(b.out.String(), "\n") {
+				// Debug lines and raft's retry noise left out.
+				if ln != "" && !strings.Contains(ln, "level=DEBUG") && !strings.Contains(ln, "component=raft") {
+					keep = append(keep, ln)
+				}
+			}
+			t.Logf("node %d, last lines:\n%s", i+1, strings.Join(keep[max(0, len(keep)-60):], "\n"))
+		}
+	})
+}
+
 // ackedByPartition counts acknowledged records per partition.
 func (l *failoverLoad) ackedByPartition() map[int32]int {
 	l.mu.Lock()
@@ -551,7 +574,9 @@ func createAssigned(t *testing.T, cl *kgo.Client, topic string, assign [][]int32
 
 // rawProduce sends one single-record Produce request to b and returns the
 // partition's error code (0: acknowledged), or an error when no answer
-// came within the timeout plus a margin.
+// came within the timeout plus a margin. franz-go rewrites a raw
+// Produce's acks to its client's RequiredAcks, so b's client must be
+// configured with acks (the default is all).
 func rawProduce(b *kgo.Broker, topic string, partition int32, acks int16, timeout time.Duration, value string) (int16, error) {
 	return rawProduceN(b, topic, partition, acks, timeout, 1, value)
 }
