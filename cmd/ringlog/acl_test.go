@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -140,5 +141,79 @@ func TestACLs(t *testing.T) {
 	out := acl("remove", "--allow", "User:alice", "--topic", "orders", "--operation", "write")
 	if err := produce(alice, "orders"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("alice after revocation: %v\n%s\n%s", err, out, acl("list"))
+	}
+}
+
+// TestSecureCluster runs 3 brokers with SASL required on the plaintext
+// listener (the one brokers use between themselves) and the authorizer
+// on: replication and transaction markers must authenticate as the
+// inter-broker user, and acks=all produces by an ordinary user (with
+// ACLs) and transactions must still complete across brokers.
+func TestSecureCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level test")
+	}
+	c := startReplCluster(t, 3)
+	for _, u := range []string{"broker", "alice"} {
+		runCmd(t, "", 30*time.Second, ringlogBin, "users", "set", "--bootstrap", c.node(1).addr, "--password", u+"-pw", u)
+	}
+	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
+	resp, err := adm.CreateTopic(testContext(t, 30*time.Second), 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, "secure")
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.nodes {
+		b.stop()
+	}
+	for _, b := range c.nodes {
+		b.args = append(b.args, "--sasl-listeners", "plaintext", "--authorizer", "--super-users", "User:broker",
+			"--inter-broker-user", "broker", "--inter-broker-password", "broker-pw")
+		b.launch()
+	}
+	for _, b := range c.nodes {
+		b.waitReady(60 * time.Second)
+	}
+	admin := []string{"--bootstrap", c.node(1).addr, "--sasl-user", "broker", "--sasl-password", "broker-pw"}
+	runCmd(t, "", 30*time.Second, ringlogBin, append(append([]string{"acls", "add"}, admin...), "--allow", "User:alice", "--topic", "secure", "--operation", "write", "--operation", "read")...)
+	runCmd(t, "", 30*time.Second, ringlogBin, append(append([]string{"acls", "add"}, admin...), "--allow", "User:alice", "--transactional-id", "secure-txn", "--operation", "write", "--operation", "describe")...)
+
+	alice := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha512Mechanism()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("secure"))
+	ctx := testContext(t, 60*time.Second)
+	for i := range 60 {
+		// acks=all needs both followers' fetches: they authenticate as
+		// the inter-broker user.
+		if err := alice.ProduceSync(ctx, &kgo.Record{Partition: int32(i % 3), Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("acks=all produce %d as alice: %v", i, err)
+		}
+	}
+	txnCl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.SASL(scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha512Mechanism()),
+		kgo.DefaultProduceTopic("secure"), kgo.TransactionalID("secure-txn"))
+	if err := txnCl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		txnCl.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("txn-%d", i))}, nil)
+	}
+	if err := txnCl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The markers go to all three partitions' leaders, two of them over
+	// authenticated broker-to-broker connections.
+	if err := txnCl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit as alice: %v", err)
+	}
+	recs := consumeAll(ctx, t, c.node(1).addr, "secure", 69, kgo.SeedBrokers(c.addrs()...),
+		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha512Mechanism()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if len(recs) != 69 {
+		t.Fatalf("read %d records, want 69", len(recs))
+	}
+	// Without credentials nothing is served.
+	anon := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.RequestRetries(0))
+	if err := anon.Ping(testContext(t, 10*time.Second)); err == nil {
+		t.Fatal("unauthenticated client served on a SASL listener")
 	}
 }

@@ -46,7 +46,10 @@ import (
 // holds the suffix.
 //
 // Every acknowledged record survives both phases (checkFailover).
-const hwSessionTimeout = 10 * time.Second
+const (
+	hwSessionTimeout = 10 * time.Second
+	hwReplicaLag     = 20 * time.Second
+)
 
 func TestRestartedLeaderHW(t *testing.T) {
 	if testing.Short() {
@@ -54,8 +57,13 @@ func TestRestartedLeaderHW(t *testing.T) {
 	}
 	// A long session: a leader whose followers are paused (and with them
 	// the controller quorum) keeps serving for a while, long enough to
-	// append its suffix even on a loaded machine.
-	c := startReplCluster(t, 3, "--broker-session-timeout", hwSessionTimeout.String())
+	// append its suffix even on a loaded machine. A long lag window: a
+	// leader that sees its paused followers lag asks to shrink the ISR to
+	// itself, and the paused controller would apply that on resuming,
+	// after the leader was killed, leaving the partition without an
+	// electable replica (as Kafka before KIP-966 would).
+	c := startReplCluster(t, 3, "--broker-session-timeout", hwSessionTimeout.String(),
+		"--replica-lag-time-max", hwReplicaLag.String())
 	logTailsOnFailure(t, c)
 	const topic, part = "hwr", int32(0)
 	createAssigned(t, c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)), topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
