@@ -484,15 +484,17 @@ func offsetForLeaderEpoch(t *testing.T, b *brokerProc, topic string, p int32, ep
 // loop, the way a read_uncommitted consumer would, and note any record or
 // high watermark above it.
 type hwProbes struct {
-	stopped atomic.Bool
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	answers map[int32]map[string]int
-	bad     []string
+	stopped  atomic.Bool
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	answers  map[int32]map[string]int
+	bad      []string
+	reported atomic.Bool
+	start    time.Time
 }
 
 func startHWProbes(t *testing.T, c *testCluster, topic string, p int32, acked int64) *hwProbes {
-	pr := &hwProbes{answers: map[int32]map[string]int{}}
+	pr := &hwProbes{answers: map[int32]map[string]int{}, start: time.Now()}
 	for i, b := range c.nodes {
 		id := int32(i + 1)
 		pr.answers[id] = map[string]int{}
@@ -510,7 +512,15 @@ func startHWProbes(t *testing.T, c *testCluster, topic string, p int32, acked in
 			}
 		}()
 	}
-	t.Cleanup(pr.stop)
+	// Whatever else fails first, what the probes saw is reported.
+	t.Cleanup(func() {
+		pr.stop()
+		if !pr.reported.Load() {
+			for _, ph := range pr.phantoms() {
+				t.Error(ph)
+			}
+		}
+	})
 	return pr
 }
 
@@ -543,11 +553,11 @@ func (pr *hwProbes) probe(b *kgo.Broker, id int32, topic string, p int32, acked 
 		return
 	}
 	if rpr.HighWatermark > acked && len(pr.bad) < 20 {
-		pr.bad = append(pr.bad, fmt.Sprintf("node %d reported high watermark %d, above the acknowledged end %d", id, rpr.HighWatermark, acked))
+		pr.bad = append(pr.bad, fmt.Sprintf("node %d reported high watermark %d, above the acknowledged end %d (%v into the restarts)", id, rpr.HighWatermark, acked, time.Since(pr.start).Round(time.Millisecond)))
 	}
 	for _, bt := range parseBatches(rpr.RecordBatches) {
 		if bt.last >= acked && len(pr.bad) < 20 {
-			pr.bad = append(pr.bad, fmt.Sprintf("node %d served offsets %d-%d (epoch %d), at or above the acknowledged end %d", id, bt.base, bt.last, bt.epoch, acked))
+			pr.bad = append(pr.bad, fmt.Sprintf("node %d served offsets %d-%d (epoch %d), at or above the acknowledged end %d (%v into the restarts)", id, bt.base, bt.last, bt.epoch, acked, time.Since(pr.start).Round(time.Millisecond)))
 		}
 	}
 }
@@ -566,7 +576,9 @@ func (pr *hwProbes) stop() {
 	pr.wg.Wait()
 }
 
+// phantoms lists what the probes saw beyond the acknowledged end.
 func (pr *hwProbes) phantoms() []string {
+	pr.reported.Store(true)
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	return slices.Clone(pr.bad)

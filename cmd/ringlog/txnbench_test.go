@@ -58,6 +58,9 @@ func TestTxnBench(t *testing.T) {
 			opts := []kgo.Opt{kgo.SeedBrokers(c.addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()),
 				kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(time.Millisecond), kgo.ProducerBatchMaxBytes(1 << 20)}
 			txn := mode == "transactional"
+			if os.Getenv("RINGLOG_TXN_BENCH_DEBUG") == "1" {
+				opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
+			}
 			if txn {
 				opts = append(opts, kgo.TransactionalID(fmt.Sprintf("bench-%d", n)))
 			}
