@@ -34,7 +34,8 @@ import (
 // netnsChildEnv marks the re-executed child; its value is the test name.
 const netnsChildEnv = "RINGLOG_TEST_NETNS_CHILD"
 
-// netnsSubnet is the bridge's /24 (inside the private namespace only).
+// The bridge's /24 and the bridge's own address (used inside the private
+// namespace only).
 const (
 	netnsSubnet = "10.77.0."
 	bridgeMAC   = "02:00:0a:4d:00:fe"
@@ -281,22 +282,36 @@ func (tn *testNet) dialer(i int) func(ctx context.Context, network, addr string)
 		ch := make(chan result, 1)
 		go func() {
 			// The socket belongs to the namespace of the thread that
-			// creates it. This thread switches namespaces, so it stays
-			// locked and exits with the goroutine (no UnlockOSThread).
+			// creates it: switch this thread there and back. A thread
+			// that cannot switch back stays locked and exits with the
+			// goroutine. (Threads must not exit otherwise: a broker
+			// started from one gets its Pdeathsig when it does.)
 			runtime.LockOSThread()
+			orig, err := os.Open("/proc/thread-self/ns/net")
+			if err != nil {
+				runtime.UnlockOSThread()
+				ch <- result{nil, err}
+				return
+			}
+			defer orig.Close()
 			f, err := os.Open(path)
 			if err != nil {
+				runtime.UnlockOSThread()
 				ch <- result{nil, err}
 				return
 			}
 			defer f.Close()
 			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+				runtime.UnlockOSThread()
 				ch <- result{nil, fmt.Errorf("setns %s: %w", path, err)}
 				return
 			}
 			// Bounded: across a partition a SYN is never answered.
 			d := net.Dialer{Timeout: 3 * time.Second}
 			c, err := d.DialContext(ctx, network, addr)
+			if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+				runtime.UnlockOSThread()
+			}
 			ch <- result{c, err}
 		}()
 		r := <-ch

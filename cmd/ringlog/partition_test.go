@@ -20,7 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Network partitions (see netns_test.go for the namespaces): three brokers,
+const partitionLag = 2 * time.Second
+
+// TestNetworkPartition cuts brokers off the network (see netns_test.go for
+// the namespaces; the test runs in a private one): three brokers,
 // an RF=3 topic with min.insync.replicas=2 under acks=all load, then
 //
 //  1. a follower is cut off (packets dropped) past replica.lag.time.max:
@@ -43,9 +46,6 @@ import (
 // them too, and the ISR shrinks to the one broker that is cut off.
 // RINGLOG_TEST_PARTITION_CONTROLLER=1 cuts off the controller instead
 // (known to fail about half the time until that is fixed).
-
-const partitionLag = 2 * time.Second
-
 func TestNetworkPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level fault test")
@@ -83,7 +83,7 @@ func TestNetworkPartition(t *testing.T) {
 		id := int32(i + 1)
 		via[id] = c.node(id).client(t, kgo.SeedBrokers(c.node(id).addr))
 	}
-	meta := func(id int32) *kmsg.MetadataResponseTopic {
+	meta := func(id int32) *kmsg.MetadataResponse {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(topic)
@@ -95,25 +95,30 @@ func TestNetworkPartition(t *testing.T) {
 			return nil
 		}
 		slices.SortFunc(resp.Topics[0].Partitions, func(a, b kmsg.MetadataResponseTopicPartition) int { return int(a.Partition - b.Partition) })
-		return &resp.Topics[0]
+		return resp
 	}
-	// waitMeta polls broker id until ok accepts its view of the topic.
-	waitMeta := func(id int32, limit time.Duration, what string, ok func(*kmsg.MetadataResponseTopic) bool) *kmsg.MetadataResponseTopic {
+	// waitMeta polls broker id until ok accepts its view of the brokers
+	// and the topic (m.Topics[0], partitions in order).
+	waitMeta := func(id int32, limit time.Duration, what string, ok func(m *kmsg.MetadataResponse) bool) *kmsg.MetadataResponse {
 		t.Helper()
 		deadline := time.Now().Add(limit)
+		var last *kmsg.MetadataResponse
 		for {
 			m := meta(id)
-			if m != nil && ok(m) {
-				return m
+			if m != nil {
+				if ok(m) {
+					return m
+				}
+				last = m
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not seen by node %d within %v; last view %s", what, id, limit, describeTopic(m))
+				t.Fatalf("%s: not seen by node %d within %v; last view %s", what, id, limit, describeMeta(last))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	fullISR := func(m *kmsg.MetadataResponseTopic) bool {
-		for _, p := range m.Partitions {
+	fullISR := func(m *kmsg.MetadataResponse) bool {
+		for _, p := range m.Topics[0].Partitions {
 			if p.ErrorCode != 0 || p.Leader < 0 || len(p.ISR) != 3 {
 				return false
 			}
@@ -163,8 +168,8 @@ func TestNetworkPartition(t *testing.T) {
 	cut := time.Now()
 	tn.isolate(int(follower - 1))
 	faults++
-	waitMeta(witness, 30*time.Second, "isolated follower out of every ISR", func(m *kmsg.MetadataResponseTopic) bool {
-		for _, p := range m.Partitions {
+	waitMeta(witness, 30*time.Second, "isolated follower out of every ISR", func(m *kmsg.MetadataResponse) bool {
+		for _, p := range m.Topics[0].Partitions {
 			if slices.Contains(p.ISR, follower) || len(p.ISR) != 2 || p.Leader == follower || p.Leader < 0 {
 				return false
 			}
@@ -184,9 +189,9 @@ func TestNetworkPartition(t *testing.T) {
 	rejoin := time.Since(healed)
 	t.Logf("phase 1: node %d isolated for %v, back in every ISR %v after the heal", follower, healed.Sub(cut).Round(time.Millisecond), rejoin.Round(time.Millisecond))
 
-	// Phase 2: the leader of partition 0 is cut off, with a producer on
-	// its side of the cut.
-	m := waitMeta(witness, 30*time.Second, "full ISRs", fullISR)
+	// Phase 2: a partition leader is cut off, with a producer on its side
+	// of the cut.
+	m := waitMeta(witness, 30*time.Second, "full ISRs", fullISR).Topics[0]
 	ctrl = c.controller(10 * time.Second)
 	// A leader that is not the controller (the controller where asked
 	// to, when it leads anything: phase 1 may have moved leaderships).
@@ -197,7 +202,7 @@ func TestNetworkPartition(t *testing.T) {
 		}
 	}
 	if victim == ctrl && !isolateController {
-		t.Fatalf("every partition led by the controller %d: %s", ctrl, describeTopic(m))
+		t.Fatalf("every partition led by the controller %d: %+v", ctrl, m.Partitions)
 	}
 	witness = 1
 	for witness == victim {
@@ -241,12 +246,8 @@ func TestNetworkPartition(t *testing.T) {
 			v := failoverValue(90, seq)
 			code, err := produceRaw(v)
 			minorityAttempts.Add(1)
-			answer := "no answer"
-			if err == nil {
-				answer = errName(code)
-			}
 			minorityMu.Lock()
-			minorityAnswers[answer]++
+			minorityAnswers[answerName(code, err)]++
 			minorityMu.Unlock()
 			if err != nil || code != 0 {
 				time.Sleep(50 * time.Millisecond)
@@ -261,8 +262,13 @@ func TestNetworkPartition(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { minorityStop.Store(true); minorityWG.Wait() })
-	waitMeta(witness, 30*time.Second, "isolated leader fenced and replaced from the ISR", func(m *kmsg.MetadataResponseTopic) bool {
-		for _, p := range m.Partitions {
+	waitMeta(witness, 30*time.Second, "isolated leader fenced and replaced from the ISR", func(m *kmsg.MetadataResponse) bool {
+		for _, b := range m.Brokers {
+			if b.NodeID == victim {
+				return false // fenced brokers are not listed
+			}
+		}
+		for _, p := range m.Topics[0].Partitions {
 			if p.Leader < 0 || p.Leader == victim || slices.Contains(p.ISR, victim) || len(p.ISR) != 2 {
 				return false
 			}
@@ -309,9 +315,7 @@ func TestNetworkPartition(t *testing.T) {
 	}
 	healed = time.Now()
 	tn.heal(int(victim - 1))
-	waitMeta(witness, 60*time.Second, "healed old leader back in every ISR", func(m *kmsg.MetadataResponseTopic) bool {
-		return fullISR(m)
-	})
+	waitMeta(witness, 60*time.Second, "healed old leader back in every ISR", fullISR)
 	leaderRejoin := time.Since(healed)
 	t.Logf("phase 2: node %d isolated for %v (state %q there; acks=all writes from its side: %d, answered %v), back in every ISR %v after the heal",
 		victim, healed.Sub(cut).Round(time.Millisecond), victimState, minorityAttempts.Load(), minorityAnswers, leaderRejoin.Round(time.Millisecond))
@@ -439,12 +443,17 @@ func errName(code int16) string {
 	return fmt.Sprint(code)
 }
 
-func describeTopic(m *kmsg.MetadataResponseTopic) string {
+func describeMeta(m *kmsg.MetadataResponse) string {
 	if m == nil {
 		return "(none)"
 	}
 	var b bytes.Buffer
-	for _, p := range m.Partitions {
+	b.WriteString("brokers")
+	for _, br := range m.Brokers {
+		fmt.Fprintf(&b, " %d", br.NodeID)
+	}
+	b.WriteString("; ")
+	for _, p := range m.Topics[0].Partitions {
 		fmt.Fprintf(&b, "[p%d leader %d epoch %d isr %v err %d] ", p.Partition, p.Leader, p.LeaderEpoch, p.ISR, p.ErrorCode)
 	}
 	return b.String()
