@@ -77,7 +77,12 @@ func (n *Node) register() error {
 // heartbeat reports liveness and progress; it returns whether the broker is
 // still fenced.
 func (n *Node) heartbeat(epoch uint64) (fenced bool) {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.HeartbeatInterval+n.cfg.ApplyTimeout)
+	// Bounded well inside the session: a heartbeat stuck on a controller
+	// that was cut off must give up in time for the next one to reach the
+	// newly elected controller (the RPC client then targets raft's current
+	// leader), or the new controller fences every broker whose session it
+	// started at its election and collapses ISRs onto the cut-off one.
+	ctx, cancel := context.WithTimeout(n.ctx, min(n.cfg.HeartbeatInterval+n.cfg.ApplyTimeout, n.cfg.BrokerSessionTimeout/3))
 	defer cancel()
 	var resp heartbeatResp
 	// The lease runs from the send time: the controller's session clock
