@@ -86,8 +86,10 @@ for fsync in always never; do
     victim=3; [ "$ctrl" = 3 ] && victim=2
     echo "== fsync always: $half msg/s for $KILL_RUN, kill -9 node $victim (controller is $ctrl) at +${KILL_AT}s after warmup"
     (sleep $(( ${WARMUP%s} + KILL_AT )); kill -KILL "${NODE_PIDS[$((victim - 1))]}" && echo "killed node $victim at $(date +%T)") &
+    killer=$!
     DURATION=$KILL_RUN lg "rf3-always-leaderkill" --rate "$half" | tee "$OUT/leaderkill.progress" | tail -12
-    wait
+    # Only the killer: a bare wait would also wait for the brokers.
+    wait "$killer"
   fi
   stop_cluster
 done
