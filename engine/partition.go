@@ -148,13 +148,8 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.e.closed.Load():
-		return nil, ErrClosed
-	case p.deleted:
-		return nil, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
-	case p.failed != nil:
-		return nil, p.failed
+	if err := p.appendableLocked(); err != nil {
+		return nil, err
 	}
 	if p.leaderEpoch >= 0 && p.epochs != nil && p.epochs.LatestEpoch() < p.leaderEpoch {
 		// Stamped with an epoch the cache has not seen (SetLeaderEpoch
@@ -187,6 +182,20 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 		p.ps.Update(phs[i], hs[i].baseOffset, hs[i].lastOffset(), now)
 	}
 	return w, nil
+}
+
+// appendableLocked says why nothing may be appended now (engine closed,
+// partition deleted or failed), or nil. Lock must be held.
+func (p *Partition) appendableLocked() error {
+	switch {
+	case p.e.closed.Load():
+		return ErrClosed
+	case p.deleted:
+		return fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	case p.failed != nil:
+		return p.failed
+	}
+	return nil
 }
 
 // appendLocked writes validated batches at the log end. With assign the

@@ -236,13 +236,8 @@ func (p *Partition) AppendMarker(m producerstate.Marker) (AppendWaiter, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.e.closed.Load():
-		return nil, ErrClosed
-	case p.deleted:
-		return nil, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
-	case p.failed != nil:
-		return nil, p.failed
+	if err := p.appendableLocked(); err != nil {
+		return nil, err
 	}
 	if err := p.ps.CheckMarker(m); err != nil {
 		return nil, err

@@ -224,13 +224,8 @@ func (p *Partition) AppendReplicated(records []byte) (ReplicaPending, error) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case p.e.closed.Load():
-		return nil, ErrClosed
-	case p.deleted:
-		return nil, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
-	case p.failed != nil:
-		return nil, p.failed
+	if err := p.appendableLocked(); err != nil {
+		return nil, err
 	}
 	// The cache first: an entry above the log end is trimmed by recovery,
 	// while a batch without its entry would be misplaced by epoch.

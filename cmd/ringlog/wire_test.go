@@ -45,20 +45,8 @@ func encodeBatch(n int, value []byte) []byte {
 
 func produceRaw(t *testing.T, cl *kgo.Client, topic string, records []byte) int16 {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks = -1
-	req.TimeoutMillis = 5000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = records
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(testContext(t, 10*time.Second), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Topics[0].Partitions[0].ErrorCode
+	code, _ := produceRawOffset(t, cl, topic, records)
+	return code
 }
 
 func TestMalformedBatchesRefused(t *testing.T) {
