@@ -127,7 +127,7 @@ func (c *coordLog) syncOwnership() {
 		if e, ok := want[p]; !ok || e != epoch {
 			c.unload(p)
 			delete(c.owned, p)
-			c.s.log.Info("unloaded "+c.what, "topic", c.topic, "partition", p)
+			c.s.log.Info("unloaded "+c.what, "topic", c.topic, "partition", p, "leader_epoch", epoch)
 		}
 	}
 	for p := range want {
@@ -147,10 +147,10 @@ func (c *coordLog) syncOwnership() {
 			delete(c.owned, p)
 			c.mu.Unlock()
 			c.unload(p)
-			c.s.log.Error("loading "+c.what, "topic", c.topic, "partition", p, "err", err)
+			c.s.log.Error("loading "+c.what, "topic", c.topic, "partition", p, "leader_epoch", want[p], "err", err)
 			continue
 		}
-		c.s.log.Info("loaded "+c.what, "topic", c.topic, "partition", p, "keys", n,
+		c.s.log.Info("loaded "+c.what, "topic", c.topic, "partition", p, "leader_epoch", want[p], "keys", n,
 			"took", time.Since(start).Round(time.Millisecond))
 	}
 }
