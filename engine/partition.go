@@ -140,11 +140,13 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	idempotent := false
 	for _, ph := range phs {
 		if ph.Control {
 			// Markers come only through AppendMarker (WriteTxnMarkers).
 			return nil, fmt.Errorf("%w: control batch from a client", ErrInvalidRecord)
 		}
+		idempotent = idempotent || ph.Idempotent()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -158,9 +160,12 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 			return nil, fmt.Errorf("%w: %v", ErrStorage, err)
 		}
 	}
-	decisions, err := p.ps.CheckBatches(phs)
-	if err != nil {
-		return nil, err
+	var decisions []producerstate.Decision
+	if idempotent {
+		// Plain batches need no sequence check (and no allocation for it).
+		if decisions, err = p.ps.CheckBatches(phs); err != nil {
+			return nil, err
+		}
 	}
 	for i, d := range decisions {
 		if d.Duplicate == nil {
@@ -419,7 +424,11 @@ func (p *Partition) roll(now int64) (*segment, error) {
 func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.readLocked(offset, maxBytes, minOneBatch, p.hw, p.hwSeg, p.hwPos)
+	res, err := p.readLocked(offset, maxBytes, minOneBatch, p.hw, p.hwSeg, p.hwPos)
+	// read_uncommitted reads to the HW but reports the LSO (Kafka does);
+	// computed under the read lock already held.
+	res.LastStableOffset = p.ps.LastStableOffset(p.hw)
+	return res, err
 }
 
 // readLocked reads below end (at endPos in endSeg). Lock must be held.

@@ -215,11 +215,6 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 				continue
 			}
 			fp.highWatermark, fp.lastStable, fp.logStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
-			if req.IsolationLevel != 1 {
-				// read_uncommitted sees up to the HW, but the LSO is still
-				// reported (Kafka does).
-				fp.lastStable = part.LastStableOffset()
-			}
 			fp.aborted = aborted
 			if res.Data.Len() > 0 {
 				fp.data = res.Data

@@ -128,25 +128,7 @@ func TestIdempotentProducerAcrossLeaderKill(t *testing.T) {
 	c := startReplCluster(t, 3)
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
 	const topic, partitions, keys, perKey = "idem-kill", 2, 8, 400
-	resp, err := adm.CreateTopic(testContext(t, 30*time.Second), partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := waitMetadata(t, adm, 30*time.Second, "full ISRs", func(m kadm.Metadata) bool {
-		td := m.Topics[topic]
-		if len(td.Partitions) != partitions {
-			return false
-		}
-		for _, p := range td.Partitions {
-			if p.Leader < 0 || len(p.ISR) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	m := createRF3Topic(t, adm, topic, partitions)
 	victim := m.Topics[topic].Partitions[0].Leader
 
 	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...),

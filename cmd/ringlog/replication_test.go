@@ -74,6 +74,32 @@ func startReplClusterAt(t *testing.T, specs []nodeSpec, extra ...string) *testCl
 	return c
 }
 
+// createRF3Topic creates topic with partitions partitions, RF=3 and
+// min.insync.replicas=2, and waits until every partition has a leader and
+// a full ISR.
+func createRF3Topic(t *testing.T, adm *kadm.Client, topic string, partitions int) kadm.Metadata {
+	t.Helper()
+	resp, err := adm.CreateTopic(testContext(t, 30*time.Second), int32(partitions), 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return waitMetadata(t, adm, 30*time.Second, "full ISRs", func(m kadm.Metadata) bool {
+		td := m.Topics[topic]
+		if len(td.Partitions) != partitions {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Leader < 0 || len(p.ISR) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // segmentBytes reads a partition's first segment file on one node.
 func segmentBytes(b *brokerProc, topic string, p int32) []byte {
 	data, _ := os.ReadFile(filepath.Join(b.dataDir, fmt.Sprintf("%s-%d", topic, p), "00000000000000000000.log"))

@@ -70,25 +70,7 @@ func controlledShutdown(t *testing.T, ofController bool) {
 	c := startReplCluster(t, 3)
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
 	const topic, partitions = "cshut", 6
-	resp, err := adm.CreateTopic(testContext(t, 30*time.Second), partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := waitMetadata(t, adm, 30*time.Second, "full ISRs", func(m kadm.Metadata) bool {
-		td := m.Topics[topic]
-		if len(td.Partitions) != partitions {
-			return false
-		}
-		for _, p := range td.Partitions {
-			if p.Leader < 0 || len(p.ISR) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	m := createRF3Topic(t, adm, topic, partitions)
 	// The victim: a broker that leads partitions, the active controller
 	// or not.
 	ctrl := c.controller(20 * time.Second)
