@@ -328,12 +328,34 @@ func (n *Node) CreatePartitions(ctx context.Context, name string, total int32, a
 	return out.Topic, err
 }
 
-// ElectLeader elects a partition leader from the ISR in replica order
-// (preferred-leader election), or with unclean from any live replica when
-// no ISR member is available.
-func (n *Node) ElectLeader(ctx context.Context, topic string, partition int32, unclean bool) (metadata.Partition, error) {
+// ElectionType is Kafka's ElectLeaders election_type.
+type ElectionType int8
+
+const (
+	// PreferredElection elects the preferred replica (Replicas[0]) when it
+	// is unfenced and in the ISR (else metadata.ErrPreferredNotAvailable).
+	PreferredElection ElectionType = 0
+	// UncleanElection elects only for a partition without a live leader:
+	// the first live ISR member, else any live replica, whose log then
+	// decides (records only the old ISR held are lost).
+	UncleanElection ElectionType = 1
+)
+
+// ElectLeader runs a leader election of the given type through the active
+// controller and returns the partition as elected. A partition that needs
+// none is metadata.ErrElectionNotNeeded.
+func (n *Node) ElectLeader(ctx context.Context, topic string, partition int32, typ ElectionType) (metadata.Partition, error) {
+	cmd := metadata.ElectLeader{Topic: topic, Partition: partition}
+	switch typ {
+	case PreferredElection:
+		cmd.Preferred = true
+	case UncleanElection:
+		cmd.Unclean = true
+	default:
+		return metadata.Partition{}, fmt.Errorf("%w: election type %d", ErrInvalidRequest, typ)
+	}
 	var out partitionResp
-	err := n.write(ctx, "ElectLeader", electReq{metadata.ElectLeader{Topic: topic, Partition: partition, Unclean: unclean}}, &out)
+	err := n.write(ctx, "ElectLeader", electReq{cmd}, &out)
 	return out.Partition, err
 }
 

@@ -84,6 +84,16 @@ type Config struct {
 	// of a partition whose ISR has no live member, accepting the loss of
 	// what only the ISR held (see electUnclean).
 	UncleanLeaderElection bool
+	// LeaderRebalanceInterval is how often the active controller moves
+	// leaderships back to preferred replicas (Kafka's
+	// auto.leader.rebalance.enable with
+	// leader.imbalance.check.interval.seconds; 5m). Zero disables it: then
+	// leaders return only through ElectLeaders.
+	LeaderRebalanceInterval time.Duration
+	// LeaderImbalancePercent is leader.imbalance.per.broker.percentage
+	// (10): a broker's partitions go back to it only when more than this
+	// share of those it is preferred leader of are led by another broker.
+	LeaderImbalancePercent int
 	// ApplyTimeout bounds one proposal on the leader (5s).
 	ApplyTimeout time.Duration
 	// Logger receives raft's and the controller's logs (slog.Default()).
@@ -99,9 +109,11 @@ type Config struct {
 // DefaultConfig returns the defaults named on Config's fields.
 func DefaultConfig() Config {
 	return Config{
-		BrokerSessionTimeout: 9 * time.Second,
-		HeartbeatInterval:    time.Second,
-		ApplyTimeout:         5 * time.Second,
+		BrokerSessionTimeout:    9 * time.Second,
+		HeartbeatInterval:       time.Second,
+		ApplyTimeout:            5 * time.Second,
+		LeaderRebalanceInterval: 5 * time.Minute,
+		LeaderImbalancePercent:  10,
 	}
 }
 
@@ -154,6 +166,12 @@ func (c Config) Validate() error {
 	}
 	if c.ApplyTimeout <= 0 {
 		return fmt.Errorf("coordinator: apply timeout %v must be positive", c.ApplyTimeout)
+	}
+	if c.LeaderRebalanceInterval < 0 {
+		return fmt.Errorf("coordinator: leader rebalance interval %v is negative (0 disables it)", c.LeaderRebalanceInterval)
+	}
+	if c.LeaderImbalancePercent < 0 || c.LeaderImbalancePercent > 100 {
+		return fmt.Errorf("coordinator: leader imbalance percent %d is outside 0..100", c.LeaderImbalancePercent)
 	}
 	return nil
 }

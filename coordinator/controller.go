@@ -22,6 +22,12 @@ func (n *Node) controllerLoop() {
 	defer n.wg.Done()
 	tick := time.NewTicker(max(n.cfg.HeartbeatInterval/2, 10*time.Millisecond))
 	defer tick.Stop()
+	var rebalance <-chan time.Time // nil: disabled
+	if n.cfg.LeaderRebalanceInterval > 0 {
+		rt := time.NewTicker(n.cfg.LeaderRebalanceInterval)
+		defer rt.Stop()
+		rebalance = rt.C
+	}
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -41,6 +47,16 @@ func (n *Node) controllerLoop() {
 			if n.isController() {
 				n.fenceExpired()
 				n.electUnclean()
+			}
+		case <-rebalance:
+			// Off this loop: many elections must not delay fencing.
+			if n.isController() && n.rebalancing.CompareAndSwap(false, true) {
+				n.wg.Add(1)
+				go func() {
+					defer n.wg.Done()
+					defer n.rebalancing.Store(false)
+					n.rebalanceLeaders()
+				}()
 			}
 		}
 	}

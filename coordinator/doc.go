@@ -33,7 +33,13 @@
 // We chose it over gRPC (a large dependency for eight small messages) and
 // net/rpc (frozen, gob, and it forces exported message types into this
 // package's API); the traffic is a heartbeat per broker per second plus rare
-// admin calls. Errors travel as the text of a known sentinel error so
+// admin calls. Neither of the two obvious Kafka-shaped options fits: the
+// BrokerRegistration/BrokerHeartbeat/AlterPartition types of kmsg would
+// bring the wire codec into coordinator (the project keeps kmsg inside
+// netpath and clients), and hashicorp/raft has no RPC of its own to forward
+// to the leader (its transport carries only raft's messages; Consul and
+// Nomad add their own RPC layer for that, as this one does). The method
+// names and fields mirror Kafka's messages so the mapping stays obvious. Errors travel as the text of a known sentinel error so
 // errors.Is works on the caller's side. A non-controller answers
 // ErrNotController with the leader's id and address when it knows them; the
 // client follows that redirect, and otherwise tries the voters in turn until
@@ -52,6 +58,10 @@
 // the first in-sync unfenced replica (leader and partition epochs bumped;
 // it leaves ISRs that keep another member), or goes offline (leader -1).
 // A new controller gives every broker a full session before fencing.
+// Nothing in that path moves leaderships back: every
+// LeaderRebalanceInterval the active controller returns them to preferred
+// replicas (Replicas[0]) that are unfenced and in the ISR, for brokers
+// whose imbalance exceeds LeaderImbalancePercent (rebalance.go).
 //
 // # Staleness bound
 //

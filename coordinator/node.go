@@ -82,6 +82,9 @@ type Node struct {
 	lmu      sync.Mutex
 	lastSeen map[int32]time.Time // last heartbeat per broker
 	catchUp  map[int32]uint64    // index a fenced broker must reach
+	// rebalancing is set while a preferred-leader rebalance runs, so a
+	// slow one is skipped rather than stacked.
+	rebalancing atomic.Bool
 
 	pauseHeartbeats atomic.Bool // test hook: simulate a hung broker
 }

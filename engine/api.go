@@ -115,8 +115,18 @@ type TopicConfig struct {
 	IndexIntervalBytes int32 // index.interval.bytes (4096)
 	// TimestampTypeLogAppend is message.timestamp.type=LogAppendTime.
 	TimestampTypeLogAppend bool
-	CleanupPolicy          string // cleanup.policy: "delete" (compact later)
-	MinInsyncReplicas      int32  // min.insync.replicas (1 single node; used by replication)
+	// CleanupPolicy is cleanup.policy: "delete", "compact" or
+	// "compact,delete" (canonical spelling; see Compact, DeleteByRetention).
+	CleanupPolicy     string
+	MinInsyncReplicas int32 // min.insync.replicas (1 single node; used by replication)
+	// DeleteRetentionMs is delete.retention.ms (86400000): how long the
+	// cleaner keeps a tombstone that is the latest record of its key,
+	// counted from its segment's largest timestamp.
+	DeleteRetentionMs int64
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio (0.5): the
+	// background cleaner cleans a partition once the bytes sealed since
+	// its last cleaning are this share of its cleanable bytes.
+	MinCleanableDirtyRatio float64
 	// UncleanLeaderElection is unclean.leader.election.enable (false):
 	// the controller reads it from the topic's configs; kept here so the
 	// key validates and DescribeConfigs shows it.
@@ -147,6 +157,7 @@ const (
 //	func (e *Engine) Partition(topic string, p int32) (*Partition, error) // ErrUnknownTopic (also: not hosted here)
 //	func (e *Engine) SyncTopic(spec TopicSpec) error  // cluster reconcile: hosted partitions, id, configs
 //	func (e *Engine) Hosted(topic string) []int32
+//	func (e *Engine) CleanerStats() CleanerStats     // log compaction counters (cleaner.go)
 //	func (e *Engine) ParseConfig(kv map[string]string) (TopicConfig, error)
 //	func DefaultTopicConfig() TopicConfig
 //	func ParseTopicConfig(base TopicConfig, kv map[string]string) (TopicConfig, error) // ErrInvalidConfig

@@ -38,6 +38,7 @@ type batchHeader struct {
 	size            int32 // whole batch, logOverhead included
 	lastOffsetDelta int32
 	maxTimestamp    int64
+	empty           bool // no records: a producer's last batch, emptied by compaction
 }
 
 func (h batchHeader) lastOffset() int64 { return h.baseOffset + int64(h.lastOffsetDelta) }
@@ -48,6 +49,7 @@ func parseHeader(b []byte) batchHeader {
 		size:            int32(be.Uint32(b[offBatchLength:])) + logOverhead,
 		lastOffsetDelta: int32(be.Uint32(b[offLastOffsetDelta:])),
 		maxTimestamp:    int64(be.Uint64(b[offMaxTimestamp:])),
+		empty:           be.Uint32(b[offRecordCount:]) == 0,
 	}
 }
 
@@ -77,8 +79,14 @@ func checkBatch(b []byte, maxSize int32) (batchHeader, error) {
 	if got, want := crc32.Checksum(raw[offAttributes:], castagnoli), be.Uint32(raw[offCRC:]); got != want {
 		return h, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorruptMessage, got, want)
 	}
+	// Compaction leaves batches with fewer records than lastOffsetDelta+1
+	// (their last offset stays), and keeps an idempotent producer's batch
+	// as an empty header when all its records went (its sequence must
+	// stay); producers must send exactly lastOffsetDelta+1 records, which
+	// checkClientBatches adds for Append.
 	count := int32(be.Uint32(raw[offRecordCount:]))
-	if count <= 0 || h.lastOffsetDelta != count-1 {
+	emptyProducerBatch := count == 0 && int64(be.Uint64(raw[offProducerID:])) >= 0
+	if count < 0 || count == 0 && !emptyProducerBatch || h.lastOffsetDelta < count-1 {
 		return h, fmt.Errorf("%w: %d records with lastOffsetDelta %d", ErrInvalidRecord, count, h.lastOffsetDelta)
 	}
 	attrs := be.Uint16(raw[offAttributes:])

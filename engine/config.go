@@ -44,6 +44,9 @@ type Config struct {
 	// ProducerState configures idempotent/transactional producer state;
 	// a zero ProducerIDExpiration means producerstate.DefaultConfig's.
 	ProducerState producerstate.Config
+	// CleanerInterval is how often the log cleaner looks for compacted
+	// topics' partitions to clean (15 s; cleaner.go).
+	CleanerInterval time.Duration
 }
 
 // DefaultConfig returns a Config with every default filled in but Dir.
@@ -56,6 +59,7 @@ func DefaultConfig() Config {
 		CheckpointInterval:     time.Minute,
 		HWCheckpointInterval:   5 * time.Second,
 		IOMode:                 "auto",
+		CleanerInterval:        15 * time.Second,
 	}
 }
 
@@ -81,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if c.CheckpointInterval <= 0 {
 		return fmt.Errorf("engine: CheckpointInterval %v must be positive", c.CheckpointInterval)
+	}
+	if c.CleanerInterval <= 0 {
+		return fmt.Errorf("engine: CleanerInterval %v must be positive", c.CleanerInterval)
 	}
 	switch c.IOMode {
 	case "auto", "uring", "sync":
@@ -129,6 +136,10 @@ func DefaultTopicConfig() TopicConfig {
 		IndexIntervalBytes: 4096,
 		CleanupPolicy:      "delete",
 		MinInsyncReplicas:  1,
+		// Kafka's log.cleaner.delete.retention.ms and
+		// log.cleaner.min.cleanable.ratio.
+		DeleteRetentionMs:      86400000,
+		MinCleanableDirtyRatio: 0.5,
 	}
 }
 
@@ -144,12 +155,14 @@ const (
 	keyCleanupPolicy      = "cleanup.policy"
 	keyMinInsyncReplicas  = "min.insync.replicas"
 	keyUncleanElection    = "unclean.leader.election.enable"
+	keyDeleteRetentionMs  = "delete.retention.ms"
+	keyMinCleanableRatio  = "min.cleanable.dirty.ratio"
 )
 
 var topicConfigKeys = []string{
 	keyCleanupPolicy, keyIndexIntervalBytes, keyMaxMessageBytes, keyTimestampType,
 	keyMinInsyncReplicas, keyRetentionBytes, keyRetentionMs, keySegmentBytes, keySegmentMs,
-	keyUncleanElection,
+	keyUncleanElection, keyDeleteRetentionMs, keyMinCleanableRatio,
 }
 
 // ParseTopicConfig applies kv (Kafka key names) on top of base. Unknown
@@ -227,10 +240,20 @@ func (c *TopicConfig) set(k, v string) error {
 			err = bad(errors.New("want CreateTime or LogAppendTime"))
 		}
 	case keyCleanupPolicy:
-		if v != "delete" {
-			err = bad(errors.New(`only "delete" is supported`))
+		var p string
+		if p, err = parseCleanupPolicy(v); err != nil {
+			err = bad(err)
 		}
-		c.CleanupPolicy = v
+		c.CleanupPolicy = p
+	case keyDeleteRetentionMs:
+		n, err = integer(0, math.MaxInt64)
+		c.DeleteRetentionMs = n
+	case keyMinCleanableRatio:
+		f, perr := strconv.ParseFloat(v, 64)
+		if perr != nil || f < 0 || f > 1 {
+			err = bad(errors.New("want a number in [0, 1]"))
+		}
+		c.MinCleanableDirtyRatio = f
 	default:
 		err = fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, k)
 	}
@@ -245,11 +268,47 @@ func (c TopicConfig) validate() error {
 		c.MaxMessageBytes < 0 || c.IndexIntervalBytes < 0 || c.MinInsyncReplicas < 1 {
 		return fmt.Errorf("%w: value out of range in %+v", ErrInvalidConfig, c)
 	}
-	if c.CleanupPolicy != "delete" {
-		return fmt.Errorf("%w: cleanup.policy %q", ErrInvalidConfig, c.CleanupPolicy)
+	if _, err := parseCleanupPolicy(c.CleanupPolicy); err != nil {
+		return fmt.Errorf("%w: cleanup.policy %q: %v", ErrInvalidConfig, c.CleanupPolicy, err)
+	}
+	if c.DeleteRetentionMs < 0 || !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1) {
+		return fmt.Errorf("%w: delete.retention.ms %d, min.cleanable.dirty.ratio %v", ErrInvalidConfig, c.DeleteRetentionMs, c.MinCleanableDirtyRatio)
 	}
 	return nil
 }
+
+// parseCleanupPolicy accepts Kafka's list: "delete", "compact" or both,
+// in either order, and returns the canonical spelling ("compact,delete"
+// for both).
+func parseCleanupPolicy(v string) (string, error) {
+	var compact, del bool
+	for _, f := range strings.Split(v, ",") {
+		switch strings.TrimSpace(f) {
+		case "compact":
+			compact = true
+		case "delete":
+			del = true
+		default:
+			return "", errors.New(`want "delete", "compact" or "compact,delete"`)
+		}
+	}
+	switch {
+	case compact && del:
+		return "compact,delete", nil
+	case compact:
+		return "compact", nil
+	}
+	return "delete", nil
+}
+
+// Compact reports whether cleanup.policy includes compact: the cleaner
+// keeps the latest record per key (cleaner.go).
+func (c TopicConfig) Compact() bool { return strings.Contains(c.CleanupPolicy, "compact") }
+
+// DeleteByRetention reports whether cleanup.policy includes delete:
+// retention.ms and retention.bytes remove whole segments. A compact-only
+// topic keeps its segments however old or large (Kafka).
+func (c TopicConfig) DeleteByRetention() bool { return strings.Contains(c.CleanupPolicy, "delete") }
 
 func (c TopicConfig) value(k string) string {
 	switch k {
@@ -276,6 +335,10 @@ func (c TopicConfig) value(k string) string {
 		return "CreateTime"
 	case keyCleanupPolicy:
 		return c.CleanupPolicy
+	case keyDeleteRetentionMs:
+		return strconv.FormatInt(c.DeleteRetentionMs, 10)
+	case keyMinCleanableRatio:
+		return strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64)
 	}
 	return ""
 }

@@ -22,7 +22,10 @@
 // except for baseOffset and partitionLeaderEpoch, which the engine assigns
 // (both are outside the CRC). Topics with message.timestamp.type=
 // LogAppendTime also get attributes bit 3 and maxTimestamp set, and a new
-// CRC. Batch header, big-endian:
+// CRC. On compacted topics the cleaner (cleaner.go) rewrites sealed
+// segments: a batch may hold fewer records than lastOffsetDelta+1 (its
+// offsets stay; new batchLength, recordCount and CRC) or be gone, so
+// offsets only grow, with gaps. Batch header, big-endian:
 //
 //	 0  int64  baseOffset
 //	 8  int32  batchLength (bytes after this field)
@@ -31,7 +34,7 @@
 //	17  uint32 crc: CRC-32C (Castagnoli) of bytes 21..end
 //	21  int16  attributes: bits 0-2 codec (0 none .. 4 zstd), 3 timestamp
 //	           type, 4 transactional, 5 control
-//	23  int32  lastOffsetDelta (= recordCount-1)
+//	23  int32  lastOffsetDelta (= recordCount-1 unless compacted)
 //	27  int64  baseTimestamp
 //	35  int64  maxTimestamp
 //	43  int64  producerId

@@ -39,6 +39,7 @@ type Engine struct {
 	ckKick    chan struct{}
 	ckMu      sync.Mutex // serializes checkpoint writes
 	stats     engineStats
+	cleaner   *cleaner // log compaction (cleaner.go)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -106,10 +107,14 @@ func (e *Engine) IOReason() string { return e.ioReason }
 // io_uring.
 var probeIO = iouring.Probe
 
+// ErrIOUringUnusable: io mode uring was asked for and io_uring cannot be
+// used here; the wrapped text says why.
+var ErrIOUringUnusable = errors.New("io_uring is not usable on this host")
+
 // openWriteQueue picks the write path for Config.IOMode and says why.
 func (e *Engine) openWriteQueue() (writeQueue, string, error) {
 	if e.cfg.IOMode == "sync" {
-		return newSyncQueue(e), "IOMode is sync", nil
+		return newSyncQueue(e), "the pwrite/fdatasync path was chosen (io mode sync)", nil
 	}
 	if e.fs != vfs.Default {
 		// In-memory and fault-injecting file systems have no descriptors
@@ -131,7 +136,7 @@ func (e *Engine) openWriteQueue() (writeQueue, string, error) {
 		}
 	}
 	if e.cfg.IOMode == "uring" {
-		return nil, "", fmt.Errorf("engine: IOMode uring: io_uring is not usable on this host: %s (use IOMode auto or sync)", reason)
+		return nil, "", fmt.Errorf("%w: %s (io mode auto falls back to the pwrite/fdatasync path)", ErrIOUringUnusable, reason)
 	}
 	return newSyncQueue(e), "io_uring unavailable: " + reason, nil
 }
@@ -150,6 +155,7 @@ func Open(cfg Config) (*Engine, error) {
 		bgDone: make(chan struct{}),
 		ckKick: make(chan struct{}, 1),
 	}
+	e.cleaner = newCleaner(e)
 	if e.fs == nil {
 		e.fs = vfs.Default
 	}
@@ -189,6 +195,7 @@ func Open(cfg Config) (*Engine, error) {
 		e.fs.SyncDir(cfg.Dir)
 	}
 	go e.background()
+	go e.cleaner.run()
 	return e, nil
 }
 
@@ -311,6 +318,10 @@ func (e *Engine) openPartition(t *topicState, idx int32, clean bool, recoveryPoi
 		return nil, err
 	}
 	last := p.active()
+	if err := last.restoreRollClock(now); err != nil {
+		p.releaseSegments()
+		return nil, err
+	}
 	p.logStart, p.logEnd = p.segs[0].base, last.next
 	p.durable, p.hw, p.hwSeg, p.hwPos = p.logEnd, p.logEnd, last, last.size
 	p.rend, p.rendSeg, p.rendPos = p.logEnd, last, last.size
@@ -668,7 +679,13 @@ func (e *Engine) RunRetention() int {
 	now := time.Now().UnixMilli()
 	n := 0
 	for _, p := range e.allPartitions() {
-		n += p.applyRetention(p.topic.config(), now)
+		cfg := p.topic.config()
+		if !cfg.DeleteByRetention() {
+			// cleanup.policy=compact: the cleaner, not age or size,
+			// removes records.
+			cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+		}
+		n += p.applyRetention(cfg, now)
 	}
 	e.stats.segmentsDeleted.Add(int64(n))
 	return n
@@ -740,6 +757,7 @@ func (e *Engine) close() error {
 	e.closed.Store(true)
 	close(e.stopBg)
 	<-e.bgDone
+	e.cleaner.stop()
 	ps := e.allPartitions()
 	// Barrier: appends that passed the closed check finish before the
 	// final flush round collects their partitions.

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -340,7 +341,9 @@ func TestOffsetForTimestamp(t *testing.T) {
 			batchtest.Record{Value: []byte("b"), Timestamp: 1050 + i*100}))
 	}
 	for _, c := range []struct{ ts, off, gotTs int64 }{
-		{0, 0, 1050}, {1050, 0, 1050}, {1051, 2, 1150}, {2500, 30, 2550}, {2951, -1, -1},
+		// Record level, as Kafka: the first record at or after ts.
+		{0, 0, 1000}, {1000, 0, 1000}, {1001, 1, 1050}, {1050, 1, 1050}, {1051, 2, 1100},
+		{2500, 30, 2500}, {2549, 31, 2550}, {2951, -1, -1},
 		{TimestampEarliest, 0, -1}, {TimestampLatest, 40, -1}, {TimestampMax, 39, 2950},
 	} {
 		off, ts, err := p.OffsetForTimestamp(c.ts)
@@ -589,4 +592,82 @@ func TestConcurrentAppendsShareFlushes(t *testing.T) {
 		t.Fatalf("no group commit: %d fdatasyncs for %d appends (%s)", st.Fdatasyncs, st.Appends, e.IOPath())
 	}
 	t.Logf("%d appends, %d fdatasyncs, %d flush rounds", st.Appends, st.Fdatasyncs, st.FlushRounds)
+}
+
+// A restart must not restart the segment.ms clock: the reopened active
+// segment is as old as its first batch.
+func TestSegmentMsSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	e := mustOpen(t, testConfig(dir))
+	if _, err := e.CreateTopic("aged", 1, map[string]string{"segment.ms": "60000"}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPartition(t, e, "aged", 0)
+	old := time.Now().Add(-10 * time.Minute).UnixMilli()
+	appendWait(t, p, batchtest.Encode(batchtest.Options{}, batchtest.Record{Value: []byte("old"), Timestamp: old}))
+	// Live, the segment was created now: no roll yet.
+	appendWait(t, p, batchOf(1, 1))
+	if n := len(segmentFiles(t, filepath.Join(dir, "aged-0"))); n != 1 {
+		t.Fatalf("%d segments before restart, want 1", n)
+	}
+	e.Close()
+
+	e = mustOpen(t, testConfig(dir))
+	defer e.Close()
+	p = mustPartition(t, e, "aged", 0)
+	appendWait(t, p, batchOf(2, 1))
+	if n := len(segmentFiles(t, filepath.Join(dir, "aged-0"))); n != 2 {
+		t.Fatalf("%d segments after restart and append, want 2 (segment.ms elapsed since the first batch)", n)
+	}
+}
+
+// A damaged time index (an entry past the segment's end, timestamps going
+// back) is not trusted: the segment is rescanned, so time retention and
+// ListOffsets by timestamp answer from the log.
+func TestStaleTimeIndexRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	e := mustOpen(t, testConfig(dir))
+	e.CreateTopic("ts", 1, map[string]string{"segment.bytes": "300", "index.interval.bytes": "0", "retention.ms": "60000"})
+	p := mustPartition(t, e, "ts", 0)
+	old := time.Now().Add(-time.Hour).UnixMilli()
+	for i := int64(0); i < 20; i++ {
+		appendWait(t, p, batchtest.Encode(batchtest.Options{}, batchtest.Record{Value: []byte("a"), Timestamp: old + i*100}))
+	}
+	want, wantTs, err := p.OffsetForTimestamp(old + 450)
+	if err != nil || want < 0 {
+		t.Fatal(want, err)
+	}
+	e.Close()
+	tis, _ := filepath.Glob(filepath.Join(dir, "ts-0", "*.timeindex"))
+	if len(tis) < 3 {
+		t.Fatalf("%d time indexes", len(tis))
+	}
+	for i, f := range tis[:len(tis)-1] {
+		// Future timestamps: trusted, they would keep every segment from
+		// time retention. Even files: an entry beyond the segment; odd:
+		// timestamps going back.
+		var b []byte
+		b = binary.BigEndian.AppendUint64(b, 1<<42)
+		b = binary.BigEndian.AppendUint32(b, 0)
+		if i%2 == 0 {
+			b = binary.BigEndian.AppendUint64(b, 1<<43)
+			b = binary.BigEndian.AppendUint32(b, 1<<30)
+		} else {
+			b = binary.BigEndian.AppendUint64(b, 1<<41)
+			b = binary.BigEndian.AppendUint32(b, 0)
+		}
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e = mustOpen(t, testConfig(dir))
+	defer e.Close()
+	p = mustPartition(t, e, "ts", 0)
+	off, ts, err := p.OffsetForTimestamp(old + 450)
+	if err != nil || off != want || ts != wantTs {
+		t.Fatalf("after restart OffsetForTimestamp = %d, %d, %v; want %d, %d", off, ts, err, want, wantTs)
+	}
+	if n := e.RunRetention(); n != len(tis)-1 {
+		t.Fatalf("time retention deleted %d segments, want the %d sealed ones", n, len(tis)-1)
+	}
 }

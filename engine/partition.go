@@ -136,6 +136,9 @@ func (p *Partition) Append(records []byte) (AppendWaiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkClientBatches(records, hs, cfg); err != nil {
+		return nil, err
+	}
 	phs, err := parseProducerHeaders(records, hs)
 	if err != nil {
 		return nil, err
@@ -233,8 +236,9 @@ func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) 
 		h := &hs[i]
 		if !assign {
 			// Replica append: the leader's offsets stay; they must
-			// follow on from our end without gaps.
-			if h.baseOffset != next {
+			// follow on from our end (gaps are batches the leader's
+			// cleaner removed).
+			if h.baseOffset < next {
 				return nil, fmt.Errorf("%w: replicated batch at offset %d, log end %d", ErrInvalidRecord, h.baseOffset, next)
 			}
 			next = h.lastOffset() + 1
@@ -458,17 +462,51 @@ func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, e
 	}
 	pos := seg.lookup(offset)
 	var first batchHeader
+	// An emptied producer batch (compaction) is skipped when records
+	// follow: a response holding nothing but an empty batch makes some
+	// clients (librdkafka) stop with "message too large" instead of moving
+	// past it. With nothing after it, it is returned so clients advance.
+	var emptySeg *segment
+	var emptyI int
+	var emptyPos int64
 	for {
 		if pos >= limit {
-			return res, nil // offset falls in a gap (cannot happen with consecutive offsets)
+			if seg == endSeg || i+1 >= len(p.segs) {
+				if emptySeg == nil {
+					return res, nil
+				}
+				seg, i, pos = emptySeg, emptyI, emptyPos
+				limit = seg.size
+				if seg == endSeg {
+					limit = endPos
+				}
+				var err error
+				if first, err = seg.readHeader(pos); err != nil {
+					return res, err
+				}
+				break
+			}
+			// Compaction removed the batches from offset to the end of
+			// this segment: the next batch is in a later one.
+			i++
+			seg, pos, limit = p.segs[i], 0, p.segs[i].size
+			if seg == endSeg {
+				limit = endPos
+			}
+			continue
 		}
 		h, err := seg.readHeader(pos)
 		if err != nil {
 			return res, err
 		}
 		if h.lastOffset() >= offset {
-			first = h
-			break
+			if !h.empty {
+				first = h
+				break
+			}
+			if emptySeg == nil {
+				emptySeg, emptyI, emptyPos = seg, i, pos
+			}
 		}
 		pos += int64(h.size)
 	}
@@ -479,6 +517,9 @@ func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, e
 		want := pos + int64(max(maxBytes, 0))
 		stop = pos
 		at := max(seg.lookupPos(want), pos)
+		// at is a batch start at or below want: everything before it fits
+		// even when the batch at it does not.
+		stop = at
 		for at < limit {
 			h, err := seg.readHeader(at)
 			if err != nil {
@@ -503,8 +544,10 @@ func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, e
 }
 
 // OffsetForTimestamp answers ListOffsets: TimestampEarliest, TimestampLatest,
-// TimestampMax, or the first batch whose max timestamp is >= ts (offset -1
-// when there is none). The returned timestamp is -1 for Earliest/Latest.
+// TimestampMax, or the offset and timestamp of the first record stamped ts
+// or later (offset -1 when there is none): the time index and batch
+// headers find the batch, its records the exact one. The returned
+// timestamp is -1 for Earliest/Latest.
 func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -547,13 +590,46 @@ func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, error) {
 			if err != nil {
 				return -1, -1, err
 			}
-			if h.maxTimestamp >= ts {
-				return h.baseOffset, h.maxTimestamp, nil
+			if h.maxTimestamp >= ts && !h.empty {
+				return s.firstRecordAtOrAfter(pos, h, ts)
 			}
 			pos += int64(h.size)
 		}
 	}
 	return -1, -1, nil
+}
+
+// firstRecordAtOrAfter answers ListOffsets by timestamp inside the batch at
+// pos (whose max timestamp is >= ts), as Kafka does: the offset and
+// timestamp of its first record stamped ts or later. With LogAppendTime
+// every record carries the batch's time; control batches hold no data
+// and answer for their base offset.
+func (s *segment) firstRecordAtOrAfter(pos int64, h batchHeader, ts int64) (int64, int64, error) {
+	b := make([]byte, h.size)
+	if _, err := s.log.ReadAt(b, pos); err != nil {
+		return -1, -1, fmt.Errorf("%w: read %s at %d: %v", ErrStorage, s.path(logSuffix), pos, err)
+	}
+	attrs := be.Uint16(b[offAttributes:])
+	base := int64(be.Uint64(b[offBaseTimestamp:]))
+	found := false
+	off, at := h.baseOffset, h.maxTimestamp
+	_, err := eachRecord(b, nil, func(o int64, r record) error {
+		if found {
+			return nil
+		}
+		rts := base + r.timestampDelta
+		if attrs&attrLogAppendTime != 0 {
+			rts = h.maxTimestamp
+		}
+		if rts >= ts {
+			off, at, found = o, rts, true
+		}
+		return nil
+	})
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: %s at byte %d: %v", ErrCorruptLog, s.path(logSuffix), pos, err)
+	}
+	return off, at, nil
 }
 
 // deleteSegments removes the first n segments (never the active one),

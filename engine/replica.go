@@ -352,11 +352,28 @@ func (p *Partition) TruncateTo(offset int64) error {
 		s.release()
 	}
 	p.segs = p.segs[:i+1]
-	if err := seg.log.Truncate(pos); err != nil {
-		return p.fail(err)
-	}
-	if err := seg.log.Datasync(); err != nil {
-		return p.fail(err)
+	if seg.refs.Load() > 1 {
+		// A FileRange of this file is being sent (a fetch served while we
+		// led): shrinking the file in place would cut the send short, or
+		// let the next appends' bytes into it. The kept prefix goes to a
+		// new file renamed over the old name instead; the senders keep the
+		// old inode until they release it. No new range can be taken while
+		// we hold the lock, so a count of 1 (ours) means nobody reads it.
+		ns, err := p.copySegmentPrefix(seg, pos)
+		if err != nil {
+			return p.fail(err)
+		}
+		p.dropDirty(seg)
+		p.segs[i] = ns
+		seg.release()
+		seg = ns
+	} else {
+		if err := seg.log.Truncate(pos); err != nil {
+			return p.fail(err)
+		}
+		if err := seg.log.Datasync(); err != nil {
+			return p.fail(err)
+		}
 	}
 	p.e.fs.Remove(seg.path(indexSuffix))
 	p.e.fs.Remove(seg.path(timeIndexSuffix))
@@ -391,6 +408,46 @@ func (p *Partition) TruncateTo(offset int64) error {
 	}
 	p.e.kickCheckpoint()
 	return nil
+}
+
+// copySegmentPrefix writes the first n bytes of seg to a new file, syncs
+// it and renames it over seg's log: a crash leaves either the old file
+// whole (the truncation is redone by the leader) or the new one. The new
+// segment has no indexes yet; the caller rescans it. Lock must be held.
+func (p *Partition) copySegmentPrefix(seg *segment, n int64) (*segment, error) {
+	tmp := seg.path(logSuffix) + tmpSuffix
+	f, err := p.e.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, min(n, 1<<20))
+	for off := int64(0); off < n; {
+		m := min(int64(len(buf)), n-off)
+		if _, err := seg.log.ReadAt(buf[:m], off); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: copying %s: %v", ErrStorage, seg.path(logSuffix), err)
+		}
+		if _, err := f.WriteAt(buf[:m], off); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: copying %s: %v", ErrStorage, seg.path(logSuffix), err)
+		}
+		off += m
+	}
+	if err := f.Datasync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := p.e.fs.Rename(tmp, seg.path(logSuffix)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := p.e.fs.SyncDir(p.dir); err != nil {
+		f.Close()
+		return nil, err
+	}
+	ns := &segment{base: seg.base, next: seg.base, dir: seg.dir, fs: seg.fs, log: f, size: n, maxTs: -1, maxTsAt: -1, createdMs: seg.createdMs}
+	ns.refs.Store(1)
+	return ns, nil
 }
 
 func (p *Partition) hasSeg(s *segment) bool {

@@ -229,3 +229,61 @@ func TestHighWatermarkCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint %q, %v", b, err)
 	}
 }
+
+// A replica truncation while a fetch still holds a range of the truncated
+// file (a follower reading from us while we led) must not change what the
+// range reads: the range keeps the old bytes, the log gets the new ones.
+func TestTruncateKeepsHeldRangesIntact(t *testing.T) {
+	e := mustOpen(t, testConfig(t.TempDir()))
+	defer e.Close()
+	if _, err := e.CreateTopic("held", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPartition(t, e, "held", 0)
+	p.SetReplicated(true)
+	for i := range 10 {
+		appendWait(t, p, batchtest.Sized(1, 200+i))
+	}
+	p.SetHighWatermark(p.LogEndOffset())
+	held, err := p.ReadReplica(0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, held.Data.Len())
+	if _, err := held.Data.ReadAt(want, held.Data.Pos()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.TruncateTo(4); err != nil {
+		t.Fatal(err)
+	}
+	// New, different bytes where the removed batches were.
+	for range 8 {
+		appendWait(t, p, batchtest.Sized(1, 333))
+	}
+	got := readRange(t, held.Data)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("held range changed under truncation: %d bytes, first difference at %d", len(got), firstDiff(got, want))
+	}
+	p.SetHighWatermark(p.LogEndOffset())
+	recs := readAll(t, p, 0)
+	if len(recs) != 12 {
+		t.Fatalf("log has %d records after truncation and appends, want 12", len(recs))
+	}
+	// With nobody holding a range, truncation happens in place.
+	if err := p.TruncateTo(6); err != nil {
+		t.Fatal(err)
+	}
+	p.SetHighWatermark(p.LogEndOffset())
+	if recs := readAll(t, p, 0); len(recs) != 6 {
+		t.Fatalf("%d records after the second truncation, want 6", len(recs))
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}

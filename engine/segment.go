@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -124,6 +125,25 @@ func (s *segment) readHeader(pos int64) (batchHeader, error) {
 	return parseHeader(buf[:]), nil
 }
 
+// restoreRollClock sets createdMs of a reopened non-empty segment from its
+// first batch's max timestamp, as Kafka rolls by the first record's time:
+// otherwise every restart would restart the segment.ms clock and a broker
+// restarted more often than segment.ms would never roll by time. A
+// timestamp in the future (client clock) keeps now.
+func (s *segment) restoreRollClock(nowMs int64) error {
+	if s.size < batchHeaderSize {
+		return nil
+	}
+	h, err := s.readHeader(0)
+	if err != nil {
+		return err
+	}
+	if h.maxTimestamp >= 0 && h.maxTimestamp < nowMs {
+		s.createdMs = h.maxTimestamp
+	}
+	return nil
+}
+
 // writeIndexes persists both indexes (atomically) so a clean restart need
 // not rescan. The time index gets a final entry for the segment's maximum.
 func (s *segment) writeIndexes() error {
@@ -163,9 +183,18 @@ func (s *segment) loadIndexes() bool {
 		}
 		idx = append(idx, e)
 	}
+	// Entries are written only when the timestamp grows, at offsets that
+	// never go back and (for a sealed segment, whose end is known) stay
+	// inside it; anything else is a stale or damaged file, and trusting it
+	// would answer ListOffsets by timestamp and time retention wrongly.
 	var tidx []timeIndexEntry
 	for i := 0; i < len(tb); i += timeIndexEntSize {
-		tidx = append(tidx, timeIndexEntry{ts: int64(be.Uint64(tb[i:])), rel: be.Uint32(tb[i+8:])})
+		e := timeIndexEntry{ts: int64(be.Uint64(tb[i:])), rel: be.Uint32(tb[i+8:])}
+		if n := len(tidx); n > 0 && (e.ts <= tidx[n-1].ts || e.rel < tidx[n-1].rel) ||
+			s.next > s.base && int64(e.rel) >= s.next-s.base || e.ts < 0 {
+			return false
+		}
+		tidx = append(tidx, e)
 	}
 	s.index, s.tindex = idx, tidx
 	if n := len(tidx); n > 0 {
@@ -190,9 +219,10 @@ func (s *segment) scan(pos, fileSize int64, validate bool, indexInterval int32) 
 		if h.size < batchHeaderSize || int64(h.size) > fileSize-pos {
 			return pos, fmt.Errorf("%w: batch length %d with %d bytes left", ErrCorruptMessage, h.size, fileSize-pos)
 		}
-		// The engine assigns offsets consecutively, so anything else means
-		// damage (baseOffset is not covered by the CRC).
-		if h.baseOffset != s.next || h.lastOffsetDelta < 0 {
+		// Offsets only grow (baseOffset is not covered by the CRC); gaps
+		// are batches compaction removed, but a segment never spans more
+		// offsets than its index can address (appends roll first).
+		if h.baseOffset < s.next || h.lastOffsetDelta < 0 || h.lastOffset()-s.base > math.MaxUint32 {
 			return pos, fmt.Errorf("%w: batch offset %d, expected %d", ErrCorruptMessage, h.baseOffset, s.next)
 		}
 		if validate {

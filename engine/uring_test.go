@@ -223,7 +223,7 @@ func TestIOModeSelection(t *testing.T) {
 	}
 	cfg := testConfig(t.TempDir())
 	cfg.IOMode = "uring"
-	if _, err := Open(cfg); err == nil || !strings.Contains(err.Error(), "io_uring_disabled=2") {
+	if _, err := Open(cfg); !errors.Is(err, ErrIOUringUnusable) || !strings.Contains(err.Error(), "io_uring_disabled=2") {
 		t.Fatalf("Open with IOMode uring and no io_uring: %v", err)
 	}
 	cfg.IOMode = "auto"
@@ -244,7 +244,7 @@ func TestIOModeSelection(t *testing.T) {
 	e.Close()
 	cfg.IOMode = "sync"
 	e = mustOpen(t, cfg)
-	if e.IOPath() != "sync" || e.IOReason() != "IOMode is sync" {
+	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "io mode sync") {
 		t.Fatalf("sync: %q, %q", e.IOPath(), e.IOReason())
 	}
 	e.Close()

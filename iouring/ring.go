@@ -125,7 +125,7 @@ func New(entries uint32, opts ...Option) (*Ring, error) {
 	for {
 		p = params{flags: flags, cqEntries: o.cqEntries}
 		var err error
-		fd, err = sysSetup(entries, &p)
+		fd, err = setup(entries, &p)
 		if err == nil {
 			break
 		}

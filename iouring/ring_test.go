@@ -234,16 +234,15 @@ func TestCQOverflowNoDrop(t *testing.T) {
 		}
 		// Submit without reaping: from round 2 on the CQ is full and the
 		// kernel must keep the rest on its overflow list.
-		for {
-			n, err := r.Submit()
-			submitted += n
-			if err == nil {
-				break
-			}
+		n, err := r.Submit()
+		submitted += n
+		if err != nil {
 			if !errors.Is(err, ErrCQOverflow) {
 				t.Fatal(err)
 			}
-			t.Logf("EBUSY at round %d; reaping is the caller's move, skip one round", round)
+			// EBUSY: the kernel wants the CQ reaped before it takes more.
+			// The unsubmitted SQEs stay queued, so no further round fits.
+			t.Logf("EBUSY at round %d after %d submitted; reaping is the caller's move", round, submitted)
 			break
 		}
 	}
@@ -424,5 +423,59 @@ func TestEnterEINTRInjected(t *testing.T) {
 	}
 	if r.CQReady() != 0 {
 		t.Fatalf("%d extra completions: SQEs submitted twice", r.CQReady())
+	}
+}
+
+// An older kernel answers EINVAL to flags it does not know: New drops them
+// newest first, one per attempt, and reports what was accepted. Other
+// errors are returned at once.
+func TestSetupFlagFallback(t *testing.T) {
+	needIOUring(t)
+	real := setup
+	t.Cleanup(func() { setup = real })
+	var tried []uint32
+	// A "5.19" kernel: no SINGLE_ISSUER (6.0), no DEFER_TASKRUN (6.1).
+	setup = func(entries uint32, p *params) (int, error) {
+		tried = append(tried, p.flags)
+		if p.flags&(SetupSingleIssuer|SetupDeferTaskrun) != 0 {
+			return -1, syscall.EINVAL
+		}
+		return real(entries, p)
+	}
+	runtime.LockOSThread() // SINGLE_ISSUER, should it be kept
+	defer runtime.UnlockOSThread()
+	r, err := New(8, WithSetupFlags(SetupSingleIssuer|SetupDeferTaskrun|SetupCoopTaskrun))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.SetupFlags(); got&(SetupSingleIssuer|SetupDeferTaskrun) != 0 || got&SetupCoopTaskrun == 0 {
+		t.Fatalf("setup flags %#x: want COOP_TASKRUN kept, SINGLE_ISSUER and DEFER_TASKRUN dropped", got)
+	}
+	if len(tried) != 3 || tried[1]&SetupDeferTaskrun != 0 || tried[1]&SetupSingleIssuer == 0 {
+		t.Fatalf("attempts %#x: want DEFER_TASKRUN dropped first, then SINGLE_ISSUER", tried)
+	}
+	// The ring works with what was accepted.
+	s := r.GetSQE()
+	PrepNop(s)
+	s.SetUserData(7)
+	if _, err := r.Submit(); err != nil {
+		t.Fatal(err)
+	}
+	if c := reapN(t, r, 1); c[0].UserData != 7 || c[0].Res != 0 {
+		t.Fatalf("nop completion %+v", c[0])
+	}
+
+	// EPERM (io_uring_disabled, seccomp) is not a flag problem.
+	tried = nil
+	setup = func(uint32, *params) (int, error) {
+		tried = append(tried, 0)
+		return -1, syscall.EPERM
+	}
+	if _, err := New(8); !errors.Is(err, ErrUnavailable) && !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("EPERM: got %v", err)
+	}
+	if len(tried) != 1 {
+		t.Fatalf("EPERM retried %d times", len(tried))
 	}
 }

@@ -179,6 +179,10 @@ func sysSetup(entries uint32, p *params) (int, error) {
 // real kernel produces only under timing it does not let a test control.
 var enter = sysEnter
 
+// setup is io_uring_setup; tests swap it to play an older kernel that
+// refuses newer flags.
+var setup = sysSetup
+
 // sysEnter uses Syscall6 (not RawSyscall) because it may block: the Go
 // runtime must be told so it can hand the P to another thread.
 func sysEnter(fd int, toSubmit, minComplete, flags uint32) (int, error) {

@@ -193,6 +193,10 @@ func benchAction(c *cli.Context) error {
 			return err
 		}
 	}
+	// Installed before the brokers start, so Ctrl-C while they start still
+	// runs the deferred cleanup (stopping them) instead of killing only us.
+	ctx, cancel := signalContext(c.Context)
+	defer cancel()
 	tmp, err := os.MkdirTemp("", "ringlog-bench-")
 	if err != nil {
 		return err
@@ -229,18 +233,23 @@ func benchAction(c *cli.Context) error {
 	if int(cfg.ReplicationFactor) > n {
 		return cli.Exit(fmt.Sprintf("bench: --replication-factor %d with %d broker(s)", cfg.ReplicationFactor, n), 2)
 	}
-	minISR := min(int(cfg.ReplicationFactor), 2)
-	if err := createBenchTopic(cfg, minISR); err != nil {
+	// Run creates the topic with these configs and records them in the
+	// workload; a --topic-config min.insync.replicas wins.
+	if cfg.TopicConfigs == nil {
+		cfg.TopicConfigs = map[string]string{}
+	}
+	if _, ok := cfg.TopicConfigs["min.insync.replicas"]; !ok {
+		cfg.TopicConfigs["min.insync.replicas"] = strconv.Itoa(min(int(cfg.ReplicationFactor), 2))
+	}
+	if err := waitForReplicas(ctx, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "bench: %d broker(s), topic replication factor %d, min.insync.replicas %d, acks %s\n",
-		n, cfg.ReplicationFactor, minISR, c.String("acks"))
+	fmt.Fprintf(c.App.Writer, "bench: %d broker(s), topic replication factor %d, min.insync.replicas %s, acks %s\n",
+		n, cfg.ReplicationFactor, cfg.TopicConfigs["min.insync.replicas"], c.String("acks"))
 	out := c.String("out")
 	if out == "" {
 		out = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
 	}
-	ctx, cancel := signalContext()
-	defer cancel()
 	fmt.Fprintf(c.App.Writer, "bench: broker %s (admin %s), %.0f msg/s of %d bytes for %v after %v warmup\n",
 		broker.Addr, broker.AdminAddr, cfg.Rate, cfg.MessageSize, cfg.Duration, cfg.Warmup)
 	run, err := Run(ctx, cfg, c.App.Writer)
@@ -268,9 +277,11 @@ func benchConfig(c *cli.Context, bs []*LocalBroker) (Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// createBenchTopic creates the bench topic with min.insync.replicas set
-// (Run then finds it existing).
-func createBenchTopic(cfg Config, minISR int) error {
+// waitForReplicas waits until the cluster would create the bench topic:
+// a broker accepts Kafka connections before the controller counts every
+// broker as available, and until then an RF=3 topic is refused with
+// INVALID_REPLICATION_FACTOR. It asks with a validate-only CreateTopics.
+func waitForReplicas(ctx context.Context, cfg Config) error {
 	opts, err := cfg.kgoOpts(clientID + "-admin")
 	if err != nil {
 		return err
@@ -280,15 +291,24 @@ func createBenchTopic(cfg Config, minISR int) error {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor,
-		map[string]*string{"min.insync.replicas": kadm.StringPtr(strconv.Itoa(minISR))}, cfg.Topic)
-	if err == nil {
-		err = resp.Err
+	for {
+		resp, err := adm.ValidateCreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil
+		}
+		if !errors.Is(err, kerr.InvalidReplicationFactor) && !kerr.IsRetriable(err) {
+			return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("create topic %s: brokers not all available: %v (%w)", cfg.Topic, err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", cfg.Topic, err)
-	}
-	return nil
 }

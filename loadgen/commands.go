@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -141,8 +142,20 @@ func Commands() []*cli.Command {
 	}
 }
 
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+// ErrInterrupted is what loadgen and bench return after writing the
+// partial result of a run stopped by SIGINT or SIGTERM.
+var ErrInterrupted = errors.New("interrupted: the result covers the time measured before the signal")
+
+// signalContext ends on SIGINT or SIGTERM (or when parent ends: tests).
+// After the first signal the handler is removed, so a second one kills
+// the process instead of waiting for the bounded drain.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
 }
 
 func loadgenAction(c *cli.Context) error {
@@ -182,7 +195,7 @@ func loadgenAction(c *cli.Context) error {
 		defer sink.Close()
 		cfg.Bootstrap = []string{sink.Addr()}
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := signalContext(c.Context)
 	defer cancel()
 	out := c.App.Writer
 	var run *results.Run
@@ -191,6 +204,9 @@ func loadgenAction(c *cli.Context) error {
 			StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6,
 			Precision: c.Float64("find-max-precision"), MaxSteps: c.Int("find-max-steps"), Retries: c.Int("find-max-retries"),
 		}, out)
+		if run != nil && err != nil && ctx.Err() != nil {
+			run.Result.Interrupted, err = true, nil // keep what the search found
+		}
 	} else {
 		run, err = Run(ctx, cfg, out)
 	}
@@ -215,6 +231,10 @@ func findMaxRun(ctx context.Context, cfg Config, fc FindMaxConfig, out interface
 			}
 			last = r
 			res := r.Result
+			if res.Interrupted {
+				// A partial step neither passes nor fails a rate.
+				return results.Step{}, ctx.Err()
+			}
 			s := results.Step{AchievedRate: res.AchievedRate, P50Ms: res.AckLatencyMs.P50, P99Ms: res.AckLatencyMs.P99,
 				MaxMs: res.AckLatencyMs.Max, Errors: res.Errors, Saturated: res.GeneratorSaturated}
 			if res.SLA.Pass && !res.GeneratorSaturated && (best == nil || rate > best.Result.TargetRate) {
@@ -233,7 +253,7 @@ func findMaxRun(ctx context.Context, cfg Config, fc FindMaxConfig, out interface
 }
 
 // finish adds the environment, writes the report directory and prints the
-// summary.
+// summary; for an interrupted run it then returns ErrInterrupted.
 func finish(run *results.Run, cfg Config, dir string, out interface{ Write([]byte) (int, error) }) error {
 	run.Result.Environment = Environment(cfg.BrokerAdmin, cfg.Client)
 	if dir != "" {
@@ -247,6 +267,9 @@ func finish(run *results.Run, cfg Config, dir string, out interface{ Write([]byt
 	}
 	if dir != "" {
 		fmt.Fprintf(out, "report: %s\n", dir)
+	}
+	if run.Result.Interrupted {
+		return ErrInterrupted
 	}
 	return nil
 }
@@ -262,7 +285,10 @@ func sizeCommand() *cli.Command {
 			&cli.Float64Flag{Name: "retention-days", Value: 7, EnvVars: envVar("retention-days")},
 			&cli.Float64Flag{Name: "copies", Value: 3, Usage: "replication factor", EnvVars: envVar("copies")},
 			&cli.StringFlag{Name: "from", Usage: "result directory of a --find-max run", EnvVars: envVar("from")},
-			&cli.IntFlag{Name: "measured-brokers", Value: 1, Usage: "brokers in the --from run's cluster", EnvVars: envVar("measured-brokers")},
+			&cli.IntFlag{Name: "measured-brokers", Usage: "brokers in the --from run's cluster (default: the count the run recorded from the cluster's metadata)", EnvVars: envVar("measured-brokers")},
+			&cli.Float64Flag{Name: "disk-per-broker", Usage: "usable disk per broker in TB (decimal) to weigh retention against; 0: not considered", EnvVars: envVar("disk-per-broker")},
+			&cli.Float64Flag{Name: "nic-gbps", Usage: "network per broker in Gbit/s, each direction; 0: not considered", EnvVars: envVar("nic-gbps")},
+			&cli.Float64Flag{Name: "consumer-groups", Value: 1, Usage: "consumer groups reading the whole stream (network egress)", EnvVars: envVar("consumer-groups")},
 		},
 		Action: func(c *cli.Context) error {
 			in := SizeInput{PeakRate: c.Float64("peak-rate"), AvgRate: c.Float64("avg-rate"), MessageBytes: c.Float64("message-bytes"),
@@ -277,7 +303,8 @@ func sizeCommand() *cli.Command {
 				if r, err = results.ReadJSON(dir); err != nil {
 					return err
 				}
-				if err := capacity.WithMeasurement(r, c.Int("measured-brokers")); err != nil {
+				res := Resources{DiskBytes: c.Float64("disk-per-broker") * 1e12, NICBitsPerSec: c.Float64("nic-gbps") * 1e9, ConsumerGroups: c.Float64("consumer-groups")}
+				if err := capacity.WithMeasurement(r, c.Int("measured-brokers"), res); err != nil {
 					return fmt.Errorf("%s: %w", dir, err)
 				}
 			}

@@ -12,6 +12,9 @@ type Config struct {
 	Topic             string
 	Partitions        int32
 	ReplicationFactor int16
+	// clusterBrokers is set by Run from the cluster's metadata (recorded
+	// in the workload as cluster_brokers).
+	clusterBrokers int
 	// TopicConfigs are set on the topic when the run creates it (for
 	// example min.insync.replicas=2 for acks=all runs on RF=3).
 	TopicConfigs map[string]string

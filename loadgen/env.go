@@ -16,6 +16,12 @@ import (
 	"github.com/ringlog/ringlog/results"
 )
 
+// Version and Commit name this build in result.json. cmd/ringlog sets them
+// from the values its Makefile links in (-X main.version/main.commit),
+// because builds here use -buildvcs=false and so debug.BuildInfo carries
+// no vcs.revision; empty or "unknown" falls back to the build info.
+var Version, Commit string
+
 // Environment describes this machine, this binary and, when adminAddr is
 // given, the broker (its /healthz JSON).
 func Environment(adminAddr, client string) results.Environment {
@@ -42,6 +48,12 @@ func Environment(adminAddr, client string) results.Environment {
 				env.LoadgenCommit = s.Value
 			}
 		}
+	}
+	if Version != "" {
+		env.LoadgenVersion = Version
+	}
+	if Commit != "" && (Commit != "unknown" || env.LoadgenCommit == "") {
+		env.LoadgenCommit = Commit
 	}
 	if adminAddr != "" {
 		if err := brokerHealth(adminAddr, &env); err != nil {

@@ -64,7 +64,18 @@ func newKgoEmitter(st *runState) (*kgoEmitter, error) {
 	return &kgoEmitter{st: st, client: cl, ctx: context.Background()}, nil
 }
 
-func (e *kgoEmitter) add(i uint64, intended, now, key int64) {
+// kgoStale: an add returning this long after the caller's clock reading
+// reports addedAfterWait, so the caller reads the clock again. Produce
+// blocks while kgo's buffer is full; timing it costs one clock read, small
+// next to the record and value this path allocates per message.
+const kgoStale = int64(200 * time.Microsecond)
+
+// add blocks in Produce while kgo's buffer is full, also after an
+// interrupt: the record's context must stay uncancelled, or kgo would fail
+// the records already buffered with it. So with a hung broker an interrupt
+// of a kgo run waits for acks to free the buffer (a second signal kills),
+// unlike the lean client, which gives up waiting for request memory.
+func (e *kgoEmitter) add(i uint64, intended, now, key int64) addResult {
 	value := make([]byte, e.st.cfg.MessageSize)
 	e.st.valueHead(value, intended)
 	copy(value[valueHeaderLen:], e.st.fillerFor(i))
@@ -88,15 +99,20 @@ func (e *kgoEmitter) add(i uint64, intended, now, key int64) {
 			e.st.c.bytesAcked.Add(int64(len(r.Value)))
 		}
 	})
+	if e.st.now()-now > kgoStale {
+		return addedAfterWait
+	}
+	return added
 }
 
 func (e *kgoEmitter) tick(int64) int64 { return never }
 func (e *kgoEmitter) finish()          {}
 
-func (e *kgoEmitter) wait(deadline time.Time) {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+func (e *kgoEmitter) wait(ctx context.Context) {
 	if err := e.client.Flush(ctx); err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx) // the drain timeout or the interrupt, not "context canceled"
+		}
 		e.st.c.fail(0, fmt.Errorf("flush: %w", err))
 	}
 	// Close fails whatever is still buffered through the callbacks.

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -468,21 +469,25 @@ func (e *leanEmitter) route(leaders []string) {
 	}
 }
 
-// getFrame takes a frame from the pool, waiting while all are out. The
-// wait keeps re-routing failed frames: they are some of the frames out,
-// and only this goroutine re-sends them, so blocking on the pool alone
-// would deadlock after a leader dies. The time spent here shows up as
-// send delay.
-func (e *leanEmitter) getFrame() *produceFrame {
-	for {
+// getFrame takes a frame from the pool, waiting while all are out, and
+// says whether it waited. The wait keeps re-routing failed frames: they
+// are some of the frames out, and only this goroutine re-sends them, so
+// blocking on the pool alone would deadlock after a leader dies. The time
+// spent here shows up as send delay. It returns nil when the run is
+// stopped while it waits (a hung broker must not hold up an interrupt).
+func (e *leanEmitter) getFrame() (*produceFrame, bool) {
+	for waited := false; ; waited = true {
 		if f := e.pool.tryGet(); f != nil {
-			return f
+			return f, waited
 		}
 		wait := time.NewTimer(time.Duration(refreshEvery))
 		select {
 		case f := <-e.pool.free:
 			wait.Stop()
-			return f
+			return f, true
+		case <-e.st.stop:
+			wait.Stop()
+			return nil, true
 		case f := <-e.retryq:
 			wait.Stop()
 			e.retrying = append(e.retrying, f)
@@ -529,7 +534,8 @@ func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 	return e, nil
 }
 
-func (e *leanEmitter) add(i uint64, intended, now, key int64) {
+func (e *leanEmitter) add(i uint64, intended, now, key int64) addResult {
+	res := added
 	part := e.sticky
 	var k []byte
 	if key >= 0 {
@@ -539,7 +545,13 @@ func (e *leanEmitter) add(i uint64, intended, now, key int64) {
 	}
 	f := e.open[part]
 	if f == nil {
-		f = e.getFrame()
+		var waited bool
+		if f, waited = e.getFrame(); f == nil {
+			return notAdded
+		}
+		if waited {
+			res, now = addedAfterWait, e.st.now() // linger runs from the frame's opening
+		}
 		f.reset(e.version, e.st.cfg.Acks, int32(e.st.cfg.RequestTimeout/time.Millisecond),
 			e.st.cfg.Topic, part, e.st.cfg.Compression)
 		e.open[part] = f
@@ -547,15 +559,18 @@ func (e *leanEmitter) add(i uint64, intended, now, key int64) {
 	}
 	e.st.valueHead(e.head[:], intended)
 	f.appendRecord((e.st.t0WallNs+intended)/1e6, k, e.head[:], e.st.fillerFor(i), intended)
-	if f.size() >= e.st.cfg.BatchBytes {
-		e.flush(part)
+	if f.size() >= e.st.cfg.BatchBytes && e.flush(part) {
+		res = addedAfterWait
 	}
+	return res
 }
 
-func (e *leanEmitter) flush(part int32) {
+// flush sends the open frame of part and says whether it had to wait for
+// room in the connection's send queue.
+func (e *leanEmitter) flush(part int32) (waited bool) {
 	f := e.open[part]
 	if f == nil {
-		return
+		return false
 	}
 	e.open[part] = nil
 	lc := e.conns[part]
@@ -567,17 +582,23 @@ func (e *leanEmitter) flush(part int32) {
 	if err := f.finish(corr, &e.comp); err != nil {
 		e.st.c.fail(len(f.intended), err)
 		e.pool.put(f)
-		return
+		return false
 	}
 	if lc == nil {
 		// No live leader connection right now: wait for a route.
 		e.retrying = append(e.retrying, f)
 	} else {
-		lc.sendq <- f
+		select {
+		case lc.sendq <- f:
+		default:
+			waited = true
+			lc.sendq <- f
+		}
 	}
 	if part == e.sticky {
 		e.sticky = (e.sticky + 1) % int32(len(e.open))
 	}
+	return waited
 }
 
 func (e *leanEmitter) tick(now int64) int64 {
@@ -602,11 +623,11 @@ func (e *leanEmitter) finish() {
 	}
 }
 
-// wait keeps retrying failed frames until every frame came back or the
-// deadline passed; then it closes the connections, counting what never
-// came back as errors.
-func (e *leanEmitter) wait(deadline time.Time) {
-	for e.outstanding() > 0 && time.Now().Before(deadline) {
+// wait keeps retrying failed frames until every frame came back or ctx
+// ended (drain deadline, or an interrupt cutting the drain short); then it
+// closes the connections, counting what never came back as errors.
+func (e *leanEmitter) wait(ctx context.Context) {
+	for e.outstanding() > 0 && ctx.Err() == nil {
 		e.handleRetries(e.st.now())
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -623,8 +644,13 @@ func (e *leanEmitter) wait(deadline time.Time) {
 		for _, ch := range []chan struct{}{lc.wdone, lc.done} {
 			select {
 			case <-ch:
-			case <-time.After(time.Until(deadline)):
-				lc.markDead(fmt.Errorf("no response within the %v drain timeout", e.st.cfg.DrainTimeout))
+				continue
+			default:
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				lc.markDead(context.Cause(ctx))
 				<-ch
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -122,6 +123,61 @@ func TestBenchCommandWritesReport(t *testing.T) {
 	}
 }
 
+// realBrokerBin is the real ringlog binary: RINGLOG_TEST_BROKER_BIN (set
+// by `make test`) or RINGLOG_TEST_BIN (the integration tests' variable).
+// The fakebroker is one kfake node and cannot form a cluster, so tests
+// that need several brokers skip without one.
+func realBrokerBin(t *testing.T) string {
+	t.Helper()
+	for _, v := range []string{"RINGLOG_TEST_BROKER_BIN", "RINGLOG_TEST_BIN"} {
+		if bin := os.Getenv(v); bin != "" {
+			return bin
+		}
+	}
+	t.Skip("needs the ringlog binary: set RINGLOG_TEST_BROKER_BIN (make build first)")
+	return ""
+}
+
+// TestBenchThreeBrokers runs `ringlog bench` the default way: three
+// brokers, the topic at RF=3 with min.insync.replicas 2, acks=all.
+func TestBenchThreeBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-broker cluster")
+	}
+	bin := realBrokerBin(t)
+	out := filepath.Join(t.TempDir(), "bench")
+	var stdout bytes.Buffer
+	app := &cli.App{Commands: Commands(), Writer: &stdout, ErrWriter: os.Stderr}
+	err := app.Run([]string{"ringlog", "bench", "--broker-bin", bin, "--duration", "2s", "--warmup", "500ms",
+		"--rate", "1000", "--partitions", "3", "--out", out, "--quiet"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "bench: 3 broker(s), topic replication factor 3, min.insync.replicas 2, acks all") {
+		t.Fatalf("bench did not announce the default cluster:\n%s", stdout.String())
+	}
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Workload
+	if w["replication_factor"] != "3" || w["topic_config.min.insync.replicas"] != "2" || w["acks"] != "all" {
+		t.Fatalf("workload %v: want replication_factor 3, topic_config.min.insync.replicas 2, acks all", w)
+	}
+	if res.Errors != 0 || res.MessagesAcked != 2000 || res.MessagesConsumed != 2000 {
+		t.Fatalf("acked %d consumed %d errors %d (%s)", res.MessagesAcked, res.MessagesConsumed, res.Errors, res.FirstError)
+	}
+	for _, f := range []string{results.ResultFile, results.AckHgrmFile, results.AckLogFile, results.E2EHgrmFile,
+		results.E2ELogFile, results.SendDelayHgrmFile, results.SendDelayLogFile, results.HTMLFile} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("result file: %v", err)
+		}
+	}
+	if res.Environment.BrokerIOPath == "" || res.Environment.BrokerFsync == "" {
+		t.Fatalf("environment lacks the broker's /healthz: %+v", res.Environment)
+	}
+}
+
 // TestScaleOutMerge runs two generators against one broker with a shared
 // --start-at and merges their reports.
 func TestScaleOutMerge(t *testing.T) {
@@ -157,6 +213,10 @@ func TestScaleOutMerge(t *testing.T) {
 	}
 	if m.Result.MessagesAcked != 3000 || m.Result.TargetRate != 3000 {
 		t.Fatalf("merged acked %d target %v", m.Result.MessagesAcked, m.Result.TargetRate)
+	}
+	// Same workload, started together: nothing to warn about.
+	if len(m.Result.Warnings) != 0 {
+		t.Fatalf("merge warned about runs started together: %q", m.Result.Warnings)
 	}
 	if got := results.MergeAll(m.Ack).TotalCount(); got != 3000 {
 		t.Fatalf("merged histogram holds %d values", got)

@@ -22,10 +22,23 @@ import (
 // reported as saturated (CPU-bound, or blocked on its buffer limit).
 const sendDelaySaturatedMs = 5.0
 
+// interruptDrain bounds the wait for in-flight acks after an interrupt
+// (Ctrl-C, SIGTERM): long enough for a healthy broker's acks, short enough
+// that the command still feels like it obeyed.
+const interruptDrain = 2 * time.Second
+
 // topicInfo is what a run needs from metadata.
 type topicInfo struct {
 	leaders []string        // partition -> leader host:port
 	ends    map[int32]int64 // partition -> end offset before the run
+	// replicas is the topic's replication factor as the metadata shows it
+	// (0: not shown); created says this run created the topic, so
+	// cfg.TopicConfigs apply to it.
+	replicas int
+	created  bool
+	// brokers is how many brokers the cluster's metadata lists: what
+	// `ringlog size --from` divides the measured throughput by.
+	brokers int
 }
 
 // prepareTopic creates the topic if missing and returns its leaders and end
@@ -60,10 +73,11 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		return info, fmt.Errorf("create topic %s: %w", cfg.Topic, cfg.Security.wrapErr(err))
 	}
+	info.created = err == nil
 	for {
-		leaders, err := lookupLeaders(ctx, adm, cfg.Topic)
+		leaders, replicas, brokers, err := lookupLeaders(ctx, adm, cfg.Topic)
 		if err == nil {
-			info.leaders = leaders
+			info.leaders, info.replicas, info.brokers = leaders, replicas, brokers
 			break
 		}
 		if wrapped := cfg.Security.wrapErr(err); wrapped != err {
@@ -79,28 +93,48 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 	if cfg.Consumers == 0 {
 		return info, nil
 	}
-	ends, err := adm.ListEndOffsets(ctx, cfg.Topic)
-	if err != nil {
-		return info, fmt.Errorf("end offsets: %w", cfg.Security.wrapErr(err))
+	// Retried until every partition answers: a partition that failed (a
+	// leader just elected) would list offset -1, which the consumer reads
+	// as "the end", silently skipping what is produced before its first
+	// fetch and then waiting out the drain timeout for it.
+	for {
+		ends, err := adm.ListEndOffsets(ctx, cfg.Topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil && len(ends[cfg.Topic]) == len(info.leaders) {
+			info.ends = map[int32]int64{}
+			ends.Each(func(o kadm.ListedOffset) { info.ends[o.Partition] = o.Offset })
+			return info, nil
+		}
+		var ke *kerr.Error
+		if wrapped := cfg.Security.wrapErr(err); wrapped != err || errors.As(err, &ke) && !ke.Retriable {
+			return info, fmt.Errorf("end offsets: %w", wrapped)
+		}
+		select {
+		case <-ctx.Done():
+			return info, fmt.Errorf("end offsets: %v (%w)", err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	info.ends = map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) { info.ends[o.Partition] = o.Offset })
-	return info, nil
 }
 
-// lookupLeaders returns the leader address of every partition of topic, or
-// an error when metadata is incomplete (a partition without a leader).
-func lookupLeaders(ctx context.Context, adm *kadm.Client, topic string) ([]string, error) {
+// lookupLeaders returns the leader address of every partition of topic and
+// the most replicas any partition has, or an error when metadata is
+// incomplete (a partition without a leader).
+func lookupLeaders(ctx context.Context, adm *kadm.Client, topic string) ([]string, int, int, error) {
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	td, ok := md.Topics[topic]
 	if !ok || td.Err != nil || len(td.Partitions) == 0 {
-		return nil, fmt.Errorf("topic %s: no metadata (%v)", topic, td.Err)
+		return nil, 0, 0, fmt.Errorf("topic %s: no metadata (%v)", topic, td.Err)
 	}
 	leaders := make([]string, len(td.Partitions))
+	replicas := 0
 	for _, p := range td.Partitions {
+		replicas = max(replicas, len(p.Replicas))
 		addr := ""
 		for _, b := range md.Brokers {
 			if b.NodeID == p.Leader {
@@ -108,18 +142,33 @@ func lookupLeaders(ctx context.Context, adm *kadm.Client, topic string) ([]strin
 			}
 		}
 		if p.Err != nil || addr == "" || int(p.Partition) >= len(leaders) {
-			return nil, fmt.Errorf("partition %d: no leader (%v)", p.Partition, p.Err)
+			return nil, 0, 0, fmt.Errorf("partition %d: no leader (%v)", p.Partition, p.Err)
 		}
 		leaders[p.Partition] = addr
 	}
-	return leaders, nil
+	return leaders, replicas, len(md.Brokers), nil
 }
 
-// waiter is the end-of-run half of an emitter.
-type waiter interface{ wait(deadline time.Time) }
+// waiter is the end-of-run half of an emitter: it waits for outstanding
+// acks until ctx ends, then closes the connections.
+type waiter interface{ wait(ctx context.Context) }
+
+// waitAll closes emitters at once (a run that did not start).
+func waitAll(ws []waiter) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, w := range ws {
+		if w != nil {
+			w.wait(ctx)
+		}
+	}
+}
 
 // Run executes one workload and returns its result (not yet written).
-// Progress lines go to progress unless cfg.Quiet.
+// Progress lines go to progress unless cfg.Quiet. When ctx ends after the
+// start, Run stops scheduling, waits at most interruptDrain for in-flight
+// acks and returns the result of the time measured so far, marked
+// Interrupted; before the start it returns ctx's error.
 func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -129,6 +178,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		return nil, err
 	}
 	cfg.Partitions = int32(len(info.leaders))
+	if info.replicas > 0 {
+		cfg.ReplicationFactor = int16(info.replicas) // what the topic has, not what was asked
+	}
+	if !info.created {
+		cfg.TopicConfigs = nil // an existing topic keeps its own configs
+	}
+	cfg.clusterBrokers = info.brokers
 	st := newRunState(cfg)
 	st.leaders = info.leaders
 	// Built once: every lean connection handshakes with the same config.
@@ -153,7 +209,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		defer cancel()
 		// Without a forced refresh kadm may answer from kgo's cache.
 		metaCl.ForceMetadataRefresh()
-		return lookupLeaders(ctx, metaAdm, cfg.Topic)
+		leaders, _, _, err := lookupLeaders(ctx, metaAdm, cfg.Topic)
+		return leaders, err
 	}
 
 	emitters := make([]emitter, cfg.Producers)
@@ -168,9 +225,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		} else {
 			e, err := newLeanEmitter(st, p)
 			if err != nil {
-				for _, w := range waiters[:p] {
-					w.wait(time.Now())
-				}
+				waitAll(waiters[:p])
 				return nil, cfg.Security.wrapErr(err)
 			}
 			emitters[p], waiters[p] = e, e
@@ -183,9 +238,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 			progress = io.Discard
 		}
 		if prof, err = newProfiler(cfg, progress); err != nil {
-			for _, w := range waiters {
-				w.wait(time.Now())
-			}
+			waitAll(waiters)
 			return nil, err
 		}
 	}
@@ -194,10 +247,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		select {
 		case <-time.After(time.Until(cfg.StartAt)):
 		case <-ctx.Done():
+			waitAll(waiters)
+			if prof != nil {
+				prof.wait()
+			}
 			return nil, ctx.Err()
 		}
 	}
 	st.start(time.Now())
+	st.stop = ctx.Done()
+	noted := make(chan struct{})
+	noteInterrupt := context.AfterFunc(ctx, func() {
+		st.interruptedAt.Store(st.now() + 1)
+		close(noted)
+	})
 	if prof != nil {
 		prof.run(ctx, st.t0.Add(cfg.Warmup), cfg.Duration)
 	}
@@ -230,7 +293,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		producers.Add(1)
 		go func() {
 			defer producers.Done()
-			st.produceLoop(p, emitters[p], sendDelay[p])
+			st.produceLoop(ctx, p, emitters[p], sendDelay[p])
 		}()
 	}
 
@@ -240,19 +303,34 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	go func() { defer close(ivDone); iv.loop(stopIv) }()
 
 	producers.Wait()
-	deadline := time.Now().Add(cfg.DrainTimeout)
+	// The drain ends at DrainTimeout, or interruptDrain after an interrupt
+	// (one before the drain or during it).
+	cutDrain, cutDrainCause := context.WithCancelCause(context.Background())
+	drainCtx, endDrain := context.WithTimeoutCause(cutDrain, cfg.DrainTimeout,
+		fmt.Errorf("no response within the %v drain timeout", cfg.DrainTimeout))
+	defer endDrain()
+	stopCut := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(min(interruptDrain, cfg.DrainTimeout), func() {
+			cutDrainCause(fmt.Errorf("interrupted: no response within %v after the interrupt", min(interruptDrain, cfg.DrainTimeout)))
+		})
+		context.AfterFunc(drainCtx, func() { t.Stop() })
+	})
+	defer stopCut()
 	var drain sync.WaitGroup
 	for _, w := range waiters {
 		drain.Add(1)
-		go func() { defer drain.Done(); w.wait(deadline) }()
+		go func() { defer drain.Done(); w.wait(drainCtx) }()
 	}
 	drain.Wait()
-	for cfg.Consumers > 0 && time.Now().Before(deadline) &&
+	for cfg.Consumers > 0 && drainCtx.Err() == nil &&
 		st.c.measuredConsumed.Load() < st.c.measuredAcked.Load() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stopConsumers()
 	consumers.Wait()
+	if !noteInterrupt() { // an interrupt from here on cut nothing short
+		<-noted // one before: let it be recorded
+	}
 	close(stopIv)
 	<-ivDone
 
@@ -266,15 +344,32 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 // result assembles the report of a finished run.
 func (s *runState) result(iv *intervals) *results.Run {
 	cfg := s.cfg
-	measured := cfg.Duration.Seconds()
+	// An interrupted run measured only until the interrupt: rates are over
+	// that time, not the planned window.
+	// A generator that fell behind handed its last messages over after the
+	// planned end: the window runs until then, so achieved_rate shows the
+	// shortfall instead of crediting the plan.
+	endNs, interrupted := max(s.endNs, s.lastSentNs.Load()), false
+	if at := s.interruptedAt.Load(); at > 0 {
+		interrupted = true
+		endNs = min(endNs, at-1)
+	}
+	measured := max(0, float64(endNs-s.measureNs)/1e9)
+	rate := func(n int64) float64 {
+		if measured == 0 {
+			return 0
+		}
+		return float64(n) / measured
+	}
 	res := results.Result{
 		Label:            cfg.Label,
 		StartedAt:        s.t0.Add(cfg.Warmup),
 		DurationS:        measured,
 		WarmupS:          cfg.Warmup.Seconds(),
+		Interrupted:      interrupted,
 		TargetRate:       cfg.Rate,
-		AchievedRate:     float64(s.c.measuredAcked.Load()) / measured,
-		ThroughputMBps:   float64(s.c.bytesAcked.Load()) / measured / 1e6,
+		AchievedRate:     rate(s.c.measuredAcked.Load()),
+		ThroughputMBps:   rate(s.c.bytesAcked.Load()) / 1e6,
 		MessageSize:      cfg.MessageSize,
 		MessagesSent:     s.c.measuredSent.Load(),
 		MessagesAcked:    s.c.measuredAcked.Load(),
@@ -318,6 +413,14 @@ func (c Config) workload() map[string]string {
 		"acks": acks, "compression": c.Compression.String(), "linger": c.Linger.String(),
 		"batch_bytes": strconv.Itoa(c.BatchBytes), "duration": c.Duration.String(),
 		"warmup": c.Warmup.String(), "client": c.Client,
+	}
+	if c.clusterBrokers > 0 {
+		w["cluster_brokers"] = strconv.Itoa(c.clusterBrokers)
+	}
+	// Only configs this run created the topic with (Run drops them for an
+	// existing topic), e.g. min.insync.replicas, which acks=all depends on.
+	for k, v := range c.TopicConfigs {
+		w["topic_config."+k] = v
 	}
 	// Recorded because TLS changes what is measured; the password never is.
 	if c.Security.TLSEnabled() {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
+	"strconv"
 
 	"github.com/ringlog/ringlog/results"
 )
@@ -25,8 +27,26 @@ type Capacity struct {
 	AvgProducerBps     float64
 	AvgPerDayBytes     float64 // average ingest per day, one copy
 	RetainedBytes      float64 // all copies over the retention window
-	BrokersForPeak     int     // 0 without a measurement
+	BrokersForPeak     int     // 0 without a measurement: the largest of Bounds
+	BoundBy            string  // the resource of the largest bound
 	MeasuredBrokerWBps float64 // per-broker write rate from find-max
+	MeasuredBrokers    int     // brokers in the measured cluster
+	Bounds             []Bound // brokers each resource needs, largest first
+}
+
+// Bound is the broker count one resource needs on its own.
+type Bound struct {
+	Resource string
+	Brokers  int
+	Detail   string
+}
+
+// Resources are per-broker limits beyond the measured write rate; zero
+// values are not considered.
+type Resources struct {
+	DiskBytes      float64 // usable disk per broker
+	NICBitsPerSec  float64 // network per broker, each direction
+	ConsumerGroups float64 // groups reading the whole stream (egress)
 }
 
 // Size computes the capacity table.
@@ -46,20 +66,52 @@ func Size(in SizeInput) Capacity {
 
 // WithMeasurement estimates brokers for the peak from a find-max result: the
 // measured run's per-broker write rate (all copies) against the aggregate
-// write rate needed.
-func (c *Capacity) WithMeasurement(r *results.Result, measuredBrokers int) error {
+// write rate needed, then the other resources given, and names the one that
+// needs the most brokers. measuredBrokers <= 0 takes the broker count the
+// run recorded from the cluster's metadata (1 when it has none).
+func (c *Capacity) WithMeasurement(r *results.Result, measuredBrokers int, res Resources) error {
 	if r.FindMax == nil || r.FindMax.MaxPassingRate <= 0 {
 		return fmt.Errorf("result has no passing find-max rate")
 	}
-	if measuredBrokers < 1 {
+	if measuredBrokers <= 0 {
 		measuredBrokers = 1
+		if n, err := strconv.Atoi(r.Workload["cluster_brokers"]); err == nil && n > 0 {
+			measuredBrokers = n
+		}
 	}
 	rf := 1.0
 	if v, ok := r.Workload["replication_factor"]; ok {
 		fmt.Sscan(v, &rf)
 	}
+	c.MeasuredBrokers = measuredBrokers
 	c.MeasuredBrokerWBps = r.FindMax.MaxPassingRate * float64(r.MessageSize) * rf / float64(measuredBrokers)
-	c.BrokersForPeak = int(math.Ceil(c.AggregateWriteBps / c.MeasuredBrokerWBps))
+	c.Bounds = []Bound{{
+		Resource: "measured write throughput at the latency target",
+		Brokers:  int(math.Ceil(c.AggregateWriteBps / c.MeasuredBrokerWBps)),
+		Detail:   fmt.Sprintf("%.4g GB/s of writes needed / %.4g GB/s per broker", c.AggregateWriteBps/1e9, c.MeasuredBrokerWBps/1e9),
+	}}
+	if res.DiskBytes > 0 {
+		c.Bounds = append(c.Bounds, Bound{
+			Resource: "disk",
+			Brokers:  int(math.Ceil(c.RetainedBytes / res.DiskBytes)),
+			Detail:   fmt.Sprintf("%.5g TB retained / %.4g TB usable per broker", c.RetainedBytes/1e12, res.DiskBytes/1e12),
+		})
+	}
+	if res.NICBitsPerSec > 0 {
+		// Spread evenly: a broker receives its share of the produce and
+		// replication traffic, and sends its share of the replication and
+		// of every consumer group's reads.
+		in := c.AggregateWriteBps
+		out := c.ReplicationBps + c.PeakProducerBps*res.ConsumerGroups
+		c.Bounds = append(c.Bounds, Bound{
+			Resource: "network",
+			Brokers:  int(math.Ceil(max(in, out) * 8 / res.NICBitsPerSec)),
+			Detail: fmt.Sprintf("cluster in %.4g GB/s, out %.4g GB/s (%.3g consumer groups) / %.4g Gbit/s per broker",
+				in/1e9, out/1e9, res.ConsumerGroups, res.NICBitsPerSec/1e9),
+		})
+	}
+	sort.SliceStable(c.Bounds, func(i, j int) bool { return c.Bounds[i].Brokers > c.Bounds[j].Brokers })
+	c.BrokersForPeak, c.BoundBy = c.Bounds[0].Brokers, c.Bounds[0].Resource
 	return nil
 }
 
@@ -78,11 +130,17 @@ func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
 	fmt.Fprintln(w, "offset and time indexes, segment and filesystem overhead, headroom for failures and")
 	fmt.Fprintln(w, "growth, and consumer read traffic (each consumer group adds the producer rate in egress).")
 	if c.BrokersForPeak > 0 {
-		fmt.Fprintf(w, "Measured (%s): %.0f msg/s passed the %.3g ms p99 target = %s of writes per broker, all copies.\n",
-			r.Label, r.FindMax.MaxPassingRate, r.FindMax.TargetP99Ms, gb(c.MeasuredBrokerWBps))
-		fmt.Fprintf(w, "Brokers for the peak: %d, bounded by measured per-broker write throughput at the latency\n", c.BrokersForPeak)
-		fmt.Fprintln(w, "target (aggregate writes / per-broker writes). Storage, network and consumer load can")
-		fmt.Fprintln(w, "require more; add headroom so the loss of one broker keeps the rest under the target.")
+		fmt.Fprintf(w, "Measured (%s): %.0f msg/s passed the %.3g ms p99 target on %d broker(s) = %s of writes per broker, all copies.\n",
+			r.Label, r.FindMax.MaxPassingRate, r.FindMax.TargetP99Ms, c.MeasuredBrokers, gb(c.MeasuredBrokerWBps))
+		fmt.Fprintf(w, "Brokers for the peak: %d, bounded by %s\n", c.BrokersForPeak, c.BoundBy)
+		for _, b := range c.Bounds {
+			fmt.Fprintf(w, "  %-50s %5d  (%s)\n", b.Resource, b.Brokers, b.Detail)
+		}
+		if len(c.Bounds) < 3 {
+			fmt.Fprintln(w, "Give --disk-per-broker and --nic-gbps to weigh disk and network too.")
+		}
+		fmt.Fprintln(w, "The measured rate includes whatever bound that run (its CPU, disk or generator); add")
+		fmt.Fprintln(w, "headroom so the loss of one broker keeps the rest under the target.")
 		if r.GeneratorSaturated {
 			fmt.Fprintln(w, "WARNING: the measurement's generator was saturated; the broker may do better.")
 		}

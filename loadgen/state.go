@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"math/rand"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -32,6 +33,17 @@ type runState struct {
 	// plaintext, no SASL).
 	tlsConfig *tls.Config
 	saslMech  sasl.Mechanism
+
+	// stop is closed when the run is interrupted (nil: never); emitters
+	// waiting for request memory give up on it.
+	stop <-chan struct{}
+	// interruptedAt is the run clock when the run was interrupted, +1 so
+	// that 0 means not interrupted.
+	interruptedAt atomic.Int64
+	// lastSentNs is the run clock of the latest hand-over to the client: a
+	// generator that falls behind sends past endNs, and its rates must be
+	// over the time it really took.
+	lastSentNs atomic.Int64
 }
 
 func newRunState(cfg Config) *runState {
@@ -92,9 +104,19 @@ func (s *runState) keyFor(i uint64, rng *uint64) int64 {
 	}
 }
 
-// sleepUntil waits until run-clock time t.
-func (s *runState) sleepUntil(t int64) {
-	if d := t - s.now(); d > 0 {
-		time.Sleep(time.Duration(d))
+// sleepUntil waits on timer (stopped, drained) until run-clock time t; it
+// returns false, early, when done is closed.
+func (s *runState) sleepUntil(timer *time.Timer, done <-chan struct{}, t int64) bool {
+	d := t - s.now()
+	if d <= 0 {
+		return !isDone(done)
+	}
+	timer.Reset(time.Duration(d))
+	select {
+	case <-timer.C:
+		return true
+	case <-done:
+		timer.Stop()
+		return false
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"iter"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,10 +26,14 @@ import (
 //
 //   - the topic, created through the controller on first use (partition
 //     count from the coordinator's config, replication factor min(3, live
-//     brokers) unless configured). The engine does not compact yet, so it
-//     is created with retention disabled (retention.ms=-1,
-//     retention.bytes=-1) and a load reads every record since the log
-//     start;
+//     brokers) unless configured) with cleanup.policy=compact: the
+//     engine's cleaner keeps the latest record per key (a group's
+//     metadata, a partition's committed offset, a transactional id's
+//     state) and drops tombstones after delete.retention.ms, so a load
+//     reads little more than the live state. Compaction leaves offset
+//     gaps and never filters producer batches (transactional offset
+//     commits) or markers; the loaders replay records in offset order
+//     and need neither contiguity nor the superseded records;
 //   - ownership: the coordinator of a key is the leader of its partition.
 //     On every metadata change the partitions this broker leads (and their
 //     leader epochs) are compared with what is owned: new ones are begun
@@ -48,10 +53,11 @@ type coordLog struct {
 	topic string
 	// what names the coordinator's state in log lines ("consumer groups").
 	what string
-	// partitions and rf are used when the topic is created; rf <= 0 is
-	// min(3, live brokers).
-	partitions int
-	rf         int16
+	// partitions, rf and segmentBytes are used when the topic is
+	// created; rf <= 0 is min(3, live brokers).
+	partitions   int
+	rf           int16
+	segmentBytes int64
 	// notCoord is the coordinator's NOT_COORDINATOR error: appends and
 	// stale() wrap it so the coordinator recognises a lost partition.
 	notCoord error
@@ -71,8 +77,9 @@ type coordLog struct {
 	load   func(p, epoch int32, recs iter.Seq2[group.KV, error]) (int, error)
 	unload func(p int32)
 
-	mu    sync.Mutex
-	owned map[int32]int32 // partition -> leader epoch it was loaded at
+	mu     sync.Mutex
+	owned  map[int32]int32 // partition -> leader epoch it was loaded at
+	loaded map[int32]int32 // the subset of owned whose load has finished
 
 	createMu sync.Mutex // one creation of the topic at a time
 }
@@ -81,6 +88,7 @@ type coordLog struct {
 func (c *coordLog) start() {
 	c.mu.Lock()
 	c.owned = make(map[int32]int32)
+	c.loaded = make(map[int32]int32)
 	c.mu.Unlock()
 	c.s.wg.Add(1)
 	go func() {
@@ -127,6 +135,7 @@ func (c *coordLog) syncOwnership() {
 		if e, ok := want[p]; !ok || e != epoch {
 			c.unload(p)
 			delete(c.owned, p)
+			delete(c.loaded, p)
 			c.s.log.Info("unloaded "+c.what, "topic", c.topic, "partition", p, "leader_epoch", epoch)
 		}
 	}
@@ -150,6 +159,9 @@ func (c *coordLog) syncOwnership() {
 			c.s.log.Error("loading "+c.what, "topic", c.topic, "partition", p, "leader_epoch", want[p], "err", err)
 			continue
 		}
+		c.mu.Lock()
+		c.loaded[p] = want[p]
+		c.mu.Unlock()
 		c.s.log.Info("loaded "+c.what, "topic", c.topic, "partition", p, "leader_epoch", want[p], "keys", n,
 			"took", time.Since(start).Round(time.Millisecond))
 	}
@@ -327,12 +339,42 @@ func (c *coordLog) coordinatorFor(ctx context.Context, l *listener, key string, 
 	if leader == metadata.NoLeader {
 		return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("%s-%d has no leader", c.topic, p)
 	}
+	if leader == c.s.cfg.NodeID {
+		c.awaitLoad(ctx, p, t.Partitions[p].LeaderEpoch)
+	}
 	for _, be := range c.s.liveBrokers(img, l) {
 		if be.id == leader {
 			return be, 0, nil
 		}
 	}
 	return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("coordinator broker %d is not available", leader)
+}
+
+// coordLoadWait bounds how long FindCoordinator waits for this broker to
+// finish loading the partition it is about to name itself coordinator of.
+const coordLoadWait = time.Second
+
+// awaitLoad waits, at most coordLoadWait, until this broker has loaded
+// partition p led at epoch. Named coordinator before that, a client's
+// first request gets COORDINATOR_LOAD_IN_PROGRESS, on which librdkafka
+// backs off about 3s; just after the topic is created or the leadership
+// moved here the load usually takes milliseconds. A longer load still
+// answers (with the coordinator) after the bound.
+func (c *coordLog) awaitLoad(ctx context.Context, p, epoch int32) {
+	deadline := time.Now().Add(coordLoadWait)
+	for {
+		c.mu.Lock()
+		e, ok := c.loaded[p]
+		c.mu.Unlock()
+		if (ok && e == epoch) || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func (c *coordLog) createTopic(ctx context.Context) (*metadata.Image, error) {
@@ -346,10 +388,10 @@ func (c *coordLog) createTopic(ctx context.Context) (*metadata.Image, error) {
 		Partitions:        int32(c.partitions),
 		ReplicationFactor: c.rf, // <= 0: min(3, live brokers)
 		Configs: map[string]string{
-			// No compaction yet: keep everything so a load sees every key.
-			"retention.ms":    "-1",
-			"retention.bytes": "-1",
-			"segment.bytes":   "104857600",
+			// Kafka's offsets.topic.* / transaction.state.log.* settings:
+			// compacted, never deleted by age or size.
+			"cleanup.policy": "compact",
+			"segment.bytes":  strconv.FormatInt(c.segmentBytes, 10),
 		},
 	})
 	switch {

@@ -79,6 +79,12 @@ func errorCode(err error) int16 {
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, metadata.ErrFencedLeaderEpoch):
 		return kerr.FencedLeaderEpoch.Code
+	case errors.Is(err, metadata.ErrElectionNotNeeded):
+		return kerr.ElectionNotNeeded.Code
+	case errors.Is(err, metadata.ErrPreferredNotAvailable):
+		return kerr.PreferredLeaderNotAvailable.Code
+	case errors.Is(err, metadata.ErrNoEligibleLeader):
+		return kerr.EligibleLeadersNotAvailable.Code
 	case errors.Is(err, metadata.ErrNoScramCredential):
 		return kerr.ResourceNotFound.Code
 	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, coordinator.ErrInvalidRequest),

@@ -50,7 +50,7 @@ func newGroupBridge(s *Server) (*groupBridge, error) {
 	b := &groupBridge{s: s}
 	b.log = &coordLog{
 		s: s, topic: group.OffsetsTopic, what: "consumer groups",
-		partitions: s.cfg.Groups.OffsetsTopicPartitions, rf: s.cfg.OffsetsReplicationFactor,
+		partitions: s.cfg.Groups.OffsetsTopicPartitions, rf: s.cfg.OffsetsReplicationFactor, segmentBytes: s.cfg.OffsetsTopicSegmentBytes,
 		notCoord: group.ErrNotCoordinator, markers: true, commitTimeout: offsetCommitTimeout,
 		begin:  func(p int32) { b.mgr.BeginLoad(p) },
 		unload: func(p int32) { b.mgr.Unload(p) },

@@ -61,7 +61,10 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, l := range ls {
 		ch <- prometheus.MustNewConstMetric(descListenerInfo, prometheus.GaugeValue, 1, l.name, l.fetchPath, l.ln.Addr().String())
-		counter(descFetchBytes, l.zeroCopyBytes.Load(), l.name, "sendfile")
+		// Zero copy is split by syscall: splice carries ranges of
+		// spliceMinBytes and more, sendfile the rest.
+		counter(descFetchBytes, l.zeroCopyBytes.Load()-l.splicedBytes.Load(), l.name, "sendfile")
+		counter(descFetchBytes, l.splicedBytes.Load(), l.name, "splice")
 		counter(descFetchBytes, l.copiedBytes.Load(), l.name, "copy")
 		ch <- prometheus.MustNewConstMetric(descConnections, prometheus.GaugeValue, float64(l.connections.Load()), l.name)
 		counter(descBytesIn, l.bytesIn.Load(), l.name)

@@ -355,6 +355,7 @@ func (c *conn) splice(tc *net.TCPConn, fr engine.FileRange) error {
 			if m > 0 {
 				written += m
 				c.l.zeroCopyBytes.Add(uint64(m))
+				c.l.splicedBytes.Add(uint64(m))
 			}
 			switch {
 			case e == unix.EAGAIN:

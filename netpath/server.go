@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -83,6 +84,10 @@ type Config struct {
 	// __consumer_offsets when it is created; <= 0 means min(3, live
 	// brokers) (offsets.topic.replication.factor).
 	OffsetsReplicationFactor int16
+	// OffsetsTopicSegmentBytes is segment.bytes of __consumer_offsets
+	// when it is created (offsets.topic.segment.bytes, 100 MiB): only
+	// sealed segments are compacted.
+	OffsetsTopicSegmentBytes int64
 	// Transactions configures the transaction coordinator (txn.go). Its
 	// OffsetsTopicPartitions is taken from Groups by New.
 	Transactions txn.Config
@@ -90,6 +95,10 @@ type Config struct {
 	// __transaction_state when it is created; <= 0 means min(3, live
 	// brokers) (transaction.state.log.replication.factor).
 	TransactionStateReplicationFactor int16
+	// TransactionStateSegmentBytes is segment.bytes of
+	// __transaction_state when it is created
+	// (transaction.state.log.segment.bytes, 100 MiB).
+	TransactionStateSegmentBytes int64
 	// Security configures SASL and ACLs (auth.go).
 	Security SecurityConfig
 	Logger   *slog.Logger
@@ -118,6 +127,9 @@ func DefaultConfig() Config {
 		Groups:       group.DefaultConfig(),
 		Transactions: txn.DefaultConfig(),
 		Security:     DefaultSecurityConfig(),
+
+		OffsetsTopicSegmentBytes:     104857600,
+		TransactionStateSegmentBytes: 104857600,
 	}
 }
 
@@ -148,6 +160,13 @@ func (c Config) Validate() error {
 	if c.DefaultReplicationFactor < 1 {
 		return fmt.Errorf("default replication factor %d must be >= 1", c.DefaultReplicationFactor)
 	}
+	// segment.bytes' range (engine.ParseTopicConfig).
+	if c.OffsetsTopicSegmentBytes < 14 || c.OffsetsTopicSegmentBytes > math.MaxInt32 {
+		return fmt.Errorf("offsets topic segment bytes %d must be in [14, %d]", c.OffsetsTopicSegmentBytes, math.MaxInt32)
+	}
+	if c.TransactionStateSegmentBytes < 14 || c.TransactionStateSegmentBytes > math.MaxInt32 {
+		return fmt.Errorf("transaction state segment bytes %d must be in [14, %d]", c.TransactionStateSegmentBytes, math.MaxInt32)
+	}
 	if c.AdminTimeout <= 0 {
 		return fmt.Errorf("admin timeout %v must be > 0", c.AdminTimeout)
 	}
@@ -173,7 +192,8 @@ func (c Config) Validate() error {
 type Stats struct {
 	Connections    int64  `json:"connections"`
 	Requests       uint64 `json:"requests"`
-	ZeroCopyBytes  uint64 `json:"zero_copy_bytes"` // fetch bytes sent with sendfile
+	ZeroCopyBytes  uint64 `json:"zero_copy_bytes"` // fetch bytes sent with sendfile or splice
+	SplicedBytes   uint64 `json:"spliced_bytes"`   // the part of ZeroCopyBytes sent with splice
 	CopiedBytes    uint64 `json:"copied_bytes"`    // fetch bytes read into user space then written
 	BytesIn        uint64 `json:"bytes_in"`
 	BytesOut       uint64 `json:"bytes_out"`
@@ -261,7 +281,8 @@ type listener struct {
 	connections   atomic.Int64
 	bytesIn       atomic.Uint64
 	bytesOut      atomic.Uint64
-	zeroCopyBytes atomic.Uint64
+	zeroCopyBytes atomic.Uint64 // sendfile and splice
+	splicedBytes  atomic.Uint64 // splice only
 	copiedBytes   atomic.Uint64
 }
 
@@ -520,6 +541,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	for _, l := range s.listeners {
 		st.ZeroCopyBytes += l.zeroCopyBytes.Load()
+		st.SplicedBytes += l.splicedBytes.Load()
 		st.CopiedBytes += l.copiedBytes.Load()
 		st.BytesIn += l.bytesIn.Load()
 		st.BytesOut += l.bytesOut.Load()

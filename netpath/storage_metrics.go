@@ -31,10 +31,23 @@ var (
 		"Completions reaped from the write path's ring.", nil, nil)
 	descRingPerEnter = prometheus.NewDesc("ringlog_ring_submissions_per_enter",
 		"Histogram of SQEs consumed per io_uring_enter (0: a wait for completions only).", nil, nil)
+	descCleanerPasses = prometheus.NewDesc("ringlog_cleaner_passes_total",
+		"Log cleaner passes over a compacted partition's cleanable segments.", nil, nil)
+	descCleanerSegments = prometheus.NewDesc("ringlog_cleaner_segments_rewritten_total",
+		"Sealed segments the log cleaner rewrote without superseded records.", nil, nil)
+	descCleanerBytesBefore = prometheus.NewDesc("ringlog_cleaner_bytes_before_total",
+		"Size of the segments the log cleaner rewrote, before cleaning.", nil, nil)
+	descCleanerBytesAfter = prometheus.NewDesc("ringlog_cleaner_bytes_after_total",
+		"Size of the segments the log cleaner rewrote, after cleaning.", nil, nil)
+	descCleanerRecords = prometheus.NewDesc("ringlog_cleaner_records_removed_total",
+		"Records the log cleaner removed (superseded, or tombstones past delete.retention.ms).", nil, nil)
+	descCleanerErrors = prometheus.NewDesc("ringlog_cleaner_errors_total",
+		"Log cleaner passes that failed (retried at the next interval).", nil, nil)
 )
 
 var storageDescs = []*prometheus.Desc{descIOPath, descAppends, descAppendedBytes, descFsyncs, descFsyncSeconds,
-	descFlushRounds, descSegmentsDeleted, descRingEnters, descRingSQEs, descRingCQEs, descRingPerEnter}
+	descFlushRounds, descSegmentsDeleted, descRingEnters, descRingSQEs, descRingCQEs, descRingPerEnter,
+	descCleanerPasses, descCleanerSegments, descCleanerBytesBefore, descCleanerBytesAfter, descCleanerRecords, descCleanerErrors}
 
 func (s *Server) collectStorage(ch chan<- prometheus.Metric) {
 	e := s.engine
@@ -51,6 +64,13 @@ func (s *Server) collectStorage(ch chan<- prometheus.Metric) {
 	counter(descFsyncs, st.Fdatasyncs)
 	counter(descFlushRounds, st.FlushRounds)
 	counter(descSegmentsDeleted, st.SegmentsDeleted)
+	cs := e.CleanerStats()
+	counter(descCleanerPasses, cs.Passes)
+	counter(descCleanerSegments, cs.SegmentsRewritten)
+	counter(descCleanerBytesBefore, cs.BytesBefore)
+	counter(descCleanerBytesAfter, cs.BytesAfter)
+	counter(descCleanerRecords, cs.RecordsRemoved)
+	counter(descCleanerErrors, cs.Errors)
 
 	h := e.FsyncLatency()
 	buckets := make(map[float64]uint64, len(h.Bounds))

@@ -53,7 +53,7 @@ func newTxnBridge(s *Server) (*txnBridge, error) {
 	b.markers = newMarkerWriter(s, b)
 	b.log = &coordLog{
 		s: s, topic: txn.TransactionTopic, what: "transactions",
-		partitions: s.cfg.Transactions.TransactionLogPartitions, rf: s.cfg.TransactionStateReplicationFactor,
+		partitions: s.cfg.Transactions.TransactionLogPartitions, rf: s.cfg.TransactionStateReplicationFactor, segmentBytes: s.cfg.TransactionStateSegmentBytes,
 		notCoord: txn.ErrNotCoordinator, commitTimeout: txnStateTimeout,
 		begin:  func(p int32) { b.mgr.BeginLoad(p) },
 		unload: func(p int32) { b.mgr.Unload(p) },

@@ -49,6 +49,9 @@ func Commands() []*cli.Command {
 						return err
 					}
 					merged.Result.Label = c.String("label")
+					for _, w := range merged.Result.Warnings {
+						fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", w)
+					}
 					if err := merged.Write(c.String("out")); err != nil {
 						return err
 					}

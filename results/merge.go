@@ -3,14 +3,28 @@ package results
 import (
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
+	"time"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 )
 
+// mergeStartSkew: runs whose measured windows start further apart than
+// this were not started together (--start-at), so their intervals do not
+// line up and the summed rates overstate any one moment.
+const mergeStartSkew = time.Second
+
+// mergeWorkloadKeys are the workload settings that must agree for the
+// merged histograms to describe one workload.
+var mergeWorkloadKeys = []string{"message_size", "acks", "compression", "topic"}
+
 // Merge combines runs of the same workload made by several generator
 // processes (started together with --start-at) into one run. Latency
 // histograms are merged interval by interval, aligned on whole seconds since
-// the earliest start; counters and rates add up.
+// the earliest start; counters and rates add up. What does not fit (starts
+// more than a second apart, different workloads) is listed in
+// Result.Warnings; the merge still happens.
 func Merge(runs []*Run) (*Run, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("merge: no runs")
@@ -40,16 +54,26 @@ func Merge(runs []*Run) (*Run, error) {
 		res.MessagesSent += in.MessagesSent
 		res.MessagesAcked += in.MessagesAcked
 		res.MessagesConsumed += in.MessagesConsumed
+		res.MessagesRetried += in.MessagesRetried
 		res.Errors += in.Errors
-		if res.FirstError == "" {
+		if res.FirstError == "" && in.FirstError != "" {
 			res.FirstError = in.FirstError
+			if r.Dir != "" {
+				res.FirstError = r.Dir + ": " + in.FirstError
+			}
 		}
 		if in.GeneratorSaturated {
 			res.GeneratorSaturated = true
-			res.SaturationReason = fmt.Sprintf("%s: %s", r.Dir, in.SaturationReason)
+			reason := fmt.Sprintf("%s: %s", r.Dir, in.SaturationReason)
+			if res.SaturationReason != "" {
+				reason = res.SaturationReason + "; " + reason
+			}
+			res.SaturationReason = reason
 		}
+		res.Interrupted = res.Interrupted || in.Interrupted
 		res.MergedFrom = append(res.MergedFrom, r.Dir)
 	}
+	res.Warnings = mergeWarnings(runs)
 	base := res.StartedAt.UnixMilli()
 	pick := func(get func(*Run) []*hdr.Histogram) []*hdr.Histogram {
 		var sets [][]*hdr.Histogram
@@ -63,6 +87,54 @@ func Merge(runs []*Run) (*Run, error) {
 	out.SendDelay = pick(func(r *Run) []*hdr.Histogram { return r.SendDelay })
 	out.Finalize()
 	return out, nil
+}
+
+// mergeWarnings lists what makes runs unfit to merge: measured windows
+// starting more than mergeStartSkew apart, different workloads, and
+// interrupted runs.
+func mergeWarnings(runs []*Run) []string {
+	var warns []string
+	first, last := runs[0], runs[0]
+	for _, r := range runs[1:] {
+		if r.Result.StartedAt.Before(first.Result.StartedAt) {
+			first = r
+		}
+		if r.Result.StartedAt.After(last.Result.StartedAt) {
+			last = r
+		}
+	}
+	if d := last.Result.StartedAt.Sub(first.Result.StartedAt); d > mergeStartSkew {
+		warns = append(warns, fmt.Sprintf("runs started %v apart (%s at %s, %s at %s): more than %v, so their windows do not line up (start generators together with --start-at)",
+			d.Round(time.Millisecond), first.Dir, first.Result.StartedAt.Format(time.RFC3339Nano),
+			last.Dir, last.Result.StartedAt.Format(time.RFC3339Nano), mergeStartSkew))
+	}
+	setting := func(r *Run, key string) string {
+		if v, ok := r.Result.Workload[key]; ok {
+			return v
+		}
+		if key == "message_size" && r.Result.MessageSize != 0 {
+			return strconv.Itoa(r.Result.MessageSize)
+		}
+		return ""
+	}
+	for _, key := range mergeWorkloadKeys {
+		want := setting(runs[0], key)
+		for _, r := range runs[1:] {
+			if got := setting(r, key); got != want {
+				warns = append(warns, fmt.Sprintf("workloads differ in %s: %s has %q, %s has %q", key, runs[0].Dir, want, r.Dir, got))
+			}
+		}
+	}
+	var interrupted []string
+	for _, r := range runs {
+		if r.Result.Interrupted {
+			interrupted = append(interrupted, r.Dir)
+		}
+	}
+	if len(interrupted) > 0 {
+		warns = append(warns, fmt.Sprintf("interrupted runs (partial windows): %s", strings.Join(interrupted, ", ")))
+	}
+	return warns
 }
 
 // MergeIntervals merges interval histograms from several logs into one

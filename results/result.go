@@ -27,6 +27,10 @@ type Result struct {
 	// DurationS is the measured window (after warmup) in seconds.
 	DurationS float64 `json:"duration_s"`
 	WarmupS   float64 `json:"warmup_s"`
+	// Interrupted says the run was stopped (SIGINT, SIGTERM) before its
+	// planned end: DurationS and the rates cover the time measured until
+	// then. With find_max, the search was stopped.
+	Interrupted bool `json:"interrupted,omitempty"`
 
 	TargetRate       float64 `json:"target_rate"`
 	AchievedRate     float64 `json:"achieved_rate"`
@@ -56,6 +60,9 @@ type Result struct {
 	Environment Environment       `json:"environment"`
 	FindMax     *FindMax          `json:"find_max,omitempty"`
 	MergedFrom  []string          `json:"merged_from,omitempty"`
+	// Warnings are what `report merge` found suspect in the runs it
+	// merged (starts far apart, different workloads).
+	Warnings []string `json:"warnings,omitempty"`
 	// Profiles lists the broker profiles captured for the measured
 	// window (loadgen --profile-broker); see profile.go.
 	Profiles *Profiles `json:"profiles,omitempty"`

@@ -19,6 +19,9 @@ func WriteSummary(w io.Writer, r *Result) {
 	fmt.Fprintf(tw, "rate\ttarget %.0f msg/s\tachieved %.0f msg/s (%.1f MB/s of %d-byte messages)\n",
 		r.TargetRate, r.AchievedRate, r.ThroughputMBps, r.MessageSize)
 	fmt.Fprintf(tw, "messages\tsent %d\tacked %d, errors %d\n", r.MessagesSent, r.MessagesAcked, r.Errors)
+	if r.MessagesRetried > 0 {
+		fmt.Fprintf(tw, "retried\t%d\n", r.MessagesRetried)
+	}
 	if r.FirstError != "" {
 		fmt.Fprintf(tw, "first error\t%s\n", r.FirstError)
 	}
@@ -32,6 +35,16 @@ func WriteSummary(w io.Writer, r *Result) {
 	}
 	row("send delay", r.SendDelayMs)
 	tw.Flush()
+	if r.Interrupted {
+		planned := r.Workload["duration"]
+		if planned == "" {
+			planned = "?"
+		}
+		fmt.Fprintf(w, "INTERRUPTED: %.1f s of the planned %s measured; rates are over the time measured\n", r.DurationS, planned)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
 	if r.GeneratorSaturated {
 		fmt.Fprintf(w, "WARNING: generator saturated (%s): latencies are not the broker's alone\n", r.SaturationReason)
 	}

@@ -2,7 +2,13 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -139,4 +145,95 @@ func drain(t *testing.T, addr, topic string, already []*kgo.Record) []*kgo.Recor
 		out = append(out, cl.PollFetches(ctx).Records()...)
 	}
 	return out
+}
+
+// TestCorruptSealedSegmentRefusesStart flips one byte inside a record of a
+// sealed segment: recovery must refuse to start, naming the .log file and
+// the byte position of the damaged batch, instead of truncating there and
+// dropping every acknowledged record after it.
+func TestCorruptSealedSegmentRefusesStart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir, "--fsync", "always")
+	ctx := testContext(t, 60*time.Second)
+	const topic = "corrupt"
+	if _, err := kadm.NewClient(b.client(t)).CreateTopic(ctx, 1, 1, map[string]*string{"segment.bytes": kadm.StringPtr("16384")}, topic); err != nil {
+		t.Fatal(err)
+	}
+	// One batch per request: many batches in every segment.
+	prod := b.client(t, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(1))
+	for i := 0; i < 200; i++ {
+		v := testValue(i)
+		if err := prod.ProduceSync(ctx, &kgo.Record{Value: v[:min(len(v), 500)]}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.stop()
+
+	logs, err := filepath.Glob(filepath.Join(dir, topic+"-0", "*.log"))
+	if err != nil || len(logs) < 3 {
+		t.Fatalf("%d segments (%v), want at least 3", len(logs), err)
+	}
+	sort.Strings(logs) // base offsets, zero-padded: the last is the active one
+	victim := logs[len(logs)/2-1]
+	data, err := os.ReadFile(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Find the batch holding the file's middle byte and flip a byte in its
+	// records, past the 61-byte header: only the CRC can tell.
+	mid, batchAt := len(data)/2, -1
+	for pos := 0; pos+61 <= len(data); {
+		size := 12 + int(binary.BigEndian.Uint32(data[pos+8:]))
+		if mid < pos+size {
+			batchAt = pos
+			if mid < pos+61 {
+				mid = pos + 61
+			}
+			break
+		}
+		pos += size
+	}
+	if batchAt <= 0 {
+		t.Fatalf("no batch after the first holds byte %d of %s (%d bytes)", mid, victim, len(data))
+	}
+	data[mid] ^= 0xff
+	if err := os.WriteFile(victim, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A clean shutdown marks every segment verified: a start after it
+	// trusts sealed segments without reading them (as Kafka does). Remove
+	// the marker and the recovery point, as a crash before the first
+	// checkpoint leaves them, so recovery validates every batch.
+	for _, f := range []string{".ringlog-clean-shutdown", "recovery-point-offset-checkpoint"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	b.launch()
+	deadline := time.Now().Add(30 * time.Second)
+	for exited := false; !exited; {
+		select {
+		case <-b.exited:
+			exited = true
+			continue
+		case <-time.After(50 * time.Millisecond):
+		}
+		if h, err := b.health(); (err == nil && h["status"] == "ok") || time.Now().After(deadline) {
+			t.Fatalf("broker started on a corrupt sealed segment:\n%s", b.out.String())
+		}
+	}
+	var ee *exec.ExitError
+	if !errors.As(b.exitErr, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("exit %v, want non-zero:\n%s", b.exitErr, b.out.String())
+	}
+	want := fmt.Sprintf("%s at byte %d", victim, batchAt)
+	if out := b.out.String(); !strings.Contains(out, want) {
+		t.Fatalf("output does not name %q:\n%s", want, out)
+	}
+	t.Logf("refused to start: ...%s...", want)
+	// Nothing was truncated to get going.
+	if st, err := os.Stat(victim); err != nil || st.Size() != int64(len(data)) {
+		t.Fatalf("%s changed size after the refused start: %v %v", victim, st, err)
+	}
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"math/rand"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -418,9 +420,9 @@ func TestFetchPathCounters(t *testing.T) {
 		listener   string
 		sent, idle string // path that must carry the records, path that must stay 0
 	}{
-		{"plaintext", nil, "plaintext", "sendfile", "copy"},
-		{"fetch-copy", []string{"--fetch-copy"}, "plaintext", "copy", "sendfile"},
-		{"tls", nil, "tls", "copy", "sendfile"},
+		{"plaintext", nil, "plaintext", "zero-copy", "copy"},
+		{"fetch-copy", []string{"--fetch-copy"}, "plaintext", "copy", "zero-copy"},
+		{"tls", nil, "tls", "copy", "zero-copy"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -457,7 +459,11 @@ func TestFetchPathCounters(t *testing.T) {
 				t.Errorf("fetch bytes %s/%s = %v, want 0", tc.listener, tc.idle, v)
 			}
 			// client_golang writes label pairs sorted by name.
-			info := `ringlog_listener_info{addr="` + addr + `",fetch_path="` + tc.sent + `",listener="` + tc.listener + `"}`
+			infoPath := tc.sent // the listener's fetch_path names the zero-copy route "sendfile"
+			if infoPath == "zero-copy" {
+				infoPath = "sendfile"
+			}
+			info := `ringlog_listener_info{addr="` + addr + `",fetch_path="` + infoPath + `",listener="` + tc.listener + `"}`
 			if m[info] != 1 {
 				t.Errorf("%s missing from /metrics", info)
 			}
@@ -471,7 +477,7 @@ func TestFetchPathCounters(t *testing.T) {
 			}
 			stats := h["stats"].(map[string]any)
 			zc, cp := stats["zero_copy_bytes"].(float64), stats["copied_bytes"].(float64)
-			if tc.sent == "sendfile" && (zc < consumed || cp != 0) {
+			if tc.sent == "zero-copy" && (zc < consumed || cp != 0) {
 				t.Errorf("/healthz zero_copy_bytes=%v copied_bytes=%v, want >= %v and 0", zc, cp, consumed)
 			}
 			if tc.sent == "copy" && (cp < consumed || zc != 0) {
@@ -487,4 +493,226 @@ func TestFetchPathCounters(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fetchConn is one TCP connection for raw Fetch requests: the timing of a
+// long poll is measured without a client library's own waiting.
+type fetchConn struct {
+	t    *testing.T
+	c    net.Conn
+	corr int32
+}
+
+func dialFetch(t *testing.T, addr string) *fetchConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &fetchConn{t: t, c: c}
+}
+
+// fetchReq is a v11 (last non-flexible, topic names) consumer fetch of
+// partitions of topic from offset.
+func fetchReq(topic string, offset int64, maxWaitMs, minBytes, maxBytes, partMaxBytes int32, partitions ...int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWaitMs, minBytes, maxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	for _, p := range partitions {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, offset, partMaxBytes
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// fetch sends req and returns its response and how long the broker took.
+func (fc *fetchConn) fetch(req *kmsg.FetchRequest) (*kmsg.FetchResponse, time.Duration) {
+	fc.t.Helper()
+	fc.corr++
+	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("longpoll")).AppendRequest(nil, req, fc.corr)
+	fc.c.SetDeadline(time.Now().Add(time.Duration(req.MaxWaitMillis)*time.Millisecond + 10*time.Second))
+	start := time.Now()
+	if _, err := fc.c.Write(frame); err != nil {
+		fc.t.Fatal(err)
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(fc.c, size[:]); err != nil {
+		fc.t.Fatalf("fetch: %v", err)
+	}
+	took := time.Since(start)
+	body := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(fc.c, body); err != nil {
+		fc.t.Fatal(err)
+	}
+	if corr := int32(binary.BigEndian.Uint32(body)); corr != fc.corr {
+		fc.t.Fatalf("correlation id %d, want %d", corr, fc.corr)
+	}
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.Version = req.Version
+	if err := resp.ReadFrom(body[4:]); err != nil {
+		fc.t.Fatalf("decoding fetch response: %v", err)
+	}
+	if resp.ErrorCode != 0 {
+		fc.t.Fatalf("fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != 0 {
+				fc.t.Fatalf("fetch %s/%d: %v", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+	return resp, took
+}
+
+// batchSizes splits whole record batches into their sizes.
+func batchSizes(t *testing.T, b []byte) []int {
+	t.Helper()
+	var sizes []int
+	for len(b) > 0 {
+		if len(b) < 61 {
+			t.Fatalf("%d trailing bytes", len(b))
+		}
+		size := 12 + int(int32(binary.BigEndian.Uint32(b[8:])))
+		if size < 61 || size > len(b) {
+			t.Fatalf("batch claims %d bytes, %d left", size, len(b))
+		}
+		sizes = append(sizes, size)
+		b = b[size:]
+	}
+	return sizes
+}
+
+// TestFetchLongPoll: a fetch with min_bytes=1 on an empty partition waits
+// and is answered as soon as a record is produced; with nothing produced
+// it is answered after max_wait_ms; max_bytes and partition_max_bytes
+// bound the response, except that the first batch comes whole (KIP-74).
+func TestFetchLongPoll(t *testing.T) {
+	b := startBroker(t, t.TempDir())
+	ctx := testContext(t, 60*time.Second)
+	cl := b.client(t)
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "longpoll"); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("woken by produce", func(t *testing.T) {
+		fc := dialFetch(t, b.addr)
+		const delay = 300 * time.Millisecond
+		prod := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		produced := make(chan struct{})
+		go func() {
+			defer close(produced)
+			time.Sleep(delay)
+			// Another client, as a consumer waits on producers.
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "longpoll", Partition: 0, Value: []byte("wake up")}).FirstErr(); err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		}()
+		resp, took := fc.fetch(fetchReq("longpoll", 0, 5000, 1, 1<<20, 1<<20, 0))
+		<-produced
+		recs := resp.Topics[0].Partitions[0].RecordBatches
+		if len(recs) == 0 {
+			t.Fatalf("fetch answered after %v without the record", took)
+		}
+		if _, n, err := checkBatches(recs, 0); err != nil || n != 1 {
+			t.Fatalf("%d batches: %v", n, err)
+		}
+		// The record cannot come back before it was produced; it must come
+		// long before max_wait_ms (5 s) runs out.
+		if took < delay-50*time.Millisecond || took > 2*time.Second {
+			t.Fatalf("long poll answered after %v, want about %v (the produce's delay)", took, delay)
+		}
+		t.Logf("long poll answered after %v", took)
+	})
+
+	t.Run("empty waits max_wait", func(t *testing.T) {
+		fc := dialFetch(t, b.addr)
+		const maxWait = 1000 * time.Millisecond
+		// Partition 1 stays empty.
+		resp, took := fc.fetch(fetchReq("longpoll", 0, int32(maxWait.Milliseconds()), 1, 1<<20, 1<<20, 1))
+		if n := len(resp.Topics[0].Partitions[0].RecordBatches); n != 0 {
+			t.Fatalf("empty partition returned %d record bytes", n)
+		}
+		if took < maxWait-50*time.Millisecond || took > maxWait+2*time.Second {
+			t.Fatalf("empty fetch answered after %v, want about max_wait_ms %v", took, maxWait)
+		}
+		t.Logf("empty fetch answered after %v", took)
+		// min_bytes=0 does not wait at all.
+		_, took = fc.fetch(fetchReq("longpoll", 0, int32(maxWait.Milliseconds()), 0, 1<<20, 1<<20, 1))
+		if took > maxWait/2 {
+			t.Fatalf("min_bytes=0 fetch waited %v", took)
+		}
+	})
+
+	t.Run("max bytes", func(t *testing.T) {
+		const topic = "maxbytes"
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		// Twenty batches of about 10 KB in each partition.
+		batch := encodeBatch(5, bytes.Repeat([]byte("v"), 2000))
+		one := len(batch)
+		for p := int32(0); p < 2; p++ {
+			for i := 0; i < 20; i++ {
+				req := kmsg.NewPtrProduceRequest()
+				req.Acks, req.TimeoutMillis = -1, 5000
+				rt := kmsg.NewProduceRequestTopic()
+				rt.Topic = topic
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition, rp.Records = p, append([]byte(nil), batch...)
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+					t.Fatal(kerr.ErrorForCode(code))
+				}
+			}
+		}
+		fc := dialFetch(t, b.addr)
+		total := func(resp *kmsg.FetchResponse) (int, [][]int) {
+			n, sizes := 0, [][]int{}
+			for _, rp := range resp.Topics[0].Partitions {
+				n += len(rp.RecordBatches)
+				sizes = append(sizes, batchSizes(t, rp.RecordBatches))
+			}
+			return n, sizes
+		}
+		cases := []struct {
+			name              string
+			maxBytes, partMax int32
+			wantMax, wantMin  int // bounds on the response's record bytes
+		}{
+			// partition_max_bytes caps each partition; 2.5 batches fit.
+			{"partition_max_bytes", 1 << 20, int32(one*5/2 + 1), 2 * (one*5/2 + 1), 2 * 2 * one},
+			// max_bytes caps the response across partitions.
+			{"max_bytes", int32(one*7/2 + 1), 1 << 20, one*7/2 + 1, 3 * one},
+			// Both below one batch: the first batch of the response still
+			// comes whole (else a consumer could never progress), nothing
+			// more.
+			{"first batch whole", 100, 100, one, one},
+		}
+		for _, c := range cases {
+			resp, _ := fc.fetch(fetchReq(topic, 0, 0, 1, c.maxBytes, c.partMax, 0, 1))
+			n, sizes := total(resp)
+			if n > c.wantMax || n < c.wantMin {
+				t.Errorf("%s (max_bytes %d, partition_max_bytes %d): %d record bytes %v, want %d..%d",
+					c.name, c.maxBytes, c.partMax, n, sizes, c.wantMin, c.wantMax)
+			}
+			for pi, rp := range resp.Topics[0].Partitions {
+				if len(rp.RecordBatches) > int(c.partMax) && len(sizes[pi]) > 1 {
+					t.Errorf("%s: partition %d returned %d bytes in %d batches over partition_max_bytes %d",
+						c.name, rp.Partition, len(rp.RecordBatches), len(sizes[pi]), c.partMax)
+				}
+			}
+		}
+	})
 }

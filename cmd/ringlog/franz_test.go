@@ -194,11 +194,38 @@ func TestAdminTopicLifecycle(t *testing.T) {
 		t.Fatalf("shrinking partitions: %v, want INVALID_PARTITIONS", shrink["life"].Err)
 	}
 
-	// With auto-create off, producing to an unknown topic fails.
-	prod := b.client(t, kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(3*time.Second))
+	// With auto-create off, producing to an unknown topic fails with
+	// UNKNOWN_TOPIC_OR_PARTITION (a client retries that, then gives up),
+	// and neither Metadata asking for creation nor Produce creates it.
+	prod := b.client(t, kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(3*time.Second), kgo.AllowAutoTopicCreation())
 	err = prod.ProduceSync(ctx, &kgo.Record{Topic: "nope", Value: []byte("x")}).FirstErr()
-	if err == nil {
-		t.Fatal("produce to unknown topic with auto-create off succeeded")
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("produce to unknown topic with auto-create off: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	// Raw Metadata: kadm caches metadata, and this must ask the broker.
+	unknownCode := func() int16 {
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr("nope")
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, prod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Topics) != 1 {
+			t.Fatalf("metadata for one topic answered %d", len(resp.Topics))
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	if code := unknownCode(); code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("metadata for unknown topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
+	}
+	if code := produceRaw(t, prod, "nope", encodeBatch(1, []byte("x"))); code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("raw produce to unknown topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
+	}
+	if code := unknownCode(); code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("after a produce with auto-create off, metadata for the topic: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
 	}
 
 	if _, err := adm.DeleteTopics(ctx, "life"); err != nil {

@@ -23,20 +23,23 @@ import (
 // speak of, a small offsets topic.
 var groupBrokerArgs = []string{"--group-initial-rebalance-delay", "100ms", "--offsets-topic-partitions", "5"}
 
-// member is one franz-go group consumer that records its assignment and
-// the first offset it received per partition.
+// member is one franz-go group consumer that records its assignment, the
+// first offset it received per partition and every offset it received.
 type member struct {
 	cl    *kgo.Client
 	mu    sync.Mutex
 	owned map[int32]bool
 	first map[int32]int64
+	seen  map[int32]map[int64]bool
 	count int
 	done  chan struct{}
 }
 
-func startMember(t *testing.T, addr, group, topic string, balancer kgo.GroupBalancer) *member {
+// startMember starts a member; opts come last, so they override the
+// defaults (a shorter session timeout, say).
+func startMember(t *testing.T, addr, group, topic string, balancer kgo.GroupBalancer, opts ...kgo.Opt) *member {
 	t.Helper()
-	m := &member{owned: map[int32]bool{}, first: map[int32]int64{}, done: make(chan struct{})}
+	m := &member{owned: map[int32]bool{}, first: map[int32]int64{}, seen: map[int32]map[int64]bool{}, done: make(chan struct{})}
 	drop := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 		m.mu.Lock()
 		for _, p := range ps[topic] {
@@ -44,9 +47,9 @@ func startMember(t *testing.T, addr, group, topic string, balancer kgo.GroupBala
 		}
 		m.mu.Unlock()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.Balancers(balancer), kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(10*time.Second),
-		kgo.FetchMaxWait(200*time.Millisecond), kgo.AutoCommitInterval(200*time.Millisecond),
+	base := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.Balancers(balancer), kgo.SessionTimeout(6 * time.Second), kgo.RebalanceTimeout(10 * time.Second),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.AutoCommitInterval(200 * time.Millisecond),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
 			m.mu.Lock()
@@ -55,7 +58,8 @@ func startMember(t *testing.T, addr, group, topic string, balancer kgo.GroupBala
 			}
 			m.mu.Unlock()
 		}),
-		kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop))
+		kgo.OnPartitionsRevoked(drop), kgo.OnPartitionsLost(drop)}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +76,10 @@ func startMember(t *testing.T, addr, group, topic string, balancer kgo.GroupBala
 				if _, ok := m.first[r.Partition]; !ok {
 					m.first[r.Partition] = r.Offset
 				}
+				if m.seen[r.Partition] == nil {
+					m.seen[r.Partition] = map[int64]bool{}
+				}
+				m.seen[r.Partition][r.Offset] = true
 				m.count++
 				m.mu.Unlock()
 			})
@@ -166,7 +174,10 @@ func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
 	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
 	cl := b.client(t)
 	adm := kadm.NewClient(cl)
-	for _, bal := range []kgo.GroupBalancer{kgo.RangeBalancer(), kgo.CooperativeStickyBalancer()} {
+	// A short heartbeat interval: eager members learn of a rebalance from
+	// a heartbeat, and franz-go's default (3s) would dominate the runtime.
+	hb := kgo.HeartbeatInterval(500 * time.Millisecond)
+	for _, bal := range []kgo.GroupBalancer{kgo.RangeBalancer(), kgo.RoundRobinBalancer(), kgo.CooperativeStickyBalancer()} {
 		t.Run(bal.ProtocolName(), func(t *testing.T) {
 			topic, group := "grp-"+bal.ProtocolName(), "g-"+bal.ProtocolName()
 			const parts = 6
@@ -176,11 +187,11 @@ func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
 			produceN(t, cl, topic, 600)
 			var ms []*member
 			for range 3 {
-				ms = append(ms, startMember(t, b.addr, group, topic, bal))
+				ms = append(ms, startMember(t, b.addr, group, topic, bal, hb))
 			}
 			d := waitBalanced(t, ms, parts, 30*time.Second)
 			t.Logf("3 members balanced in %v", d)
-			ms = append(ms, startMember(t, b.addr, group, topic, bal))
+			ms = append(ms, startMember(t, b.addr, group, topic, bal, hb))
 			d = waitBalanced(t, ms, parts, 30*time.Second)
 			t.Logf("member added: balanced over 4 in %v", d)
 			ms[0].close()
@@ -197,7 +208,7 @@ func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
 			// More records, then one member resumes every partition
 			// exactly at its committed offset.
 			produceN(t, cl, topic, 120)
-			m := startMember(t, b.addr, group, topic, bal)
+			m := startMember(t, b.addr, group, topic, bal, hb)
 			defer m.close()
 			deadline := time.Now().Add(30 * time.Second)
 			for {
@@ -232,8 +243,10 @@ func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(lg.Groups(), "g-range") || !slices.Contains(lg.Groups(), "g-cooperative-sticky") {
-		t.Fatalf("list groups: %v", lg.Groups())
+	for _, g := range []string{"g-range", "g-roundrobin", "g-cooperative-sticky"} {
+		if !slices.Contains(lg.Groups(), g) {
+			t.Fatalf("list groups: %v lacks %s", lg.Groups(), g)
+		}
 	}
 }
 

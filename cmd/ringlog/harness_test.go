@@ -25,6 +25,11 @@ import (
 var ringlogBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(noURingEnv) != "" {
+		err := execWithoutIOUring()
+		fmt.Fprintln(os.Stderr, "exec without io_uring:", err)
+		os.Exit(2)
+	}
 	dir, err := os.MkdirTemp("", "ringlog-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -75,7 +80,10 @@ type brokerProc struct {
 	// prefix, when set, is a command the binary runs under, e.g.
 	// "ip netns exec NAME" (see netns_test.go); it must exec the binary
 	// in place so signals reach the broker itself.
-	prefix  []string
+	prefix []string
+	// env, when set, is added to the inherited environment (RINGLOG_*
+	// settings instead of flags).
+	env     []string
 	out     *syncBuffer
 	exited  chan struct{}
 	exitErr error
@@ -147,6 +155,9 @@ func (b *brokerProc) launch() {
 	} else {
 		b.cmd = exec.Command(ringlogBin, b.args...)
 	}
+	if len(b.env) > 0 {
+		b.cmd.Env = append(os.Environ(), b.env...)
+	}
 	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatal(err)
@@ -174,6 +185,11 @@ func (b *brokerProc) waitReady(limit time.Duration) {
 			// suite really runs once per path.
 			if mode := ioMode(); mode != "auto" && h["io_path"] != mode {
 				b.t.Fatalf("broker runs io path %v, want %s", h["io_path"], mode)
+			}
+			// Operators read why a path was chosen (a fallback to sync
+			// names the missing io_uring) from here.
+			if r, _ := h["io_reason"].(string); r == "" {
+				b.t.Fatalf("/healthz has no io_reason (io_path %v): %v", h["io_path"], h)
 			}
 			return
 		}

@@ -21,6 +21,7 @@ var (
 )
 
 func main() {
+	loadgen.Version, loadgen.Commit = version, commit // recorded in result.json
 	app := &cli.App{
 		Name:    "ringlog",
 		Usage:   "Kafka-compatible replicated log broker and benchmark harness",

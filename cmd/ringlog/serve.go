@@ -44,6 +44,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "controller-listen", Usage: "host:port for raft and the controller RPC (default: this node's address in --controller-voters); required for brokers that are not voters", EnvVars: env("controller-listen")},
 			&cli.DurationFlag{Name: "replica-lag-time-max", Value: 30 * time.Second, Usage: "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR", EnvVars: env("replica-lag-time-max")},
 			&cli.DurationFlag{Name: "broker-session-timeout", Value: 9 * time.Second, Usage: "the controller fences a broker whose heartbeats stop for this long and moves its partition leaderships", EnvVars: env("broker-session-timeout")},
+			&cli.DurationFlag{Name: "leader-rebalance-interval", Value: 5 * time.Minute, Usage: "auto.leader.rebalance.enable with leader.imbalance.check.interval.seconds: how often the active controller moves leaderships back to preferred replicas that are unfenced and in sync (0: never)", EnvVars: env("leader-rebalance-interval")},
+			&cli.IntFlag{Name: "leader-imbalance-percent", Value: 10, Usage: "leader.imbalance.per.broker.percentage: rebalance a broker's partitions when more than this share of those it is preferred leader of are led elsewhere", EnvVars: env("leader-imbalance-percent")},
 			&cli.BoolFlag{Name: "unclean-leader-election", Usage: "unclean.leader.election.enable cluster default (topics override it): when no in-sync replica of a partition is alive, the controller elects any live replica and acknowledged records may be lost", EnvVars: env("unclean-leader-election")},
 			&cli.DurationFlag{Name: "controlled-shutdown-timeout", Value: 5 * time.Second, Usage: "on SIGTERM/SIGINT, wait this long for the controller to move this broker's leaderships away before closing (0: skip)", EnvVars: env("controlled-shutdown-timeout")},
 			&cli.StringFlag{Name: "rack", Usage: "this broker's rack, for rack-aware replica placement", EnvVars: env("rack")},
@@ -59,13 +61,18 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "default retention.ms as a duration", EnvVars: env("retention")},
 			&cli.Int64Flag{Name: "retention-bytes", Value: -1, Usage: "default retention.bytes per partition (-1: unlimited)", EnvVars: env("retention-bytes")},
 			&cli.DurationFlag{Name: "retention-check-interval", Value: 5 * time.Minute, Usage: "how often retention runs", EnvVars: env("retention-check-interval")},
+			&cli.DurationFlag{Name: "log-cleaner-interval", Value: 15 * time.Second, Usage: "how often the log cleaner looks for compacted partitions (cleanup.policy compact) to clean (log.cleaner.backoff.ms)", EnvVars: env("log-cleaner-interval")},
 			&cli.IntFlag{Name: "max-request-bytes", Value: 100 << 20, Usage: "socket.request.max.bytes: largest request frame", EnvVars: env("max-request-bytes")},
 			&cli.BoolFlag{Name: "fetch-copy", Usage: "send fetch data through user space instead of sendfile (for comparison)", EnvVars: env("fetch-copy")},
 			&cli.IntFlag{Name: "offsets-topic-partitions", Value: 50, Usage: "partitions of __consumer_offsets when it is created (never change it afterwards)", EnvVars: env("offsets-topic-partitions")},
 			&cli.IntFlag{Name: "offsets-replication-factor", Value: 0, Usage: "replication factor of __consumer_offsets when it is created; 0: min(3, live brokers)", EnvVars: env("offsets-replication-factor")},
+			&cli.Int64Flag{Name: "offsets-topic-segment-bytes", Value: 104857600, Usage: "segment.bytes of __consumer_offsets when it is created (offsets.topic.segment.bytes); only sealed segments are compacted", EnvVars: env("offsets-topic-segment-bytes")},
 			&cli.IntFlag{Name: "transaction-state-partitions", Value: 50, Usage: "partitions of __transaction_state when it is created (never change it afterwards)", EnvVars: env("transaction-state-partitions")},
 			&cli.IntFlag{Name: "transaction-state-replication-factor", Value: 0, Usage: "replication factor of __transaction_state when it is created; 0: min(3, live brokers)", EnvVars: env("transaction-state-replication-factor")},
+			&cli.Int64Flag{Name: "transaction-state-segment-bytes", Value: 104857600, Usage: "segment.bytes of __transaction_state when it is created (transaction.state.log.segment.bytes)", EnvVars: env("transaction-state-segment-bytes")},
 			&cli.DurationFlag{Name: "transaction-max-timeout", Value: 15 * time.Minute, Usage: "largest transaction timeout a producer may ask for (transaction.max.timeout.ms)", EnvVars: env("transaction-max-timeout")},
+			&cli.DurationFlag{Name: "offsets-retention", Value: 7 * 24 * time.Hour, Usage: "offsets.retention.minutes as a duration: an empty group's committed offsets are deleted this long after it became empty (live groups keep theirs)", EnvVars: env("offsets-retention")},
+			&cli.DurationFlag{Name: "offsets-retention-check-interval", Value: 10 * time.Minute, Usage: "how often expired offsets are looked for (offsets.retention.check.interval.ms); capped at --offsets-retention", EnvVars: env("offsets-retention-check-interval")},
 			&cli.DurationFlag{Name: "group-initial-rebalance-delay", Value: 3 * time.Second, Usage: "delay of an empty group's first rebalance (group.initial.rebalance.delay.ms)", EnvVars: env("group-initial-rebalance-delay")},
 			&cli.DurationFlag{Name: "group-min-session-timeout", Value: 6 * time.Second, Usage: "smallest session timeout a group member may ask for (group.min.session.timeout.ms)", EnvVars: env("group-min-session-timeout")},
 			&cli.IntFlag{Name: "max-connections", Value: 10000, Usage: "max.connections: connections over this are closed at accept (0: no cap)", EnvVars: env("max-connections")},
@@ -153,6 +160,7 @@ func runServe(c *cli.Context) error {
 	ecfg.FsyncInterval = c.Duration("fsync-interval")
 	ecfg.IOMode = c.String("io")
 	ecfg.RetentionCheckInterval = c.Duration("retention-check-interval")
+	ecfg.CleanerInterval = c.Duration("log-cleaner-interval")
 	ecfg.Defaults.SegmentBytes = c.Int64("segment-bytes")
 	ecfg.Defaults.RetentionMs = c.Duration("retention").Milliseconds()
 	ecfg.Defaults.RetentionBytes = c.Int64("retention-bytes")
@@ -160,6 +168,9 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	eng, err := engine.Open(ecfg)
+	if errors.Is(err, engine.ErrIOUringUnusable) {
+		return fmt.Errorf("--io uring: %w (use --io auto to fall back to the pwrite/fdatasync path, or --io sync)", err)
+	}
 	if err != nil {
 		return fmt.Errorf("opening storage: %w", err)
 	}
@@ -176,10 +187,14 @@ func runServe(c *cli.Context) error {
 	ncfg.FetchCopy = c.Bool("fetch-copy")
 	ncfg.Groups.OffsetsTopicPartitions = c.Int("offsets-topic-partitions")
 	ncfg.OffsetsReplicationFactor = int16(c.Int("offsets-replication-factor"))
+	ncfg.OffsetsTopicSegmentBytes = c.Int64("offsets-topic-segment-bytes")
 	ncfg.Groups.InitialRebalanceDelay = c.Duration("group-initial-rebalance-delay")
+	ncfg.Groups.OffsetsRetention = c.Duration("offsets-retention")
+	ncfg.Groups.OffsetsRetentionCheckInterval = min(c.Duration("offsets-retention-check-interval"), c.Duration("offsets-retention"))
 	ncfg.Groups.MinSessionTimeout = c.Duration("group-min-session-timeout")
 	ncfg.Transactions.TransactionLogPartitions = c.Int("transaction-state-partitions")
 	ncfg.TransactionStateReplicationFactor = int16(c.Int("transaction-state-replication-factor"))
+	ncfg.TransactionStateSegmentBytes = c.Int64("transaction-state-segment-bytes")
 	ncfg.Transactions.MaxTransactionTimeout = c.Duration("transaction-max-timeout")
 	ncfg.MaxConnections = c.Int("max-connections")
 	ncfg.MaxConnectionsPerIP = c.Int("max-connections-per-ip")
@@ -265,6 +280,7 @@ func runServe(c *cli.Context) error {
 				Controllers:  members,
 				Version:      fmt.Sprintf("%s (%s)", version, commit),
 				IOPath:       eng.IOPath(),
+				IOReason:     eng.IOReason(),
 				Fsync:        c.String("fsync"),
 				FetchPath:    srv.FetchPaths(),
 				PID:          os.Getpid(),
@@ -362,6 +378,8 @@ func controllerConfig(c *cli.Context, dataDir string, nodeID int32, meta brokerM
 	cfg.BrokerSessionTimeout = c.Duration("broker-session-timeout")
 	cfg.MaxStaleness = cfg.BrokerSessionTimeout
 	cfg.UncleanLeaderElection = c.Bool("unclean-leader-election")
+	cfg.LeaderRebalanceInterval = c.Duration("leader-rebalance-interval")
+	cfg.LeaderImbalancePercent = c.Int("leader-imbalance-percent")
 	cfg.Logger = log
 	voters, err := coordinator.ParseVoters(c.String("controller-voters"))
 	if err != nil {

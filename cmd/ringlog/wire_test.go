@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -173,6 +174,42 @@ func TestApiVersionsAndBadFrames(t *testing.T) {
 	v3.Version = 3
 	if err := v3.ReadFrom(body[4:]); err != nil || v3.ErrorCode != 0 {
 		t.Fatalf("v3 response: %v code %d", err, v3.ErrorCode)
+	}
+
+	// Produce v0-v2 carry message sets, which are never stored: every
+	// partition gets UNSUPPORTED_VERSION and nothing is appended (v0 is
+	// advertised only for librdkafka's sake, see 00_produce.go).
+	for v := int16(0); v <= 2; v++ {
+		preq := kmsg.NewPtrProduceRequest()
+		preq.Version = v
+		preq.Acks = -1 // acks=0 would get no response to check
+		preq.TimeoutMillis = 5000
+		pt := kmsg.NewProduceRequestTopic()
+		pt.Topic = "old-produce"
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = encodeBatch(1, []byte("x"))
+		pt.Partitions = append(pt.Partitions, pp)
+		preq.Topics = append(preq.Topics, pt)
+		body, err := rawRoundTrip(t, b.addr, f.AppendRequest(nil, preq, 11))
+		if err != nil {
+			t.Fatalf("produce v%d: %v", v, err)
+		}
+		presp := kmsg.NewPtrProduceResponse()
+		presp.Version = v
+		if err := presp.ReadFrom(body[4:]); err != nil {
+			t.Fatalf("produce v%d response: %v", v, err)
+		}
+		if len(presp.Topics) != 1 || len(presp.Topics[0].Partitions) != 1 {
+			t.Fatalf("produce v%d: response shape %+v", v, presp.Topics)
+		}
+		if code := presp.Topics[0].Partitions[0].ErrorCode; code != kerr.UnsupportedVersion.Code {
+			t.Fatalf("produce v%d: %v, want UNSUPPORTED_VERSION", v, kerr.ErrorForCode(code))
+		}
+	}
+	if o, err := kadm.NewClient(b.client(t)).ListEndOffsets(testContext(t, 10*time.Second), "old-produce"); err == nil {
+		if end, ok := o.Lookup("old-produce", 0); ok && end.Err == nil && end.Offset > 0 {
+			t.Fatalf("refused old produces appended %d records", end.Offset)
+		}
 	}
 
 	// Frames that break the protocol close the connection: a 2 GiB

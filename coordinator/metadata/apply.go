@@ -386,6 +386,9 @@ func (t *txn) electLeader(c *ElectLeader) Result {
 		return Result{Err: fmt.Errorf("%w: %s-%d", ErrUnknownTopic, c.Topic, c.Partition)}
 	}
 	p := tp.Partitions[c.Partition].clone()
+	if c.Preferred {
+		return t.electPreferred(c, tp, p)
+	}
 	target := t.firstEligible(p.Replicas, p.ISR)
 	if c.Unclean {
 		if p.Leader != NoLeader && t.unfenced(p.Leader) {
@@ -407,6 +410,32 @@ func (t *txn) electLeader(c *ElectLeader) Result {
 		return Result{Err: fmt.Errorf("%w: %s-%d is led by %d", ErrElectionNotNeeded, c.Topic, c.Partition, p.Leader)}
 	}
 	p.Leader = target
+	p.LeaderEpoch++
+	p.PartitionEpoch++
+	t.replacePartition(tp, c.Partition, p)
+	return Result{Partition: &p}
+}
+
+// electPreferred moves leadership to the preferred replica. Only an
+// unfenced ISR member qualifies: it has everything the ISR acknowledged,
+// so the move loses nothing.
+func (t *txn) electPreferred(c *ElectLeader, tp *Topic, p Partition) Result {
+	if c.Unclean {
+		return Result{Err: fmt.Errorf("%w: preferred and unclean election together", ErrInvalidCommand)}
+	}
+	if len(p.Replicas) == 0 {
+		return Result{Err: fmt.Errorf("%w: %s-%d has no replicas", ErrPreferredNotAvailable, c.Topic, c.Partition)}
+	}
+	pref := p.Replicas[0]
+	switch {
+	case p.Leader == pref:
+		return Result{Err: fmt.Errorf("%w: %s-%d is led by its preferred replica %d", ErrElectionNotNeeded, c.Topic, c.Partition, pref)}
+	case !t.unfenced(pref):
+		return Result{Err: fmt.Errorf("%w: %s-%d preferred replica %d is fenced", ErrPreferredNotAvailable, c.Topic, c.Partition, pref)}
+	case !contains(p.ISR, pref):
+		return Result{Err: fmt.Errorf("%w: %s-%d preferred replica %d is not in the ISR %v", ErrPreferredNotAvailable, c.Topic, c.Partition, pref, p.ISR)}
+	}
+	p.Leader = pref
 	p.LeaderEpoch++
 	p.PartitionEpoch++
 	t.replacePartition(tp, c.Partition, p)

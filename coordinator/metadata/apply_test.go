@@ -265,6 +265,53 @@ func TestElectLeader(t *testing.T) {
 	m.reject(elect(true), ErrElectionNotNeeded)
 }
 
+func TestElectPreferredLeader(t *testing.T) {
+	m := newMachine(t)
+	e1 := m.register(1, "")
+	e2 := m.register(2, "")
+	m.register(3, "")
+	tid := NewUUID()
+	m.ok(Command{CreateTopic: &CreateTopic{Name: "a", ID: tid, Assignment: [][]int32{{1, 2, 3}}}})
+	preferred := Command{ElectLeader: &ElectLeader{Topic: "a", Preferred: true}}
+	m.reject(preferred, ErrElectionNotNeeded)
+	m.reject(Command{ElectLeader: &ElectLeader{Topic: "a", Partition: 1, Preferred: true}}, ErrUnknownTopic)
+	m.reject(Command{ElectLeader: &ElectLeader{Topic: "b", Preferred: true}}, ErrUnknownTopic)
+	m.reject(Command{ElectLeader: &ElectLeader{Topic: "a", Preferred: true, Unclean: true}}, ErrInvalidCommand)
+
+	// Fenced: leadership moves to 2, and the preferred replica is out.
+	m.ok(Command{FenceBroker: &FenceBroker{ID: 1, Epoch: e1}})
+	m.reject(preferred, ErrPreferredNotAvailable)
+	// Unfenced but not yet back in the ISR: still not available, and
+	// (unlike the plain mode) 3 is no substitute.
+	m.ok(Command{UnfenceBroker: &UnfenceBroker{ID: 1, Epoch: e1}})
+	m.reject(preferred, ErrPreferredNotAvailable)
+	p := m.part("a", 0)
+	if p.Leader != 2 {
+		t.Fatalf("%+v", p)
+	}
+	// Back in the ISR: the election moves leadership and bumps both epochs.
+	m.ok(Command{AlterPartition: &AlterPartition{BrokerID: 2, BrokerEpoch: e2, TopicID: tid, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{2, 3, 1}}})
+	before := m.part("a", 0)
+	res := m.ok(preferred)
+	if res.Partition.Leader != 1 || res.Partition.LeaderEpoch != before.LeaderEpoch+1 || res.Partition.PartitionEpoch != before.PartitionEpoch+1 ||
+		!slices.Equal(res.Partition.ISR, []int32{2, 3, 1}) {
+		t.Fatalf("before %+v after %+v", before, res.Partition)
+	}
+	if p := m.part("a", 0); p.Leader != 1 {
+		t.Fatalf("image %+v", p)
+	}
+	m.reject(preferred, ErrElectionNotNeeded)
+
+	// In the ISR but fenced (the ISR keeps its last member): not available.
+	p = m.part("a", 0)
+	m.ok(Command{AlterPartition: &AlterPartition{BrokerID: 1, BrokerEpoch: e1, TopicID: tid, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{1}}})
+	m.ok(Command{FenceBroker: &FenceBroker{ID: 1, Epoch: e1}})
+	if p := m.part("a", 0); p.Leader != NoLeader || !slices.Equal(p.ISR, []int32{1}) {
+		t.Fatalf("%+v", p)
+	}
+	m.reject(preferred, ErrPreferredNotAvailable)
+}
+
 func TestAllocateProducerIDs(t *testing.T) {
 	m := newMachine(t)
 	e1 := m.register(1, "")

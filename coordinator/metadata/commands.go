@@ -94,13 +94,18 @@ type AlterPartition struct {
 	NewISR         []int32
 }
 
-// ElectLeader elects a leader from the ISR, preferring replica order (so it
-// doubles as preferred-leader election). With Unclean, and no usable ISR
-// member, any unfenced replica may lead and the ISR becomes just it.
+// ElectLeader elects a leader from the ISR in replica order. With Unclean,
+// and no usable ISR member, any unfenced replica may lead and the ISR
+// becomes just it. With Preferred (Kafka's preferred-replica election) only
+// the preferred replica, Replicas[0], may be elected, and only while it is
+// unfenced and in the ISR (else ErrPreferredNotAvailable); it is not the
+// same as the plain mode, which would settle for the next replica in order.
+// Preferred and Unclean are exclusive.
 type ElectLeader struct {
 	Topic     string
 	Partition int32
 	Unclean   bool
+	Preferred bool
 }
 
 // AllocateProducerIDs hands a broker the next block of producer ids.

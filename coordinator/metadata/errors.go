@@ -24,7 +24,8 @@ var (
 	ErrNotLeader             = errors.New("broker is not the partition leader") // NOT_LEADER_OR_FOLLOWER
 	ErrIneligibleReplica     = errors.New("replica not eligible for the ISR")   // INELIGIBLE_REPLICA
 	ErrElectionNotNeeded     = errors.New("leader election not needed")         // ELECTION_NOT_NEEDED
-	ErrNoEligibleLeader      = errors.New("no eligible leader")                 // ELIGIBLE_LEADERS_NOT_AVAILABLE / PREFERRED_LEADER_NOT_AVAILABLE
+	ErrNoEligibleLeader      = errors.New("no eligible leader")                 // ELIGIBLE_LEADERS_NOT_AVAILABLE
+	ErrPreferredNotAvailable = errors.New("preferred leader not available")     // PREFERRED_LEADER_NOT_AVAILABLE
 	ErrInvalidCommand        = errors.New("invalid metadata command")           // INVALID_REQUEST
 	ErrInvalidACL            = errors.New("invalid acl binding")                // INVALID_REQUEST
 	ErrNoScramCredential     = errors.New("no such scram credential")           // RESOURCE_NOT_FOUND
@@ -39,5 +40,5 @@ var Errors = []error{
 	ErrInvalidReplication, ErrInvalidAssignment, ErrInvalidUpdateVersion,
 	ErrFencedLeaderEpoch, ErrNotLeader, ErrIneligibleReplica,
 	ErrElectionNotNeeded, ErrNoEligibleLeader, ErrInvalidCommand,
-	ErrInvalidACL, ErrNoScramCredential,
+	ErrInvalidACL, ErrNoScramCredential, ErrPreferredNotAvailable,
 }

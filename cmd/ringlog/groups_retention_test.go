@@ -1,0 +1,72 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestGroupsOffsetsRetention: --offsets-retention (offsets.retention.minutes)
+// deletes the offsets of a group that is empty for that long, and of that
+// group only: a group with a live member keeps its offsets. The deletion is
+// durable (tombstones in __consumer_offsets): a restart does not bring the
+// offsets back.
+func TestGroupsOffsetsRetention(t *testing.T) {
+	const retention = 2 * time.Second
+	args := append([]string{"--offsets-retention", retention.String(), "--offsets-retention-check-interval", "200ms"}, groupBrokerArgs...)
+	b := startBroker(t, t.TempDir(), args...)
+	cl := b.client(t)
+	adm := kadm.NewClient(cl)
+	ctx := testContext(t, 60*time.Second)
+	const topic = "retained"
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	produceN(t, cl, topic, 20)
+
+	// "idle": offsets committed by an admin client, no members: Empty.
+	o := kadm.Offsets{}
+	o.AddOffset(topic, 0, 5, -1)
+	o.AddOffset(topic, 1, 6, -1)
+	if r, err := adm.CommitOffsets(ctx, "idle", o); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	// "live": a member consumes everything, commits and stays.
+	m := startMember(t, b.addr, "live", topic, kgo.RangeBalancer())
+	defer m.close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c := committedOffsets(t, adm, "live", topic)
+		if c[0]+c[1] == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("live group committed %v", c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if c := committedOffsets(t, adm, "idle", topic); c[0] != 5 || c[1] != 6 {
+		t.Fatalf("idle group committed %v right after its commit, want 5/6", c)
+	}
+
+	// Past retention plus a few check intervals: idle's offsets are gone.
+	deadline = time.Now().Add(retention + 5*time.Second)
+	for len(committedOffsets(t, adm, "idle", topic)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle group still has offsets %v after %v", committedOffsets(t, adm, "idle", topic), retention+5*time.Second)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if c := committedOffsets(t, adm, "live", topic); c[0]+c[1] != 20 {
+		t.Fatalf("live group's offsets expired: %v", c)
+	}
+
+	b.stop()
+	b.restart()
+	adm = kadm.NewClient(b.client(t))
+	if c := committedOffsets(t, adm, "idle", topic); len(c) != 0 {
+		t.Fatalf("idle group's expired offsets back after restart: %v", c)
+	}
+}

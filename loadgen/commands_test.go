@@ -1,0 +1,146 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
+)
+
+// runLoadgenCLI runs `ringlog loadgen ARGS` in-process against a fresh
+// kfake cluster and returns its stdout and the cluster.
+func runLoadgenCLI(t *testing.T, args ...string) (string, *kfake.Cluster) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	var out bytes.Buffer
+	app := &cli.App{Commands: Commands(), Writer: &out, ErrWriter: &out}
+	err = app.Run(append([]string{"ringlog", "loadgen", "--bootstrap", c.ListenAddrs()[0], "--topic", "lg-cli",
+		"--partitions", "2", "--message-size", "100"}, args...))
+	if err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, out.String())
+	}
+	return out.String(), c
+}
+
+var progressLine = regexp.MustCompile(`(?m)^\s*(\d+\.\d)s\s+\d+ msg/s sent\s+\d+ msg/s acked .* errors \d+.*$`)
+
+// TestProgressLines: one line per second of the run (warmup marked), none
+// with --quiet; the summary is printed either way.
+func TestProgressLines(t *testing.T) {
+	out, _ := runLoadgenCLI(t, "--rate", "1000", "--duration", "2s", "--warmup", "1s")
+	lines := progressLine.FindAllStringSubmatch(out, -1)
+	// Ticks at 1, 2 and 3 s, and possibly a short final interval.
+	if len(lines) < 3 || len(lines) > 4 {
+		t.Fatalf("%d progress lines for a 3 s run:\n%s", len(lines), out)
+	}
+	for i, want := range []string{"1.0", "2.0", "3.0"} {
+		if lines[i][1] != want {
+			t.Fatalf("progress line %d at %ss, want %ss:\n%s", i, lines[i][1], want, out)
+		}
+	}
+	if !strings.Contains(lines[0][0], "[warmup]") || strings.Contains(lines[1][0], "[warmup]") ||
+		!regexp.MustCompile(`p99 \d+\.\d+ ms`).MatchString(lines[1][0]) {
+		t.Fatalf("warmup line or measured line wrong:\n%s", out)
+	}
+	if !strings.Contains(out, "SLA ") {
+		t.Fatalf("no summary:\n%s", out)
+	}
+
+	quiet, _ := runLoadgenCLI(t, "--rate", "1000", "--duration", "1500ms", "--warmup", "0s", "--quiet")
+	if progressLine.MatchString(quiet) || strings.Contains(quiet, "msg/s sent") {
+		t.Fatalf("--quiet printed progress:\n%s", quiet)
+	}
+	if !strings.Contains(quiet, "SLA ") {
+		t.Fatalf("--quiet dropped the summary:\n%s", quiet)
+	}
+}
+
+// TestRandomKeys: with --random-keys the keys come from the --keys key
+// space in random order, not in the cycling order of the default.
+func TestRandomKeys(t *testing.T) {
+	const keys, n = 50, 1500
+	_, c := runLoadgenCLI(t, "--rate", "1000", "--duration", "1500ms", "--warmup", "0s", "--quiet",
+		"--keys", strconv.Itoa(keys), "--random-keys")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("lg-cli"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	type rec struct {
+		sent int64 // intended wall ns from the value header
+		key  int
+	}
+	var recs []rec
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for len(recs) < n && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			k, ok := strings.CutPrefix(string(r.Key), "key-")
+			ki, err := strconv.Atoi(k)
+			if !ok || err != nil || ki < 0 || ki >= keys {
+				t.Fatalf("key %q is not one of key-0..key-%d", r.Key, keys-1)
+			}
+			recs = append(recs, rec{int64(binary.BigEndian.Uint64(r.Value[8:])), ki})
+		})
+	}
+	if len(recs) != n {
+		t.Fatalf("consumed %d records, want %d", len(recs), n)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].sent < recs[j].sent })
+	distinct := map[int]bool{}
+	cycling := 0 // consecutive messages whose keys follow the cycle
+	for i, r := range recs {
+		distinct[r.key] = true
+		if i > 0 && r.key == (recs[i-1].key+1)%keys {
+			cycling++
+		}
+	}
+	if len(distinct) < keys*9/10 {
+		t.Fatalf("%d distinct keys of %d", len(distinct), keys)
+	}
+	// Random keys follow the cycle about 1 time in 50; cycling keys always.
+	if cycling > n/10 {
+		t.Fatalf("%d of %d consecutive keys follow the cycle: keys are not random", cycling, n)
+	}
+}
+
+// TestKeyForRandomVsCycling pins the two key orders at the unit level.
+func TestKeyForRandomVsCycling(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Keys = 100
+	st := &runState{cfg: cfg}
+	var rng uint64 = 12345
+	for i := uint64(0); i < 1000; i++ {
+		if k := st.keyFor(i, &rng); k != int64(i%100) {
+			t.Fatalf("cycling key %d for message %d", k, i)
+		}
+	}
+	st.cfg.RandomKeys = true
+	same := 0
+	for i := uint64(0); i < 1000; i++ {
+		k := st.keyFor(i, &rng)
+		if k < 0 || k >= 100 {
+			t.Fatalf("random key %d out of the key space", k)
+		}
+		if k == int64(i%100) {
+			same++
+		}
+	}
+	if same > 50 {
+		t.Fatalf("%d of 1000 random keys equal the cycling ones", same)
+	}
+}
