@@ -194,14 +194,21 @@ func checkCompacted(t *testing.T, before, after []logRec, cleanEnd int64, goneTo
 	}
 }
 
+// createPartition creates topic with one partition and config cfg on e,
+// and returns the partition.
+func createPartition(t *testing.T, e *Engine, topic string, cfg map[string]string) *Partition {
+	t.Helper()
+	if _, err := e.CreateTopic(topic, 1, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return mustPartition(t, e, topic, 0)
+}
+
 func TestCompactKeepsLatestPerKey(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
 	e := mustOpen(t, cfg)
-	if _, err := e.CreateTopic("c", 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "700", "index.interval.bytes": "150"}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPartition(t, e, "c", 0)
+	p := createPartition(t, e, "c", map[string]string{"cleanup.policy": "compact", "segment.bytes": "700", "index.interval.bytes": "150"})
 	now := time.Now().UnixMilli()
 	for i := range 120 {
 		k := fmt.Sprintf("k%d", i%5)
@@ -236,8 +243,8 @@ func TestCompactKeepsLatestPerKey(t *testing.T) {
 		t.Fatalf("second cleaning %+v %v", res2, err)
 	}
 	// Lookups by timestamp and the sparse index still work over the gaps.
-	if off, _, err := p.OffsetForTimestamp(now); err != nil || off != after[0].batchBase {
-		t.Fatalf("OffsetForTimestamp(now) = %d, %v; first batch at %d", off, err, after[0].batchBase)
+	if off, _, err := p.OffsetForTimestamp(now); err != nil || off != after[0].offset {
+		t.Fatalf("OffsetForTimestamp(now) = %d, %v; first record left at %d", off, err, after[0].offset)
 	}
 	for _, r := range after {
 		res, err := p.Read(r.offset, 1, true)
@@ -284,10 +291,7 @@ func TestCompactKeepsLatestPerKey(t *testing.T) {
 func TestCompactTombstones(t *testing.T) {
 	e := mustOpen(t, testConfig(t.TempDir()))
 	defer e.Close()
-	if _, err := e.CreateTopic("t", 1, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "3600000"}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPartition(t, e, "t", 0)
+	p := createPartition(t, e, "t", map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "3600000"})
 	now := time.Now().UnixMilli()
 	old := now - 2*3600*1000
 	// Segment 1 (two hours old): a, b, a's tombstone, c.
@@ -364,10 +368,7 @@ func producerKeyed(pid int64, seq int32, txn bool, ts int64, kvs ...kv) []byte {
 func TestCompactProducerBatches(t *testing.T) {
 	dir := t.TempDir()
 	e := mustOpen(t, testConfig(dir))
-	if _, err := e.CreateTopic("p", 1, map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "1000"}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPartition(t, e, "p", 0)
+	p := createPartition(t, e, "p", map[string]string{"cleanup.policy": "compact", "delete.retention.ms": "1000"})
 	old := time.Now().UnixMilli() - 60000
 	idem := producerKeyed(5, 0, false, old, kv{"a", "idem", false}, kv{"b", "idem", false})
 	appendWait(t, p, keyed(old, kv{"a", "plain1", false}))                                                             // 0
@@ -463,10 +464,7 @@ func TestCompactCompressedBatches(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			e := mustOpen(t, testConfig(t.TempDir()))
 			defer e.Close()
-			if _, err := e.CreateTopic("z", 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
-				t.Fatal(err)
-			}
-			p := mustPartition(t, e, "z", 0)
+			p := createPartition(t, e, "z", map[string]string{"cleanup.policy": "compact"})
 			now := time.Now().UnixMilli()
 			for i := range 20 {
 				var kvs []kv
@@ -508,10 +506,7 @@ func TestCompactReadersKeepOldBytes(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	e := mustOpen(t, cfg)
 	defer e.Close()
-	if _, err := e.CreateTopic("r", 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPartition(t, e, "r", 0)
+	p := createPartition(t, e, "r", map[string]string{"cleanup.policy": "compact"})
 	now := time.Now().UnixMilli()
 	for i := range 50 {
 		appendWait(t, p, keyed(now, kv{fmt.Sprint("k", i%2), fmt.Sprint("v", i), false}))
@@ -677,22 +672,43 @@ func TestCleanerRunsInBackground(t *testing.T) {
 	}
 }
 
+// openLeadFollower opens an engine on a new directory with two compacted
+// single-partition topics of segBytes-byte segments: "lead", at leader
+// epoch 1, and "foll".
+func openLeadFollower(t *testing.T, segBytes string) (dir string, cfg Config, e *Engine, lead, foll *Partition) {
+	t.Helper()
+	dir = t.TempDir()
+	cfg = testConfig(dir)
+	e = mustOpen(t, cfg)
+	for _, n := range []string{"lead", "foll"} {
+		if _, err := e.CreateTopic(n, 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": segBytes}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead, foll = mustPartition(t, e, "lead", 0), mustPartition(t, e, "foll", 0)
+	if err := lead.AssignLeaderEpoch(1); err != nil {
+		t.Fatal(err)
+	}
+	return dir, cfg, e, lead, foll
+}
+
+// followerAfterUncleanRestart crash-closes e, removes its checkpoint from
+// dir, reopens cfg (closed when t ends) and returns what "foll" reads then.
+func followerAfterUncleanRestart(t *testing.T, e *Engine, dir string, cfg Config) []logRec {
+	t.Helper()
+	crashClose(e)
+	os.Remove(filepath.Join(dir, checkpointName))
+	e2 := mustOpen(t, cfg)
+	t.Cleanup(func() { e2.Close() })
+	got, _ := readLog(t, mustPartition(t, e2, "foll", 0))
+	return got
+}
+
 // TestCompactReplicaGaps copies a cleaned leader log to a follower: the
 // follower takes the gaps and reads the same records, also after an
 // unclean restart.
 func TestCompactReplicaGaps(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	e := mustOpen(t, cfg)
-	for _, n := range []string{"lead", "foll"} {
-		if _, err := e.CreateTopic(n, 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "500"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lead, foll := mustPartition(t, e, "lead", 0), mustPartition(t, e, "foll", 0)
-	if err := lead.AssignLeaderEpoch(1); err != nil {
-		t.Fatal(err)
-	}
+	dir, cfg, e, lead, foll := openLeadFollower(t, "500")
 	now := time.Now().UnixMilli()
 	for i := range 60 {
 		appendWait(t, lead, keyed(now, kv{fmt.Sprint("k", i%4), fmt.Sprint("v", i), false}))
@@ -722,11 +738,7 @@ func TestCompactReplicaGaps(t *testing.T) {
 	if len(got) != len(want) {
 		t.Fatalf("follower reads %d records, leader %d", len(got), len(want))
 	}
-	crashClose(e)
-	os.Remove(filepath.Join(dir, checkpointName))
-	e2 := mustOpen(t, cfg)
-	defer e2.Close()
-	got, _ = readLog(t, mustPartition(t, e2, "foll", 0))
+	got = followerAfterUncleanRestart(t, e, dir, cfg)
 	if len(got) != len(want) {
 		t.Fatalf("follower reads %d records after an unclean restart, leader %d", len(got), len(want))
 	}
@@ -740,10 +752,7 @@ func crashSetup(t *testing.T) (*vfs.MemFS, *vfs.ErrorFS, Config, *Engine, *Parti
 	cfg := testConfig("/data")
 	cfg.FS = efs
 	e := mustOpen(t, cfg)
-	if _, err := e.CreateTopic("c", 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "600", "delete.retention.ms": "0"}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPartition(t, e, "c", 0)
+	p := createPartition(t, e, "c", map[string]string{"cleanup.policy": "compact", "segment.bytes": "600", "delete.retention.ms": "0"})
 	old := time.Now().UnixMilli() - 1000
 	for i := range 40 {
 		r := kv{fmt.Sprint("k", i%3), fmt.Sprint("v", i), false}
@@ -872,10 +881,7 @@ func crashCloseQuiet(e *Engine) {
 func TestCompactConcurrent(t *testing.T) {
 	e := mustOpen(t, testConfig(t.TempDir()))
 	defer e.Close()
-	if _, err := e.CreateTopic("cc", 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "800", "index.interval.bytes": "200"}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPartition(t, e, "cc", 0)
+	p := createPartition(t, e, "cc", map[string]string{"cleanup.policy": "compact", "segment.bytes": "800", "index.interval.bytes": "200"})
 	const n = 600
 	value := func(o int64) string { return fmt.Sprintf("k%d-%d", o%10, o) }
 	done := make(chan struct{})
@@ -976,18 +982,7 @@ func TestCompactConcurrent(t *testing.T) {
 // appends, moves its high watermark and truncates its uncommitted tail:
 // a truncation during a cleaning makes the cleaning give its copy up.
 func TestCompactRacesFollowerTruncation(t *testing.T) {
-	dir := t.TempDir()
-	cfg := testConfig(dir)
-	e := mustOpen(t, cfg)
-	for _, n := range []string{"lead", "foll"} {
-		if _, err := e.CreateTopic(n, 1, map[string]string{"cleanup.policy": "compact", "segment.bytes": "400"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	lead, foll := mustPartition(t, e, "lead", 0), mustPartition(t, e, "foll", 0)
-	if err := lead.AssignLeaderEpoch(1); err != nil {
-		t.Fatal(err)
-	}
+	dir, cfg, e, lead, foll := openLeadFollower(t, "400")
 	now := time.Now().UnixMilli()
 	const n = 400
 	for i := range n {
@@ -1058,11 +1053,7 @@ func TestCompactRacesFollowerTruncation(t *testing.T) {
 	if a, b := latestValues(want), latestValues(got); fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatalf("follower's latest values %v, leader's %v", b, a)
 	}
-	crashClose(e)
-	os.Remove(filepath.Join(dir, checkpointName))
-	e2 := mustOpen(t, cfg)
-	defer e2.Close()
-	again, _ := readLog(t, mustPartition(t, e2, "foll", 0))
+	again := followerAfterUncleanRestart(t, e, dir, cfg)
 	if len(again) != len(got) {
 		t.Fatalf("%d records after an unclean restart, %d before", len(again), len(got))
 	}
@@ -1076,10 +1067,7 @@ func TestCompactRacesFollowerTruncation(t *testing.T) {
 func TestCompactKeepsOnlyLastEmptiedProducerBatch(t *testing.T) {
 	dir := t.TempDir()
 	e := mustOpen(t, testConfig(dir))
-	if _, err := e.CreateTopic("q", 1, map[string]string{"cleanup.policy": "compact"}); err != nil {
-		t.Fatal(err)
-	}
-	p := mustPartition(t, e, "q", 0)
+	p := createPartition(t, e, "q", map[string]string{"cleanup.policy": "compact"})
 	old := time.Now().UnixMilli() - 60000
 	last := producerKeyed(8, 2, false, old, kv{"y", "1", false})
 	appendWait(t, p, producerKeyed(8, 0, false, old, kv{"x", "1", false})) // 0

@@ -59,25 +59,30 @@ func nextRecord(b []byte) (record, []byte, error) {
 	}
 	r.offsetDelta = int32(delta)
 	body = body[n:]
-	klen, n := binary.Varint(body)
-	if n <= 0 || klen < -1 || klen > int64(len(body)-n) {
+	var ok bool
+	if r.key, body, ok = nullableBytes(body); !ok {
 		return record{}, nil, errBadRecord
 	}
-	body = body[n:]
-	if klen >= 0 {
-		r.key = body[:klen:klen]
-		body = body[klen:]
-	}
-	vlen, n := binary.Varint(body)
-	if n <= 0 || vlen < -1 || vlen > int64(len(body)-n) {
+	if r.value, _, ok = nullableBytes(body); !ok {
 		return record{}, nil, errBadRecord
 	}
-	body = body[n:]
-	if vlen >= 0 {
-		r.value = body[:vlen:vlen]
-	}
-	r.tombstone = vlen < 0
+	r.tombstone = r.value == nil
 	return r, b[end:], nil
+}
+
+// nullableBytes splits a varint length (-1: null) and that many bytes off
+// the front of b (a part of a non-nil slice): the field, nil only when
+// null and otherwise capped at its length, and the rest of b.
+func nullableBytes(b []byte) (field, rest []byte, ok bool) {
+	l, n := binary.Varint(b)
+	if n <= 0 || l < -1 || l > int64(len(b)-n) {
+		return nil, nil, false
+	}
+	b = b[n:]
+	if l < 0 {
+		return nil, b, true
+	}
+	return b[:l:l], b[l:], true
 }
 
 // batchInfo is what compaction needs from a batch header.

@@ -31,6 +31,19 @@ func needTool(t *testing.T, path string) {
 	}
 }
 
+// needConfluentKafka skips or fails t, as needTool does, unless python3
+// can import confluent_kafka.
+func needConfluentKafka(t *testing.T) {
+	t.Helper()
+	needTool(t, "/usr/bin/python3")
+	if err := exec.Command("/usr/bin/python3", "-c", "import confluent_kafka").Run(); err != nil {
+		if os.Getenv("RINGLOG_SKIP_EXTERNAL_CLIENTS") == "1" {
+			t.Skip("confluent_kafka missing")
+		}
+		t.Fatal("python3-confluent-kafka not installed")
+	}
+}
+
 func runCmd(t *testing.T, stdin string, timeout time.Duration, name string, args ...string) string {
 	t.Helper()
 	ctx := testContext(t, timeout)
@@ -152,13 +165,7 @@ func TestKcatProduceConsume(t *testing.T) {
 }
 
 func TestConfluentKafkaPython(t *testing.T) {
-	needTool(t, "/usr/bin/python3")
-	if err := exec.Command("/usr/bin/python3", "-c", "import confluent_kafka").Run(); err != nil {
-		if os.Getenv("RINGLOG_SKIP_EXTERNAL_CLIENTS") == "1" {
-			t.Skip("confluent_kafka missing")
-		}
-		t.Fatal("python3-confluent-kafka not installed")
-	}
+	needConfluentKafka(t)
 	b := startBroker(t, t.TempDir())
 	ctx := testContext(t, 60*time.Second)
 	cl := b.client(t)

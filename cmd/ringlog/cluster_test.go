@@ -29,28 +29,57 @@ type testCluster struct {
 	voters string
 }
 
+// startCluster starts n nodes, each a controller voter and a broker.
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t}
-	ctrl := make([]string, n)
-	var voters []string
-	for i := range n {
-		ctrl[i] = freePort(t)
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ctrl[i]))
+	return startClusterAt(t, freshNodeSpecs(t, n), n, nil)
+}
+
+// nodeSpec is where one cluster node listens, and the command prefix it
+// runs under (none: directly).
+type nodeSpec struct {
+	addr, ctrl, admin string
+	prefix            []string
+}
+
+// freshNodeSpecs returns n node specs on free loopback ports.
+func freshNodeSpecs(t *testing.T, n int) []nodeSpec {
+	t.Helper()
+	specs := make([]nodeSpec, n)
+	for i := range specs {
+		specs[i] = nodeSpec{addr: freePort(t), ctrl: freePort(t), admin: freePort(t)}
 	}
-	c.voters = strings.Join(voters, ",")
-	for i := range n {
-		b := &brokerProc{t: t, dataDir: t.TempDir(), addr: freePort(t), admin: freePort(t)}
+	return specs
+}
+
+// startClusterAt starts one node per spec, node i+1 listening where
+// specs[i] says: the first voters of them controller voters and the rest
+// brokers that follow the metadata log as raft non-voters. nodeFlags, when
+// not nil, gives the flags added to node i+1's after the common ones. It
+// returns once every node is ready.
+func startClusterAt(t *testing.T, specs []nodeSpec, voters int, nodeFlags func(i int) []string) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t}
+	var vs []string
+	for i, s := range specs[:voters] {
+		vs = append(vs, fmt.Sprintf("%d@%s", i+1, s.ctrl))
+	}
+	c.voters = strings.Join(vs, ",")
+	for i, s := range specs {
+		b := &brokerProc{t: t, dataDir: t.TempDir(), addr: s.addr, admin: s.admin, prefix: s.prefix}
 		b.args = []string{"serve",
 			"--node-id", fmt.Sprint(i + 1),
 			"--listen", b.addr,
 			"--admin-listen", b.admin,
-			"--controller-listen", ctrl[i],
+			"--controller-listen", s.ctrl,
 			"--controller-voters", c.voters,
 			"--broker-session-timeout", testSessionTimeout.String(),
 			"--data-dir", b.dataDir,
 			"--io", ioMode(),
 			"--log-level", "debug",
+		}
+		if nodeFlags != nil {
+			b.args = append(b.args, nodeFlags(i)...)
 		}
 		c.nodes = append(c.nodes, b)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -32,44 +31,12 @@ func TestFetchLargeRangesSplice(t *testing.T) {
 	if segs := countSegments(t, dataDir, topic); segs < 2*partitions {
 		t.Fatalf("only %d segments: the test needs segment rolls", segs)
 	}
-	offsets := map[string]map[int32]kgo.Offset{topic: {}}
-	for p := int32(0); p < partitions; p++ {
-		offsets[topic][p] = kgo.NewOffset().AtStart()
-	}
-	type listenerCase struct {
-		name string
-		opts []kgo.Opt
-	}
-	cases := []listenerCase{
-		{"plaintext", []kgo.Opt{kgo.SeedBrokers(b.addr)}},
-		{"tls", []kgo.Opt{kgo.SeedBrokers(b.tlsAddr), kgo.DialTLSConfig(certs.clientConfig(t, false))}},
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for _, lc := range cases {
-		for i := range 2 {
-			// 3 MiB and 5 MiB per partition: ranges past spliceMinBytes
-			// that end inside segments and at their ends.
-			maxPart := int32(3<<20) + int32(i)*(2<<20)
-			opts := append([]kgo.Opt{
-				kgo.ConsumePartitions(offsets),
-				kgo.FetchMaxPartitionBytes(maxPart),
-				kgo.FetchMaxBytes(2 * maxPart),
-			}, lc.opts...)
-			wg.Add(1)
-			go func(name string, id int) {
-				defer wg.Done()
-				errs <- consumeExact(ctx, name, id, want, records, opts)
-			}(lc.name, i)
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	// 3 MiB and 5 MiB per partition: ranges past spliceMinBytes that end
+	// inside segments and at their ends.
+	consumeExactOnBothListeners(ctx, t, b, certs, topic, partitions, want, records, 2, func(i int) (int32, int32) {
+		maxPart := int32(3<<20) + int32(i)*(2<<20)
+		return maxPart, 2 * maxPart
+	})
 	m := b.metrics(t)
 	spliced := fetchBytes(m, "plaintext", "splice")
 	if spliced < 1<<20 {

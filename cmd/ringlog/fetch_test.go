@@ -135,6 +135,30 @@ func TestFetchByteExactAcrossSegmentsConcurrentConsumers(t *testing.T) {
 		t.Fatalf("only %d segments: the test needs segment rolls", segs)
 	}
 
+	// Vary response sizes so responses end at different batch boundaries:
+	// from one batch per partition up to several MB.
+	consumeExactOnBothListeners(ctx, t, b, certs, topic, partitions, want, records, consumers, func(i int) (int32, int32) {
+		maxPart := int32(8<<10) << (2 * (i % 4))
+		return maxPart, 4 * maxPart
+	})
+	var size int
+	for _, recs := range want {
+		for _, r := range recs {
+			size += len(r.Value)
+		}
+	}
+	t.Logf("%d consumers per listener each verified %d records (%d value bytes) across %d segments",
+		consumers, records, size, countSegments(t, dataDir, topic))
+}
+
+// consumeExactOnBothListeners runs perListener concurrent consumers on each
+// of b's plaintext and TLS listeners, each reading every partition of
+// topic from the start with the fetch limits sizes gives consumer i
+// (per partition, per response), and fails t for every consumer that does
+// not read all total records of want byte-exact and in offset order.
+func consumeExactOnBothListeners(ctx context.Context, t *testing.T, b *brokerProc, certs tlsFiles, topic string, partitions int,
+	want map[int32]map[int64]*kgo.Record, total, perListener int, sizes func(i int) (maxPart, maxBytes int32)) {
+	t.Helper()
 	type listenerCase struct {
 		name string
 		opts []kgo.Opt
@@ -144,25 +168,23 @@ func TestFetchByteExactAcrossSegmentsConcurrentConsumers(t *testing.T) {
 		{"tls", []kgo.Opt{kgo.SeedBrokers(b.tlsAddr), kgo.DialTLSConfig(certs.clientConfig(t, false))}},
 	}
 	offsets := map[string]map[int32]kgo.Offset{topic: {}}
-	for p := int32(0); p < partitions; p++ {
+	for p := int32(0); p < int32(partitions); p++ {
 		offsets[topic][p] = kgo.NewOffset().AtStart()
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*consumers)
+	errs := make(chan error, len(cases)*perListener)
 	for _, lc := range cases {
-		for i := 0; i < consumers; i++ {
-			// Vary response sizes so responses end at different batch
-			// boundaries: from one batch per partition up to several MB.
-			maxPart := int32(8<<10) << (2 * (i % 4))
+		for i := 0; i < perListener; i++ {
+			maxPart, maxBytes := sizes(i)
 			opts := append([]kgo.Opt{
 				kgo.ConsumePartitions(offsets),
 				kgo.FetchMaxPartitionBytes(maxPart),
-				kgo.FetchMaxBytes(4 * maxPart),
+				kgo.FetchMaxBytes(maxBytes),
 			}, lc.opts...)
 			wg.Add(1)
 			go func(name string, id int) {
 				defer wg.Done()
-				errs <- consumeExact(ctx, name, id, want, records, opts)
+				errs <- consumeExact(ctx, name, id, want, total, opts)
 			}(lc.name, i)
 		}
 	}
@@ -173,14 +195,6 @@ func TestFetchByteExactAcrossSegmentsConcurrentConsumers(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	var size int
-	for _, recs := range want {
-		for _, r := range recs {
-			size += len(r.Value)
-		}
-	}
-	t.Logf("%d consumers per listener each verified %d records (%d value bytes) across %d segments",
-		consumers, records, size, countSegments(t, dataDir, topic))
 }
 
 // consumeExact reads every partition from the start until all records

@@ -97,7 +97,7 @@ func TestFetchBench(t *testing.T) {
 		cpu        time.Duration // broker utime+stime
 		clientCPU  time.Duration // this test process (the consumer)
 		csw        int64         // broker context switches (all threads)
-		sendfileMB float64
+		zeroCopyMB float64
 		copyMB     float64
 	}
 	var results []result
@@ -132,7 +132,7 @@ func TestFetchBench(t *testing.T) {
 			}
 			results = append(results, result{
 				mode: mode, consumer: consumer, bytes: n, wall: wall, cpu: cpu, clientCPU: self, csw: csw,
-				sendfileMB: (fetchBytes(m1, listener, "sendfile") - fetchBytes(m0, listener, "sendfile")) / (1 << 20),
+				zeroCopyMB: (fetchBytes(m1, listener, "zero-copy") - fetchBytes(m0, listener, "zero-copy")) / (1 << 20),
 				copyMB:     (fetchBytes(m1, listener, "copy") - fetchBytes(m0, listener, "copy")) / (1 << 20),
 			})
 		}
@@ -152,7 +152,7 @@ func TestFetchBench(t *testing.T) {
 
 	iperf := iperf3Gbps(t)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n| mode | consumer | MiB | s | MB/s | Gbit/s | %% of iperf3 | broker CPU s | broker CPU s/GB | client CPU s/GB | broker csw/GB | sendfile MiB | copy MiB |\n")
+	fmt.Fprintf(&sb, "\n| mode | consumer | MiB | s | MB/s | Gbit/s | %% of iperf3 | broker CPU s | broker CPU s/GB | client CPU s/GB | broker csw/GB | zero-copy MiB | copy MiB |\n")
 	fmt.Fprintf(&sb, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	cpuPerGB := map[string]float64{}
 	for _, r := range results {
@@ -163,7 +163,7 @@ func TestFetchBench(t *testing.T) {
 		cpuPerGB[r.mode+"/"+r.consumer] = cpuGB
 		fmt.Fprintf(&sb, "| %s | %s | %d | %.2f | %.0f | %.2f | %.0f%% | %.2f | %.3f | %.3f | %.0f | %.0f | %.0f |\n",
 			r.mode, r.consumer, r.bytes>>20, secs, gb*1e3/secs, gbps, 100*gbps/iperf,
-			r.cpu.Seconds(), cpuGB, r.clientCPU.Seconds()/gb, float64(r.csw)/gb, r.sendfileMB, r.copyMB)
+			r.cpu.Seconds(), cpuGB, r.clientCPU.Seconds()/gb, float64(r.csw)/gb, r.zeroCopyMB, r.copyMB)
 	}
 	fmt.Fprintf(&sb, "\niperf3 -c 127.0.0.1 -t 10: %.2f Gbit/s\n", iperf)
 	for _, consumer := range []string{"raw", "franz-go"} {

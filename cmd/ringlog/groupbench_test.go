@@ -23,9 +23,7 @@ func TestGroupBench(t *testing.T) {
 	if os.Getenv("RINGLOG_GROUP_BENCH") != "1" {
 		t.Skip("set RINGLOG_GROUP_BENCH=1")
 	}
-	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
-	cl := b.client(t)
-	adm := kadm.NewClient(cl)
+	b, _, adm := startGroupBroker(t)
 	const topic, group, parts = "bench-groups", "bench-g", 20
 	if _, err := adm.CreateTopic(testContext(t, 20*time.Second), parts, 1, nil, topic); err != nil {
 		t.Fatal(err)

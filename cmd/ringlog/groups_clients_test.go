@@ -375,13 +375,7 @@ func (l *pyLog) ownedList() []int32 {
 // between them the two read every record, twice only where a commit was
 // not confirmed.
 func TestGroupsConfluentCrashTakeover(t *testing.T) {
-	needTool(t, "/usr/bin/python3")
-	if err := exec.Command("/usr/bin/python3", "-c", "import confluent_kafka").Run(); err != nil {
-		if os.Getenv("RINGLOG_SKIP_EXTERNAL_CLIENTS") == "1" {
-			t.Skip("confluent_kafka missing")
-		}
-		t.Fatal("python3-confluent-kafka not installed")
-	}
+	needConfluentKafka(t)
 	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
 	for _, strategy := range []string{"roundrobin", "cooperative-sticky"} {
 		t.Run(strategy, func(t *testing.T) {
@@ -707,9 +701,7 @@ func topicsSet(pairs ...any) kadm.TopicsSet {
 // unsubscribed topic's offsets go; once the group is empty both succeed.
 // The deletions survive a restart, and a new member starts from scratch.
 func TestGroupsDeleteGroupsAndOffsets(t *testing.T) {
-	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
-	cl := b.client(t)
-	adm := kadm.NewClient(cl)
+	b, cl, adm := startGroupBroker(t)
 	ctx := testContext(t, 60*time.Second)
 	const group, sub, other, missing = "del-g", "del-sub", "del-other", "del-missing"
 	createTopic(t, adm, sub, 2, 1)
@@ -720,9 +712,7 @@ func TestGroupsDeleteGroupsAndOffsets(t *testing.T) {
 	// it is empty (a simple commit).
 	o := kadm.Offsets{}
 	o.AddOffset(other, 0, 5, -1)
-	if r, err := adm.CommitOffsets(ctx, group, o); err != nil || r.Error() != nil {
-		t.Fatalf("commit: %v %v", err, r.Error())
-	}
+	commitOffsets(ctx, t, adm, group, o)
 	m := startMember(t, b.addr, group, sub, kgo.RangeBalancer(), kgo.HeartbeatInterval(500*time.Millisecond))
 	eventually(t, 30*time.Second, "member commits the end", func() (bool, string) {
 		c := committedOffsets(t, adm, group, sub)
@@ -812,9 +802,7 @@ func TestGroupsDeleteGroupsAndOffsets(t *testing.T) {
 // record; group B then stops halfway while A goes on, and B's committed
 // offsets stay where B left them, not where A is, until B resumes there.
 func TestGroupsIndependentGroups(t *testing.T) {
-	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
-	cl := b.client(t)
-	adm := kadm.NewClient(cl)
+	b, cl, adm := startGroupBroker(t)
 	const topic, ga, gb, parts = "indep", "indep-a", "indep-b", 4
 	createTopic(t, adm, topic, parts, 1)
 	produceN(t, cl, topic, 400)

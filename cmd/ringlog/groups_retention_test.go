@@ -15,10 +15,7 @@ import (
 // offsets back.
 func TestGroupsOffsetsRetention(t *testing.T) {
 	const retention = 2 * time.Second
-	args := append([]string{"--offsets-retention", retention.String(), "--offsets-retention-check-interval", "200ms"}, groupBrokerArgs...)
-	b := startBroker(t, t.TempDir(), args...)
-	cl := b.client(t)
-	adm := kadm.NewClient(cl)
+	b, cl, adm := startGroupBroker(t, "--offsets-retention", retention.String(), "--offsets-retention-check-interval", "200ms")
 	ctx := testContext(t, 60*time.Second)
 	const topic = "retained"
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
@@ -30,9 +27,7 @@ func TestGroupsOffsetsRetention(t *testing.T) {
 	o := kadm.Offsets{}
 	o.AddOffset(topic, 0, 5, -1)
 	o.AddOffset(topic, 1, 6, -1)
-	if r, err := adm.CommitOffsets(ctx, "idle", o); err != nil || r.Error() != nil {
-		t.Fatalf("commit: %v %v", err, r.Error())
-	}
+	commitOffsets(ctx, t, adm, "idle", o)
 	// "live": a member consumes everything, commits and stays.
 	m := startMember(t, b.addr, "live", topic, kgo.RangeBalancer())
 	defer m.close()

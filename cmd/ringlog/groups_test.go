@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +20,23 @@ import (
 // groupBrokerArgs make groups fast to test: no initial rebalance delay to
 // speak of, a small offsets topic.
 var groupBrokerArgs = []string{"--group-initial-rebalance-delay", "100ms", "--offsets-topic-partitions", "5"}
+
+// startGroupBroker starts a broker with extra then groupBrokerArgs, and
+// returns it with a client and an admin client on it.
+func startGroupBroker(t *testing.T, extra ...string) (*brokerProc, *kgo.Client, *kadm.Client) {
+	t.Helper()
+	b := startBroker(t, t.TempDir(), append(slices.Clone(extra), groupBrokerArgs...)...)
+	cl := b.client(t)
+	return b, cl, kadm.NewClient(cl)
+}
+
+// commitOffsets commits o for group through adm, failing t on any error.
+func commitOffsets(ctx context.Context, t *testing.T, adm *kadm.Client, group string, o kadm.Offsets) {
+	t.Helper()
+	if r, err := adm.CommitOffsets(ctx, group, o); err != nil || r.Error() != nil {
+		t.Fatalf("commit %s: %v %v", group, err, r.Error())
+	}
+}
 
 // member is one franz-go group consumer that records its assignment, the
 // first offset it received per partition and every offset it received.
@@ -171,9 +186,7 @@ func produceN(t *testing.T, cl *kgo.Client, topic string, n int) {
 }
 
 func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
-	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
-	cl := b.client(t)
-	adm := kadm.NewClient(cl)
+	b, cl, adm := startGroupBroker(t)
 	// A short heartbeat interval: eager members learn of a rebalance from
 	// a heartbeat, and franz-go's default (3s) would dominate the runtime.
 	hb := kgo.HeartbeatInterval(500 * time.Millisecond)
@@ -262,9 +275,7 @@ func maps(m map[int32]int64) map[int32]int64 {
 // independently; offsets survive a broker restart; producing to the
 // offsets topic is refused.
 func TestGroupsTwoGroupsAndRestart(t *testing.T) {
-	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
-	cl := b.client(t)
-	adm := kadm.NewClient(cl)
+	b, cl, adm := startGroupBroker(t)
 	ctx := testContext(t, 60*time.Second)
 	const topic = "two-groups"
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
@@ -275,10 +286,7 @@ func TestGroupsTwoGroupsAndRestart(t *testing.T) {
 		o := kadm.Offsets{}
 		o.AddOffset(topic, 0, at, -1)
 		o.AddOffset(topic, 1, at+1, -1)
-		r, err := adm.CommitOffsets(ctx, g, o)
-		if err != nil || r.Error() != nil {
-			t.Fatalf("commit %s: %v %v", g, err, r.Error())
-		}
+		commitOffsets(ctx, t, adm, g, o)
 	}
 	check := func(when string) {
 		for g, at := range map[string]int64{"ga": 7, "gb": 31} {
@@ -325,16 +333,8 @@ func TestGroupsTwoGroupsAndRestart(t *testing.T) {
 // commits resumes at its committed offset after a restart.
 func TestGroupsKcatAndConfluent(t *testing.T) {
 	needTool(t, "/usr/bin/kcat")
-	needTool(t, "/usr/bin/python3")
-	if err := exec.Command("/usr/bin/python3", "-c", "import confluent_kafka").Run(); err != nil {
-		if os.Getenv("RINGLOG_SKIP_EXTERNAL_CLIENTS") == "1" {
-			t.Skip("confluent_kafka missing")
-		}
-		t.Fatal("python3-confluent-kafka not installed")
-	}
-	b := startBroker(t, t.TempDir(), groupBrokerArgs...)
-	cl := b.client(t)
-	adm := kadm.NewClient(cl)
+	needConfluentKafka(t)
+	b, cl, adm := startGroupBroker(t)
 	const topic = "lib-groups"
 	if _, err := adm.CreateTopic(testContext(t, 20*time.Second), 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
@@ -392,10 +392,7 @@ func TestGroupsCoordinatorRestartCluster(t *testing.T) {
 	const group = "cluster-group"
 	o := kadm.Offsets{}
 	o.AddOffset("cl-groups", 0, 1234, -1)
-	r, err := adm.CommitOffsets(ctx, group, o)
-	if err != nil || r.Error() != nil {
-		t.Fatalf("commit: %v %v", err, r.Error())
-	}
+	commitOffsets(ctx, t, adm, group, o)
 	fc := adm.FindGroupCoordinators(ctx, group)[group]
 	if fc.Err != nil {
 		t.Fatalf("find coordinator: %v", fc.Err)

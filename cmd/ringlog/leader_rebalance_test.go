@@ -22,43 +22,13 @@ import (
 // added to every node's flags.
 func startVoterCluster(t *testing.T, voters int, racks []string, extra ...string) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t}
-	ctrl := make([]string, len(racks))
-	var vs []string
-	for i := range racks {
-		ctrl[i] = freePort(t)
-		if i < voters {
-			vs = append(vs, fmt.Sprintf("%d@%s", i+1, ctrl[i]))
+	return startClusterAt(t, freshNodeSpecs(t, len(racks)), voters, func(i int) []string {
+		flags := slices.Clone(extra)
+		if racks[i] != "" {
+			flags = append(flags, "--rack", racks[i])
 		}
-	}
-	c.voters = strings.Join(vs, ",")
-	for i, rack := range racks {
-		b := &brokerProc{t: t, dataDir: t.TempDir(), addr: freePort(t), admin: freePort(t)}
-		b.args = append([]string{"serve",
-			"--node-id", fmt.Sprint(i + 1),
-			"--listen", b.addr,
-			"--admin-listen", b.admin,
-			"--controller-listen", ctrl[i],
-			"--controller-voters", c.voters,
-			"--broker-session-timeout", testSessionTimeout.String(),
-			"--data-dir", b.dataDir,
-			"--io", ioMode(),
-			"--log-level", "debug",
-		}, extra...)
-		if rack != "" {
-			b.args = append(b.args, "--rack", rack)
-		}
-		c.nodes = append(c.nodes, b)
-	}
-	// All processes first: none becomes ready before a quorum runs.
-	for _, b := range c.nodes {
-		b.launch()
-		t.Cleanup(func() { b.stop() })
-	}
-	for _, b := range c.nodes {
-		b.waitReady(60 * time.Second)
-	}
-	return c
+		return flags
+	})
 }
 
 // freshMetadata keeps kgo from answering kadm's Metadata from its cache

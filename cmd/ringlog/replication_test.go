@@ -24,54 +24,15 @@ const testReplicaLag = 3 * time.Second
 // short replica.lag.time.max and extra flags.
 func startReplCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
-	specs := make([]nodeSpec, n)
-	for i := range specs {
-		specs[i] = nodeSpec{addr: freePort(t), ctrl: freePort(t), admin: freePort(t)}
-	}
-	return startReplClusterAt(t, specs, extra...)
-}
-
-// nodeSpec is where one cluster node listens, and the command prefix it
-// runs under (none: directly).
-type nodeSpec struct {
-	addr, ctrl, admin string
-	prefix            []string
+	return startReplClusterAt(t, freshNodeSpecs(t, n), extra...)
 }
 
 // startReplClusterAt is startReplCluster on explicit addresses: node i+1
 // listens where specs[i] says.
 func startReplClusterAt(t *testing.T, specs []nodeSpec, extra ...string) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t}
-	var voters []string
-	for i, s := range specs {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, s.ctrl))
-	}
-	c.voters = strings.Join(voters, ",")
-	for i, s := range specs {
-		b := &brokerProc{t: t, dataDir: t.TempDir(), addr: s.addr, admin: s.admin, prefix: s.prefix}
-		b.args = append([]string{"serve",
-			"--node-id", fmt.Sprint(i + 1),
-			"--listen", b.addr,
-			"--admin-listen", b.admin,
-			"--controller-listen", s.ctrl,
-			"--controller-voters", c.voters,
-			"--broker-session-timeout", testSessionTimeout.String(),
-			"--replica-lag-time-max", testReplicaLag.String(),
-			"--data-dir", b.dataDir,
-			"--io", ioMode(),
-			"--log-level", "debug",
-		}, extra...)
-		c.nodes = append(c.nodes, b)
-	}
-	for _, b := range c.nodes {
-		b.launch()
-		t.Cleanup(func() { b.stop() })
-	}
-	for _, b := range c.nodes {
-		b.waitReady(60 * time.Second)
-	}
-	return c
+	flags := append([]string{"--replica-lag-time-max", testReplicaLag.String()}, extra...)
+	return startClusterAt(t, specs, len(specs), func(int) []string { return flags })
 }
 
 // createRF3Topic creates topic with partitions partitions, RF=3 and

@@ -634,13 +634,7 @@ func TestTxnConfluentKafka(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}
-	needTool(t, "/usr/bin/python3")
-	if err := exec.Command("/usr/bin/python3", "-c", "import confluent_kafka").Run(); err != nil {
-		if os.Getenv("RINGLOG_SKIP_EXTERNAL_CLIENTS") == "1" {
-			t.Skip("confluent_kafka missing")
-		}
-		t.Fatal("python3-confluent-kafka not installed")
-	}
+	needConfluentKafka(t)
 	b := startBroker(t, t.TempDir(), txnBrokerArgs...)
 	const topic = "py-txn"
 	createTopic(t, kadm.NewClient(b.client(t)), topic, 3, 1)

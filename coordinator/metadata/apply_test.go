@@ -85,6 +85,28 @@ func (m *machine) part(topic string, p int32) Partition {
 	return pp
 }
 
+// newMachineWithTopicA returns a machine with brokers 1, 2 and 3
+// registered and unfenced, and topic "a" of one partition on replicas
+// 1, 2, 3; with the epochs of brokers 1 and 2 and the topic's ID.
+func newMachineWithTopicA(t *testing.T) (m *machine, e1, e2 uint64, tid UUID) {
+	t.Helper()
+	m = newMachine(t)
+	e1 = m.register(1, "")
+	e2 = m.register(2, "")
+	m.register(3, "")
+	tid = NewUUID()
+	m.ok(Command{CreateTopic: &CreateTopic{Name: "a", ID: tid, Assignment: [][]int32{{1, 2, 3}}}})
+	return m, e1, e2, tid
+}
+
+// setISR has broker, at broker epoch epoch, set the ISR of partition 0 of
+// topic (ID tid) to isr at the partition's current epochs.
+func (m *machine) setISR(topic string, tid UUID, broker int32, epoch uint64, isr ...int32) {
+	m.t.Helper()
+	p := m.part(topic, 0)
+	m.ok(Command{AlterPartition: &AlterPartition{BrokerID: broker, BrokerEpoch: epoch, TopicID: tid, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: isr}})
+}
+
 func TestInitAndRegister(t *testing.T) {
 	m := &machine{t: t, img: EmptyImage()}
 	reg := &RegisterBroker{ClusterID: "c1", ID: 1, Incarnation: NewUUID()}
@@ -201,12 +223,7 @@ func TestFenceMovesLeadership(t *testing.T) {
 }
 
 func TestAlterPartition(t *testing.T) {
-	m := newMachine(t)
-	e1 := m.register(1, "")
-	e2 := m.register(2, "")
-	m.register(3, "")
-	tid := NewUUID()
-	m.ok(Command{CreateTopic: &CreateTopic{Name: "a", ID: tid, Assignment: [][]int32{{1, 2, 3}}}})
+	m, e1, e2, tid := newMachineWithTopicA(t)
 	alter := func(broker int32, epoch uint64, le, pe int32, isr ...int32) Command {
 		return Command{AlterPartition: &AlterPartition{BrokerID: broker, BrokerEpoch: epoch, TopicID: tid, LeaderEpoch: le, PartitionEpoch: pe, NewISR: isr}}
 	}
@@ -235,12 +252,7 @@ func TestAlterPartition(t *testing.T) {
 }
 
 func TestElectLeader(t *testing.T) {
-	m := newMachine(t)
-	e1 := m.register(1, "")
-	e2 := m.register(2, "")
-	m.register(3, "")
-	tid := NewUUID()
-	m.ok(Command{CreateTopic: &CreateTopic{Name: "a", ID: tid, Assignment: [][]int32{{1, 2, 3}}}})
+	m, e1, e2, tid := newMachineWithTopicA(t)
 	elect := func(unclean bool) Command {
 		return Command{ElectLeader: &ElectLeader{Topic: "a", Unclean: unclean}}
 	}
@@ -251,8 +263,7 @@ func TestElectLeader(t *testing.T) {
 	// it is in the ISR again.
 	m.ok(Command{UnfenceBroker: &UnfenceBroker{ID: 1, Epoch: e1}})
 	m.reject(elect(false), ErrElectionNotNeeded) // 1 is not in the ISR yet
-	p := m.part("a", 0)
-	m.ok(Command{AlterPartition: &AlterPartition{BrokerID: 2, BrokerEpoch: e2, TopicID: tid, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{2}}})
+	m.setISR("a", tid, 2, e2, 2)
 	m.ok(Command{FenceBroker: &FenceBroker{ID: 2, Epoch: e2}})
 	if p := m.part("a", 0); p.Leader != NoLeader || !slices.Equal(p.ISR, []int32{2}) {
 		t.Fatalf("%+v", p)
@@ -266,12 +277,7 @@ func TestElectLeader(t *testing.T) {
 }
 
 func TestElectPreferredLeader(t *testing.T) {
-	m := newMachine(t)
-	e1 := m.register(1, "")
-	e2 := m.register(2, "")
-	m.register(3, "")
-	tid := NewUUID()
-	m.ok(Command{CreateTopic: &CreateTopic{Name: "a", ID: tid, Assignment: [][]int32{{1, 2, 3}}}})
+	m, e1, e2, tid := newMachineWithTopicA(t)
 	preferred := Command{ElectLeader: &ElectLeader{Topic: "a", Preferred: true}}
 	m.reject(preferred, ErrElectionNotNeeded)
 	m.reject(Command{ElectLeader: &ElectLeader{Topic: "a", Partition: 1, Preferred: true}}, ErrUnknownTopic)
@@ -290,7 +296,7 @@ func TestElectPreferredLeader(t *testing.T) {
 		t.Fatalf("%+v", p)
 	}
 	// Back in the ISR: the election moves leadership and bumps both epochs.
-	m.ok(Command{AlterPartition: &AlterPartition{BrokerID: 2, BrokerEpoch: e2, TopicID: tid, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{2, 3, 1}}})
+	m.setISR("a", tid, 2, e2, 2, 3, 1)
 	before := m.part("a", 0)
 	res := m.ok(preferred)
 	if res.Partition.Leader != 1 || res.Partition.LeaderEpoch != before.LeaderEpoch+1 || res.Partition.PartitionEpoch != before.PartitionEpoch+1 ||
@@ -303,8 +309,7 @@ func TestElectPreferredLeader(t *testing.T) {
 	m.reject(preferred, ErrElectionNotNeeded)
 
 	// In the ISR but fenced (the ISR keeps its last member): not available.
-	p = m.part("a", 0)
-	m.ok(Command{AlterPartition: &AlterPartition{BrokerID: 1, BrokerEpoch: e1, TopicID: tid, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{1}}})
+	m.setISR("a", tid, 1, e1, 1)
 	m.ok(Command{FenceBroker: &FenceBroker{ID: 1, Epoch: e1}})
 	if p := m.part("a", 0); p.Leader != NoLeader || !slices.Equal(p.ISR, []int32{1}) {
 		t.Fatalf("%+v", p)

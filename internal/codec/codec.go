@@ -232,10 +232,7 @@ func Compress(c Codec, dst, src []byte) ([]byte, error) {
 		}
 		buf := bytes.NewBuffer(dst)
 		w.Reset(buf)
-		_, err := w.Write(src)
-		if err == nil {
-			err = w.Close()
-		}
+		err := writeClose(w, src)
 		gzWriters.Put(w)
 		if err != nil {
 			return dst, fmt.Errorf("codec: gzip: %w", err)
@@ -258,10 +255,7 @@ func Compress(c Codec, dst, src []byte) ([]byte, error) {
 		} else {
 			w.Reset(buf)
 		}
-		_, err := w.Write(src)
-		if err == nil {
-			err = w.Close()
-		}
+		err := writeClose(w, src)
 		lzWriters.Put(w)
 		if err != nil {
 			return dst, fmt.Errorf("codec: lz4: %w", err)
@@ -275,6 +269,16 @@ func Compress(c Codec, dst, src []byte) ([]byte, error) {
 		return enc.EncodeAll(src, dst), nil
 	}
 	return dst, fmt.Errorf("%w %d", ErrUnknown, c)
+}
+
+// writeClose writes src through the compressing writer w and closes it,
+// which flushes the end of the stream.
+func writeClose(w io.WriteCloser, src []byte) error {
+	_, err := w.Write(src)
+	if err == nil {
+		err = w.Close()
+	}
+	return err
 }
 
 // CompressXerial appends src as xerial-framed snappy, so data that came
