@@ -2,6 +2,7 @@ package iouring
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
 	"sync/atomic"
 	"syscall"
@@ -356,4 +357,22 @@ func (r *Ring) ForEachCQE(fn func(CQE)) int {
 	}
 	r.CQAdvance(tail - head)
 	return int(tail - head)
+}
+
+// SetIOWQMaxWorkers caps the kernel's async worker threads that serve this
+// ring: bounded ones run work that blocks on a file (fsync, and writes
+// that cannot complete inline), unbounded ones the rest. The kernel's
+// default bounded cap is min(SQ entries, 4 x CPUs), so a ring that keeps
+// one fsync in flight per dirty file syncs at most that many files at once.
+// Zero leaves a cap as it is; the previous caps are returned. Kernels before
+// 5.15 answer EINVAL.
+func (r *Ring) SetIOWQMaxWorkers(bounded, unbounded uint32) (prevBounded, prevUnbounded uint32, err error) {
+	if r.fd < 0 {
+		return 0, 0, ErrClosed
+	}
+	caps := [2]uint32{bounded, unbounded}
+	if err := sysRegister(r.fd, registerIOWQMaxWorkers, unsafe.Pointer(&caps[0]), 2); err != nil {
+		return 0, 0, fmt.Errorf("iouring: register iowq max workers: %w", err)
+	}
+	return caps[0], caps[1], nil
 }

@@ -479,3 +479,20 @@ func TestSetupFlagFallback(t *testing.T) {
 		t.Fatalf("EPERM retried %d times", len(tried))
 	}
 }
+
+// SetIOWQMaxWorkers reports the previous caps and takes new ones.
+func TestSetIOWQMaxWorkers(t *testing.T) {
+	r := newTestRing(t, 8)
+	prevB, _, err := r.SetIOWQMaxWorkers(64, 0)
+	if errors.Is(err, syscall.EINVAL) {
+		t.Skip("kernel before 5.15")
+	}
+	if err != nil || prevB == 0 {
+		t.Fatalf("SetIOWQMaxWorkers: prev bounded %d, %v", prevB, err)
+	}
+	// Zero reads the caps back unchanged.
+	b, u, err := r.SetIOWQMaxWorkers(0, 0)
+	if err != nil || b != 64 || u == 0 {
+		t.Fatalf("caps read back %d/%d, %v; want bounded 64", b, u, err)
+	}
+}

@@ -192,3 +192,14 @@ func sysEnter(fd int, toSubmit, minComplete, flags uint32) (int, error) {
 	}
 	return int(n), nil
 }
+
+// registerIOWQMaxWorkers is IORING_REGISTER_IOWQ_MAX_WORKERS (5.15).
+const registerIOWQMaxWorkers = 19
+
+func sysRegister(fd int, op uint32, arg unsafe.Pointer, n uint32) error {
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(fd), uintptr(op), uintptr(arg), uintptr(n), 0, 0)
+	if errno != 0 {
+		return errno
+	}
+	return nil
+}
