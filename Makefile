@@ -82,11 +82,7 @@ chaos: build
 	  grep -E '^(chaos:|--- |ok|FAIL|\s+failover_test)' bin/chaos.log; echo "full output: bin/chaos.log"; exit $$rc
 
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 clean:
 	rm -rf bin
