@@ -108,6 +108,7 @@ func (n *Node) heartbeat(epoch uint64) (fenced bool) {
 	}
 	n.mu.Lock()
 	n.lastHB, n.hbFenced = sent, resp.Fenced
+	n.lag.ack(sent, resp.CommitIndex, n.raft.AppliedIndex())
 	n.mu.Unlock()
 	if !resp.Fenced {
 		select {
@@ -205,6 +206,16 @@ func (n *Node) Fresh() error {
 	}
 	if last := n.raft.LastContact(); time.Since(last) > n.cfg.MaxStaleness {
 		return fmt.Errorf("%w: no contact with the controller since %v", ErrStale, last.Format(time.RFC3339Nano))
+	}
+	// In contact, but applying the log too slowly: the image is as old as
+	// the last heartbeat whose commit index it has reached.
+	applied := n.raft.AppliedIndex()
+	n.mu.Lock()
+	n.lag.advance(applied)
+	caughtUp, behind := n.lag.caughtUp, n.lag.behind(applied)
+	n.mu.Unlock()
+	if age := time.Since(caughtUp); age > n.cfg.MaxStaleness {
+		return fmt.Errorf("%w: metadata applied up to %v ago, %d entries behind the controller", ErrStale, age.Round(time.Millisecond), behind)
 	}
 	return nil
 }

@@ -193,8 +193,9 @@ func (n *Node) handleHeartbeat(ctx context.Context, req *heartbeatReq) (any, uin
 		return nil, 0, fmt.Errorf("%w: broker %d epoch %d, heartbeat has %d", metadata.ErrStaleBrokerEpoch, req.ID, b.Epoch, req.Epoch)
 	}
 	n.touch(req.ID)
+	commit := n.raft.CommitIndex()
 	if !b.Fenced {
-		return heartbeatResp{}, 0, nil
+		return heartbeatResp{CommitIndex: commit}, 0, nil
 	}
 	// A fenced broker is unfenced once it has applied the log up to the
 	// commit index this controller saw at its first heartbeat while fenced.
@@ -207,7 +208,7 @@ func (n *Node) handleHeartbeat(ctx context.Context, req *heartbeatReq) (any, uin
 	}
 	n.lmu.Unlock()
 	if !ok || req.AppliedIndex < target {
-		return heartbeatResp{Fenced: true}, 0, nil
+		return heartbeatResp{Fenced: true, CommitIndex: commit}, 0, nil
 	}
 	_, idx, err := n.propose(ctx, metadata.Command{UnfenceBroker: &metadata.UnfenceBroker{ID: req.ID, Epoch: req.Epoch}})
 	if err != nil {
@@ -217,7 +218,7 @@ func (n *Node) handleHeartbeat(ctx context.Context, req *heartbeatReq) (any, uin
 	delete(n.catchUp, req.ID)
 	n.lmu.Unlock()
 	n.log.Info("unfenced broker", "broker", req.ID)
-	return heartbeatResp{}, idx, nil
+	return heartbeatResp{CommitIndex: commit}, idx, nil
 }
 
 func (n *Node) handleAlterPartition(ctx context.Context, req *alterReq) (any, uint64, error) {

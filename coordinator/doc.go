@@ -71,12 +71,15 @@
 // more than BrokerSessionTimeout ago or was answered "fenced" (a lease: the
 // controller's session clock starts when it receives the heartbeat, so the
 // lease ends before the controller may fence this broker and move its
-// leaderships), or when this node is not the raft leader and
+// leaderships), or when this node is not the raft leader and either
 // raft.LastContact is older than MaxStaleness (default
-// BrokerSessionTimeout, 9s). Answers
-// are therefore at most MaxStaleness behind the controller (plus local apply
-// lag), and a broker cut off from the controller stops answering at about
-// the time the controller fences it and moves its leaderships.
+// BrokerSessionTimeout, 9s) or its image is: every heartbeat answer
+// carries the controller's commit index, and the image counts as fresh as
+// of the latest heartbeat send time whose commit index this node has
+// applied (applylag.go), so a broker in contact but applying slowly is
+// caught too. Answers are therefore at most MaxStaleness behind the
+// controller, and a broker cut off from the controller stops answering at
+// about the time the controller fences it and moves its leaderships.
 //
 // # Change notifications
 //

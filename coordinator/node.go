@@ -72,6 +72,7 @@ type Node struct {
 	epoch     uint64    // broker epoch; 0 until registered
 	lastHB    time.Time // send time of the last acknowledged heartbeat
 	hbFenced  bool      // that heartbeat's answer: still fenced
+	lag       applyLag  // how far behind the controller's log the image is
 	fatal     error
 	ready     chan struct{} // closed once registered and unfenced
 	failed    chan struct{} // closed when fatal is set

@@ -90,7 +90,13 @@ type (
 		Epoch        uint64
 		AppliedIndex uint64
 	}
-	heartbeatResp struct{ Fenced bool }
+	heartbeatResp struct {
+		Fenced bool
+		// CommitIndex is the controller's raft commit index when it
+		// handled the heartbeat: the broker's image is fresh as of the
+		// send time once it has applied that far.
+		CommitIndex uint64
+	}
 	alterReq      struct{ metadata.AlterPartition }
 	partitionResp struct{ Partition metadata.Partition }
 	topicResp     struct{ Topic metadata.Topic }
