@@ -43,11 +43,15 @@
 //
 // # Why bbolt
 //
-// bbolt is pure Go (no cgo toolchain, as SQLite through mattn/go-sqlite3
-// would need), a single file, and gives serializable read-write
+// bbolt is pure Go, a single file, and gives serializable read-write
 // transactions whose commit fsyncs, which is exactly the atomic "check,
 // change, mark" unit required. It is already in ringlog's module graph
-// through raft-boltdb, so it adds no dependency. Callers get the *bolt.Tx
+// through raft-boltdb, so it adds no dependency. SQLite would give the
+// same guarantee with SQL on top: through mattn/go-sqlite3 it needs cgo,
+// and the pure-Go modernc.org/sqlite (a C-to-Go translation of SQLite
+// with its own libc) adds a large module tree for what here is a key set
+// and a few counters; a consumer that already keeps its state in SQL can
+// implement the same contract with one SQL transaction (see the limits). Callers get the *bolt.Tx
 // to keep their own state in the same file. Its limits: one writer at a
 // time (Apply calls serialize) and one process per file (an flock).
 package sink
