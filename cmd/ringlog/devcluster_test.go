@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// freePortRun finds n consecutive free loopback ports (dev cluster takes a
+// base port per listener kind and counts up from it).
+func freePortRun(t *testing.T, n int) int {
+	t.Helper()
+	for range 200 {
+		base := 20000 + rand.IntN(40000)
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			ln.Close()
+			if _, dup := handedOut.LoadOrStore(fmt.Sprintf("127.0.0.1:%d", p), true); dup {
+				ok = false
+			}
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no run of free ports")
+	return 0
+}
+
+// TestDevCluster: `ringlog dev cluster --nodes 3` (what `make cluster`
+// runs) prints a bootstrap list that clients use for an RF=3 topic with
+// acks=all, and Ctrl-C stops every node.
+func TestDevCluster(t *testing.T) {
+	kafka, ctrl, admin := freePortRun(t, 3), freePortRun(t, 3), freePortRun(t, 3)
+	cmd := exec.Command(ringlogBin, "dev", "cluster", "--nodes", "3", "--base-dir", t.TempDir(),
+		"--kafka-port", fmt.Sprint(kafka), "--controller-port", fmt.Sprint(ctrl), "--admin-port", fmt.Sprint(admin),
+		"--", "--io", ioMode(), "--group-initial-rebalance-delay", "100ms")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-exited:
+			case <-time.After(40 * time.Second):
+				cmd.Process.Kill()
+			}
+		}
+	})
+	var boot string
+	timeout := time.After(90 * time.Second)
+	for boot == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("dev cluster ended before it was ready: %v\n%s", <-exited, stderr.String())
+			}
+			if rest, found := strings.CutPrefix(l, "cluster ready: bootstrap "); found {
+				boot = strings.Fields(rest)[0]
+			}
+		case <-timeout:
+			t.Fatalf("dev cluster not ready after 90s\n%s", stderr.String())
+		}
+	}
+	seeds := strings.Split(boot, ",")
+	if len(seeds) != 3 || seeds[0] != fmt.Sprintf("127.0.0.1:%d", kafka) {
+		t.Fatalf("bootstrap %q", boot)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	createTopic(t, adm, "dev", 3, 3)
+	ctx := testContext(t, 30*time.Second)
+	var rs []*kgo.Record
+	for i := range 100 {
+		rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumeAll(ctx, t, seeds[1], "dev", 100); len(got) != 100 {
+		t.Fatalf("consumed %d of 100", len(got))
+	}
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil || len(md.Brokers) != 3 {
+		t.Fatalf("metadata lists %d brokers (%v)", len(md.Brokers), err)
+	}
+
+	// Ctrl-C: the command stops all nodes and exits cleanly.
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("dev cluster exit: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("dev cluster still running 40s after SIGINT")
+	}
+	for i := range 3 {
+		addr := fmt.Sprintf("127.0.0.1:%d", admin+i)
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Errorf("node %d's admin listener %s still answers after the cluster stopped", i+1, addr)
+		}
+	}
+}
