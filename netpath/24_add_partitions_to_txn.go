@@ -1,9 +1,7 @@
 package netpath
 
 import (
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/coordinator/txn"
@@ -30,11 +28,12 @@ import (
 //   - v4+ (KIP-890 part 1: batched transactions, verify-only requests from
 //     brokers) is not advertised: produce is not verified against the
 //     coordinator, as before KIP-890.
-//   - Refused only with CONCURRENT_TRANSACTIONS because another
-//     AddPartitionsToTxn of the same transaction is being written (franz-go
-//     sends one per partition leader at once), the request is retried here
-//     for up to addPartitionsRetryFor instead of sending the client into
-//     its 20 ms backoff; not while the previous transaction is ending.
+//   - While another AddPartitionsToTxn of the same transaction is being
+//     written (franz-go sends one per partition leader at once), the
+//     coordinator queues this one behind it (txn.Manager) instead of
+//     sending the client into its 20 ms CONCURRENT_TRANSACTIONS backoff;
+//     while the previous transaction is ending it still answers
+//     CONCURRENT_TRANSACTIONS.
 
 func init() { register(24, 0, 3, handleAddPartitionsToTxn) }
 
@@ -106,47 +105,10 @@ func handleAddPartitionsToTxn(s *Server, r *request) reply {
 		if !ok {
 			return nil
 		}
-		// franz-go sends one AddPartitionsToTxn per partition leader, all
-		// at once; while the first one's record is being written the
-		// others would get CONCURRENT_TRANSACTIONS and the client would
-		// back off 20 ms each. When that is the only reason, retry here
-		// for a short while instead (the write takes milliseconds).
-		for pause, waited := time.Millisecond, time.Duration(0); onlyConcurrent(res) && waited < addPartitionsRetryFor; waited += pause {
-			if d, err := s.txns.mgr.Describe(req.TransactionalID); err == nil && (d.State == txn.PrepareCommit || d.State == txn.PrepareAbort) {
-				break // ending the previous transaction: the client's backoff is right
-			}
-			select {
-			case <-time.After(pause):
-			case <-done:
-				return nil
-			}
-			if res, ok = waitFuture(s.txns.mgr.AddPartitions(areq), done); !ok {
-				return nil
-			}
-			pause = min(2*pause, 10*time.Millisecond)
-		}
 		codes := make(map[txn.TopicPartition]int16, len(res))
 		for _, pr := range res {
 			codes[pr.TopicPartition] = txnErrorCode(pr.Err, knowsFenced)
 		}
 		return fill(func(tp txn.TopicPartition) int16 { return codes[tp] })
 	}}
-}
-
-// addPartitionsRetryFor bounds the broker-side retries of a concurrent
-// AddPartitionsToTxn.
-const addPartitionsRetryFor = 200 * time.Millisecond
-
-// onlyConcurrent reports whether every partition was refused with
-// CONCURRENT_TRANSACTIONS.
-func onlyConcurrent(res []txn.PartitionResult) bool {
-	if len(res) == 0 {
-		return false
-	}
-	for _, pr := range res {
-		if !errors.Is(pr.Err, txn.ErrConcurrentTransactions) {
-			return false
-		}
-	}
-	return true
 }

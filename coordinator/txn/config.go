@@ -25,6 +25,14 @@ type Config struct {
 	// RemoveExpiredInterval is how often Tick looks for expired ids
 	// (transaction.remove.expired.transaction.cleanup.interval.ms).
 	RemoveExpiredInterval time.Duration
+	// EndTxnWait makes EndTxn answer once the markers are written and the
+	// Complete record is durable, or after this long, whichever is first
+	// (the outcome is decided either way: the Prepare record is durable).
+	// A client's next transaction then starts without the
+	// CONCURRENT_TRANSACTIONS back-off it would get while markers are in
+	// flight. 0 answers as soon as the Prepare record is durable, as Kafka
+	// does.
+	EndTxnWait time.Duration
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -35,6 +43,7 @@ func DefaultConfig() Config {
 		MaxTransactionTimeout:     15 * time.Minute,
 		TransactionalIDExpiration: 7 * 24 * time.Hour,
 		RemoveExpiredInterval:     time.Hour,
+		EndTxnWait:                2 * time.Second,
 	}
 }
 
@@ -51,6 +60,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("txn: TransactionalIDExpiration %v must be positive", c.TransactionalIDExpiration)
 	case c.RemoveExpiredInterval <= 0:
 		return fmt.Errorf("txn: RemoveExpiredInterval %v must be positive", c.RemoveExpiredInterval)
+	case c.EndTxnWait < 0:
+		return fmt.Errorf("txn: EndTxnWait %v must not be negative", c.EndTxnWait)
 	case c.RemoveExpiredInterval > c.TransactionalIDExpiration:
 		return fmt.Errorf("txn: RemoveExpiredInterval %v exceeds TransactionalIDExpiration %v", c.RemoveExpiredInterval, c.TransactionalIDExpiration)
 	}

@@ -97,11 +97,17 @@ type harness struct {
 
 const testParts = 4
 
-func newHarness(t *testing.T) *harness {
+// newHarness runs the state machine with Kafka's EndTxn (answered once
+// the Prepare record is durable) unless an option changes the config.
+func newHarness(t *testing.T, opts ...func(*Config)) *harness {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.TransactionLogPartitions = testParts
 	cfg.OffsetsTopicPartitions = 3
+	cfg.EndTxnWait = 0
+	for _, o := range opts {
+		o(&cfg)
+	}
 	h := &harness{t: t, p: group.NewMemoryPersister(), mk: newFakeMarkers(),
 		clock: &fakeClock{t: time.UnixMilli(1_700_000_000_000)}, ids: &CounterIDAllocator{Next: 1000}, cfg: cfg, coordEp: 7}
 	m, err := NewManager(cfg, h.p, h.ids, h.mk, h.clock)

@@ -57,6 +57,25 @@ type txn struct {
 	// removed: unloaded or expired; goroutines finishing later drop their
 	// results and answer ErrNotCoordinator.
 	removed bool
+	// queued are requests that arrived while a record was being written;
+	// they run again once it is durable (AddPartitionsToTxn calls for one
+	// transaction come in parallel, one per partition leader).
+	queued []func()
+	// onSettled run once the transaction leaves Prepare* (or t is
+	// removed): EndTxn answers waiting for the markers.
+	onSettled []func()
+}
+
+// settle runs the onSettled callbacks once t is out of Prepare* or gone.
+// t.mu held.
+func (t *txn) settle() {
+	if !t.removed && (t.meta.State == PrepareCommit || t.meta.State == PrepareAbort) {
+		return
+	}
+	for _, f := range t.onSettled {
+		f()
+	}
+	t.onSettled = nil
 }
 
 // NewManager returns a Manager that owns no partition yet.
@@ -149,7 +168,13 @@ func (m *Manager) Unload(p int32) {
 	for _, t := range drop {
 		t.mu.Lock()
 		t.removed = true
+		t.settle()
+		queued := t.queued
+		t.queued = nil
 		t.mu.Unlock()
+		for _, q := range queued {
+			q() // answered ErrNotCoordinator
+		}
 	}
 }
 
@@ -213,7 +238,6 @@ func (m *Manager) write(t *txn, next *Metadata, done func(error)) {
 	go func() {
 		err := w.Wait()
 		t.mu.Lock()
-		defer t.mu.Unlock()
 		t.pending = false
 		switch {
 		case t.removed:
@@ -226,6 +250,13 @@ func (m *Manager) write(t *txn, next *Metadata, done func(error)) {
 			t.meta = *next
 		}
 		done(err)
+		t.settle()
+		queued := t.queued
+		t.queued = nil
+		t.mu.Unlock()
+		for _, q := range queued {
+			q()
+		}
 	}()
 }
 

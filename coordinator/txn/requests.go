@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -239,8 +240,16 @@ func (m *Manager) addPartitions(id string, pid int64, epoch int16, tps []TopicPa
 		return
 	}
 	switch {
-	case t.pending, st == PrepareCommit, st == PrepareAbort:
+	case st == PrepareCommit, st == PrepareAbort:
+		// Ending the previous transaction: the client backs off.
 		done(ErrConcurrentTransactions, nil)
+		return
+	case t.pending:
+		// Another partition's AddPartitions (or this transaction's first
+		// record) is being written: answer after it, from the state it
+		// leaves, instead of sending the client into a back-off for a
+		// write that takes milliseconds.
+		t.queued = append(t.queued, func() { m.addPartitions(id, pid, epoch, tps, verify, done) })
 		return
 	case st == Ongoing && subset(tps, t.meta.Partitions):
 		done(nil, nil)
@@ -324,10 +333,20 @@ func (m *Manager) EndTxn(req EndTxnRequest) *Future[error] {
 	next.LastUpdateMs = m.nowMs()
 	f := newFuture[error]()
 	m.write(t, &next, func(err error) {
-		if err == nil {
-			m.sendMarkers(t)
+		if err != nil || m.cfg.EndTxnWait == 0 {
+			if err == nil {
+				m.sendMarkers(t)
+			}
+			f.Resolve(err)
+			return
 		}
-		f.Resolve(err)
+		// Decided; answer once the markers are out (settle) or after
+		// EndTxnWait, whichever comes first.
+		var once sync.Once
+		answer := func() { once.Do(func() { f.Resolve(nil) }) }
+		t.onSettled = append(t.onSettled, answer)
+		time.AfterFunc(m.cfg.EndTxnWait, answer)
+		m.sendMarkers(t)
 	})
 	return f
 }

@@ -406,3 +406,79 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal("NewManager without collaborators")
 	}
 }
+
+// With EndTxnWait, EndTxn answers once the markers are written and the
+// Complete record is durable, or after EndTxnWait when they are not.
+func TestEndTxnWaitsForMarkers(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.EndTxnWait = 5 * time.Second })
+	pid, epoch := h.mustInit("tx")
+	if err := h.add("tx", pid, epoch, tp("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	f := h.m.EndTxn(EndTxnRequest{TransactionalID: "tx", ProducerID: pid, ProducerEpoch: epoch, Commit: true})
+	h.mk.wait(t, 0)
+	select {
+	case <-f.Done():
+		t.Fatal("EndTxn answered while its markers were in flight")
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.mk.complete(0, nil)
+	if err := wait(t, f); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.describe("tx"); d.State != CompleteCommit {
+		t.Fatalf("answered in %v, want CompleteCommit", d.State)
+	}
+
+	// Markers that do not finish: the answer comes after EndTxnWait, the
+	// outcome already decided.
+	h2 := newHarness(t, func(c *Config) { c.EndTxnWait = 100 * time.Millisecond })
+	pid, epoch = h2.mustInit("tx")
+	if err := h2.add("tx", pid, epoch, tp("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := h2.end("tx", pid, epoch, false); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 100*time.Millisecond {
+		t.Fatalf("answered after %v, before EndTxnWait with markers in flight", el)
+	}
+	if d := h2.describe("tx"); d.State != PrepareAbort {
+		t.Fatalf("state %v, want PrepareAbort", d.State)
+	}
+}
+
+// AddPartitions arriving while another one's record is being written is
+// answered after that write, from the state it leaves, not refused with
+// CONCURRENT_TRANSACTIONS.
+func TestAddPartitionsQueuedBehindWrite(t *testing.T) {
+	h := newHarness(t)
+	pid, epoch := h.mustInit("tx")
+	h.p.Hold()
+	first := h.m.AddPartitions(AddPartitionsRequest{TransactionalID: "tx", ProducerID: pid, ProducerEpoch: epoch, Partitions: []TopicPartition{tp("a", 0)}})
+	second := h.m.AddPartitions(AddPartitionsRequest{TransactionalID: "tx", ProducerID: pid, ProducerEpoch: epoch, Partitions: []TopicPartition{tp("b", 0)}})
+	select {
+	case <-second.Done():
+		t.Fatalf("second AddPartitions answered while the first was pending: %+v", second.Result())
+	case <-time.After(20 * time.Millisecond):
+	}
+	h.p.Release(nil)
+	for _, f := range []*Future[[]PartitionResult]{first, second} {
+		for _, r := range wait(t, f) {
+			if r.Err != nil {
+				t.Fatalf("%v: %v", r.TopicPartition, r.Err)
+			}
+		}
+	}
+	if d := h.describe("tx"); d.State != Ongoing || !slices.Equal(d.Partitions, []TopicPartition{tp("a", 0), tp("b", 0)}) {
+		t.Fatalf("after both: %+v", d)
+	}
+	// During PrepareCommit the client still gets CONCURRENT_TRANSACTIONS.
+	if err := h.end("tx", pid, epoch, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.add("tx", pid, epoch, tp("c", 0)); !is(err, ErrConcurrentTransactions) {
+		t.Fatalf("add during PrepareCommit: %v", err)
+	}
+}
