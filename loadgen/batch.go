@@ -6,21 +6,19 @@ import (
 	"hash/crc32"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/snappy"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
+	"github.com/ringlog/ringlog/internal/codec"
 )
 
-// Codec is a Kafka record-batch compression codec (attribute bits 0-2).
-type Codec int16
+// Codec is a Kafka record-batch compression codec (attribute bits 0-2);
+// compression is internal/codec's, shared with the broker's cleaner.
+type Codec = codec.Codec
 
 const (
-	CodecNone   Codec = 0
-	CodecGzip   Codec = 1
-	CodecSnappy Codec = 2
-	CodecLZ4    Codec = 3
-	CodecZstd   Codec = 4
+	CodecNone   = codec.None
+	CodecGzip   = codec.Gzip
+	CodecSnappy = codec.Snappy
+	CodecLZ4    = codec.LZ4
+	CodecZstd   = codec.Zstd
 )
 
 // ParseCodec maps a --compression value to a Codec.
@@ -38,10 +36,6 @@ func ParseCodec(s string) (Codec, error) {
 		return CodecZstd, nil
 	}
 	return 0, fmt.Errorf("unknown compression %q (none|gzip|snappy|lz4|zstd)", s)
-}
-
-func (c Codec) String() string {
-	return [...]string{"none", "gzip", "snappy", "lz4", "zstd"}[c]
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -161,68 +155,11 @@ func (f *produceFrame) appendRecord(tsMs int64, key, head, tail []byte, intended
 	f.intended = append(f.intended, intended)
 }
 
-// compressors holds reusable codec state; one per producer goroutine.
-type compressors struct {
-	gz   *gzip.Writer
-	lz   *lz4.Writer
-	zstd *zstd.Encoder
-}
-
-type appendWriter struct{ b *[]byte }
-
-func (w appendWriter) Write(p []byte) (int, error) {
-	*w.b = append(*w.b, p...)
-	return len(p), nil
-}
-
-func (c *compressors) compress(dst, src []byte, codec Codec) ([]byte, error) {
-	switch codec {
-	case CodecGzip:
-		if c.gz == nil {
-			c.gz, _ = gzip.NewWriterLevel(nil, gzip.BestSpeed)
-		}
-		c.gz.Reset(appendWriter{&dst})
-		if _, err := c.gz.Write(src); err != nil {
-			return nil, err
-		}
-		return dst, c.gz.Close()
-	case CodecSnappy:
-		n := snappy.MaxEncodedLen(len(src))
-		start := len(dst)
-		dst = append(dst, make([]byte, n)...)
-		out := snappy.Encode(dst[start:], src)
-		return dst[:start+len(out)], nil
-	case CodecLZ4:
-		if c.lz == nil {
-			c.lz = lz4.NewWriter(nil)
-			// Small blocks, no goroutines: the defaults buffer 4 MB per block.
-			if err := c.lz.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ConcurrencyOption(1)); err != nil {
-				return nil, err
-			}
-		}
-		c.lz.Reset(appendWriter{&dst})
-		if _, err := c.lz.Write(src); err != nil {
-			return nil, err
-		}
-		return dst, c.lz.Close()
-	case CodecZstd:
-		if c.zstd == nil {
-			var err error
-			c.zstd, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-			if err != nil {
-				return nil, err
-			}
-		}
-		return c.zstd.EncodeAll(src, dst), nil
-	}
-	return append(dst, src...), nil
-}
-
 // finish compresses if needed, fills the batch header, CRC and lengths, and
 // stamps the correlation id. The frame is then ready to write.
-func (f *produceFrame) finish(corr int32, c *compressors) error {
+func (f *produceFrame) finish(corr int32) error {
 	if f.codec != CodecNone {
-		out, err := c.compress(f.buf, f.scratch, f.codec)
+		out, err := codec.Compress(f.codec, f.buf, f.scratch)
 		if err != nil {
 			return err
 		}

@@ -19,12 +19,11 @@ import (
 func TestProduceFrameParses(t *testing.T) {
 	for _, codec := range []Codec{CodecNone, CodecGzip, CodecSnappy, CodecLZ4, CodecZstd} {
 		var f produceFrame
-		var comp compressors
 		f.reset(7, -1, 5000, "topic-x", 3, codec)
 		for i := 0; i < 50; i++ {
 			f.appendRecord(1_700_000_000_000+int64(i), []byte("k"), []byte("head"), []byte("tail-bytes"), int64(i))
 		}
-		if err := f.finish(42, &comp); err != nil {
+		if err := f.finish(42); err != nil {
 			t.Fatal(err)
 		}
 		if got := int(binary.BigEndian.Uint32(f.buf)); got != len(f.buf)-4 {

@@ -349,7 +349,6 @@ type leanEmitter struct {
 	open      []*produceFrame // per partition
 	openSince []int64
 	pool      *framePool
-	comp      compressors
 	key       []byte
 	head      [valueHeaderLen]byte
 	sticky    int32
@@ -579,7 +578,7 @@ func (e *leanEmitter) flush(part int32) (waited bool) {
 		lc.corr++
 		corr = lc.corr
 	}
-	if err := f.finish(corr, &e.comp); err != nil {
+	if err := f.finish(corr); err != nil {
 		e.st.c.fail(len(f.intended), err)
 		e.pool.put(f)
 		return false

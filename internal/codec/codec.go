@@ -92,7 +92,7 @@ func zstdCodecs() (*zstd.Decoder, *zstd.Encoder, error) {
 		if zstdErr != nil {
 			return
 		}
-		zstdEnc, zstdErr = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		zstdEnc, zstdErr = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedFastest))
 	})
 	return zstdDec, zstdEnc, zstdErr
 }
@@ -221,6 +221,9 @@ func snappyBlock(dst, src []byte, sofar int) ([]byte, error) {
 
 // Compress appends src compressed with c to dst. Snappy output is a raw
 // block (what franz-go and librdkafka write); CompressXerial frames it.
+// gzip and zstd use their fastest levels: the callers are the load
+// generator, which must never be the bottleneck, and the log cleaner,
+// which rewrites in the background.
 func Compress(c Codec, dst, src []byte) ([]byte, error) {
 	switch c {
 	case None:
@@ -228,7 +231,7 @@ func Compress(c Codec, dst, src []byte) ([]byte, error) {
 	case Gzip:
 		w, _ := gzWriters.Get().(*gzip.Writer)
 		if w == nil {
-			w = gzip.NewWriter(nil)
+			w, _ = gzip.NewWriterLevel(nil, gzip.BestSpeed)
 		}
 		buf := bytes.NewBuffer(dst)
 		w.Reset(buf)
