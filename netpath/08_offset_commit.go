@@ -34,8 +34,16 @@ func handleOffsetCommit(s *Server, r *request) reply {
 	if req.Version >= 1 {
 		cr.Generation, cr.MemberID = req.Generation, req.MemberID
 	}
+	// Partitions of topics the principal may not READ get
+	// TOPIC_AUTHORIZATION_FAILED; the rest are committed.
+	var denied []bool // by request partition
 	for _, t := range req.Topics {
+		readable := s.authorize(r, metadata.OpRead, metadata.ResourceTopic, t.Topic)
 		for _, p := range t.Partitions {
+			denied = append(denied, !readable)
+			if !readable {
+				continue
+			}
 			o := group.CommitOffset{Topic: t.Topic, Partition: p.Partition, Offset: p.Offset, LeaderEpoch: -1}
 			if req.Version >= 6 {
 				o.LeaderEpoch = p.LeaderEpoch
@@ -47,6 +55,7 @@ func handleOffsetCommit(s *Server, r *request) reply {
 		}
 	}
 	fill := func(res []group.PartitionError, all error) *response {
+		errs := commitErrors(denied, res, all)
 		i := 0
 		for _, t := range req.Topics {
 			st := kmsg.NewOffsetCommitResponseTopic()
@@ -54,11 +63,7 @@ func handleOffsetCommit(s *Server, r *request) reply {
 			for _, p := range t.Partitions {
 				sp := kmsg.NewOffsetCommitResponseTopicPartition()
 				sp.Partition = p.Partition
-				err := all
-				if err == nil && i < len(res) {
-					err = res[i].Err
-				}
-				sp.ErrorCode = errorCode(err)
+				sp.ErrorCode = errorCode(errs[i])
 				i++
 				st.Partitions = append(st.Partitions, sp)
 			}
@@ -69,45 +74,11 @@ func handleOffsetCommit(s *Server, r *request) reply {
 	if err := s.groups.stale(); err != nil {
 		return reply{resolve: func(<-chan struct{}) *response { return fill(nil, err) }}
 	}
-	if !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
-		return reply{resolve: func(<-chan struct{}) *response { return fill(nil, errGroupAuthz) }}
-	}
-	// Partitions of topics the principal may not READ get
-	// TOPIC_AUTHORIZATION_FAILED; the rest are committed.
-	var deniedAt []int
-	kept := cr.Offsets[:0:0]
-	for i, o := range cr.Offsets {
-		if s.authorize(r, metadata.OpRead, metadata.ResourceTopic, o.Topic) {
-			kept = append(kept, o)
-		} else {
-			deniedAt = append(deniedAt, i)
-		}
-	}
-	if len(deniedAt) > 0 {
-		all := len(cr.Offsets)
-		cr.Offsets = kept
-		inner := fill
-		fill = func(res []group.PartitionError, err error) *response {
-			merged := make([]group.PartitionError, all)
-			j, d := 0, 0
-			for i := range merged {
-				if d < len(deniedAt) && deniedAt[d] == i {
-					merged[i].Err = errTopicAuthz
-					d++
-					continue
-				}
-				if err == nil && j < len(res) {
-					merged[i] = res[j]
-				} else {
-					merged[i].Err = err
-				}
-				j++
-			}
-			return inner(merged, nil)
-		}
-		if len(kept) == 0 {
-			return reply{resolve: func(<-chan struct{}) *response { return fill(nil, nil) }}
-		}
+	switch {
+	case !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group):
+		return immediate(fill(nil, errGroupAuthz).msg)
+	case len(cr.Offsets) == 0:
+		return immediate(fill(nil, nil).msg)
 	}
 	f := s.groups.mgr.CommitOffsets(cr)
 	return reply{resolve: func(done <-chan struct{}) *response {

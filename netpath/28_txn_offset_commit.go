@@ -65,27 +65,16 @@ func handleTxnOffsetCommit(s *Server, r *request) reply {
 			cr.Offsets = append(cr.Offsets, o)
 		}
 	}
-	// res holds the answers of the committed (not denied) partitions, in
-	// request order.
 	fill := func(res []group.PartitionError, all error) *response {
-		i, j := 0, 0
+		errs := commitErrors(denied, res, all)
+		i := 0
 		for _, t := range req.Topics {
 			st := kmsg.NewTxnOffsetCommitResponseTopic()
 			st.Topic = t.Topic
 			for _, p := range t.Partitions {
 				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 				sp.Partition = p.Partition
-				var err error
-				switch {
-				case all != nil:
-					err = all
-				case denied[i]:
-					err = errTopicAuthz
-				case j < len(res):
-					err = res[j].Err
-					j++
-				}
-				sp.ErrorCode = txnErrorCode(err, knowsFenced)
+				sp.ErrorCode = txnErrorCode(errs[i], knowsFenced)
 				i++
 				st.Partitions = append(st.Partitions, sp)
 			}
@@ -112,4 +101,26 @@ func handleTxnOffsetCommit(s *Server, r *request) reply {
 		}
 		return fill(res.Partitions, nil)
 	}}
+}
+
+// commitErrors spreads an offset commit's answers over the request's
+// partitions, in request order: all, when set, answers every partition;
+// a partition of a topic the principal may not READ gets
+// TOPIC_AUTHORIZATION_FAILED; the others take the coordinator's answers
+// (res, for the committed partitions only) in turn.
+func commitErrors(denied []bool, res []group.PartitionError, all error) []error {
+	errs := make([]error, len(denied))
+	j := 0
+	for i, d := range denied {
+		switch {
+		case all != nil:
+			errs[i] = all
+		case d:
+			errs[i] = errTopicAuthz
+		case j < len(res):
+			errs[i] = res[j].Err
+			j++
+		}
+	}
+	return errs
 }
