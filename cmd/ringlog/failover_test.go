@@ -181,26 +181,8 @@ func TestFailoverUnderLoad(t *testing.T) {
 	c := startReplCluster(t, 5, "--replica-lag-time-max", failoverLag.String())
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
 	const topic, partitions = "chaos", 3
-	resp, err := adm.CreateTopic(testContext(t, 30*time.Second), partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	allISR := func(m kadm.Metadata) bool {
-		td := m.Topics[topic]
-		if len(td.Partitions) != partitions {
-			return false
-		}
-		for _, p := range td.Partitions {
-			if p.Leader < 0 || len(p.ISR) != 3 {
-				return false
-			}
-		}
-		return true
-	}
-	waitMetadata(t, adm, 30*time.Second, "full ISRs", allISR)
+	createRF3Topic(t, adm, topic, partitions)
+	allISR := fullISR(topic, partitions)
 
 	load := &failoverLoad{acked: map[string]ackedRecord{}}
 	load.run(t, c.addrs(), topic, partitions, 2)

@@ -47,7 +47,13 @@ func createRF3Topic(t *testing.T, adm *kadm.Client, topic string, partitions int
 	if err != nil {
 		t.Fatal(err)
 	}
-	return waitMetadata(t, adm, 30*time.Second, "full ISRs", func(m kadm.Metadata) bool {
+	return waitMetadata(t, adm, 30*time.Second, "full ISRs", fullISR(topic, partitions))
+}
+
+// fullISR is a waitMetadata condition: every partition of topic has a
+// leader and all three replicas in its ISR.
+func fullISR(topic string, partitions int) func(kadm.Metadata) bool {
+	return func(m kadm.Metadata) bool {
 		td := m.Topics[topic]
 		if len(td.Partitions) != partitions {
 			return false
@@ -58,7 +64,7 @@ func createRF3Topic(t *testing.T, adm *kadm.Client, topic string, partitions int
 			}
 		}
 		return true
-	})
+	}
 }
 
 // segmentBytes reads a partition's first segment file on one node.
@@ -75,25 +81,7 @@ func TestReplicationRF3(t *testing.T) {
 	c := startReplCluster(t, 5)
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
 	const topic = "rep"
-	resp, err := adm.CreateTopic(testContext(t, 30*time.Second), 2, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := waitMetadata(t, adm, 20*time.Second, "leaders for rep", func(m kadm.Metadata) bool {
-		td := m.Topics[topic]
-		if len(td.Partitions) != 2 {
-			return false
-		}
-		for _, p := range td.Partitions {
-			if p.Leader < 0 || len(p.ISR) != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	m := createRF3Topic(t, adm, topic, 2)
 
 	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
