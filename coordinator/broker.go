@@ -174,8 +174,11 @@ func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
 // BrokerSessionTimeout, 9s) older than the leader's, plus the time its
 // apply loop takes to catch up with entries it has received.
 func (n *Node) Fresh() error {
+	applied := n.raft.AppliedIndex()
 	n.mu.Lock()
 	fatal, lastHB, hbFenced := n.fatal, n.lastHB, n.hbFenced
+	n.lag.advance(applied)
+	caughtUp, behind := n.lag.caughtUp, n.lag.behind(applied)
 	n.mu.Unlock()
 	if fatal != nil {
 		return fatal
@@ -209,11 +212,6 @@ func (n *Node) Fresh() error {
 	}
 	// In contact, but applying the log too slowly: the image is as old as
 	// the last heartbeat whose commit index it has reached.
-	applied := n.raft.AppliedIndex()
-	n.mu.Lock()
-	n.lag.advance(applied)
-	caughtUp, behind := n.lag.caughtUp, n.lag.behind(applied)
-	n.mu.Unlock()
 	if age := time.Since(caughtUp); age > n.cfg.MaxStaleness {
 		return fmt.Errorf("%w: metadata applied up to %v ago, %d entries behind the controller", ErrStale, age.Round(time.Millisecond), behind)
 	}
