@@ -40,6 +40,7 @@ type Engine struct {
 	ckMu      sync.Mutex // serializes checkpoint writes
 	stats     engineStats
 	cleaner   *cleaner // log compaction (cleaner.go)
+	disk      *diskMonitor
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -165,6 +166,7 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.fs.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	e.disk = newDiskMonitor(cfg, e.log, e.fs == vfs.Default)
 	// The data directory's own entry must be durable too.
 	if err := e.fs.SyncDir(filepath.Dir(filepath.Clean(cfg.Dir))); err != nil {
 		return nil, err
@@ -528,6 +530,7 @@ func (e *Engine) dropPartitions(parts []*Partition) {
 		e.fs.RemoveAll(p.dir)
 	}
 	e.fs.SyncDir(e.cfg.Dir)
+	e.disk.sample() // space freed: produce may resume now
 }
 
 // DeleteTopic removes a topic. Open FileRanges stay readable.
@@ -642,6 +645,8 @@ func (e *Engine) background() {
 	defer checkpoint.Stop()
 	hwTick := time.NewTicker(e.cfg.HWCheckpointInterval)
 	defer hwTick.Stop()
+	diskTick := time.NewTicker(e.cfg.DiskCheckInterval)
+	defer diskTick.Stop()
 	var flushC <-chan time.Time
 	if e.cfg.Fsync == FsyncInterval {
 		t := time.NewTicker(e.cfg.FsyncInterval)
@@ -667,6 +672,8 @@ func (e *Engine) background() {
 			e.writeCheckpoint()
 		case <-hwTick.C:
 			e.writeHWCheckpoint()
+		case <-diskTick.C:
+			e.disk.sample()
 		case <-e.ckKick:
 			e.writeCheckpoint()
 		}
@@ -688,6 +695,9 @@ func (e *Engine) RunRetention() int {
 		n += p.applyRetention(cfg, now)
 	}
 	e.stats.segmentsDeleted.Add(int64(n))
+	if n > 0 {
+		e.disk.sample() // space freed: produce may resume now
+	}
 	return n
 }
 

@@ -3,6 +3,7 @@ package netpath
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -59,10 +60,11 @@ func (s *Server) Endpoints() []metadata.Endpoint {
 // reconcileLoop reconciles after every applied metadata entry. Changed is
 // taken before the image is read, so no change is missed.
 func (s *Server) reconcileLoop() {
+	var errLog reconcileErrLog
 	for {
 		ch := s.node.Changed()
-		if err := s.reconcile(); err != nil && s.ctx.Err() == nil {
-			s.log.Error("reconciling local logs with cluster metadata", "err", err)
+		if err := s.reconcile(); s.ctx.Err() == nil {
+			errLog.report(s, err)
 		}
 		select {
 		case <-ch:
@@ -258,9 +260,12 @@ func (s *Server) autoCreate(topic string) (*metadata.Image, error) {
 	if err := engine.ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
+	if err := s.engine.DiskFull(); err != nil {
+		return nil, fmt.Errorf("not creating topic %s: %w", topic, err)
+	}
 	ctx, cancel := s.adminContext(0)
 	defer cancel()
-	_, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+	t, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
 		Name: topic, Partitions: s.cfg.DefaultPartitions, ReplicationFactor: s.autoCreateRF(),
 	})
 	switch {
@@ -276,8 +281,13 @@ func (s *Server) autoCreate(topic string) (*metadata.Image, error) {
 	default:
 		return nil, err
 	}
-	if err := s.reconcile(); err != nil {
-		s.log.Warn("reconcile after auto-create", "err", err)
+	if rerr := s.reconcile(); rerr != nil {
+		s.log.Warn("reconcile after auto-create", "err", rerr)
+		if err == nil {
+			if err := s.createRollback(t, rerr); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return s.node.MetadataImage(), nil
 }
