@@ -86,4 +86,3 @@ func (l *reconcileErrLog) report(s *Server, err error) {
 	}
 	l.repeat++
 }
-
