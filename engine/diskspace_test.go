@@ -24,6 +24,21 @@ func (d *fakeDisk) statfs(string) (int64, int64, error) {
 	return d.free.Load(), d.total.Load(), nil
 }
 
+// openFakeDisk opens an in-memory engine on a 100000-byte fake disk with
+// 50000 free and creates topic with configs.
+func openFakeDisk(t *testing.T, topic string, configs map[string]string) (*fakeDisk, *Engine) {
+	t.Helper()
+	d := &fakeDisk{}
+	d.total.Store(100000)
+	d.free.Store(50000)
+	e := mustOpen(t, diskConfig(vfs.NewMem(), d))
+	t.Cleanup(func() { e.Close() })
+	if _, err := e.CreateTopic(topic, 1, configs); err != nil {
+		t.Fatal(err)
+	}
+	return d, e
+}
+
 func diskConfig(fs vfs.FS, d *fakeDisk) Config {
 	cfg := testConfig("/data")
 	cfg.FS = fs
@@ -38,14 +53,7 @@ func diskConfig(fs vfs.FS, d *fakeDisk) Config {
 // with the message clients see, internal appends and reads going on,
 // hysteresis, and a deletion sampling at once.
 func TestDiskThreshold(t *testing.T) {
-	d := &fakeDisk{}
-	d.total.Store(100000)
-	d.free.Store(50000)
-	e := mustOpen(t, diskConfig(vfs.NewMem(), d))
-	defer e.Close()
-	if _, err := e.CreateTopic("t", 1, nil); err != nil {
-		t.Fatal(err)
-	}
+	d, e := openFakeDisk(t, "t", nil)
 	if _, err := e.CreateTopic("other", 1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -120,14 +128,7 @@ func TestDiskThreshold(t *testing.T) {
 
 // Retention that deletes segments samples the free space at once too.
 func TestDiskRetentionResamples(t *testing.T) {
-	d := &fakeDisk{}
-	d.total.Store(100000)
-	d.free.Store(50000)
-	e := mustOpen(t, diskConfig(vfs.NewMem(), d))
-	defer e.Close()
-	if _, err := e.CreateTopic("r", 1, map[string]string{"segment.bytes": "1024", "retention.bytes": "1024"}); err != nil {
-		t.Fatal(err)
-	}
+	d, e := openFakeDisk(t, "r", map[string]string{"segment.bytes": "1024", "retention.bytes": "1024"})
 	p := mustPartition(t, e, "r", 0)
 	for i := range 6 {
 		appendWait(t, p, batchtest.Sized(1, 600+i))
