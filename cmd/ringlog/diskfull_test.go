@@ -529,5 +529,28 @@ func TestDiskFullTornTail(t *testing.T) {
 	if code, msg := produceOne(t, cl, "t", []byte("after restart")); code != 0 {
 		t.Fatalf("produce to t after restart: code %d %q", code, msg)
 	}
+
+	// A topic the controller registered but whose log this broker cannot
+	// create (here: an immutable data directory) is rolled back and
+	// reported, not left in Metadata without a leader.
+	data := filepath.Join(mnt, "data")
+	if out, err := exec.Command("chattr", "+i", data).CombinedOutput(); err != nil {
+		t.Logf("chattr +i unavailable (%v %s): creation rollback not checked", err, out)
+	} else {
+		t.Cleanup(func() { exec.Command("chattr", "-i", data).Run() })
+		adm := kadm.NewClient(cl)
+		r, err := adm.CreateTopic(ctx, 1, 1, nil, "unmakeable") // err is r.Err
+		exec.Command("chattr", "-i", data).Run()
+		if !errors.Is(err, kerr.KafkaStorageError) || !strings.Contains(r.ErrMessage, "creating the log of unmakeable-0") {
+			t.Fatalf("CreateTopics without a writable data dir: %v %q, want KAFKA_STORAGE_ERROR naming the partition", err, r.ErrMessage)
+		}
+		topics, err := adm.ListTopics(ctx)
+		if err != nil || topics.Has("unmakeable") {
+			t.Fatalf("the failed topic is still registered: %v %v", topics.Names(), err)
+		}
+		if !strings.Contains(b.out.String(), "rolled back a topic whose logs could not be created") {
+			t.Fatalf("no rollback in the broker log:\n%s", b.out.String())
+		}
+	}
 	t.Logf("%d acked records kept; %d produce failures during the full disk", len(acked), failures.Load())
 }
