@@ -236,3 +236,41 @@ func TestDiskConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// On a full disk DeleteTopic frees the topic's logs before rewriting
+// topics.json, which needs the space: the deletion succeeds, and a
+// restart does not bring the topic back.
+func TestDeleteTopicOnFullDisk(t *testing.T) {
+	mem := vfs.NewMem()
+	efs := vfs.Wrap(mem)
+	cfg := testConfig("/data")
+	cfg.FS = efs
+	e := mustOpen(t, cfg)
+	for _, name := range []string{"big", "small"} {
+		if _, err := e.CreateTopic(name, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendWait(t, mustPartition(t, e, "big", 0), batchOf(0, 10))
+	efs.Inject(vfs.Fault{Op: vfs.OpWrite, PathContains: topicsFileName, Count: 1, Err: syscall.ENOSPC})
+	if err := e.DeleteTopic("big"); err != nil {
+		t.Fatalf("DeleteTopic on a full disk: %v", err)
+	}
+	if efs.Fired() != 1 {
+		t.Fatalf("fault fired %d times, want 1", efs.Fired())
+	}
+	if _, err := mem.Stat("/data/big-0"); err == nil {
+		t.Fatal("big-0 still on disk")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e = mustOpen(t, cfg)
+	defer e.Close()
+	if _, ok := e.Topic("big"); ok {
+		t.Fatal("deleted topic back after restart")
+	}
+	if _, ok := e.Topic("small"); !ok {
+		t.Fatal("other topic lost")
+	}
+}

@@ -542,15 +542,30 @@ func (e *Engine) DeleteTopic(name string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	delete(e.topics, name)
-	if err := e.saveMetaLocked(); err != nil {
-		e.topics[name] = t
-		e.mu.Unlock()
-		return fmt.Errorf("%w: saving topic metadata: %v", ErrStorage, err)
-	}
-	e.mu.Unlock()
 	t.mu.RLock()
 	parts := append([]*Partition(nil), t.parts...)
 	t.mu.RUnlock()
+	if err := e.saveMetaLocked(); err != nil {
+		if !isNoSpace(err) {
+			e.topics[name] = t
+			e.mu.Unlock()
+			return fmt.Errorf("%w: saving topic metadata: %v", ErrStorage, err)
+		}
+		// On a full disk topics.json cannot be rewritten until space is
+		// freed, and the space is this topic's: remove its logs first,
+		// then save again. A crash in between leaves topics.json naming
+		// a topic with missing directories, which Open recreates empty
+		// and the next reconcile deletes.
+		e.mu.Unlock()
+		e.dropPartitions(parts)
+		e.mu.Lock()
+		if err := e.saveMetaLocked(); err != nil {
+			e.log.Warn("saving topic metadata after deleting a topic on a full disk", "topic", name, "err", err)
+		}
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.Unlock()
 	e.dropPartitions(parts)
 	return nil
 }

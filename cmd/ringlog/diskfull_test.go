@@ -180,8 +180,8 @@ func TestDiskFullRecovery(t *testing.T) {
 		kgo.RecordDeliveryTimeout(2*time.Second), kgo.ProducerLinger(0))
 	createTopic(t, adm, "big", 1, 1)
 	createTopic(t, adm, "keep", 1, 1)
-	ms8s, seg1m := "8000", "1048576"
-	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": &ms8s, "segment.bytes": &seg1m}, "aging"); err != nil || r.Err != nil {
+	ms10s, seg1m := "10000", "1048576"
+	if r, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": &ms10s, "segment.bytes": &seg1m}, "aging"); err != nil || r.Err != nil {
 		t.Fatalf("create aging: %v %v", err, r.Err)
 	}
 
@@ -239,7 +239,7 @@ func TestDiskFullRecovery(t *testing.T) {
 	t.Logf("file system: %d MiB free, threshold %d MiB", statfsFree(mnt)>>20, need>>20)
 	produceKeep("before", 10)
 
-	// Phase 1: fill big to 12 MiB above the threshold, then aging (8 s
+	// Phase 1: fill big to 12 MiB above the threshold, then aging (10 s
 	// retention) until produce is refused.
 	t0 := time.Now()
 	n, err := fill("big", func() bool { return statfsFree(mnt) < need+12<<20 })
@@ -250,8 +250,8 @@ func TestDiskFullRecovery(t *testing.T) {
 	n2, err := fill("aging", degraded)
 	t.Logf("filled %d MiB into big, %d MiB into aging in %v (last error: %v)", n>>20, n2>>20, time.Since(t0).Round(time.Millisecond), err)
 	eventually(t, 10*time.Second, "degraded after filling", func() (bool, string) { return degraded(), "" })
-	if time.Since(tAging) > 6*time.Second {
-		t.Fatalf("filling aging took %v, past its 8 s retention: the retention phase proves nothing", time.Since(tAging))
+	if time.Since(tAging) > 8*time.Second {
+		t.Fatalf("filling aging took %v, close to its 10 s retention: the retention phase would prove nothing", time.Since(tAging))
 	}
 	code, msg := produceOne(t, cl, "big", value())
 	if code != kerr.KafkaStorageError.Code || !strings.HasPrefix(msg, "disk space below threshold: ") || !strings.Contains(msg, " bytes free, need ") {
