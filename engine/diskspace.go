@@ -142,9 +142,10 @@ func (m *diskMonitor) admit(n int64) error {
 func (m *diskMonitor) note(n int64) { m.since.Add(n) }
 
 // noSpace is the write path's report of an ENOSPC: degrade now, whatever
-// the last sample said (f_bavail can overstate what a write may use).
+// the last sample said (f_bavail can overstate what a write may use). A
+// nil monitor (write-path tests without an Engine) ignores it.
 func (m *diskMonitor) noSpace() {
-	if m.enabled() && !m.degraded.Swap(true) {
+	if m != nil && m.enabled() && !m.degraded.Swap(true) {
 		m.log.Warn("disk full: a write failed with ENOSPC; refusing produce until free space is back above the threshold",
 			"path", m.dir, "resume_free_bytes", resumeAt(m.need.Load()))
 	}
