@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/ratelog"
 	"github.com/ringlog/ringlog/iouring"
 )
 
@@ -40,9 +41,14 @@ type Engine struct {
 	ckMu      sync.Mutex // serializes checkpoint writes
 	stats     engineStats
 	cleaner   *cleaner // log compaction (cleaner.go)
-	disk      *diskMonitor
 	closeOnce sync.Once
 	closeErr  error
+
+	// disk is the free-space threshold (diskspace.go); ckFail and hwFail
+	// log failing checkpoint writes once a minute, not every interval (a
+	// full disk fails every attempt).
+	disk           *diskMonitor
+	ckFail, hwFail *ratelog.Failure
 }
 
 type engineStats struct {
@@ -167,6 +173,8 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.disk = newDiskMonitor(cfg, e.log, e.fs == vfs.Default)
+	e.ckFail = ratelog.New(e.log, slog.LevelWarn, "writing recovery point checkpoint", time.Minute)
+	e.hwFail = ratelog.New(e.log, slog.LevelWarn, "writing high watermark checkpoint", time.Minute)
 	// The data directory's own entry must be durable too.
 	if err := e.fs.SyncDir(filepath.Dir(filepath.Clean(cfg.Dir))); err != nil {
 		return nil, err
@@ -765,8 +773,8 @@ func (e *Engine) writeCheckpoint() error {
 		p.mu.RUnlock()
 	}
 	err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, checkpointName), buf.Bytes(), true)
-	if err != nil && !e.closed.Load() {
-		e.log.Warn("writing recovery point checkpoint", "err", err)
+	if !e.closed.Load() {
+		e.ckFail.Report(err)
 	}
 	return err
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/ratelog"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -60,11 +62,14 @@ func (s *Server) Endpoints() []metadata.Endpoint {
 // reconcileLoop reconciles after every applied metadata entry. Changed is
 // taken before the image is read, so no change is missed.
 func (s *Server) reconcileLoop() {
-	var errLog reconcileErrLog
+	// The loop runs after every metadata change, broker heartbeats
+	// included: a lasting cause such as a full disk is logged once a
+	// minute, not every time.
+	errLog := ratelog.New(s.log, slog.LevelError, "reconciling local logs with cluster metadata", time.Minute)
 	for {
 		ch := s.node.Changed()
 		if err := s.reconcile(); s.ctx.Err() == nil {
-			errLog.report(s, err)
+			errLog.Report(err)
 		}
 		select {
 		case <-ch:

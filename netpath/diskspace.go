@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
@@ -57,32 +56,4 @@ func (s *Server) createRollback(t metadata.Topic, recErr error) error {
 	}
 	s.log.Warn("rolled back a topic whose logs could not be created", "topic", t.Name, "err", recErr)
 	return cause
-}
-
-// reconcileErrLog logs reconcile failures, the same failure at most once a
-// minute: the loop runs after every metadata change (broker heartbeats
-// included), and a lasting cause such as a full disk must not flood the
-// log.
-type reconcileErrLog struct {
-	last   string
-	at     time.Time
-	repeat int
-}
-
-const reconcileErrEvery = time.Minute
-
-func (l *reconcileErrLog) report(s *Server, err error) {
-	if err == nil {
-		if l.last != "" {
-			s.log.Info("reconciling local logs with cluster metadata succeeded again", "failures", l.repeat+1)
-		}
-		*l = reconcileErrLog{}
-		return
-	}
-	if msg := err.Error(); msg != l.last || time.Since(l.at) >= reconcileErrEvery {
-		s.log.Error("reconciling local logs with cluster metadata", "err", err, "repeats", l.repeat)
-		l.last, l.at, l.repeat = msg, time.Now(), 0
-		return
-	}
-	l.repeat++
 }

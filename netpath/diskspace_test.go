@@ -1,12 +1,8 @@
 package netpath
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -27,27 +23,5 @@ func TestDiskFullErrorCodes(t *testing.T) {
 		if got := errorCode(err); got != kerr.KafkaStorageError.Code {
 			t.Errorf("errorCode(%v) = %d, want KAFKA_STORAGE_ERROR", err, got)
 		}
-	}
-}
-
-// A lasting reconcile failure is logged once a minute, not on every
-// metadata change; a new failure and the recovery are logged at once.
-func TestReconcileErrLog(t *testing.T) {
-	var buf bytes.Buffer
-	s := &Server{log: slog.New(slog.NewTextHandler(&buf, nil))}
-	var l reconcileErrLog
-	full := errors.New("mkdir t-0: no space left on device")
-	for range 100 {
-		l.report(s, full)
-	}
-	l.report(s, errors.New("another failure"))
-	l.report(s, nil)
-	l.report(s, nil)
-	out := buf.String()
-	if n := strings.Count(out, "no space left on device"); n != 1 {
-		t.Fatalf("the same failure logged %d times, want once:\n%s", n, out)
-	}
-	if !strings.Contains(out, "another failure") || strings.Count(out, "succeeded again") != 1 {
-		t.Fatalf("new failure or recovery not logged once:\n%s", out)
 	}
 }
