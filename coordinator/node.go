@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,6 +35,9 @@ var (
 	ErrClosed = errors.New("controller node closed")
 	// ErrInvalidRequest: a malformed controller RPC.
 	ErrInvalidRequest = errors.New("invalid controller request")
+	// ErrNoSpace: the controller could not append to its metadata log for
+	// lack of disk space (KAFKA_STORAGE_ERROR; docs/disk-full.md).
+	ErrNoSpace = errors.New("controller metadata log: no space left on device")
 )
 
 // File names under Config.DataDir.
@@ -400,6 +404,8 @@ func (n *Node) propose(ctx context.Context, cmd metadata.Command) (*metadata.Res
 			return nil, 0, fmt.Errorf("%w: %v", ErrNotController, err)
 		case errors.Is(err, raft.ErrRaftShutdown):
 			return nil, 0, ErrClosed
+		case errors.Is(err, syscall.ENOSPC):
+			return nil, 0, fmt.Errorf("%w: %v", ErrNoSpace, err)
 		}
 		return nil, 0, err
 	}

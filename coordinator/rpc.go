@@ -117,7 +117,7 @@ type (
 )
 
 // wireErrors are the errors that survive a round trip with errors.Is.
-var wireErrors = append([]error{ErrNotController, ErrClosed, ErrInvalidRequest}, metadata.Errors...)
+var wireErrors = append([]error{ErrNotController, ErrClosed, ErrInvalidRequest, ErrNoSpace}, metadata.Errors...)
 
 func errorToWire(err error, resp *rpcResponse) {
 	resp.Msg = err.Error()

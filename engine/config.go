@@ -47,6 +47,20 @@ type Config struct {
 	// CleanerInterval is how often the log cleaner looks for compacted
 	// topics' partitions to clean (15 s; cleaner.go).
 	CleanerInterval time.Duration
+	// MinFreeBytes and MinFreePercent set the free-space threshold of the
+	// data directory's file system (diskspace.go): below max(MinFreeBytes,
+	// MinFreePercent% of its size) client appends are refused with
+	// ErrDiskFull so the rest stays as a reserve for metadata writes
+	// (8 MiB and 5%: 8 MiB on a 100 MB test file system, 5% on large
+	// disks). Both 0 disables the threshold.
+	MinFreeBytes   int64
+	MinFreePercent float64
+	// DiskCheckInterval is how often the free space is sampled (1 s); it
+	// is also sampled after deletions and when appends cross the threshold.
+	DiskCheckInterval time.Duration
+	// StatFS reports free and total bytes of the data directory's file
+	// system; nil means statfs(2) (OSStatFS). Tests replace it.
+	StatFS StatFSFunc
 }
 
 // DefaultConfig returns a Config with every default filled in but Dir.
@@ -60,6 +74,9 @@ func DefaultConfig() Config {
 		HWCheckpointInterval:   5 * time.Second,
 		IOMode:                 "auto",
 		CleanerInterval:        15 * time.Second,
+		MinFreeBytes:           8 << 20,
+		MinFreePercent:         5,
+		DiskCheckInterval:      time.Second,
 	}
 }
 
@@ -88,6 +105,15 @@ func (c Config) Validate() error {
 	}
 	if c.CleanerInterval <= 0 {
 		return fmt.Errorf("engine: CleanerInterval %v must be positive", c.CleanerInterval)
+	}
+	if c.MinFreeBytes < 0 {
+		return fmt.Errorf("engine: MinFreeBytes %d must not be negative", c.MinFreeBytes)
+	}
+	if c.MinFreePercent < 0 || c.MinFreePercent >= 100 {
+		return fmt.Errorf("engine: MinFreePercent %v must be in [0, 100)", c.MinFreePercent)
+	}
+	if c.DiskCheckInterval <= 0 {
+		return fmt.Errorf("engine: DiskCheckInterval %v must be positive", c.DiskCheckInterval)
 	}
 	switch c.IOMode {
 	case "auto", "uring", "sync":

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/ratelog"
 	"github.com/ringlog/ringlog/iouring"
 )
 
@@ -42,6 +43,12 @@ type Engine struct {
 	cleaner   *cleaner // log compaction (cleaner.go)
 	closeOnce sync.Once
 	closeErr  error
+
+	// disk is the free-space threshold (diskspace.go); ckFail and hwFail
+	// log failing checkpoint writes once a minute, not every interval (a
+	// full disk fails every attempt).
+	disk           *diskMonitor
+	ckFail, hwFail *ratelog.Failure
 }
 
 type engineStats struct {
@@ -165,6 +172,9 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.fs.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	e.disk = newDiskMonitor(cfg, e.log, e.fs == vfs.Default)
+	e.ckFail = ratelog.New(e.log, slog.LevelWarn, "writing recovery point checkpoint", time.Minute)
+	e.hwFail = ratelog.New(e.log, slog.LevelWarn, "writing high watermark checkpoint", time.Minute)
 	// The data directory's own entry must be durable too.
 	if err := e.fs.SyncDir(filepath.Dir(filepath.Clean(cfg.Dir))); err != nil {
 		return nil, err
@@ -528,6 +538,7 @@ func (e *Engine) dropPartitions(parts []*Partition) {
 		e.fs.RemoveAll(p.dir)
 	}
 	e.fs.SyncDir(e.cfg.Dir)
+	e.disk.sample() // space freed: produce may resume now
 }
 
 // DeleteTopic removes a topic. Open FileRanges stay readable.
@@ -539,15 +550,30 @@ func (e *Engine) DeleteTopic(name string) error {
 		return fmt.Errorf("%w: %s", ErrUnknownTopic, name)
 	}
 	delete(e.topics, name)
-	if err := e.saveMetaLocked(); err != nil {
-		e.topics[name] = t
-		e.mu.Unlock()
-		return fmt.Errorf("%w: saving topic metadata: %v", ErrStorage, err)
-	}
-	e.mu.Unlock()
 	t.mu.RLock()
 	parts := append([]*Partition(nil), t.parts...)
 	t.mu.RUnlock()
+	if err := e.saveMetaLocked(); err != nil {
+		if !isNoSpace(err) {
+			e.topics[name] = t
+			e.mu.Unlock()
+			return fmt.Errorf("%w: saving topic metadata: %v", ErrStorage, err)
+		}
+		// On a full disk topics.json cannot be rewritten until space is
+		// freed, and the space is this topic's: remove its logs first,
+		// then save again. A crash in between leaves topics.json naming
+		// a topic with missing directories, which Open recreates empty
+		// and the next reconcile deletes.
+		e.mu.Unlock()
+		e.dropPartitions(parts)
+		e.mu.Lock()
+		if err := e.saveMetaLocked(); err != nil {
+			e.log.Warn("saving topic metadata after deleting a topic on a full disk", "topic", name, "err", err)
+		}
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.Unlock()
 	e.dropPartitions(parts)
 	return nil
 }
@@ -642,6 +668,8 @@ func (e *Engine) background() {
 	defer checkpoint.Stop()
 	hwTick := time.NewTicker(e.cfg.HWCheckpointInterval)
 	defer hwTick.Stop()
+	diskTick := time.NewTicker(e.cfg.DiskCheckInterval)
+	defer diskTick.Stop()
 	var flushC <-chan time.Time
 	if e.cfg.Fsync == FsyncInterval {
 		t := time.NewTicker(e.cfg.FsyncInterval)
@@ -667,6 +695,8 @@ func (e *Engine) background() {
 			e.writeCheckpoint()
 		case <-hwTick.C:
 			e.writeHWCheckpoint()
+		case <-diskTick.C:
+			e.disk.sample()
 		case <-e.ckKick:
 			e.writeCheckpoint()
 		}
@@ -688,6 +718,9 @@ func (e *Engine) RunRetention() int {
 		n += p.applyRetention(cfg, now)
 	}
 	e.stats.segmentsDeleted.Add(int64(n))
+	if n > 0 {
+		e.disk.sample() // space freed: produce may resume now
+	}
 	return n
 }
 
@@ -740,8 +773,8 @@ func (e *Engine) writeCheckpoint() error {
 		p.mu.RUnlock()
 	}
 	err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, checkpointName), buf.Bytes(), true)
-	if err != nil && !e.closed.Load() {
-		e.log.Warn("writing recovery point checkpoint", "err", err)
+	if !e.closed.Load() {
+		e.ckFail.Report(err)
 	}
 	return err
 }

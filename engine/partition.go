@@ -129,8 +129,25 @@ func (w *waiter) finish(err error) {
 
 // Append validates records (one or more back-to-back batches), assigns
 // offsets and writes them. It takes ownership of records: they are
-// rewritten in place. Nothing is written if any batch is invalid.
+// rewritten in place. Nothing is written if any batch is invalid. While
+// the data directory's free space is below the threshold it refuses with
+// ErrDiskFull (diskspace.go).
 func (p *Partition) Append(records []byte) (AppendWaiter, error) {
+	if err := p.e.disk.admit(int64(len(records))); err != nil {
+		return nil, err
+	}
+	return p.append(records)
+}
+
+// AppendInternal is Append for the broker's own records (group offsets,
+// transaction state): they are small and keep groups and transactions
+// working on a full disk, so they draw from the space the threshold
+// reserves instead of being refused.
+func (p *Partition) AppendInternal(records []byte) (AppendWaiter, error) {
+	return p.append(records)
+}
+
+func (p *Partition) append(records []byte) (AppendWaiter, error) {
 	cfg := p.topic.config()
 	hs, err := validateBatches(records, cfg.MaxMessageBytes)
 	if err != nil {
@@ -260,9 +277,16 @@ func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) 
 	uq, async := p.e.wq.(*uringQueue)
 	if !async {
 		if err := p.e.wq.write(seg, records, start); err != nil {
+			if isNoSpace(err) && errors.Is(err, errWriteUndone) {
+				// Out of space, and the file is back where it was:
+				// nothing in memory moved yet, so the partition stays
+				// usable once space is freed.
+				return nil, err
+			}
 			return nil, p.fail(err)
 		}
 	}
+	p.e.disk.note(int64(len(records)))
 	for _, h := range hs {
 		seg.noteBatch(h, start, cfg.IndexIntervalBytes)
 		start += int64(h.size)

@@ -146,8 +146,8 @@ func (e *Engine) writeHWCheckpoint() error {
 		p.mu.RUnlock()
 	}
 	err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, hwCheckpointName), buf.Bytes(), true)
-	if err != nil && !e.closed.Load() {
-		e.log.Warn("writing high watermark checkpoint", "err", err)
+	if !e.closed.Load() {
+		e.hwFail.Report(err)
 	}
 	return err
 }

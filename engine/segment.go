@@ -288,25 +288,31 @@ func readFile(fs vfs.FS, name string) ([]byte, error) {
 
 // writeFileAtomic replaces name with data: temp file, fsync, rename and,
 // when syncDir, an fsync of the directory so the rename is durable too.
+// A failed attempt removes its temp file, so a full disk is not made
+// fuller by half-written checkpoints, and the old file stays in place.
 func writeFileAtomic(fs vfs.FS, name string, data []byte, syncDir bool) error {
 	tmp := name + tmpSuffix
 	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
+	fail := func(err error) error {
+		fs.Remove(tmp)
+		return err
+	}
 	if _, err := f.WriteAt(data, 0); err != nil {
 		f.Close()
-		return err
+		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		return err
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
-		return err
+		return fail(err)
 	}
 	if err := fs.Rename(tmp, name); err != nil {
-		return err
+		return fail(err)
 	}
 	if syncDir {
 		return fs.SyncDir(filepath.Dir(name))

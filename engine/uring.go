@@ -122,6 +122,11 @@ type partIO struct {
 	queued bool        // on q.ready
 	waits  []ioWait
 	failed error
+	// torn is the segment a write failed on and tornPos the lowest failed
+	// write position in it (a ref is held): the file is cut back there
+	// once none of the partition's writes is in the kernel.
+	torn    *segment
+	tornPos int64
 }
 
 type ioWait struct {
@@ -690,6 +695,9 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		case int64(res) != g.n:
 			g.err = fmt.Errorf("%w: write %s at %d: short write %d of %d", ErrStorage, g.seg.path(logSuffix), g.pos, res, g.n)
 		}
+		if g.err != nil {
+			q.noteTorn(g, res)
+		}
 	}
 	if g.done() {
 		g.bufs = nil
@@ -699,7 +707,42 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		pio := q.parts[g.p]
 		pio.out--
 		pio.busy.Store(pio.out > 0)
+		if pio.out == 0 && pio.torn != nil {
+			q.cutTorn(g.p, pio)
+		}
 	}
+}
+
+// noteTorn remembers where a failed write started: part of it (and of
+// writes after it) may be in the file. Owner only.
+func (q *uringQueue) noteTorn(g *ioGroup, res int32) {
+	if res == -int32(syscall.ENOSPC) || res == -int32(syscall.EDQUOT) || res >= 0 {
+		q.e.disk.noSpace() // a short write is the kernel running out of room
+	}
+	pio := q.parts[g.p]
+	switch {
+	case pio.torn == nil:
+		g.seg.acquire()
+		pio.torn, pio.tornPos = g.seg, g.pos
+	case pio.torn == g.seg:
+		pio.tornPos = min(pio.tornPos, g.pos)
+	}
+}
+
+// cutTorn truncates the segment a write failed on back to the end of its
+// last whole batch at once, instead of leaving the torn tail (and the
+// space it holds) to the next Open. The partition stays failed: appends
+// stamped past the failed one were answered with its error. Owner only;
+// no write of the partition is in the kernel.
+func (q *uringQueue) cutTorn(p *Partition, pio *partIO) {
+	seg, pos := pio.torn, pio.tornPos
+	pio.torn = nil
+	if err := seg.log.Truncate(pos); err != nil {
+		q.e.log.Error("truncating the torn tail after a failed write", "path", seg.path(logSuffix), "to", pos, "err", err)
+	} else {
+		q.e.log.Warn("truncated the torn tail after a failed write", "topic", p.topic.name, "partition", p.idx, "path", seg.path(logSuffix), "to", pos)
+	}
+	seg.release()
 }
 
 func (q *uringQueue) flushCompleted(ref opRef, res int32) {

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,11 +254,20 @@ func TestIOModeSelection(t *testing.T) {
 // The tracker, without a ring: completions in any order, the HW and the
 // waiters advance only over the contiguous completed prefix.
 func TestUringTrackerOutOfOrder(t *testing.T) {
-	e := &Engine{cfg: Config{Fsync: FsyncAlways}}
+	e := &Engine{cfg: Config{Fsync: FsyncAlways}, log: slog.New(slog.DiscardHandler)}
+	e.disk = newDiskMonitor(Config{}, e.log, false)
 	q := newUringState(e)
-	p := &Partition{}
-	seg := &segment{}
-	seg.refs.Store(100) // never closes: there is no file
+	p := &Partition{topic: &topicState{name: "t"}}
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/t-0", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := mem.OpenFile("/t-0/0.log", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := &segment{dir: "/t-0", fs: mem, log: f}
+	seg.refs.Store(100) // never closes
 	send := func() *ioGroup {
 		pio := q.parts[p]
 		g := pio.groups[len(pio.groups)-1]
@@ -312,8 +322,12 @@ func TestUringTrackerOutOfOrder(t *testing.T) {
 	}
 
 	// A short write fails the partition; its cancelled fsync and a later
-	// group's completions are absorbed.
-	d, f := add(30, 4), add(40, 5)
+	// group's completions are absorbed. Once neither is in the kernel the
+	// file is cut back to where the failed write started.
+	if _, err := f.WriteAt(make([]byte, 50), 0); err != nil { // what the kernel wrote
+		t.Fatal(err)
+	}
+	d, g := add(30, 4), add(40, 5)
 	q.completed(opRef{g: d}, 4)
 	q.completed(opRef{g: d, sync: true}, -int32(syscall.ECANCELED))
 	q.settle()
@@ -321,12 +335,19 @@ func TestUringTrackerOutOfOrder(t *testing.T) {
 		t.Fatalf("notes after short write: %+v", q.notes)
 	}
 	q.notes = q.notes[:0]
-	q.completed(opRef{g: f}, 10)
-	q.completed(opRef{g: f, sync: true}, 0)
+	if fi, _ := mem.Stat("/t-0/0.log"); fi.Size() != 50 {
+		t.Fatalf("size %d with a write in flight, want 50 (untouched)", fi.Size())
+	}
+	q.completed(opRef{g: g}, 10)
+	q.completed(opRef{g: g, sync: true}, 0)
 	q.settle()
 	if len(q.notes) != 0 {
 		t.Fatalf("notes after failure: %+v", q.notes)
 	}
+	if fi, _ := mem.Stat("/t-0/0.log"); fi.Size() != 30 {
+		t.Fatalf("size %d after the failed write settled, want 30 (torn tail cut)", fi.Size())
+	}
+
 	// Appends reaching a failed partition fail at once.
 	seg.acquire()
 	q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: 50, end: 6, w: &waiter{}})

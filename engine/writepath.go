@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -54,11 +55,25 @@ func (q *syncQueue) write(seg *segment, data []byte, pos int64) error {
 	if err == nil && n != len(data) {
 		err = fmt.Errorf("short write %d of %d", n, len(data))
 	}
-	if err != nil {
-		return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, seg.path(logSuffix), pos, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if isNoSpace(err) {
+		q.e.disk.noSpace()
+	}
+	err = fmt.Errorf("%w: write %s at %d: %w", ErrStorage, seg.path(logSuffix), pos, err)
+	// Part of the batch may have landed: cut the segment back to the end
+	// of the last whole batch now rather than leave a torn tail for the
+	// next Open (and, on a full disk, the space it holds).
+	if terr := seg.log.Truncate(pos); terr != nil {
+		return fmt.Errorf("%w; truncating the torn tail back to %d failed too: %v", err, pos, terr)
+	}
+	return fmt.Errorf("%w (%w)", err, errWriteUndone)
 }
+
+// errWriteUndone marks a failed segment write whose bytes were truncated
+// away again: the file ends where the partition thinks it does.
+var errWriteUndone = errors.New("segment truncated back to its last whole batch")
 
 func (q *syncQueue) requestFlush(p *Partition) {
 	q.mu.Lock()

@@ -117,6 +117,9 @@ func (s *Server) createTopic(r *request, req *kmsg.CreateTopicsRequest, rt kmsg.
 			return fail(kerr.InvalidReplicationFactor.Code, fmt.Sprintf("replication factor %d exceeds the %d available brokers", rf, live))
 		}
 	} else {
+		if err := s.engine.DiskFull(); err != nil {
+			return fail(errorCode(err), "not creating topics while "+err.Error())
+		}
 		ctx, cancel := s.adminContext(req.TimeoutMillis)
 		t, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
 			Name: rt.Topic, Partitions: partitions, ReplicationFactor: rf, Assignment: assignment, Configs: configs,
@@ -129,8 +132,11 @@ func (s *Server) createTopic(r *request, req *kmsg.CreateTopicsRequest, rt kmsg.
 			return fail(errorCode(err), err.Error())
 		}
 		id = t.ID
-		if err := s.reconcile(); err != nil {
-			s.log.Warn("reconcile after create", "err", err)
+		if rerr := s.reconcile(); rerr != nil {
+			s.log.Warn("reconcile after create", "err", rerr)
+			if err := s.createRollback(t, rerr); err != nil {
+				return fail(errorCode(err), err.Error())
+			}
 		}
 		s.log.Info("created topic", "topic", rt.Topic, "partitions", len(t.Partitions), "replication_factor", rf)
 	}

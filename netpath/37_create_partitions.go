@@ -49,6 +49,9 @@ func handleCreatePartitions(s *Server, r *request) reply {
 			case assignment != nil && len(assignment) != int(rt.Count)-len(t.Partitions):
 				fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d assignments for %d new partitions", len(assignment), int(rt.Count)-len(t.Partitions)))
 			case req.ValidateOnly:
+			case s.engine.DiskFull() != nil:
+				err := s.engine.DiskFull()
+				fail(errorCode(err), "not adding partitions while "+err.Error())
 			default:
 				ctx, cancel := s.adminContext(req.TimeoutMillis)
 				_, err := s.node.CreatePartitions(ctx, rt.Topic, rt.Count, assignment)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/ringlog/ringlog/engine"
 )
 
 // Health is the /healthz document. Load-generator reports read io_path and
@@ -31,6 +33,9 @@ type Health struct {
 	PID          int               `json:"pid"`
 	Uptime       string            `json:"uptime"`
 	Stats        Stats             `json:"stats"`
+	// Disk is the data directory's free space and produce threshold;
+	// disk.degraded means produce is refused (docs/disk-full.md).
+	Disk *engine.DiskStatus `json:"disk,omitempty"`
 }
 
 // AdminServer is the HTTP admin listener: /healthz, /metrics (registered

@@ -3,12 +3,15 @@ package netpath
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/ratelog"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -59,10 +62,14 @@ func (s *Server) Endpoints() []metadata.Endpoint {
 // reconcileLoop reconciles after every applied metadata entry. Changed is
 // taken before the image is read, so no change is missed.
 func (s *Server) reconcileLoop() {
+	// The loop runs after every metadata change, broker heartbeats
+	// included: a lasting cause such as a full disk is logged once a
+	// minute, not every time.
+	errLog := ratelog.New(s.log, slog.LevelError, "reconciling local logs with cluster metadata", time.Minute)
 	for {
 		ch := s.node.Changed()
-		if err := s.reconcile(); err != nil && s.ctx.Err() == nil {
-			s.log.Error("reconciling local logs with cluster metadata", "err", err)
+		if err := s.reconcile(); s.ctx.Err() == nil {
+			errLog.Report(err)
 		}
 		select {
 		case <-ch:
@@ -258,9 +265,12 @@ func (s *Server) autoCreate(topic string) (*metadata.Image, error) {
 	if err := engine.ValidateTopicName(topic); err != nil {
 		return nil, err
 	}
+	if err := s.engine.DiskFull(); err != nil {
+		return nil, fmt.Errorf("not creating topic %s: %w", topic, err)
+	}
 	ctx, cancel := s.adminContext(0)
 	defer cancel()
-	_, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+	t, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
 		Name: topic, Partitions: s.cfg.DefaultPartitions, ReplicationFactor: s.autoCreateRF(),
 	})
 	switch {
@@ -276,8 +286,13 @@ func (s *Server) autoCreate(topic string) (*metadata.Image, error) {
 	default:
 		return nil, err
 	}
-	if err := s.reconcile(); err != nil {
-		s.log.Warn("reconcile after auto-create", "err", err)
+	if rerr := s.reconcile(); rerr != nil {
+		s.log.Warn("reconcile after auto-create", "err", rerr)
+		if err == nil {
+			if err := s.createRollback(t, rerr); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return s.node.MetadataImage(), nil
 }

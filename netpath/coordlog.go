@@ -263,7 +263,9 @@ func (c *coordLog) append(p int32, batch []byte) group.Waiter {
 		}
 	}
 	deadline := time.Now().Add(c.commitTimeout)
-	w, err := part.Append(batch)
+	// Group and transaction state draw from the free-space reserve: they
+	// are small, and refusing them would stop consumers from committing.
+	w, err := part.AppendInternal(batch)
 	if err != nil {
 		return fail(c.persistErr(err))
 	}

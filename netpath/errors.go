@@ -3,6 +3,7 @@ package netpath
 import (
 	"context"
 	"errors"
+	"syscall"
 
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/group"
@@ -110,7 +111,11 @@ func errorCode(err error) int16 {
 		return kerr.UnsupportedForMessageFormat.Code
 	case errors.Is(err, engine.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, engine.ErrStorage):
+	case errors.Is(err, engine.ErrStorage), errors.Is(err, engine.ErrDiskFull),
+		errors.Is(err, coordinator.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
+		// A full disk is KAFKA_STORAGE_ERROR, not POLICY_VIOLATION:
+		// clients retry it, so producers resume by themselves once space
+		// is freed (docs/disk-full.md); the message says why.
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, engine.ErrClosed):
 		return kerr.NotLeaderForPartition.Code

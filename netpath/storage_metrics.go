@@ -47,7 +47,41 @@ var (
 
 var storageDescs = []*prometheus.Desc{descIOPath, descAppends, descAppendedBytes, descFsyncs, descFsyncSeconds,
 	descFlushRounds, descSegmentsDeleted, descRingEnters, descRingSQEs, descRingCQEs, descRingPerEnter,
-	descCleanerPasses, descCleanerSegments, descCleanerBytesBefore, descCleanerBytesAfter, descCleanerRecords, descCleanerErrors}
+	descCleanerPasses, descCleanerSegments, descCleanerBytesBefore, descCleanerBytesAfter, descCleanerRecords, descCleanerErrors,
+	descDiskFree, descDiskTotal, descDiskMinFree, descDiskResumeFree, descDiskDegraded, descDiskRefused}
+
+// Free space of the data directory (docs/disk-full.md).
+var (
+	descDiskFree = prometheus.NewDesc("ringlog_disk_free_bytes",
+		"Bytes available on the data directory's file system (statfs, less what was appended since the sample).", nil, nil)
+	descDiskTotal = prometheus.NewDesc("ringlog_disk_total_bytes",
+		"Size of the data directory's file system.", nil, nil)
+	descDiskMinFree = prometheus.NewDesc("ringlog_disk_min_free_bytes",
+		"Free-space threshold: below it produce is refused (max of --disk-min-free-bytes and --disk-min-free-percent).", nil, nil)
+	descDiskResumeFree = prometheus.NewDesc("ringlog_disk_resume_free_bytes",
+		"Free space at which a degraded broker accepts produce again.", nil, nil)
+	descDiskDegraded = prometheus.NewDesc("ringlog_disk_degraded",
+		"1 while free space is below the threshold and produce is refused.", nil, nil)
+	descDiskRefused = prometheus.NewDesc("ringlog_disk_refused_appends_total",
+		"Appends refused with KAFKA_STORAGE_ERROR because free space was below the threshold.", nil, nil)
+)
+
+func (s *Server) collectDisk(ch chan<- prometheus.Metric) {
+	d := s.engine.DiskStatus()
+	gauge := func(desc *prometheus.Desc, v int64) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v))
+	}
+	gauge(descDiskFree, d.FreeBytes)
+	gauge(descDiskTotal, d.TotalBytes)
+	gauge(descDiskMinFree, d.MinFreeBytes)
+	gauge(descDiskResumeFree, d.ResumeFreeBytes)
+	degraded := int64(0)
+	if d.Degraded {
+		degraded = 1
+	}
+	gauge(descDiskDegraded, degraded)
+	ch <- prometheus.MustNewConstMetric(descDiskRefused, prometheus.CounterValue, float64(d.RefusedAppends))
+}
 
 func (s *Server) collectStorage(ch chan<- prometheus.Metric) {
 	e := s.engine
@@ -58,6 +92,7 @@ func (s *Server) collectStorage(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
 	ch <- prometheus.MustNewConstMetric(descIOPath, prometheus.GaugeValue, 1, e.IOPath(), e.IOReason())
+	s.collectDisk(ch)
 	st := e.Stats()
 	counter(descAppends, st.Appends)
 	counter(descAppendedBytes, st.AppendedBytes)

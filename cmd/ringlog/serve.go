@@ -61,6 +61,9 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retention", Value: 7 * 24 * time.Hour, Usage: "default retention.ms as a duration", EnvVars: env("retention")},
 			&cli.Int64Flag{Name: "retention-bytes", Value: -1, Usage: "default retention.bytes per partition (-1: unlimited)", EnvVars: env("retention-bytes")},
 			&cli.DurationFlag{Name: "retention-check-interval", Value: 5 * time.Minute, Usage: "how often retention runs", EnvVars: env("retention-check-interval")},
+			&cli.Int64Flag{Name: "disk-min-free-bytes", Value: 8 << 20, Usage: "refuse produce (KAFKA_STORAGE_ERROR) while the data directory's file system has less free space than this or --disk-min-free-percent, whichever is more; the rest is reserved for metadata, checkpoints and group offsets (docs/disk-full.md); 0 with percent 0 disables", EnvVars: env("disk-min-free-bytes")},
+			&cli.Float64Flag{Name: "disk-min-free-percent", Value: 5, Usage: "free-space threshold as a percentage of the data directory's file system (see --disk-min-free-bytes)", EnvVars: env("disk-min-free-percent")},
+			&cli.DurationFlag{Name: "disk-check-interval", Value: time.Second, Usage: "how often the data directory's free space is sampled (also after deletions and when appends reach the threshold)", EnvVars: env("disk-check-interval")},
 			&cli.DurationFlag{Name: "log-cleaner-interval", Value: 15 * time.Second, Usage: "how often the log cleaner looks for compacted partitions (cleanup.policy compact) to clean (log.cleaner.backoff.ms)", EnvVars: env("log-cleaner-interval")},
 			&cli.IntFlag{Name: "max-request-bytes", Value: 100 << 20, Usage: "socket.request.max.bytes: largest request frame", EnvVars: env("max-request-bytes")},
 			&cli.BoolFlag{Name: "fetch-copy", Usage: "send fetch data through user space instead of sendfile (for comparison)", EnvVars: env("fetch-copy")},
@@ -164,6 +167,9 @@ func runServe(c *cli.Context) error {
 	ecfg.Defaults.SegmentBytes = c.Int64("segment-bytes")
 	ecfg.Defaults.RetentionMs = c.Duration("retention").Milliseconds()
 	ecfg.Defaults.RetentionBytes = c.Int64("retention-bytes")
+	ecfg.MinFreeBytes = c.Int64("disk-min-free-bytes")
+	ecfg.MinFreePercent = c.Float64("disk-min-free-percent")
+	ecfg.DiskCheckInterval = c.Duration("disk-check-interval")
 	if err := ecfg.Validate(); err != nil {
 		return err
 	}
@@ -271,6 +277,7 @@ func runServe(c *cli.Context) error {
 				status = "ok"
 			}
 			members, _ := node.Members()
+			disk := eng.DiskStatus()
 			return netpath.Health{
 				Status:       status,
 				NodeID:       nodeID,
@@ -286,6 +293,7 @@ func runServe(c *cli.Context) error {
 				PID:          os.Getpid(),
 				Uptime:       time.Since(started).Round(time.Second).String(),
 				Stats:        srv.Stats(),
+				Disk:         &disk,
 			}
 		}, log)
 		if err != nil {

@@ -39,6 +39,9 @@ type Fault struct {
 	Skip         int
 	Count        int
 	Err          error
+	// Partial (OpWrite only) writes the first Partial bytes before the
+	// error: a short write, as a full disk makes.
+	Partial int
 }
 
 // ErrorFS wraps an FS and injects faults. It also counts operations by kind,
@@ -90,6 +93,12 @@ func (e *ErrorFS) Fired() int {
 func (e *ErrorFS) Count(op Op) int64 { return e.counts[op].Load() }
 
 func (e *ErrorFS) maybe(op Op, path string) error {
+	_, err := e.check(op, path)
+	return err
+}
+
+// check is maybe that also says how many bytes a failing write writes.
+func (e *ErrorFS) check(op Op, path string) (int, error) {
 	e.counts[op].Add(1)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -102,9 +111,9 @@ func (e *ErrorFS) maybe(op Op, path string) error {
 			continue
 		}
 		f.fired++
-		return &os.PathError{Op: "injected", Path: path, Err: f.Err}
+		return f.Partial, &os.PathError{Op: "injected", Path: path, Err: f.Err}
 	}
-	return nil
+	return 0, nil
 }
 
 func (e *ErrorFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
@@ -181,8 +190,12 @@ func (f *errFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *errFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.fs.maybe(OpWrite, f.name); err != nil {
-		return 0, err
+	if partial, err := f.fs.check(OpWrite, f.name); err != nil {
+		n := 0
+		if partial > 0 {
+			n, _ = f.File.WriteAt(p[:min(partial, len(p))], off)
+		}
+		return n, err
 	}
 	return f.File.WriteAt(p, off)
 }
