@@ -42,6 +42,10 @@ type Engine struct {
 	cleaner   *cleaner // log compaction (cleaner.go)
 	closeOnce sync.Once
 	closeErr  error
+	// offline is closed and replaced whenever a partition fails
+	// (offline.go).
+	offlineMu sync.Mutex
+	offline   chan struct{}
 }
 
 type engineStats struct {
@@ -116,9 +120,11 @@ func (e *Engine) openWriteQueue() (writeQueue, string, error) {
 	if e.cfg.IOMode == "sync" {
 		return newSyncQueue(e), "the pwrite/fdatasync path was chosen (io mode sync)", nil
 	}
-	if e.fs != vfs.Default {
-		// In-memory and fault-injecting file systems have no descriptors
-		// for the kernel to write to.
+	faults, _ := e.fs.(*vfs.ErrorFS)
+	if e.fs != vfs.Default && (faults == nil || faults.FS != vfs.Default) {
+		// In-memory file systems have no descriptors for the kernel to
+		// write to. An ErrorFS over the OS one does: the ring consults
+		// its faults (uringQueue.faults).
 		return newSyncQueue(e), "the file system is not the OS file system", nil
 	}
 	reason := ""
@@ -147,13 +153,14 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:    cfg,
-		fs:     cfg.FS,
-		log:    cfg.Logger,
-		topics: map[string]*topicState{},
-		stopBg: make(chan struct{}),
-		bgDone: make(chan struct{}),
-		ckKick: make(chan struct{}, 1),
+		cfg:     cfg,
+		fs:      cfg.FS,
+		offline: make(chan struct{}),
+		log:     cfg.Logger,
+		topics:  map[string]*topicState{},
+		stopBg:  make(chan struct{}),
+		bgDone:  make(chan struct{}),
+		ckKick:  make(chan struct{}, 1),
 	}
 	e.cleaner = newCleaner(e)
 	if e.fs == nil {

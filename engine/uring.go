@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/iouring"
 )
 
@@ -43,6 +44,7 @@ type uringQueue struct {
 	intake  []ioReq
 	closing bool
 	broken  error // the ring failed: requests are refused
+	fdGone  bool  // wakeFd is closed: timers must not write it
 
 	// Owner-only state.
 	parts     map[*Partition]*partIO
@@ -71,6 +73,21 @@ type uringQueue struct {
 	// Test hooks (nil in production): the descriptor a write or fsync of
 	// seg uses, so tests can make the kernel fail one.
 	writeFd, syncFd func(seg *segment) int
+
+	// faults is the engine's ErrorFS when it wraps the OS file system
+	// (tests, --fault-injection): the ring bypasses the FS, so the owner
+	// consults its faults itself (faultHold, prepGroup, fill). An injected
+	// error becomes the operation's completion result without reaching the
+	// kernel; an injected fsync delay holds the partition's next chain
+	// that long. Owner only, apart from the FS's own locking.
+	faults   *vfs.ErrorFS
+	injected []injectedCQE // completions to apply at the next reap
+}
+
+// injectedCQE is a completion the fault seam made up.
+type injectedCQE struct {
+	ref opRef
+	res int32
 }
 
 // Ring sizes. One round holds at most one chain (writev + fsync) per
@@ -144,6 +161,11 @@ type ioGroup struct {
 	sync    bool // an fsync is linked behind the write
 	gen     uint64
 	sentAt  time.Time // when prepared: the fsync latency runs from here
+	// Fault seam (q.faults): checked once per group; the errno a write or
+	// fsync completes with instead of running, and when it may be sent.
+	checked           bool
+	writeErr, syncErr syscall.Errno
+	notBefore         time.Time
 	// Completion state.
 	sent, wrote, synced bool
 	err                 error
@@ -197,6 +219,7 @@ func newUringQueue(e *Engine) (*uringQueue, error) {
 	}
 	q := newUringState(e)
 	q.wakeFd = wakeFd
+	q.faults, _ = e.fs.(*vfs.ErrorFS)
 	ready := make(chan error, 1)
 	go q.run(ready)
 	if err := <-ready; err != nil {
@@ -320,6 +343,9 @@ func (q *uringQueue) close() {
 	<-q.ownerDn
 	close(q.stopC)
 	<-q.complDn
+	q.mu.Lock()
+	q.fdGone = true
+	q.mu.Unlock()
 	if q.wakeFd >= 0 {
 		unix.Close(q.wakeFd)
 		q.wakeFd = -1
@@ -375,7 +401,7 @@ func (q *uringQueue) run(ready chan<- error) {
 		wait := uint32(max(1, q.inflight/waitDivisor))
 		q.parked.Store(true)
 		q.mu.Lock()
-		if len(q.intake) > 0 || q.closing != closing {
+		if len(q.intake) > 0 || q.closing != closing || len(q.injected) > 0 {
 			wait = 0
 		}
 		q.mu.Unlock()
@@ -397,7 +423,7 @@ func (q *uringQueue) run(ready chan<- error) {
 
 // idle reports that nothing is queued, in flight or waiting.
 func (q *uringQueue) idle() bool {
-	return q.inflight == 0 && len(q.ready) == 0 && len(q.flushes) == 0 && q.waits == 0
+	return q.inflight == 0 && len(q.ready) == 0 && len(q.flushes) == 0 && q.waits == 0 && len(q.injected) == 0
 }
 
 // drain takes the intake and turns it into groups and waits. It reports
@@ -533,7 +559,7 @@ func (q *uringQueue) fill() {
 			pio.queued = false
 			continue
 		}
-		if pio.busy.Load() || !q.sendGroups(pio) {
+		if pio.busy.Load() || q.faults != nil && q.faultHold(pio) || !q.sendGroups(pio) {
 			q.ready[n] = p
 			n++
 			continue
@@ -549,6 +575,14 @@ func (q *uringQueue) fill() {
 		}
 		for f.next < len(f.req.segs) && r.SQSpace() > 0 && q.inflight < q.maxInfl {
 			s := f.req.segs[f.next]
+			if q.faults != nil {
+				if _, err := q.faults.Check(vfs.OpSync, s.path(logSuffix)); err != nil {
+					q.injected = append(q.injected, injectedCQE{opRef{f: f, seg: s, sync: true}, -int32(errnoOf(err))})
+					f.next++
+					f.pending++
+					continue
+				}
+			}
 			fd := s.log.Fd()
 			if q.syncFd != nil {
 				fd = q.syncFd(s)
@@ -607,6 +641,16 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 		fd = q.writeFd(g.seg)
 	}
 	g.sent = true
+	if g.writeErr != 0 {
+		// Injected: the write fails without reaching the kernel, and its
+		// linked fsync is cancelled as the kernel would.
+		g.sentAt = time.Now()
+		q.injected = append(q.injected, injectedCQE{opRef{g: g}, -int32(g.writeErr)})
+		if g.sync {
+			q.injected = append(q.injected, injectedCQE{opRef{g: g, sync: true}, -int32(syscall.ECANCELED)})
+		}
+		return
+	}
 	w := q.sqe(opRef{g: g})
 	if len(g.bufs) == 1 {
 		g.pin.Pin(&g.bufs[0][0])
@@ -625,6 +669,11 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 		return
 	}
 	g.sentAt = time.Now()
+	if g.syncErr != 0 {
+		// Injected: the write runs, its fsync fails.
+		q.injected = append(q.injected, injectedCQE{opRef{g: g, sync: true}, -int32(g.syncErr)})
+		return
+	}
 	// The fsync starts only after the write succeeded in full; a failed or
 	// short write cancels it (ECANCELED).
 	w.SetFlags(iouring.SQEIOLink)
@@ -637,6 +686,11 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 
 // reap handles every ready completion, then retires what it finished.
 func (q *uringQueue) reap() {
+	inj := q.injected
+	q.injected = nil
+	for _, c := range inj {
+		q.completed(c.ref, c.res)
+	}
 	q.ring.ForEachCQE(func(c iouring.CQE) {
 		if c.UserData == wakeUserData {
 			q.wakeArmed = false
@@ -893,4 +947,52 @@ func (q *uringQueue) breakRing(err error) {
 		q.checkWaits(p, pio)
 	}
 	q.deliver()
+}
+
+// faultHold consults the injected faults for p's unsent groups (once per
+// group) and reports whether they must wait for an injected fsync delay.
+// Owner only.
+func (q *uringQueue) faultHold(pio *partIO) bool {
+	now := time.Now()
+	hold := false
+	for _, g := range pio.groups[len(pio.groups)-pio.unsent:] {
+		if !g.checked {
+			g.checked = true
+			path := g.seg.path(logSuffix)
+			if _, err := q.faults.Check(vfs.OpWrite, path); err != nil {
+				g.writeErr = errnoOf(err)
+			}
+			if g.sync {
+				d, err := q.faults.Check(vfs.OpSync, path)
+				if err != nil {
+					g.syncErr = errnoOf(err)
+				}
+				if d > 0 {
+					g.notBefore = now.Add(d)
+					time.AfterFunc(d, q.kick)
+				}
+			}
+		}
+		hold = hold || now.Before(g.notBefore)
+	}
+	return hold
+}
+
+// kick wakes the owner from a timer (an injected delay ended).
+func (q *uringQueue) kick() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.fdGone {
+		q.wake()
+	}
+}
+
+// errnoOf is the errno an injected error stands for; EIO unless it
+// carries one.
+func errnoOf(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		return errno
+	}
+	return syscall.EIO
 }

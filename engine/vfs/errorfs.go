@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Op is a kind of file system operation, for fault injection.
@@ -32,13 +33,16 @@ var ErrInjected = errors.New("vfs: injected error")
 
 // Fault fails operations of kind Op on paths containing PathContains (empty
 // matches all). The first Skip matching calls pass; then Count calls fail
-// (Count 0 means every later matching call fails).
+// (Count 0 means every later matching call fails). With Delay set the
+// matching calls are delayed by it first (a slow disk) and fail only when
+// Err is also set.
 type Fault struct {
 	Op           Op
 	PathContains string
 	Skip         int
 	Count        int
 	Err          error
+	Delay        time.Duration
 }
 
 // ErrorFS wraps an FS and injects faults. It also counts operations by kind,
@@ -60,7 +64,7 @@ func Wrap(fs FS) *ErrorFS { return &ErrorFS{FS: fs} }
 
 // Inject adds a fault.
 func (e *ErrorFS) Inject(f Fault) {
-	if f.Err == nil {
+	if f.Err == nil && f.Delay <= 0 {
 		f.Err = ErrInjected
 	}
 	e.mu.Lock()
@@ -89,7 +93,12 @@ func (e *ErrorFS) Fired() int {
 // Count reports how many operations of kind op were attempted.
 func (e *ErrorFS) Count(op Op) int64 { return e.counts[op].Load() }
 
-func (e *ErrorFS) maybe(op Op, path string) error {
+// Check counts an operation of kind op on path and applies the first
+// matching fault: the delay to wait before running the operation, and the
+// error to return instead of running it (nil: run it). Writers that bypass
+// the FS (the engine's io_uring queue) call it so the same faults reach
+// them; it does not sleep itself.
+func (e *ErrorFS) Check(op Op, path string) (time.Duration, error) {
 	e.counts[op].Add(1)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -102,9 +111,21 @@ func (e *ErrorFS) maybe(op Op, path string) error {
 			continue
 		}
 		f.fired++
-		return &os.PathError{Op: "injected", Path: path, Err: f.Err}
+		if f.Err == nil {
+			return f.Delay, nil
+		}
+		return f.Delay, &os.PathError{Op: "injected", Path: path, Err: f.Err}
 	}
-	return nil
+	return 0, nil
+}
+
+// maybe is Check for calls made through the FS: it sleeps the delay.
+func (e *ErrorFS) maybe(op Op, path string) error {
+	d, err := e.Check(op, path)
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return err
 }
 
 func (e *ErrorFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
