@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -108,7 +110,14 @@ func TestDiskErrorTakesPartitionOffline(t *testing.T) {
 			if efs.Count(vfs.OpSync) == syncs {
 				t.Fatal("no fsync on the healthy partition")
 			}
-			e.Close()
+			// Close does not fail for a partition already offline, but
+			// leaves no clean marker: the next Open scans and recovers.
+			if err := e.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, cleanMarkerName)); !os.IsNotExist(err) {
+				t.Fatalf("clean marker after closing with an offline partition: %v", err)
+			}
 
 			// Restart: recovery brings the partition back with every
 			// acknowledged record.

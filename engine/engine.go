@@ -775,10 +775,14 @@ func (e *Engine) close() error {
 	}
 	e.wq.close()
 	var errs []error
+	offline := false
 	for _, p := range ps {
 		p.mu.Lock()
 		if p.failed != nil {
-			errs = append(errs, p.failed)
+			// Already reported (offline.go); it is not a close failure,
+			// but the shutdown is not clean: no marker, so the next Open
+			// scans and recovers the log.
+			offline = true
 		} else if err := p.active().writeIndexes(); err != nil {
 			errs = append(errs, err)
 		} else {
@@ -792,7 +796,7 @@ func (e *Engine) close() error {
 	if err := e.writeHWCheckpoint(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && !offline {
 		if err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, cleanMarkerName), nil, true); err != nil {
 			errs = append(errs, err)
 		}
