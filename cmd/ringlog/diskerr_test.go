@@ -113,6 +113,9 @@ func TestDiskErrorMovesLeadership(t *testing.T) {
 		return p.Leader >= 0 && p.Leader != victim && !slices.Contains(p.ISR, victim)
 	})
 	moved := time.Since(start)
+	if p := m.Topics[topic].Partitions[0]; !slices.Contains(p.OfflineReplicas, victim) {
+		t.Errorf("metadata does not list replica %d offline: %+v", victim, p)
+	}
 	atMove := load.ackedByPartition()
 	waitAcks(t, load, 20*time.Second, "acks=all on partition 0 under its new leader", func(a map[int32]int) bool {
 		return a[0] >= atMove[0]+20
