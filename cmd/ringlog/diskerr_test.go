@@ -20,10 +20,18 @@ import (
 
 const diskLag = 2 * time.Second
 
-// diskAdm is an admin client whose metadata cache (kadm answers Metadata
-// from it) is short, so the measured failover times are the broker's.
-func diskAdm(t *testing.T, c *testCluster) *kadm.Client {
-	return kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.MetadataMinAge(50*time.Millisecond)))
+// startDiskCluster skips under -short, else starts 3 nodes with fault injection and a short
+// replica.lag.time.max, and an admin client whose metadata cache (kadm
+// answers Metadata from it) is short, so measured failover times are the
+// brokers'.
+func startDiskCluster(t *testing.T) (*testCluster, *kadm.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("process-level fault test")
+	}
+	c := startReplCluster(t, 3, "--replica-lag-time-max", diskLag.String(), "--fault-injection")
+	logTailsOnFailure(t, c)
+	return c, kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.MetadataMinAge(50*time.Millisecond)))
 }
 
 // injectFault posts one fault to b's /debug/ringlog/faults; method DELETE
@@ -88,12 +96,7 @@ func checkNoLoss(t *testing.T, c *testCluster, adm *kadm.Client, l *failoverLoad
 // replica stays out of the ISR until its broker restarts; no acknowledged
 // record is lost.
 func TestDiskErrorMovesLeadership(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process-level fault test")
-	}
-	c := startReplCluster(t, 3, "--replica-lag-time-max", diskLag.String(), "--fault-injection")
-	logTailsOnFailure(t, c)
-	adm := diskAdm(t, c)
+	c, adm := startDiskCluster(t)
 	const topic, partitions = "diskerr", 3
 	m := createRF3Topic(t, adm, topic, partitions)
 	load := &failoverLoad{acked: map[string]ackedRecord{}}
@@ -147,12 +150,7 @@ func TestDiskErrorMovesLeadership(t *testing.T) {
 // replica.lag.time.max, and acks=all continues at normal latency on the
 // other two; once the disk is healthy again it catches up and rejoins.
 func TestSlowFsyncFollowerLeavesISR(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process-level fault test")
-	}
-	c := startReplCluster(t, 3, "--replica-lag-time-max", diskLag.String(), "--fault-injection")
-	logTailsOnFailure(t, c)
-	adm := diskAdm(t, c)
+	c, adm := startDiskCluster(t)
 	// Two partitions on three brokers: one broker leads neither, so its
 	// slow disk delays no leader's own fsync.
 	const topic, partitions = "slowdisk", 2

@@ -209,14 +209,14 @@ func (t *txn) replicaOffline(c *ReplicaOffline) Result {
 		return Result{Err: fmt.Errorf("%w: topic id %s", ErrUnknownTopic, c.TopicID)}
 	}
 	tp := t.im.topics[name]
-	var nt *Topic
 	for _, idx := range c.Partitions {
 		if idx < 0 || int(idx) >= len(tp.Partitions) {
 			return Result{Err: fmt.Errorf("%w: %s-%d", ErrUnknownTopic, tp.Name, idx)}
 		}
-		p := tp.Partitions[idx].clone()
-		if !contains(p.Replicas, c.BrokerID) || contains(p.Offline, c.BrokerID) {
-			continue
+	}
+	if nt := updateTopic(tp, func(i int, p *Partition) bool {
+		if !slices.Contains(c.Partitions, int32(i)) || !contains(p.Replicas, c.BrokerID) || contains(p.Offline, c.BrokerID) {
+			return false
 		}
 		p.Offline = append(p.Offline, c.BrokerID)
 		if len(p.ISR) > 1 {
@@ -225,18 +225,11 @@ func (t *txn) replicaOffline(c *ReplicaOffline) Result {
 			p.ISR = without(p.ISR, c.BrokerID)
 		}
 		if p.Leader == c.BrokerID {
-			p.Leader = t.firstEligible(&p, p.ISR)
+			p.Leader = t.firstEligible(p, p.ISR)
 			p.LeaderEpoch++
 		}
-		p.PartitionEpoch++
-		if nt == nil {
-			cp := *tp
-			cp.Partitions = slices.Clone(tp.Partitions)
-			nt = &cp
-		}
-		nt.Partitions[idx] = p
-	}
-	if nt != nil {
+		return true
+	}); nt != nil {
 		t.putTopic(nt)
 		tp = nt
 	}
@@ -249,27 +242,34 @@ func (t *txn) replicaOffline(c *ReplicaOffline) Result {
 func (t *txn) updatePartitions(f func(p *Partition) bool) {
 	var changed []*Topic
 	for _, tp := range t.im.topics {
-		var nt *Topic
-		for i := range tp.Partitions {
-			p := tp.Partitions[i].clone()
-			if !f(&p) {
-				continue
-			}
-			p.PartitionEpoch++
-			if nt == nil {
-				c := *tp
-				c.Partitions = slices.Clone(tp.Partitions)
-				nt = &c
-			}
-			nt.Partitions[i] = p
-		}
-		if nt != nil {
+		if nt := updateTopic(tp, func(_ int, p *Partition) bool { return f(p) }); nt != nil {
 			changed = append(changed, nt)
 		}
 	}
 	for _, nt := range changed {
 		t.putTopic(nt)
 	}
+}
+
+// updateTopic calls f on a copy of each of tp's partitions and returns a
+// new topic holding the ones f changed, their partition epochs bumped, or
+// nil when f changed none.
+func updateTopic(tp *Topic, f func(i int, p *Partition) bool) *Topic {
+	var nt *Topic
+	for i := range tp.Partitions {
+		p := tp.Partitions[i].clone()
+		if !f(i, &p) {
+			continue
+		}
+		p.PartitionEpoch++
+		if nt == nil {
+			c := *tp
+			c.Partitions = slices.Clone(tp.Partitions)
+			nt = &c
+		}
+		nt.Partitions[i] = p
+	}
+	return nt
 }
 
 // validAssignment checks replica lists: non-empty, equal length rf (when
