@@ -415,3 +415,41 @@ func TestTCPCluster(t *testing.T) {
 		t.Fatal("unknown protocol byte got an answer")
 	}
 }
+
+// ReportOfflineReplicas through the RPC from a non-controller broker: the
+// replica leaves the ISR, its leadership moves, and every node's image
+// shows it offline once the call returns.
+func TestReportOfflineReplicas(t *testing.T) {
+	_, nodes := memCluster(t, 3, nil)
+	ctl := leaderOf(t, nodes)
+	var victim *Node
+	for _, n := range nodes {
+		if n != ctl {
+			victim = n
+		}
+	}
+	id := victim.NodeID()
+	var others []int32
+	for _, n := range nodes {
+		if n != victim {
+			others = append(others, n.NodeID())
+		}
+	}
+	top, err := nodes[0].CreateTopic(ctxT(t), CreateTopicRequest{Name: "d", Assignment: [][]int32{{id, others[0], others[1]}, {others[0], id, others[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.ReportOfflineReplicas(ctxT(t), top.ID, []int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := victim.MetadataImage().Partition("d", 0)
+	if p.Leader != others[0] || contains(p.ISR, id) || !slices.Equal(p.Offline, []int32{id}) {
+		t.Fatalf("after the report %+v", p)
+	}
+	if q, _ := victim.MetadataImage().Partition("d", 1); contains(q.Offline, id) || !contains(q.ISR, id) {
+		t.Fatalf("unreported partition changed: %+v", q)
+	}
+	if err := victim.ReportOfflineReplicas(ctxT(t), metadata.NewUUID(), []int32{0}); !errors.Is(err, metadata.ErrUnknownTopic) {
+		t.Fatalf("unknown topic: %v", err)
+	}
+}

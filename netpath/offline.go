@@ -2,9 +2,11 @@ package netpath
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/replication"
 )
@@ -84,5 +86,9 @@ func (s *Server) reportOffline(topic string, parts []*engine.Partition) error {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	return s.node.ReportOfflineReplicas(ctx, t.ID, idxs)
+	err := s.node.ReportOfflineReplicas(ctx, t.ID, idxs)
+	if errors.Is(err, metadata.ErrUnknownTopic) {
+		return nil // deleted meanwhile: nothing to move
+	}
+	return err
 }
