@@ -120,6 +120,17 @@ func leaderOf(t *testing.T, nodes []*Node) *Node {
 	return l
 }
 
+// otherThan returns the last of nodes that is not n.
+func otherThan(nodes []*Node, n *Node) *Node {
+	var o *Node
+	for _, x := range nodes {
+		if x != n {
+			o = x
+		}
+	}
+	return o
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	t.Cleanup(cancel)
@@ -197,12 +208,7 @@ func TestSingleNodeRestart(t *testing.T) {
 func TestFailover(t *testing.T) {
 	_, nodes := memCluster(t, 3, nil)
 	old := leaderOf(t, nodes)
-	var follower *Node
-	for _, n := range nodes {
-		if n != old {
-			follower = n
-		}
-	}
+	follower := otherThan(nodes, old)
 	// Forwarded from a follower; the caller sees its own write at once.
 	if _, err := follower.CreateTopic(ctxT(t), CreateTopicRequest{Name: "a", Partitions: 3, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
@@ -421,13 +427,7 @@ func TestTCPCluster(t *testing.T) {
 // shows it offline once the call returns.
 func TestReportOfflineReplicas(t *testing.T) {
 	_, nodes := memCluster(t, 3, nil)
-	ctl := leaderOf(t, nodes)
-	var victim *Node
-	for _, n := range nodes {
-		if n != ctl {
-			victim = n
-		}
-	}
+	victim := otherThan(nodes, leaderOf(t, nodes))
 	id := victim.NodeID()
 	var others []int32
 	for _, n := range nodes {
