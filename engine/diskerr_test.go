@@ -184,3 +184,35 @@ func TestSlowFsyncDelaysAck(t *testing.T) {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return len(b), nil }
+
+// Under FsyncInterval appends are acknowledged once written; a failed
+// periodic flush still takes the partition offline (the ring's flush
+// requests consult the faults too).
+func TestIntervalFlushErrorTakesPartitionOffline(t *testing.T) {
+	efs := vfs.Wrap(vfs.Default)
+	cfg := testConfig(t.TempDir())
+	cfg.FS = efs
+	cfg.Fsync = FsyncInterval
+	cfg.FsyncInterval = 10 * time.Millisecond
+	e := mustOpen(t, cfg)
+	defer e.Close()
+	if got, want := e.IOPath(), wantIOPath(t); got != want {
+		t.Fatalf("write path %q, want %q", got, want)
+	}
+	if _, err := e.CreateTopic("i", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	p0, p1 := mustPartition(t, e, "i", 0), mustPartition(t, e, "i", 1)
+	offline := e.Offline()
+	efs.Inject(vfs.Fault{Op: vfs.OpSync, PathContains: "i-0/00000000000000000000.log", Err: syscall.EIO})
+	appendWait(t, p0, batchOf(0, 1)) // acknowledged when written
+	select {
+	case <-offline:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failed interval flush did not take the partition offline")
+	}
+	if _, err := p0.Append(batchOf(1, 1)); !errors.Is(err, ErrStorage) {
+		t.Fatalf("append after a failed flush: %v", err)
+	}
+	appendWait(t, p1, batchOf(0, 1))
+}
