@@ -84,12 +84,6 @@ type uringQueue struct {
 	injected []injectedCQE // completions to apply at the next reap
 }
 
-// injectedCQE is a completion the fault seam made up.
-type injectedCQE struct {
-	ref opRef
-	res int32
-}
-
 // Ring sizes. One round holds at most one chain (writev + fsync) per
 // partition, so 1024 SQEs carry 512 partitions per io_uring_enter; the CQ
 // size bounds SQEs in flight.
@@ -832,82 +826,6 @@ func (q *uringQueue) failPart(p *Partition, pio *partIO, err error) {
 
 func (q *uringQueue) note(n ioNote) { q.notes = append(q.notes, n) }
 
-// deliver passes the round's notes to the completer without blocking.
-func (q *uringQueue) deliver() {
-	if len(q.notes) == 0 {
-		return
-	}
-	q.nmu.Lock()
-	if len(q.pendingNotes) == 0 {
-		q.pendingNotes, q.notes = q.notes, q.pendingNotes[:0]
-	} else {
-		q.pendingNotes = append(q.pendingNotes, q.notes...)
-		clear(q.notes)
-		q.notes = q.notes[:0]
-	}
-	q.nmu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
-}
-
-// complete is the completer goroutine: it applies notes under the
-// partition locks, which the owner must never wait for.
-func (q *uringQueue) complete() {
-	defer close(q.complDn)
-	var batch []ioNote
-	for {
-		stopping := false
-		select {
-		case <-q.notify:
-		case <-q.stopC:
-			stopping = true
-		}
-		q.nmu.Lock()
-		batch, q.pendingNotes = q.pendingNotes, batch[:0]
-		q.nmu.Unlock()
-		for i := range batch {
-			q.apply(&batch[i])
-		}
-		clear(batch)
-		if stopping {
-			return
-		}
-	}
-}
-
-// apply updates a partition for one note.
-func (q *uringQueue) apply(n *ioNote) {
-	p := n.p
-	if n.kind == noteFlushed {
-		p.flushed(n.end, n.seg, n.pos, n.gen)
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	switch {
-	case n.kind == noteFail:
-		err = p.fail(n.err)
-	case p.deleted:
-		err = fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
-	case p.failed != nil:
-		err = p.failed
-	case n.gen != p.gen:
-		// Written before a truncation (TruncateTo): those bytes are gone.
-		err = fmt.Errorf("%w: %s-%d was truncated below offset %d", ErrStorage, p.topic.name, p.idx, n.end)
-	default:
-		if n.durable {
-			p.durable = max(p.durable, n.end)
-		}
-		p.setHW(n.end, n.seg, n.pos)
-	}
-	for _, w := range n.waiters {
-		w.finish(err)
-	}
-}
-
 // retireWakeup completes the armed eventfd read so no request refers to
 // wakeBuf when the ring closes.
 func (q *uringQueue) retireWakeup() {
@@ -947,52 +865,4 @@ func (q *uringQueue) breakRing(err error) {
 		q.checkWaits(p, pio)
 	}
 	q.deliver()
-}
-
-// faultHold consults the injected faults for p's unsent groups (once per
-// group) and reports whether they must wait for an injected fsync delay.
-// Owner only.
-func (q *uringQueue) faultHold(pio *partIO) bool {
-	now := time.Now()
-	hold := false
-	for _, g := range pio.groups[len(pio.groups)-pio.unsent:] {
-		if !g.checked {
-			g.checked = true
-			path := g.seg.path(logSuffix)
-			if _, err := q.faults.Check(vfs.OpWrite, path); err != nil {
-				g.writeErr = errnoOf(err)
-			}
-			if g.sync {
-				d, err := q.faults.Check(vfs.OpSync, path)
-				if err != nil {
-					g.syncErr = errnoOf(err)
-				}
-				if d > 0 {
-					g.notBefore = now.Add(d)
-					time.AfterFunc(d, q.kick)
-				}
-			}
-		}
-		hold = hold || now.Before(g.notBefore)
-	}
-	return hold
-}
-
-// kick wakes the owner from a timer (an injected delay ended).
-func (q *uringQueue) kick() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.fdGone {
-		q.wake()
-	}
-}
-
-// errnoOf is the errno an injected error stands for; EIO unless it
-// carries one.
-func errnoOf(err error) syscall.Errno {
-	var errno syscall.Errno
-	if errors.As(err, &errno) && errno != 0 {
-		return errno
-	}
-	return syscall.EIO
 }
