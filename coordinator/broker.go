@@ -380,6 +380,16 @@ func (n *Node) AlterPartition(ctx context.Context, topicID metadata.UUID, partit
 	return out.Partition, err
 }
 
+// ReportOfflineReplicas tells the controller that this broker's replicas
+// of the given partitions of topicID failed on disk: they leave the ISR,
+// their leaderships move to other in-sync replicas, and they stay out
+// until this broker registers again (a restart, which recovers the logs).
+func (n *Node) ReportOfflineReplicas(ctx context.Context, topicID metadata.UUID, partitions []int32) error {
+	return n.write(ctx, "ReplicaOffline", offlineReq{metadata.ReplicaOffline{
+		BrokerID: n.cfg.NodeID, BrokerEpoch: n.BrokerEpoch(), TopicID: topicID, Partitions: partitions,
+	}}, nil)
+}
+
 // AllocateProducerIDs reserves metadata.ProducerIDBlockSize producer ids
 // for this broker and returns the first.
 func (n *Node) AllocateProducerIDs(ctx context.Context) (int64, error) {

@@ -237,6 +237,15 @@ func (n *Node) handleElectLeader(ctx context.Context, req *electReq) (any, uint6
 	return partitionResp{*res.Partition}, idx, nil
 }
 
+func (n *Node) handleReplicaOffline(ctx context.Context, req *offlineReq) (any, uint64, error) {
+	res, idx, err := n.propose(ctx, metadata.Command{ReplicaOffline: &req.ReplicaOffline})
+	if err != nil {
+		return nil, idx, err
+	}
+	n.log.Warn("replicas offline after a disk error on their broker", "broker", req.BrokerID, "topic", res.Topic.Name, "partitions", req.Partitions)
+	return emptyResp{}, idx, nil
+}
+
 func (n *Node) handleAllocateProducerIDs(ctx context.Context, req *pidReq) (any, uint64, error) {
 	res, idx, err := n.propose(ctx, metadata.Command{AllocateProducerIDs: &req.AllocateProducerIDs})
 	if err != nil {

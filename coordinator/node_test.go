@@ -120,6 +120,17 @@ func leaderOf(t *testing.T, nodes []*Node) *Node {
 	return l
 }
 
+// otherThan returns the last of nodes that is not n.
+func otherThan(nodes []*Node, n *Node) *Node {
+	var o *Node
+	for _, x := range nodes {
+		if x != n {
+			o = x
+		}
+	}
+	return o
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	t.Cleanup(cancel)
@@ -197,12 +208,7 @@ func TestSingleNodeRestart(t *testing.T) {
 func TestFailover(t *testing.T) {
 	_, nodes := memCluster(t, 3, nil)
 	old := leaderOf(t, nodes)
-	var follower *Node
-	for _, n := range nodes {
-		if n != old {
-			follower = n
-		}
-	}
+	follower := otherThan(nodes, old)
 	// Forwarded from a follower; the caller sees its own write at once.
 	if _, err := follower.CreateTopic(ctxT(t), CreateTopicRequest{Name: "a", Partitions: 3, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
@@ -413,5 +419,37 @@ func TestTCPCluster(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("unknown protocol byte got an answer")
+	}
+}
+
+// ReportOfflineReplicas through the RPC from a non-controller broker: the
+// replica leaves the ISR, its leadership moves, and every node's image
+// shows it offline once the call returns.
+func TestReportOfflineReplicas(t *testing.T) {
+	_, nodes := memCluster(t, 3, nil)
+	victim := otherThan(nodes, leaderOf(t, nodes))
+	id := victim.NodeID()
+	var others []int32
+	for _, n := range nodes {
+		if n != victim {
+			others = append(others, n.NodeID())
+		}
+	}
+	top, err := nodes[0].CreateTopic(ctxT(t), CreateTopicRequest{Name: "d", Assignment: [][]int32{{id, others[0], others[1]}, {others[0], id, others[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.ReportOfflineReplicas(ctxT(t), top.ID, []int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := victim.MetadataImage().Partition("d", 0)
+	if p.Leader != others[0] || contains(p.ISR, id) || !slices.Equal(p.Offline, []int32{id}) {
+		t.Fatalf("after the report %+v", p)
+	}
+	if q, _ := victim.MetadataImage().Partition("d", 1); contains(q.Offline, id) || !contains(q.ISR, id) {
+		t.Fatalf("unreported partition changed: %+v", q)
+	}
+	if err := victim.ReportOfflineReplicas(ctxT(t), metadata.NewUUID(), []int32{0}); !errors.Is(err, metadata.ErrUnknownTopic) {
+		t.Fatalf("unknown topic: %v", err)
 	}
 }

@@ -52,7 +52,7 @@ func preferredMoves(img *metadata.Image, percent int) []preferredMove {
 				continue
 			}
 			c.elsewhere++
-			if b, ok := img.Broker(pref); ok && !b.Fenced && slices.Contains(p.ISR, pref) {
+			if b, ok := img.Broker(pref); ok && !b.Fenced && slices.Contains(p.ISR, pref) && !slices.Contains(p.Offline, pref) {
 				c.moves = append(c.moves, preferredMove{Topic: t.Name, Partition: int32(i), From: p.Leader, To: pref})
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/hashicorp/raft"
@@ -83,7 +84,7 @@ func (n *Node) electUnclean() {
 			}
 			live := false
 			for _, r := range p.Replicas {
-				if b, ok := img.Broker(r); ok && !b.Fenced {
+				if b, ok := img.Broker(r); ok && !b.Fenced && !slices.Contains(p.Offline, r) {
 					live = true
 				}
 			}

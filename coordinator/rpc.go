@@ -105,10 +105,11 @@ type (
 		ID    int32
 		Epoch uint64
 	}
-	pidReq    struct{ metadata.AllocateProducerIDs }
-	pidResp   struct{ Start int64 }
-	deleteReq struct{ Name string }
-	partsReq  struct {
+	pidReq     struct{ metadata.AllocateProducerIDs }
+	offlineReq struct{ metadata.ReplicaOffline }
+	pidResp    struct{ Start int64 }
+	deleteReq  struct{ Name string }
+	partsReq   struct {
 		Name       string
 		Total      int32
 		Assignment [][]int32 // optional manual assignment of the new partitions
@@ -168,6 +169,7 @@ var handlers = map[string]handler{
 	"CreatePartitions":      h((*Node).handleCreatePartitions),
 	"ElectLeader":           h((*Node).handleElectLeader),
 	"AllocateProducerIDs":   h((*Node).handleAllocateProducerIDs),
+	"ReplicaOffline":        h((*Node).handleReplicaOffline),
 	"ReadIndex":             h((*Node).handleReadIndex),
 	"ControlledShutdown":    h((*Node).handleControlledShutdown),
 	"AlterScramCredentials": h((*Node).handleAlterScram),

@@ -108,9 +108,12 @@
 // Writes are visible at once and durable after fdatasync; a file's new
 // name is durable after its directory is fsynced. A crash may keep any
 // prefix of unflushed appends (a torn tail) but does not change flushed
-// bytes. A failed fdatasync cannot be retried (the kernel may have dropped
-// the dirty pages): the partition fails its waiters with ErrStorage and
-// refuses appends until a restart recovers it from disk. Silent corruption
+// bytes. A failed write or fdatasync cannot be retried (the kernel may
+// have dropped the dirty pages): the partition goes offline (offline.go),
+// fails its waiters with ErrStorage and refuses appends and reads until a
+// restart recovers it from disk; Close then writes no clean marker. Tests
+// inject such faults through vfs.ErrorFS on both write paths (the io_uring
+// owner consults its faults). Silent corruption
 // of flushed bytes is detected by CRC only when those bytes are scanned.
 //
 // # Write path

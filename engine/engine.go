@@ -49,6 +49,10 @@ type Engine struct {
 	// full disk fails every attempt).
 	disk           *diskMonitor
 	ckFail, hwFail *ratelog.Failure
+	// offline is closed and replaced whenever a partition fails
+	// (offline.go).
+	offlineMu sync.Mutex
+	offline   chan struct{}
 }
 
 type engineStats struct {
@@ -118,14 +122,25 @@ var probeIO = iouring.Probe
 // used here; the wrapped text says why.
 var ErrIOUringUnusable = errors.New("io_uring is not usable on this host")
 
+// onOSFiles says whether fs's files are the OS's: vfs.Default, or an
+// ErrorFS over it (tests, --fault-injection), whose descriptors the ring
+// writes to and whose file system statfs measures.
+func onOSFiles(fs vfs.FS) bool {
+	if faults, ok := fs.(*vfs.ErrorFS); ok {
+		fs = faults.FS
+	}
+	return fs == vfs.Default
+}
+
 // openWriteQueue picks the write path for Config.IOMode and says why.
 func (e *Engine) openWriteQueue() (writeQueue, string, error) {
 	if e.cfg.IOMode == "sync" {
 		return newSyncQueue(e), "the pwrite/fdatasync path was chosen (io mode sync)", nil
 	}
-	if e.fs != vfs.Default {
-		// In-memory and fault-injecting file systems have no descriptors
-		// for the kernel to write to.
+	if !onOSFiles(e.fs) {
+		// In-memory file systems have no descriptors for the kernel to
+		// write to. An ErrorFS over the OS one does: the ring consults
+		// its faults (uringQueue.faults).
 		return newSyncQueue(e), "the file system is not the OS file system", nil
 	}
 	reason := ""
@@ -154,13 +169,14 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:    cfg,
-		fs:     cfg.FS,
-		log:    cfg.Logger,
-		topics: map[string]*topicState{},
-		stopBg: make(chan struct{}),
-		bgDone: make(chan struct{}),
-		ckKick: make(chan struct{}, 1),
+		cfg:     cfg,
+		fs:      cfg.FS,
+		offline: make(chan struct{}),
+		log:     cfg.Logger,
+		topics:  map[string]*topicState{},
+		stopBg:  make(chan struct{}),
+		bgDone:  make(chan struct{}),
+		ckKick:  make(chan struct{}, 1),
 	}
 	e.cleaner = newCleaner(e)
 	if e.fs == nil {
@@ -172,7 +188,7 @@ func Open(cfg Config) (*Engine, error) {
 	if err := e.fs.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	e.disk = newDiskMonitor(cfg, e.log, e.fs == vfs.Default)
+	e.disk = newDiskMonitor(cfg, e.log, onOSFiles(e.fs))
 	e.ckFail = ratelog.New(e.log, slog.LevelWarn, "writing recovery point checkpoint", time.Minute)
 	e.hwFail = ratelog.New(e.log, slog.LevelWarn, "writing high watermark checkpoint", time.Minute)
 	// The data directory's own entry must be durable too.
@@ -801,10 +817,14 @@ func (e *Engine) close() error {
 	}
 	e.wq.close()
 	var errs []error
+	offline := false
 	for _, p := range ps {
 		p.mu.Lock()
 		if p.failed != nil {
-			errs = append(errs, p.failed)
+			// Already reported (offline.go); it is not a close failure,
+			// but the shutdown is not clean: no marker, so the next Open
+			// scans and recovers the log.
+			offline = true
 		} else if err := p.active().writeIndexes(); err != nil {
 			errs = append(errs, err)
 		} else {
@@ -818,7 +838,7 @@ func (e *Engine) close() error {
 	if err := e.writeHWCheckpoint(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && !offline {
 		if err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, cleanMarkerName), nil, true); err != nil {
 			errs = append(errs, err)
 		}

@@ -375,9 +375,8 @@ func (p *Partition) flushed(end int64, seg *segment, pos int64, gen uint64) {
 func (p *Partition) fail(cause error) error {
 	if p.failed == nil {
 		p.failed = fmt.Errorf("%w: partition %s-%d: %v", ErrStorage, p.topic.name, p.idx, cause)
-		if !errors.Is(cause, ErrStorage) {
-			p.e.log.Error("partition failed; appends refused until restart", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "err", cause)
-		}
+		p.e.log.Error("partition offline after a storage error; appends and reads refused until restart", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "err", cause)
+		p.e.noteOffline()
 	}
 	for _, w := range p.waiters {
 		w.finish(p.failed)
@@ -464,6 +463,11 @@ func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, e
 	res := ReadResult{Data: emptyRange, HighWatermark: p.hw, LastStableOffset: p.hw, LogStartOffset: p.logStart}
 	if p.deleted {
 		return res, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	}
+	if p.failed != nil {
+		// Offline: what is on disk is unknown until recovery (Kafka
+		// answers KAFKA_STORAGE_ERROR for an offline replica too).
+		return res, p.failed
 	}
 	// read_committed reads end at the LSO; offsets up to the HW are
 	// still valid there, just not readable yet.
@@ -577,6 +581,9 @@ func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, error) {
 	defer p.mu.RUnlock()
 	if p.deleted {
 		return -1, -1, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
+	}
+	if p.failed != nil {
+		return -1, -1, p.failed
 	}
 	switch ts {
 	case TimestampEarliest:

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/iouring"
 )
 
@@ -43,6 +44,7 @@ type uringQueue struct {
 	intake  []ioReq
 	closing bool
 	broken  error // the ring failed: requests are refused
+	fdGone  bool  // wakeFd is closed: timers must not write it
 
 	// Owner-only state.
 	parts     map[*Partition]*partIO
@@ -71,6 +73,15 @@ type uringQueue struct {
 	// Test hooks (nil in production): the descriptor a write or fsync of
 	// seg uses, so tests can make the kernel fail one.
 	writeFd, syncFd func(seg *segment) int
+
+	// faults is the engine's ErrorFS when it wraps the OS file system
+	// (tests, --fault-injection): the ring bypasses the FS, so the owner
+	// consults its faults itself (faultHold, prepGroup, fill). An injected
+	// error becomes the operation's completion result without reaching the
+	// kernel; an injected fsync delay holds the partition's next chain
+	// that long. Owner only, apart from the FS's own locking.
+	faults   *vfs.ErrorFS
+	injected []injectedCQE // completions to apply at the next reap
 }
 
 // Ring sizes. One round holds at most one chain (writev + fsync) per
@@ -149,6 +160,11 @@ type ioGroup struct {
 	sync    bool // an fsync is linked behind the write
 	gen     uint64
 	sentAt  time.Time // when prepared: the fsync latency runs from here
+	// Fault seam (q.faults): checked once per group; the errno a write or
+	// fsync completes with instead of running, and when it may be sent.
+	checked           bool
+	writeErr, syncErr syscall.Errno
+	notBefore         time.Time
 	// Completion state.
 	sent, wrote, synced bool
 	err                 error
@@ -202,6 +218,7 @@ func newUringQueue(e *Engine) (*uringQueue, error) {
 	}
 	q := newUringState(e)
 	q.wakeFd = wakeFd
+	q.faults, _ = e.fs.(*vfs.ErrorFS)
 	ready := make(chan error, 1)
 	go q.run(ready)
 	if err := <-ready; err != nil {
@@ -325,6 +342,9 @@ func (q *uringQueue) close() {
 	<-q.ownerDn
 	close(q.stopC)
 	<-q.complDn
+	q.mu.Lock()
+	q.fdGone = true
+	q.mu.Unlock()
 	if q.wakeFd >= 0 {
 		unix.Close(q.wakeFd)
 		q.wakeFd = -1
@@ -380,7 +400,7 @@ func (q *uringQueue) run(ready chan<- error) {
 		wait := uint32(max(1, q.inflight/waitDivisor))
 		q.parked.Store(true)
 		q.mu.Lock()
-		if len(q.intake) > 0 || q.closing != closing {
+		if len(q.intake) > 0 || q.closing != closing || len(q.injected) > 0 {
 			wait = 0
 		}
 		q.mu.Unlock()
@@ -402,7 +422,7 @@ func (q *uringQueue) run(ready chan<- error) {
 
 // idle reports that nothing is queued, in flight or waiting.
 func (q *uringQueue) idle() bool {
-	return q.inflight == 0 && len(q.ready) == 0 && len(q.flushes) == 0 && q.waits == 0
+	return q.inflight == 0 && len(q.ready) == 0 && len(q.flushes) == 0 && q.waits == 0 && len(q.injected) == 0
 }
 
 // drain takes the intake and turns it into groups and waits. It reports
@@ -538,7 +558,7 @@ func (q *uringQueue) fill() {
 			pio.queued = false
 			continue
 		}
-		if pio.busy.Load() || !q.sendGroups(pio) {
+		if pio.busy.Load() || q.faults != nil && q.faultHold(pio) || !q.sendGroups(pio) {
 			q.ready[n] = p
 			n++
 			continue
@@ -554,6 +574,14 @@ func (q *uringQueue) fill() {
 		}
 		for f.next < len(f.req.segs) && r.SQSpace() > 0 && q.inflight < q.maxInfl {
 			s := f.req.segs[f.next]
+			if q.faults != nil {
+				if _, err := q.faults.Check(vfs.OpSync, s.path(logSuffix)); err != nil {
+					q.injected = append(q.injected, injectedCQE{opRef{f: f, seg: s, sync: true}, -int32(errnoOf(err))})
+					f.next++
+					f.pending++
+					continue
+				}
+			}
 			fd := s.log.Fd()
 			if q.syncFd != nil {
 				fd = q.syncFd(s)
@@ -612,6 +640,16 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 		fd = q.writeFd(g.seg)
 	}
 	g.sent = true
+	if g.writeErr != 0 {
+		// Injected: the write fails without reaching the kernel, and its
+		// linked fsync is cancelled as the kernel would.
+		g.sentAt = time.Now()
+		q.injected = append(q.injected, injectedCQE{opRef{g: g}, -int32(g.writeErr)})
+		if g.sync {
+			q.injected = append(q.injected, injectedCQE{opRef{g: g, sync: true}, -int32(syscall.ECANCELED)})
+		}
+		return
+	}
 	w := q.sqe(opRef{g: g})
 	if len(g.bufs) == 1 {
 		g.pin.Pin(&g.bufs[0][0])
@@ -630,6 +668,11 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 		return
 	}
 	g.sentAt = time.Now()
+	if g.syncErr != 0 {
+		// Injected: the write runs, its fsync fails.
+		q.injected = append(q.injected, injectedCQE{opRef{g: g, sync: true}, -int32(g.syncErr)})
+		return
+	}
 	// The fsync starts only after the write succeeded in full; a failed or
 	// short write cancels it (ECANCELED).
 	w.SetFlags(iouring.SQEIOLink)
@@ -642,6 +685,11 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 
 // reap handles every ready completion, then retires what it finished.
 func (q *uringQueue) reap() {
+	inj := q.injected
+	q.injected = nil
+	for _, c := range inj {
+		q.completed(c.ref, c.res)
+	}
 	q.ring.ForEachCQE(func(c iouring.CQE) {
 		if c.UserData == wakeUserData {
 			q.wakeArmed = false
@@ -689,13 +737,20 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		g.wrote = true
 		g.pin.Unpin()
 		g.iov = nil
+		// This write's own outcome: g.err may already hold its fsync's
+		// (an injected completion can be reaped first), which says
+		// nothing about the bytes in the file.
+		var werr error
 		switch {
 		case res < 0:
-			g.err = fmt.Errorf("%w: write %s at %d: %v", ErrStorage, g.seg.path(logSuffix), g.pos, syscall.Errno(-res))
+			werr = fmt.Errorf("%w: write %s at %d: %v", ErrStorage, g.seg.path(logSuffix), g.pos, syscall.Errno(-res))
 		case int64(res) != g.n:
-			g.err = fmt.Errorf("%w: write %s at %d: short write %d of %d", ErrStorage, g.seg.path(logSuffix), g.pos, res, g.n)
+			werr = fmt.Errorf("%w: write %s at %d: short write %d of %d", ErrStorage, g.seg.path(logSuffix), g.pos, res, g.n)
 		}
-		if g.err != nil {
+		if werr != nil {
+			if g.err == nil {
+				g.err = werr
+			}
 			q.noteTorn(g, res)
 		}
 	}
@@ -820,82 +875,6 @@ func (q *uringQueue) failPart(p *Partition, pio *partIO, err error) {
 }
 
 func (q *uringQueue) note(n ioNote) { q.notes = append(q.notes, n) }
-
-// deliver passes the round's notes to the completer without blocking.
-func (q *uringQueue) deliver() {
-	if len(q.notes) == 0 {
-		return
-	}
-	q.nmu.Lock()
-	if len(q.pendingNotes) == 0 {
-		q.pendingNotes, q.notes = q.notes, q.pendingNotes[:0]
-	} else {
-		q.pendingNotes = append(q.pendingNotes, q.notes...)
-		clear(q.notes)
-		q.notes = q.notes[:0]
-	}
-	q.nmu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
-}
-
-// complete is the completer goroutine: it applies notes under the
-// partition locks, which the owner must never wait for.
-func (q *uringQueue) complete() {
-	defer close(q.complDn)
-	var batch []ioNote
-	for {
-		stopping := false
-		select {
-		case <-q.notify:
-		case <-q.stopC:
-			stopping = true
-		}
-		q.nmu.Lock()
-		batch, q.pendingNotes = q.pendingNotes, batch[:0]
-		q.nmu.Unlock()
-		for i := range batch {
-			q.apply(&batch[i])
-		}
-		clear(batch)
-		if stopping {
-			return
-		}
-	}
-}
-
-// apply updates a partition for one note.
-func (q *uringQueue) apply(n *ioNote) {
-	p := n.p
-	if n.kind == noteFlushed {
-		p.flushed(n.end, n.seg, n.pos, n.gen)
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var err error
-	switch {
-	case n.kind == noteFail:
-		err = p.fail(n.err)
-	case p.deleted:
-		err = fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
-	case p.failed != nil:
-		err = p.failed
-	case n.gen != p.gen:
-		// Written before a truncation (TruncateTo): those bytes are gone.
-		err = fmt.Errorf("%w: %s-%d was truncated below offset %d", ErrStorage, p.topic.name, p.idx, n.end)
-	default:
-		if n.durable {
-			p.durable = max(p.durable, n.end)
-		}
-		p.setHW(n.end, n.seg, n.pos)
-	}
-	for _, w := range n.waiters {
-		w.finish(err)
-	}
-}
 
 // retireWakeup completes the armed eventfd read so no request refers to
 // wakeBuf when the ring closes.

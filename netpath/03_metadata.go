@@ -1,6 +1,8 @@
 package netpath
 
 import (
+	"slices"
+
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -14,7 +16,8 @@ import (
 //     the live (unfenced) brokers with their registered endpoint for the
 //     listener the request came in on, the active controller, and per
 //     partition the leader, leader epoch, replicas, ISR and offline
-//     replicas (fenced ones). A partition without a leader gets
+//     replicas (fenced brokers', and replicas their broker reported
+//     offline after a disk error). A partition without a leader gets
 //     LEADER_NOT_AVAILABLE.
 //   - A broker whose image may be stale (see cluster.go) lists the brokers
 //     it knows, controller -1, and LEADER_NOT_AVAILABLE with no partitions
@@ -160,7 +163,7 @@ func (s *Server) metadataTopic(img *metadata.Image, t metadata.Topic, fresh erro
 		sp.ISR = append([]int32{}, p.ISR...)
 		sp.OfflineReplicas = []int32{}
 		for _, r := range p.Replicas {
-			if b, ok := img.Broker(r); !ok || b.Fenced {
+			if b, ok := img.Broker(r); !ok || b.Fenced || slices.Contains(p.Offline, r) {
 				sp.OfflineReplicas = append(sp.OfflineReplicas, r)
 			}
 		}

@@ -190,6 +190,13 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		return
 	}
 	part.SetReplicated(true)
+	if err := part.Failed(); err != nil {
+		// Offline after a disk error (offline.go): neither lead nor
+		// follow until a restart recovers the log.
+		m.dropLeader(key, err)
+		m.unfollow(key)
+		return
+	}
 	state := coordinator.PartitionState(p)
 	now := time.Now()
 	if p.Leader == me {

@@ -387,6 +387,11 @@ func (s *Server) Start(node *coordinator.Node) error {
 		defer s.wg.Done()
 		s.reconcileLoop()
 	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.watchOffline()
+	}()
 	s.groups.start()
 	s.txns.start()
 	s.mu.Lock()

@@ -86,7 +86,7 @@ func loopbackOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
 		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-			http.Error(w, "profiling is served to loopback clients only (start the broker with --pprof-remote)", http.StatusForbidden)
+			http.Error(w, "loopback clients only (profiling: start the broker with --pprof-remote)", http.StatusForbidden)
 			return
 		}
 		h.ServeHTTP(w, r)

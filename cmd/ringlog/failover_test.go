@@ -42,6 +42,7 @@ type ackedRecord struct {
 type failoverLoad struct {
 	mu      sync.Mutex
 	acked   map[string]ackedRecord // value -> who
+	lats    []ackLatency           // every acknowledged produce's latency
 	failed  atomic.Int64
 	stopped atomic.Bool
 	wg      sync.WaitGroup
@@ -84,6 +85,7 @@ func (l *failoverLoad) run(t *testing.T, seeds []string, topic string, partition
 				for seq := 0; !l.stopped.Load() && seq < 1_000_000; seq++ {
 					v := failoverValue(id, seq)
 					ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+					t0 := time.Now()
 					err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(v)}).FirstErr()
 					cancel()
 					if err != nil {
@@ -91,13 +93,21 @@ func (l *failoverLoad) run(t *testing.T, seeds []string, topic string, partition
 						time.Sleep(20 * time.Millisecond)
 						continue
 					}
+					now := time.Now()
 					l.mu.Lock()
 					l.acked[v] = ackedRecord{producer: id, seq: seq, partition: int32(p)}
+					l.lats = append(l.lats, ackLatency{at: now, d: now.Sub(t0)})
 					l.mu.Unlock()
 				}
 			}()
 		}
 	}
+}
+
+// ackLatency is when a produce was acknowledged and how long it took.
+type ackLatency struct {
+	at time.Time
+	d  time.Duration
 }
 
 // failoverResult are the checker's counts.
@@ -256,7 +266,28 @@ func TestFailoverUnderLoad(t *testing.T) {
 		}
 	}
 
-	// Read everything back up to each partition's end.
+	logs := readBackValues(t, c, adm, topic, partitions)
+	load.mu.Lock()
+	res, problems := checkFailover(load.acked, logs)
+	load.mu.Unlock()
+	total := 0
+	for _, v := range logs {
+		total += len(v)
+	}
+	fmt.Printf("chaos: rounds=%d faults=%d acknowledged=%d failed=%d in_log=%d lost=%d duplicated=%d reordered=%d\n",
+		rounds, faults, res.Acked, load.failed.Load(), total, res.Lost, res.Duplicated, res.Reordered)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if res.Lost+res.Duplicated+res.Reordered > 0 {
+		t.Fatal(errors.New("checker found anomalies"))
+	}
+}
+
+// readBackValues reads every partition of topic from the start up to its
+// end offset now and returns the values in log order per partition.
+func readBackValues(t *testing.T, c *testCluster, adm *kadm.Client, topic string, partitions int) map[int32][]string {
+	t.Helper()
 	ends, err := adm.ListEndOffsets(testContext(t, 10*time.Second), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -285,19 +316,5 @@ func TestFailoverUnderLoad(t *testing.T) {
 			next[r.Partition] = r.Offset + 1
 		})
 	}
-	load.mu.Lock()
-	res, problems := checkFailover(load.acked, logs)
-	load.mu.Unlock()
-	total := 0
-	for _, v := range logs {
-		total += len(v)
-	}
-	fmt.Printf("chaos: rounds=%d faults=%d acknowledged=%d failed=%d in_log=%d lost=%d duplicated=%d reordered=%d\n",
-		rounds, faults, res.Acked, load.failed.Load(), total, res.Lost, res.Duplicated, res.Reordered)
-	for _, p := range problems {
-		t.Error(p)
-	}
-	if res.Lost+res.Duplicated+res.Reordered > 0 {
-		t.Fatal(errors.New("checker found anomalies"))
-	}
+	return logs
 }

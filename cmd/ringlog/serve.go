@@ -21,6 +21,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/netpath"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/urfave/cli/v2"
@@ -55,6 +56,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "fsync", Value: "always", Usage: "when to flush: always (ack after fdatasync, group commit) | interval | never", EnvVars: env("fsync")},
 			&cli.DurationFlag{Name: "fsync-interval", Value: time.Second, Usage: "flush period with --fsync interval", EnvVars: env("fsync-interval")},
 			&cli.StringFlag{Name: "io", Value: "auto", Usage: "write path: auto | uring | sync", EnvVars: env("io")},
+			&cli.BoolFlag{Name: "fault-injection", Usage: "TESTING ONLY: serve /debug/ringlog/faults on the admin listener (loopback clients) to inject disk errors and fsync delays (cmd/ringlog/faults.go)", EnvVars: env("fault-injection")},
 			&cli.BoolFlag{Name: "auto-create-topics", Value: true, Usage: "create unknown topics on metadata and produce requests", EnvVars: env("auto-create-topics")},
 			&cli.IntFlag{Name: "default-partitions", Value: 1, Usage: "partitions of auto-created topics", EnvVars: env("default-partitions")},
 			&cli.Int64Flag{Name: "segment-bytes", Value: 1 << 30, Usage: "default segment.bytes", EnvVars: env("segment-bytes")},
@@ -170,6 +172,12 @@ func runServe(c *cli.Context) error {
 	ecfg.MinFreeBytes = c.Int64("disk-min-free-bytes")
 	ecfg.MinFreePercent = c.Float64("disk-min-free-percent")
 	ecfg.DiskCheckInterval = c.Duration("disk-check-interval")
+	var faults *vfs.ErrorFS
+	if c.Bool("fault-injection") {
+		faults = vfs.Wrap(vfs.Default)
+		ecfg.FS = faults
+		log.Warn("fault injection on (--fault-injection): a test facility, do not use in production")
+	}
 	if err := ecfg.Validate(); err != nil {
 		return err
 	}
@@ -310,6 +318,9 @@ func runServe(c *cli.Context) error {
 		)
 		admin.Mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		setupProfiling(c, admin.Mux, nodeID, srv, eng, log)
+		if faults != nil {
+			admin.Mux.Handle("/debug/ringlog/faults", faultHandler(faults, log))
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

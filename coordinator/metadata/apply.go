@@ -36,6 +36,8 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.electLeader(c.ElectLeader)
 	case c.AllocateProducerIDs != nil:
 		res = t.allocateProducerIDs(c.AllocateProducerIDs)
+	case c.ReplicaOffline != nil:
+		res = t.replicaOffline(c.ReplicaOffline)
 	case c.AlterScramCredentials != nil:
 		res = t.alterScram(c.AlterScramCredentials)
 	case c.CreateACLs != nil:
@@ -97,6 +99,18 @@ func (t *txn) registerBroker(c *RegisterBroker) Result {
 		// than wait for its session to time out.
 		t.fence(old)
 	}
+	// A new process re-opened (and recovered) its logs: replicas it had
+	// reported offline may rejoin through the usual catch-up.
+	t.updatePartitions(func(p *Partition) bool {
+		if !contains(p.Offline, c.ID) {
+			return false
+		}
+		p.Offline = without(p.Offline, c.ID)
+		if len(p.Offline) == 0 {
+			p.Offline = nil
+		}
+		return true
+	})
 	b := &Broker{
 		ID:          c.ID,
 		Incarnation: c.Incarnation,
@@ -125,7 +139,7 @@ func (t *txn) unfenceBroker(c *UnfenceBroker) Result {
 	// Partitions left without a leader come back when a member of their
 	// ISR does (the ISR is never shrunk below one member, see fence).
 	t.updatePartitions(func(p *Partition) bool {
-		if p.Leader != NoLeader || !contains(p.ISR, nb.ID) {
+		if p.Leader != NoLeader || !contains(p.ISR, nb.ID) || contains(p.Offline, nb.ID) {
 			return false
 		}
 		p.Leader = nb.ID
@@ -164,7 +178,7 @@ func (t *txn) fence(b *Broker) {
 			changed = true
 		}
 		if p.Leader == nb.ID {
-			p.Leader = t.firstEligible(p.Replicas, p.ISR)
+			p.Leader = t.firstEligible(p, p.ISR)
 			p.LeaderEpoch++
 			changed = true
 		}
@@ -172,14 +186,55 @@ func (t *txn) fence(b *Broker) {
 	})
 }
 
-// firstEligible returns the first replica that is in isr and unfenced.
-func (t *txn) firstEligible(replicas, isr []int32) int32 {
-	for _, r := range replicas {
-		if contains(isr, r) && t.unfenced(r) {
+// firstEligible returns the first of p's replicas (in replica order) that
+// is in set, unfenced and not offline.
+func (t *txn) firstEligible(p *Partition, set []int32) int32 {
+	for _, r := range p.Replicas {
+		if contains(set, r) && t.unfenced(r) && !contains(p.Offline, r) {
 			return r
 		}
 	}
 	return NoLeader
+}
+
+// replicaOffline applies a broker's report of failed replicas. Partitions
+// the broker does not replicate, or already reported, are left alone, so
+// a retried report is harmless.
+func (t *txn) replicaOffline(c *ReplicaOffline) Result {
+	if _, err := t.broker(c.BrokerID, c.BrokerEpoch); err != nil {
+		return Result{Err: err}
+	}
+	name, ok := t.im.topicNames[c.TopicID]
+	if !ok {
+		return Result{Err: fmt.Errorf("%w: topic id %s", ErrUnknownTopic, c.TopicID)}
+	}
+	tp := t.im.topics[name]
+	for _, idx := range c.Partitions {
+		if idx < 0 || int(idx) >= len(tp.Partitions) {
+			return Result{Err: fmt.Errorf("%w: %s-%d", ErrUnknownTopic, tp.Name, idx)}
+		}
+	}
+	if nt := updateTopic(tp, func(i int, p *Partition) bool {
+		if !slices.Contains(c.Partitions, int32(i)) || !contains(p.Replicas, c.BrokerID) || contains(p.Offline, c.BrokerID) {
+			return false
+		}
+		p.Offline = append(p.Offline, c.BrokerID)
+		if len(p.ISR) > 1 {
+			// The last member stays: it may hold records no one else
+			// has, and leads again once its broker recovers the log.
+			p.ISR = without(p.ISR, c.BrokerID)
+		}
+		if p.Leader == c.BrokerID {
+			p.Leader = t.firstEligible(p, p.ISR)
+			p.LeaderEpoch++
+		}
+		return true
+	}); nt != nil {
+		t.putTopic(nt)
+		tp = nt
+	}
+	out := *tp
+	return Result{Topic: &out}
 }
 
 // updatePartitions calls f on a copy of every partition; when f reports a
@@ -187,27 +242,34 @@ func (t *txn) firstEligible(replicas, isr []int32) int32 {
 func (t *txn) updatePartitions(f func(p *Partition) bool) {
 	var changed []*Topic
 	for _, tp := range t.im.topics {
-		var nt *Topic
-		for i := range tp.Partitions {
-			p := tp.Partitions[i].clone()
-			if !f(&p) {
-				continue
-			}
-			p.PartitionEpoch++
-			if nt == nil {
-				c := *tp
-				c.Partitions = slices.Clone(tp.Partitions)
-				nt = &c
-			}
-			nt.Partitions[i] = p
-		}
-		if nt != nil {
+		if nt := updateTopic(tp, func(_ int, p *Partition) bool { return f(p) }); nt != nil {
 			changed = append(changed, nt)
 		}
 	}
 	for _, nt := range changed {
 		t.putTopic(nt)
 	}
+}
+
+// updateTopic calls f on a copy of each of tp's partitions and returns a
+// new topic holding the ones f changed, their partition epochs bumped, or
+// nil when f changed none.
+func updateTopic(tp *Topic, f func(i int, p *Partition) bool) *Topic {
+	var nt *Topic
+	for i := range tp.Partitions {
+		p := tp.Partitions[i].clone()
+		if !f(i, &p) {
+			continue
+		}
+		p.PartitionEpoch++
+		if nt == nil {
+			c := *tp
+			c.Partitions = slices.Clone(tp.Partitions)
+			nt = &c
+		}
+		nt.Partitions[i] = p
+	}
+	return nt
 }
 
 // validAssignment checks replica lists: non-empty, equal length rf (when
@@ -359,6 +421,9 @@ func (t *txn) alterPartition(c *AlterPartition) Result {
 		if !contains(p.ISR, r) && !t.unfenced(r) {
 			return Result{Err: fmt.Errorf("%w: broker %d is fenced or unknown", ErrIneligibleReplica, r)}
 		}
+		if !contains(p.ISR, r) && contains(p.Offline, r) {
+			return Result{Err: fmt.Errorf("%w: broker %d reported its replica offline", ErrIneligibleReplica, r)}
+		}
 	}
 	if !sameSet(p.ISR, c.NewISR) {
 		p.ISR = slices.Clone(c.NewISR)
@@ -389,7 +454,7 @@ func (t *txn) electLeader(c *ElectLeader) Result {
 	if c.Preferred {
 		return t.electPreferred(c, tp, p)
 	}
-	target := t.firstEligible(p.Replicas, p.ISR)
+	target := t.firstEligible(&p, p.ISR)
 	if c.Unclean {
 		if p.Leader != NoLeader && t.unfenced(p.Leader) {
 			return Result{Err: fmt.Errorf("%w: %s-%d is led by %d", ErrElectionNotNeeded, c.Topic, c.Partition, p.Leader)}
@@ -397,7 +462,7 @@ func (t *txn) electLeader(c *ElectLeader) Result {
 		if target == NoLeader {
 			// Unclean: any live replica, accepting the loss of whatever
 			// only the ISR had.
-			target = t.firstEligible(p.Replicas, p.Replicas)
+			target = t.firstEligible(&p, p.Replicas)
 			if target != NoLeader {
 				p.ISR = []int32{target}
 			}
@@ -432,6 +497,8 @@ func (t *txn) electPreferred(c *ElectLeader, tp *Topic, p Partition) Result {
 		return Result{Err: fmt.Errorf("%w: %s-%d is led by its preferred replica %d", ErrElectionNotNeeded, c.Topic, c.Partition, pref)}
 	case !t.unfenced(pref):
 		return Result{Err: fmt.Errorf("%w: %s-%d preferred replica %d is fenced", ErrPreferredNotAvailable, c.Topic, c.Partition, pref)}
+	case contains(p.Offline, pref):
+		return Result{Err: fmt.Errorf("%w: %s-%d preferred replica %d is offline", ErrPreferredNotAvailable, c.Topic, c.Partition, pref)}
 	case !contains(p.ISR, pref):
 		return Result{Err: fmt.Errorf("%w: %s-%d preferred replica %d is not in the ISR %v", ErrPreferredNotAvailable, c.Topic, c.Partition, pref, p.ISR)}
 	}

@@ -382,3 +382,60 @@ func TestSnapshotRestore(t *testing.T) {
 		t.Fatal("unknown snapshot version accepted")
 	}
 }
+
+// A replica reported offline leaves the ISR, loses its leadership to the
+// next in-sync replica and may neither lead nor rejoin the ISR until its
+// broker registers again.
+func TestReplicaOffline(t *testing.T) {
+	m, e1, e2, tid := newMachineWithTopicA(t)
+	off := func(broker int32, epoch uint64, parts ...int32) Command {
+		return Command{ReplicaOffline: &ReplicaOffline{BrokerID: broker, BrokerEpoch: epoch, TopicID: tid, Partitions: parts}}
+	}
+	m.reject(off(1, e1+100, 0), ErrStaleBrokerEpoch)
+	m.reject(off(1, e1, 3), ErrUnknownTopic)
+	m.reject(Command{ReplicaOffline: &ReplicaOffline{BrokerID: 1, BrokerEpoch: e1, TopicID: NewUUID(), Partitions: []int32{0}}}, ErrUnknownTopic)
+	m.ok(off(1, e1, 0))
+	p := m.part("a", 0)
+	if p.Leader != 2 || !slices.Equal(p.ISR, []int32{2, 3}) || !slices.Equal(p.Offline, []int32{1}) || p.LeaderEpoch != 1 || p.PartitionEpoch != 1 {
+		t.Fatalf("after offline %+v", p)
+	}
+	// A retried report changes nothing.
+	m.ok(off(1, e1, 0))
+	if q := m.part("a", 0); q.PartitionEpoch != 1 {
+		t.Fatalf("repeated report bumped the epoch: %+v", q)
+	}
+	// The new leader may not add it back; preferred election skips it.
+	m.reject(Command{AlterPartition: &AlterPartition{BrokerID: 2, BrokerEpoch: e2, TopicID: tid, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewISR: []int32{1, 2, 3}}}, ErrIneligibleReplica)
+	m.reject(Command{ElectLeader: &ElectLeader{Topic: "a", Preferred: true}}, ErrPreferredNotAvailable)
+	// Broker 2 fails too: 3 leads; the last ISR member is never removed.
+	m.ok(off(2, e2, 0))
+	m.setISR("a", tid, 3, m.img.brokers[3].Epoch, 3)
+	if p := m.part("a", 0); p.Leader != 3 || !slices.Equal(p.ISR, []int32{3}) {
+		t.Fatalf("%+v", p)
+	}
+	e3 := m.img.brokers[3].Epoch
+	m.ok(Command{ReplicaOffline: &ReplicaOffline{BrokerID: 3, BrokerEpoch: e3, TopicID: tid, Partitions: []int32{0}}})
+	if p := m.part("a", 0); p.Leader != NoLeader || !slices.Equal(p.ISR, []int32{3}) {
+		t.Fatalf("all offline %+v", p)
+	}
+	m.reject(Command{ElectLeader: &ElectLeader{Topic: "a", Unclean: true}}, ErrNoEligibleLeader)
+	// Broker 1 restarts: no longer offline; broker 3 restarts and, once
+	// unfenced, leads again from the ISR.
+	m.register(1, "")
+	if p := m.part("a", 0); !slices.Equal(p.Offline, []int32{2, 3}) {
+		t.Fatalf("offline after broker 1 re-registered: %+v", p)
+	}
+	m.register(3, "")
+	if p := m.part("a", 0); p.Leader != 3 || !slices.Equal(p.Offline, []int32{2}) {
+		t.Fatalf("after broker 3 restarted %+v", p)
+	}
+	// Snapshots keep the offline set.
+	var buf bytes.Buffer
+	if err := m.img.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeImage(&buf)
+	if err != nil || !back.Equal(m.img) {
+		t.Fatalf("snapshot round trip: %v", err)
+	}
+}

@@ -25,6 +25,7 @@ type Command struct {
 	AlterPartition      *AlterPartition      `json:",omitempty"`
 	ElectLeader         *ElectLeader         `json:",omitempty"`
 	AllocateProducerIDs *AllocateProducerIDs `json:",omitempty"`
+	ReplicaOffline      *ReplicaOffline      `json:",omitempty"`
 	// Security (security.go).
 	AlterScramCredentials *AlterScramCredentials `json:",omitempty"`
 	CreateACLs            *CreateACLs            `json:",omitempty"`
@@ -114,6 +115,18 @@ type AllocateProducerIDs struct {
 	BrokerEpoch uint64
 }
 
+// ReplicaOffline is a broker's report that its replicas of some partitions
+// failed on disk (Kafka's offline log dir): each leaves the ISR (unless it
+// is the last member), its leadership moves to the first in-sync unfenced
+// online replica (or NoLeader), and it is marked Offline until the broker
+// registers again.
+type ReplicaOffline struct {
+	BrokerID    int32
+	BrokerEpoch uint64
+	TopicID     UUID
+	Partitions  []int32
+}
+
 // Encode serialises c for the raft log.
 func (c Command) Encode() ([]byte, error) {
 	if c.count() != 1 {
@@ -148,7 +161,7 @@ func (c Command) count() int {
 		c.FenceBroker != nil, c.CreateTopic != nil, c.DeleteTopic != nil,
 		c.CreatePartitions != nil, c.AlterPartition != nil, c.ElectLeader != nil,
 		c.AllocateProducerIDs != nil, c.AlterScramCredentials != nil, c.CreateACLs != nil,
-		c.DeleteACLs != nil,
+		c.DeleteACLs != nil, c.ReplicaOffline != nil,
 	} {
 		if set {
 			n++

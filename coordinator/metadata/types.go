@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 )
 
 // UUID is a 16-byte identifier: topic ids and broker incarnation ids, as
@@ -89,11 +90,16 @@ type Partition struct {
 	// PartitionEpoch grows on every change (leader or ISR); AlterPartition
 	// carries the one the leader saw, so a stale change is rejected.
 	PartitionEpoch int32
+	// Offline are replicas whose log failed on their broker's disk
+	// (ReplicaOffline). They neither lead nor rejoin the ISR until their
+	// broker registers again (a restart recovers the log).
+	Offline []int32 `json:",omitempty"`
 }
 
 func (p Partition) clone() Partition {
 	p.Replicas = append([]int32(nil), p.Replicas...)
 	p.ISR = append([]int32(nil), p.ISR...)
+	p.Offline = slices.Clone(p.Offline)
 	return p
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Op is a kind of file system operation, for fault injection.
@@ -32,13 +33,16 @@ var ErrInjected = errors.New("vfs: injected error")
 
 // Fault fails operations of kind Op on paths containing PathContains (empty
 // matches all). The first Skip matching calls pass; then Count calls fail
-// (Count 0 means every later matching call fails).
+// (Count 0 means every later matching call fails). With Delay set the
+// matching calls are delayed by it first (a slow disk) and fail only when
+// Err is also set.
 type Fault struct {
 	Op           Op
 	PathContains string
 	Skip         int
 	Count        int
 	Err          error
+	Delay        time.Duration
 	// Partial (OpWrite only) writes the first Partial bytes before the
 	// error: a short write, as a full disk makes.
 	Partial int
@@ -63,7 +67,7 @@ func Wrap(fs FS) *ErrorFS { return &ErrorFS{FS: fs} }
 
 // Inject adds a fault.
 func (e *ErrorFS) Inject(f Fault) {
-	if f.Err == nil {
+	if f.Err == nil && f.Delay <= 0 {
 		f.Err = ErrInjected
 	}
 	e.mu.Lock()
@@ -92,13 +96,19 @@ func (e *ErrorFS) Fired() int {
 // Count reports how many operations of kind op were attempted.
 func (e *ErrorFS) Count(op Op) int64 { return e.counts[op].Load() }
 
-func (e *ErrorFS) maybe(op Op, path string) error {
-	_, err := e.check(op, path)
-	return err
+// Check counts an operation of kind op on path and applies the first
+// matching fault: the delay to wait before running the operation, and the
+// error to return instead of running it (nil: run it). Writers that bypass
+// the FS (the engine's io_uring queue) call it so the same faults reach
+// them; it does not sleep itself.
+func (e *ErrorFS) Check(op Op, path string) (time.Duration, error) {
+	d, _, err := e.check(op, path)
+	return d, err
 }
 
-// check is maybe that also says how many bytes a failing write writes.
-func (e *ErrorFS) check(op Op, path string) (int, error) {
+// check is Check that also says how many bytes a failing write writes
+// (Fault.Partial).
+func (e *ErrorFS) check(op Op, path string) (time.Duration, int, error) {
 	e.counts[op].Add(1)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -111,9 +121,21 @@ func (e *ErrorFS) check(op Op, path string) (int, error) {
 			continue
 		}
 		f.fired++
-		return f.Partial, &os.PathError{Op: "injected", Path: path, Err: f.Err}
+		if f.Err == nil {
+			return f.Delay, 0, nil
+		}
+		return f.Delay, f.Partial, &os.PathError{Op: "injected", Path: path, Err: f.Err}
 	}
-	return 0, nil
+	return 0, 0, nil
+}
+
+// maybe is Check for calls made through the FS: it sleeps the delay.
+func (e *ErrorFS) maybe(op Op, path string) error {
+	d, err := e.Check(op, path)
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return err
 }
 
 func (e *ErrorFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
@@ -190,7 +212,11 @@ func (f *errFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (f *errFile) WriteAt(p []byte, off int64) (int, error) {
-	if partial, err := f.fs.check(OpWrite, f.name); err != nil {
+	d, partial, err := f.fs.check(OpWrite, f.name)
+	if d > 0 {
+		time.Sleep(d)
+	}
+	if err != nil {
 		n := 0
 		if partial > 0 {
 			n, _ = f.File.WriteAt(p[:min(partial, len(p))], off)

@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"errors"
+	"syscall"
+	"time"
+
+	"github.com/ringlog/ringlog/engine/vfs"
+)
+
+// The io_uring path's fault seam. The ring bypasses the engine's FS, so
+// when that FS is a vfs.ErrorFS (tests, --fault-injection) the owner
+// consults its faults itself: once per group, for the group's write and
+// (under FsyncAlways) its fsync, in faultHold; for interval and close
+// flushes in fill. An injected error becomes the operation's completion
+// result without reaching the kernel (a cancelled fsync behind a failed
+// write, as the kernel does for a linked chain), applied at the next reap;
+// an injected fsync delay holds the partition's next chain that long (the
+// partition's acknowledgments wait, as behind a slow disk; other
+// partitions go on).
+
+// injectedCQE is a completion the fault seam made up.
+type injectedCQE struct {
+	ref opRef
+	res int32
+}
+
+// faultHold consults the injected faults for p's unsent groups (once per
+// group) and reports whether they must wait for an injected fsync delay.
+// Owner only.
+func (q *uringQueue) faultHold(pio *partIO) bool {
+	now := time.Now()
+	hold := false
+	for _, g := range pio.groups[len(pio.groups)-pio.unsent:] {
+		if !g.checked {
+			g.checked = true
+			path := g.seg.path(logSuffix)
+			if _, err := q.faults.Check(vfs.OpWrite, path); err != nil {
+				g.writeErr = errnoOf(err)
+			}
+			if g.sync {
+				d, err := q.faults.Check(vfs.OpSync, path)
+				if err != nil {
+					g.syncErr = errnoOf(err)
+				}
+				if d > 0 {
+					g.notBefore = now.Add(d)
+					time.AfterFunc(d, q.kick)
+				}
+			}
+		}
+		hold = hold || now.Before(g.notBefore)
+	}
+	return hold
+}
+
+// kick wakes the owner from a timer (an injected delay ended).
+func (q *uringQueue) kick() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.fdGone {
+		q.wake()
+	}
+}
+
+// errnoOf is the errno an injected error stands for; EIO unless it
+// carries one.
+func errnoOf(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) && errno != 0 {
+		return errno
+	}
+	return syscall.EIO
+}
