@@ -46,7 +46,10 @@ func workloadFlags(d Config) []cli.Flag {
 		&cli.IntFlag{Name: "max-in-flight", Value: d.MaxInFlight, Usage: "unacknowledged requests per connection", EnvVars: envVar("max-in-flight")},
 		&cli.IntFlag{Name: "max-buffered-bytes", Value: d.MaxBufferedBytes, Usage: "request memory per producer before the generator blocks", EnvVars: envVar("max-buffered-bytes")},
 		&cli.DurationFlag{Name: "drain-timeout", Value: d.DrainTimeout, Usage: "wait this long for outstanding acks after the run", EnvVars: envVar("drain-timeout")},
-		&cli.DurationFlag{Name: "delivery-timeout", Value: d.DeliveryTimeout, Usage: "retry a batch that failed retriably (leader moved, connection lost) until this long after its intended time (lean client)", EnvVars: envVar("delivery-timeout")},
+		&cli.DurationFlag{Name: "delivery-timeout", Value: d.DeliveryTimeout, Usage: "retry a batch that failed retriably (leader moved, connection lost, broker error) until this long after its intended time; then its messages count as errors", EnvVars: envVar("delivery-timeout")},
+		&cli.DurationFlag{Name: "retry-backoff", Value: d.RetryBackoff, Usage: "wait before a failed batch's first retry; doubles per retry, minus up to 20% jitter", EnvVars: envVar("retry-backoff")},
+		&cli.DurationFlag{Name: "retry-backoff-max", Value: d.RetryBackoffMax, Usage: "cap of the retry backoff", EnvVars: envVar("retry-backoff-max")},
+		&cli.IntFlag{Name: "retries", Value: d.Retries, Usage: "re-sends of one batch before its messages count as errors (0: only --delivery-timeout bounds them)", EnvVars: envVar("retries")},
 		&cli.StringFlag{Name: "out", Usage: "write result.json, .hgrm, .hlog and report.html here", EnvVars: envVar("out")},
 		&cli.StringFlag{Name: "label", Usage: "name of this run in reports", EnvVars: envVar("label")},
 		&cli.BoolFlag{Name: "quiet", Usage: "no per-second progress lines", EnvVars: envVar("quiet")},
@@ -104,6 +107,9 @@ func configFromLookup(c *cli.Context) (Config, error) {
 	cfg.MaxBufferedBytes = c.Int("max-buffered-bytes")
 	cfg.DrainTimeout = c.Duration("drain-timeout")
 	cfg.DeliveryTimeout = c.Duration("delivery-timeout")
+	cfg.RetryBackoff = c.Duration("retry-backoff")
+	cfg.RetryBackoffMax = c.Duration("retry-backoff-max")
+	cfg.Retries = c.Int("retries")
 	cfg.Label = c.String("label")
 	cfg.Quiet = c.Bool("quiet")
 	return cfg, nil

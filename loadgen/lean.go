@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -354,11 +355,13 @@ type leanEmitter struct {
 	sticky    int32
 	version   int16 // Produce version, negotiated with the first broker
 
-	// Retries after leader moves. Connections hand failed frames to
-	// retryq (any goroutine); the emitter's goroutine moves them to
+	// Retries. Connections hand failed frames to retryq (any goroutine)
+	// with the end of their backoff; the emitter's goroutine moves them to
 	// retrying, re-reads the leaders at most every refreshEvery, and
-	// re-sends them with a new correlation id to the current leader.
+	// re-sends them when their backoff is over, with a new correlation id,
+	// to the current leader.
 	byAddr      map[string]*leanConn
+	backoff     Backoff
 	retryq      chan *produceFrame
 	retrying    []*produceFrame
 	nextRefresh int64 // run clock ns
@@ -386,9 +389,23 @@ func retriable(err error) bool {
 }
 
 // requeue is the connections' failure path; it may run on any goroutine.
-// retryq holds as many frames as the pool can make, so it never blocks.
+// Every failed attempt counts in the error mix. A retriable failure waits
+// out its backoff in retrying (retryq holds as many frames as the pool can
+// make, so it never blocks); anything else, or a batch out of retries or
+// past its delivery timeout, counts its messages as errors.
 func (e *leanEmitter) requeue(f *produceFrame, err error) {
-	if retriable(err) && e.st.now()-f.intended[0] < int64(e.st.cfg.DeliveryTimeout) {
+	cfg := &e.st.cfg
+	e.st.c.mix.add(err)
+	now := e.st.now()
+	switch {
+	case !retriable(err):
+	case now-f.intended[0] >= int64(cfg.DeliveryTimeout):
+		err = fmt.Errorf("gave up after %d retries at the %v delivery timeout: %w", f.retries, cfg.DeliveryTimeout, err)
+	case cfg.Retries > 0 && f.retries >= cfg.Retries:
+		err = fmt.Errorf("gave up after %d retries: %w", f.retries, err)
+	default:
+		f.lastErr = err
+		f.retryAt = now + int64(e.backoff.Delay(f.retries+1, rand.Float64()))
 		e.retryq <- f
 		return
 	}
@@ -396,8 +413,10 @@ func (e *leanEmitter) requeue(f *produceFrame, err error) {
 	e.pool.put(f)
 }
 
-// handleRetries re-routes failed frames (emitter goroutine only) and
-// returns when it wants to run again.
+// handleRetries re-sends failed frames whose backoff is over to the
+// current leader (emitter goroutine only) and returns when it wants to run
+// again: the next backoff end or delivery deadline, or the next metadata
+// refresh while a due frame has no leader connection.
 func (e *leanEmitter) handleRetries(now int64) int64 {
 	for drained := false; !drained; {
 		select {
@@ -410,39 +429,63 @@ func (e *leanEmitter) handleRetries(now int64) int64 {
 	if len(e.retrying) == 0 {
 		return never
 	}
+	timeout := int64(e.st.cfg.DeliveryTimeout)
+	next, due := int64(never), false
 	keep := e.retrying[:0]
 	for _, f := range e.retrying {
-		if now-f.intended[0] >= int64(e.st.cfg.DeliveryTimeout) {
-			e.st.c.fail(len(f.intended), fmt.Errorf("no leader accepted the batch within the %v delivery timeout", e.st.cfg.DeliveryTimeout))
+		deadline := f.intended[0] + timeout
+		if now >= deadline {
+			err := f.lastErr
+			if err == nil {
+				err = errors.New("no leader connection")
+			}
+			e.st.c.fail(len(f.intended), fmt.Errorf("gave up after %d retries at the %v delivery timeout: %w", f.retries, e.st.cfg.DeliveryTimeout, err))
 			e.pool.put(f)
 			continue
 		}
 		keep = append(keep, f)
+		next = min(next, deadline)
+		if f.retryAt <= now {
+			due = true
+		} else {
+			next = min(next, f.retryAt)
+		}
 	}
 	e.retrying = keep
-	if len(keep) == 0 || now < e.nextRefresh {
-		return e.nextRefresh
+	if !due {
+		return next
 	}
-	e.nextRefresh = now + refreshEvery
-	if e.st.refreshLeaders != nil {
-		if leaders, err := e.st.refreshLeaders(); err == nil && len(leaders) == len(e.conns) {
-			e.route(leaders)
+	if now >= e.nextRefresh {
+		e.nextRefresh = now + refreshEvery
+		if e.st.refreshLeaders != nil {
+			if leaders, err := e.st.refreshLeaders(); err == nil && len(leaders) == len(e.conns) {
+				e.route(leaders)
+			}
 		}
 	}
 	keep = e.retrying[:0]
 	for _, f := range e.retrying {
-		lc := e.conns[f.partition]
-		if lc == nil || lc.dead.Load() {
+		if f.retryAt > now {
 			keep = append(keep, f)
 			continue
 		}
-		e.st.c.retried.Add(int64(len(f.intended)))
+		lc := e.conns[f.partition]
+		if lc == nil || lc.dead.Load() {
+			keep = append(keep, f)
+			next = min(next, e.nextRefresh)
+			continue
+		}
+		if f.lastErr != nil { // a re-send, not a first send waiting for a route
+			f.retries++
+			e.st.c.retries.Add(1)
+			e.st.c.retried.Add(int64(len(f.intended)))
+		}
 		lc.corr++
 		binary.BigEndian.PutUint32(f.buf[f.corrAt:], uint32(lc.corr))
 		lc.sendq <- f
 	}
 	e.retrying = keep
-	return e.nextRefresh
+	return next
 }
 
 // route points every partition at its current leader, dialing brokers
@@ -479,7 +522,10 @@ func (e *leanEmitter) getFrame() (*produceFrame, bool) {
 		if f := e.pool.tryGet(); f != nil {
 			return f, waited
 		}
-		wait := time.NewTimer(time.Duration(refreshEvery))
+		// Wake for the next re-send or deadline, or every refreshEvery.
+		now := e.st.now()
+		d := min(e.handleRetries(now)-now, refreshEvery)
+		wait := time.NewTimer(time.Duration(max(d, int64(time.Millisecond))))
 		select {
 		case f := <-e.pool.free:
 			wait.Stop()
@@ -515,6 +561,7 @@ func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 		sticky:    int32(producer) % cfg.Partitions,
 	}
 	e.byAddr = map[string]*leanConn{}
+	e.backoff = Backoff{Base: cfg.RetryBackoff, Max: cfg.RetryBackoffMax}
 	e.retryq = make(chan *produceFrame, limit)
 	for p, addr := range st.leaders {
 		lc := e.byAddr[addr]

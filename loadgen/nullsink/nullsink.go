@@ -4,7 +4,9 @@
 //
 // It answers ApiVersions, Metadata (it leads every partition of every topic
 // itself), CreateTopics and Produce (acks=0 requests get no response, as in
-// Kafka). Everything else closes the connection.
+// Kafka). Everything else closes the connection. FailProduce makes it
+// answer every produce with an error code instead, a deterministic broker
+// fault for the generator's retry tests.
 package nullsink
 
 import (
@@ -31,7 +33,14 @@ type Server struct {
 	// Requests and Bytes count produce requests and their bytes.
 	Requests atomic.Int64
 	Bytes    atomic.Int64
+	// failCode is the error code every produced partition is answered
+	// with (0: none).
+	failCode atomic.Int32
 }
+
+// FailProduce answers every produced partition with code (a kerr code,
+// e.g. kerr.KafkaStorageError.Code) from now on; 0 accepts again.
+func (s *Server) FailProduce(code int16) { s.failCode.Store(int32(code)) }
 
 // Listen starts a sink on addr (e.g. "127.0.0.1:0"); topics it has not seen
 // created get defaultPartitions partitions.
@@ -142,6 +151,7 @@ func (s *Server) handle(frame []byte) ([]byte, error) {
 			for _, p := range t.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
 				rp.Partition = p.Partition
+				rp.ErrorCode = int16(s.failCode.Load())
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			pr.Topics = append(pr.Topics, rt)

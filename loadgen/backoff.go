@@ -1,0 +1,152 @@
+package loadgen
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Retry backoff. A batch that failed retriably waits before it is re-sent:
+// retry n (1-based) waits min(Base*2^(n-1), Max), shortened by a random
+// fraction of up to backoffJitter. Base 100 ms and Max 1 s are the Java
+// producer's retry.backoff.ms / retry.backoff.max.ms (KIP-580): a leader
+// election finishes within a few hundred ms, so the first retries find the
+// new leader quickly, while a broker that keeps failing (full disk, ISR
+// below min.insync.replicas) sees about one request per batch per second
+// instead of one per round trip. Jitter only shortens the wait, so Max is a
+// hard bound and producers that failed together still spread out at the cap.
+type Backoff struct {
+	Base, Max time.Duration
+}
+
+// backoffJitter is the largest fraction a wait is shortened by (the Java
+// client's and franz-go's default jitter is also 20%).
+const backoffJitter = 0.2
+
+// Delay is the wait before retry n (n >= 1); u in [0, 1) draws the jitter.
+func (b Backoff) Delay(n int, u float64) time.Duration {
+	d := b.Max
+	// Doubling Base 62 times overflows; stop once past Max.
+	if n < 1 {
+		n = 1
+	}
+	if n <= 62 {
+		if e := b.Base << (n - 1); e > 0 && e>>(n-1) == b.Base && e < d {
+			d = e
+		}
+	}
+	return d - time.Duration(float64(d)*backoffJitter*u)
+}
+
+// kgoBackoff is Backoff as franz-go's RetryBackoffFn (fails counts from 1;
+// franz-go calls it from several goroutines).
+func (b Backoff) kgoBackoff() func(int) time.Duration {
+	return func(fails int) time.Duration { return b.Delay(fails, rand.Float64()) }
+}
+
+// Error-mix names for failures that carry no Kafka error code.
+const (
+	mixConnectionLost = "CONNECTION_LOST"
+	mixOther          = "OTHER"
+)
+
+// errorName names the cause of a failed produce attempt for the error
+// mix: the Kafka error code name, CONNECTION_LOST for a broken connection,
+// else OTHER. Names are kerr's, except code 6, which kerr still calls by
+// its pre-2.7 name NOT_LEADER_FOR_PARTITION: Kafka, and the broker's
+// docs, call it NOT_LEADER_OR_FOLLOWER.
+func errorName(err error) string {
+	var ke *kerr.Error
+	switch {
+	case errors.As(err, &ke):
+		if ke.Code == kerr.NotLeaderForPartition.Code {
+			return "NOT_LEADER_OR_FOLLOWER"
+		}
+		return ke.Message
+	case errors.Is(err, errConnLost), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.EPIPE):
+		return mixConnectionLost
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return mixConnectionLost
+	}
+	return mixOther
+}
+
+// errorMix counts failed produce attempts by cause; any goroutine may add.
+type errorMix struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (m *errorMix) add(err error) {
+	name := errorName(err)
+	m.mu.Lock()
+	if m.n == nil {
+		m.n = map[string]int64{}
+	}
+	m.n[name]++
+	m.mu.Unlock()
+}
+
+// snapshot copies the counts (nil when there were none).
+func (m *errorMix) snapshot() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.n) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m.n))
+	for k, v := range m.n {
+		out[k] = v
+	}
+	return out
+}
+
+// kgoRetryLog counts franz-go's failed produce attempts from its log: kgo
+// retries internally and reports a failure to the record's callback only
+// once it gives up, but logs every failed attempt (sink.go, "batch in a
+// produce request failed" per partition batch, "produce request failed"
+// for a whole request), with the error under "err". It has no hook for
+// them. Info level is what those lines need; kgo logs little else there.
+type kgoRetryLog struct{ st *runState }
+
+var _ kgo.Logger = kgoRetryLog{}
+
+func (kgoRetryLog) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (l kgoRetryLog) Log(_ kgo.LogLevel, msg string, keyvals ...any) {
+	batch := msg == "batch in a produce request failed"
+	if !batch && !strings.HasPrefix(msg, "produce request failed") {
+		return
+	}
+	var err error
+	retriable, exhausted := !batch, false // a failed request is re-sent whole
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		switch keyvals[i] {
+		case "err":
+			err, _ = keyvals[i+1].(error)
+		case "err_is_retryable":
+			retriable, _ = keyvals[i+1].(bool)
+		case "max_retries_reached":
+			exhausted, _ = keyvals[i+1].(bool)
+		}
+	}
+	if err == nil {
+		return
+	}
+	l.st.c.mix.add(err)
+	if retriable && !exhausted {
+		l.st.c.retries.Add(1)
+	}
+}
