@@ -115,9 +115,8 @@ func TestReportFiles(t *testing.T) {
 	iv, _ := intervals(start.UnixMilli(), 3, 4, 20_000)
 	e2e, _ := intervals(start.UnixMilli(), 3, 5, 30_000)
 	r := &Run{Result: Result{Label: "files", StartedAt: start, TargetRate: 2000, AchievedRate: 2000,
-		MessagesAcked: 6000, Errors: 40, Retries: 25, MessagesRetried: 250,
-		ErrorMix: map[string]int64{"KAFKA_STORAGE_ERROR": 30, "<b>": 1},
-		SLA: SLA{TargetP99Ms: 10}}, Ack: iv, E2E: e2e, SendDelay: iv}
+		MessagesAcked: 6000, Errors: 40, Retries: 25, MessagesRetried: 250, SLA: SLA{TargetP99Ms: 10},
+		ErrorMix: map[string]int64{"KAFKA_STORAGE_ERROR": 30, "<b>": 1}}, Ack: iv, E2E: e2e, SendDelay: iv}
 	r.Finalize()
 	dir := t.TempDir()
 	if err := r.Write(dir); err != nil {
