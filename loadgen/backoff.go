@@ -5,6 +5,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,17 +62,12 @@ const (
 
 // errorName names the cause of a failed produce attempt for the error
 // mix: the Kafka error code name, CONNECTION_LOST for a broken connection,
-// else OTHER. Names are kerr's, except code 6, which kerr still calls by
-// its pre-2.7 name NOT_LEADER_FOR_PARTITION: Kafka, and the broker's
-// docs, call it NOT_LEADER_OR_FOLLOWER.
+// else OTHER.
 func errorName(err error) string {
 	var ke *kerr.Error
 	switch {
 	case errors.As(err, &ke):
-		if ke.Code == kerr.NotLeaderForPartition.Code {
-			return "NOT_LEADER_OR_FOLLOWER"
-		}
-		return ke.Message
+		return kafkaErrorName(ke.Message)
 	case errors.Is(err, errConnLost), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.EPIPE):
@@ -83,14 +80,24 @@ func errorName(err error) string {
 	return mixOther
 }
 
+// kafkaErrorName is kerr's name of a code as Kafka names it today: kerr
+// still calls code 6 by its pre-2.7 name NOT_LEADER_FOR_PARTITION.
+func kafkaErrorName(kerrName string) string {
+	if kerrName == kerr.NotLeaderForPartition.Message {
+		return "NOT_LEADER_OR_FOLLOWER"
+	}
+	return kerrName
+}
+
 // errorMix counts failed produce attempts by cause; any goroutine may add.
 type errorMix struct {
 	mu sync.Mutex
 	n  map[string]int64
 }
 
-func (m *errorMix) add(err error) {
-	name := errorName(err)
+func (m *errorMix) add(err error) { m.addName(errorName(err)) }
+
+func (m *errorMix) addName(name string) {
 	m.mu.Lock()
 	if m.n == nil {
 		m.n = map[string]int64{}
@@ -113,40 +120,57 @@ func (m *errorMix) snapshot() map[string]int64 {
 	return out
 }
 
-// kgoRetryLog counts franz-go's failed produce attempts from its log: kgo
-// retries internally and reports a failure to the record's callback only
-// once it gives up, but logs every failed attempt (sink.go, "batch in a
-// produce request failed" per partition batch, "produce request failed"
-// for a whole request), with the error under "err". It has no hook for
-// them. Info level is what those lines need; kgo logs little else there.
+// kgoRetryLog counts franz-go's failed produce attempts from its log:
+// kgo retries internally and reports a failure to the record's callback
+// only once it gives up, and it has no hook for the attempts in between.
+// Its log has them (sink.go): the debug line "produced" lists each
+// partition's outcome of a response, "retrying@OFFSET,RECORDS(ERROR)" for a
+// batch it will re-send; "batch in a produce request failed" (info) is a
+// batch it fails; "produce request failed..." is a whole request that
+// failed (connection lost) and is re-sent. Debug level costs a string per
+// produce response (not per record) on a path that already allocates a
+// record per message.
 type kgoRetryLog struct{ st *runState }
 
 var _ kgo.Logger = kgoRetryLog{}
 
-func (kgoRetryLog) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+func (kgoRetryLog) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+// kgoRetrying matches one retried batch in kgo's "produced" line: its
+// record count and error name.
+var kgoRetrying = regexp.MustCompile(`retrying@-?\d+,(\d+)\(([A-Z_]+)`)
 
 func (l kgoRetryLog) Log(_ kgo.LogLevel, msg string, keyvals ...any) {
-	batch := msg == "batch in a produce request failed"
-	if !batch && !strings.HasPrefix(msg, "produce request failed") {
-		return
-	}
-	var err error
-	retriable, exhausted := !batch, false // a failed request is re-sent whole
-	for i := 0; i+1 < len(keyvals); i += 2 {
-		switch keyvals[i] {
-		case "err":
-			err, _ = keyvals[i+1].(error)
-		case "err_is_retryable":
-			retriable, _ = keyvals[i+1].(bool)
-		case "max_retries_reached":
-			exhausted, _ = keyvals[i+1].(bool)
+	c := &l.st.c
+	switch {
+	case msg == "produced":
+		to, _ := kgoLogValue(keyvals, "to").(string)
+		if !strings.Contains(to, "retrying@") {
+			return
+		}
+		for _, m := range kgoRetrying.FindAllStringSubmatch(to, -1) {
+			nrec, _ := strconv.Atoi(m[1])
+			c.mix.addName(kafkaErrorName(m[2]))
+			c.retries.Add(1)
+			c.retried.Add(int64(nrec))
+		}
+	case msg == "batch in a produce request failed":
+		if err, ok := kgoLogValue(keyvals, "err").(error); ok {
+			c.mix.add(err)
+		}
+	case strings.HasPrefix(msg, "produce request failed"):
+		if err, ok := kgoLogValue(keyvals, "err").(error); ok {
+			c.mix.add(err)
+			c.retries.Add(1)
 		}
 	}
-	if err == nil {
-		return
+}
+
+func kgoLogValue(keyvals []any, key string) any {
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		if keyvals[i] == key {
+			return keyvals[i+1]
+		}
 	}
-	l.st.c.mix.add(err)
-	if retriable && !exhausted {
-		l.st.c.retries.Add(1)
-	}
+	return nil
 }

@@ -102,29 +102,30 @@ func TestErrorName(t *testing.T) {
 }
 
 // TestKgoRetryLog: franz-go's log lines for failed produce attempts feed
-// the error mix and the retry count; other lines are ignored.
+// the error mix and the retry counts; other lines are ignored.
 func TestKgoRetryLog(t *testing.T) {
 	st := newRunState(DefaultConfig())
 	l := kgoRetryLog{st}
-	batch := func(err error, retryable, exhausted bool) {
-		l.Log(kgo.LogLevelInfo, "batch in a produce request failed", "broker", "1", "topic", "t", "partition", int32(0),
-			"err", err, "err_is_retryable", retryable, "max_retries_reached", exhausted)
-	}
-	batch(kerr.KafkaStorageError, true, false)
-	batch(kerr.KafkaStorageError, true, false)
-	batch(kerr.KafkaStorageError, true, true) // out of retries: failed, not retried
-	batch(kerr.MessageTooLarge, false, false)
-	l.Log(kgo.LogLevelInfo, "produce request failed, triggering metadata update", "broker", "1", "err", io.EOF)
-	l.Log(kgo.LogLevelInfo, "produced", "broker", "1", "to", "t[0{0=>10}]")
+	// One response: partition 0 acked, 1 and 2 to be retried (20 and 7
+	// records), in the format of kgo's sink.go.
+	l.Log(kgo.LogLevelDebug, "produced", "broker", "1", "to",
+		"t[0{5=>25}, 1{retrying@-1,20(KAFKA_STORAGE_ERROR: Disk error when trying to access log file on the disk.)}, "+
+			"2{retrying@-1,7(NOT_LEADER_FOR_PARTITION: This server is not the leader for that topic-partition.)}], u[0{9=>10}]")
+	l.Log(kgo.LogLevelDebug, "produced", "broker", "1", "to", "t[0{25=>45}]")
+	l.Log(kgo.LogLevelInfo, "batch in a produce request failed", "broker", "1", "topic", "t", "partition", int32(0),
+		"err", kerr.MessageTooLarge, "err_is_retryable", false, "max_retries_reached", false)
 	l.Log(kgo.LogLevelWarn, "random error while producing, requeueing unattempted request", "broker", "1", "err", io.EOF)
+	l.Log(kgo.LogLevelInfo, "produce request failed, triggering metadata update", "broker", "1", "err", io.EOF)
+	l.Log(kgo.LogLevelDebug, "wrote Produce v8", "broker", "1")
 	mix := st.c.mix.snapshot()
-	if len(mix) != 3 || mix["KAFKA_STORAGE_ERROR"] != 3 || mix["MESSAGE_TOO_LARGE"] != 1 || mix[mixConnectionLost] != 1 {
+	if len(mix) != 4 || mix["KAFKA_STORAGE_ERROR"] != 1 || mix["NOT_LEADER_OR_FOLLOWER"] != 1 ||
+		mix["MESSAGE_TOO_LARGE"] != 1 || mix[mixConnectionLost] != 1 {
 		t.Fatalf("mix %v", mix)
 	}
-	if got := st.c.retries.Load(); got != 3 {
-		t.Fatalf("retries %d, want 3 (two batches and one request)", got)
+	if r, m := st.c.retries.Load(), st.c.retried.Load(); r != 3 || m != 27 {
+		t.Fatalf("retries %d, messages retried %d: want 3 (two batches, one request) and 27", r, m)
 	}
-	if l.Level() != kgo.LogLevelInfo {
-		t.Fatalf("level %v: the failed-batch lines are logged at info", l.Level())
+	if l.Level() != kgo.LogLevelDebug {
+		t.Fatalf("level %v: kgo lists retried batches at debug", l.Level())
 	}
 }

@@ -62,6 +62,12 @@ func newKgoEmitter(st *runState) (*kgoEmitter, error) {
 		// failed attempts reach the report through its log (kgoRetryLog).
 		kgo.RetryBackoffFn(Backoff{Base: cfg.RetryBackoff, Max: cfg.RetryBackoffMax}.kgoBackoff()),
 		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		// kgo re-sends a batch that failed with a partition error (for
+		// example KAFKA_STORAGE_ERROR) only after a metadata refresh, and
+		// spaces refreshes by MetadataMinAge (default 5 s): at the backoff
+		// cap, a failing partition is re-tried about as often as the lean
+		// client re-tries one at its cap.
+		kgo.MetadataMinAge(cfg.RetryBackoffMax),
 		kgo.WithLogger(kgoRetryLog{st}),
 	)
 	if cfg.Retries > 0 {
