@@ -69,10 +69,12 @@ type produceFrame struct {
 	// partition is the frame's target; a retry re-routes it there.
 	partition int32
 	// retries counts the frame's re-sends; retryAt (run clock ns) is when
-	// the next may go, lastErr why the latest attempt failed.
-	retries int
-	retryAt int64
-	lastErr error
+	// the next may go; lastErr is why the latest attempt failed, failedAt
+	// when.
+	retries  int
+	retryAt  int64
+	failedAt int64
+	lastErr  error
 }
 
 const clientID = "ringlog-loadgen"
@@ -105,7 +107,7 @@ func (f *produceFrame) reset(version int16, acks int16, timeoutMs int32, topic s
 	f.codec = codec
 	f.intended = f.intended[:0]
 	f.partition = partition
-	f.retries, f.retryAt, f.lastErr = 0, 0, nil
+	f.retries, f.retryAt, f.failedAt, f.lastErr = 0, 0, 0, nil
 }
 
 // size is the request's current length in bytes (uncompressed records).

@@ -357,18 +357,35 @@ type leanEmitter struct {
 
 	// Retries. Connections hand failed frames to retryq (any goroutine)
 	// with the end of their backoff; the emitter's goroutine moves them to
-	// retrying, re-reads the leaders at most every refreshEvery, and
-	// re-sends them when their backoff is over, with a new correlation id,
-	// to the current leader.
+	// retrying and re-sends them when their backoff is over, with a new
+	// correlation id, to the current leader. Frames whose failure says the
+	// leader may have moved wait for a leader refresh started after the
+	// failure. Refreshes run on their own goroutine, at most one at a time
+	// and one per refreshEvery, so a slow metadata request does not hold
+	// up the schedule.
 	byAddr      map[string]*leanConn
 	backoff     Backoff
 	retryq      chan *produceFrame
 	retrying    []*produceFrame
 	nextRefresh int64 // run clock ns
+	refreshing  bool
+	refreshed   chan []string // leaders from the refresh in flight (nil: it failed)
+	routedAsOf  int64         // run clock when the applied refresh started
 }
 
 // refreshEvery bounds metadata requests while frames wait for a leader.
 const refreshEvery = int64(100 * time.Millisecond)
+
+// staleLeader lists the failures after which the partition's leader is
+// looked up again before the re-send (the Java client's
+// InvalidMetadataException family).
+func staleLeader(err error) bool {
+	return errors.Is(err, errConnLost) ||
+		errors.Is(err, kerr.NotLeaderForPartition) ||
+		errors.Is(err, kerr.LeaderNotAvailable) ||
+		errors.Is(err, kerr.UnknownTopicOrPartition) ||
+		errors.Is(err, kerr.KafkaStorageError)
+}
 
 // retriable lists the failures a re-send to the current leader can fix.
 // (kerr marks more codes retriable, CORRUPT_MESSAGE among them; re-sending
@@ -404,7 +421,7 @@ func (e *leanEmitter) requeue(f *produceFrame, err error) {
 	case cfg.Retries > 0 && f.retries >= cfg.Retries:
 		err = fmt.Errorf("gave up after %d retries: %w", f.retries, err)
 	default:
-		f.lastErr = err
+		f.lastErr, f.failedAt = err, now
 		f.retryAt = now + int64(e.backoff.Delay(f.retries+1, rand.Float64()))
 		e.retryq <- f
 		return
@@ -426,6 +443,7 @@ func (e *leanEmitter) handleRetries(now int64) int64 {
 			drained = true
 		}
 	}
+	e.applyRefresh()
 	if len(e.retrying) == 0 {
 		return never
 	}
@@ -455,14 +473,6 @@ func (e *leanEmitter) handleRetries(now int64) int64 {
 	if !due {
 		return next
 	}
-	if now >= e.nextRefresh {
-		e.nextRefresh = now + refreshEvery
-		if e.st.refreshLeaders != nil {
-			if leaders, err := e.st.refreshLeaders(); err == nil && len(leaders) == len(e.conns) {
-				e.route(leaders)
-			}
-		}
-	}
 	keep = e.retrying[:0]
 	for _, f := range e.retrying {
 		if f.retryAt > now {
@@ -470,9 +480,14 @@ func (e *leanEmitter) handleRetries(now int64) int64 {
 			continue
 		}
 		lc := e.conns[f.partition]
-		if lc == nil || lc.dead.Load() {
+		if lc == nil || lc.dead.Load() || staleLeader(f.lastErr) && e.routedAsOf < f.failedAt {
 			keep = append(keep, f)
-			next = min(next, e.nextRefresh)
+			e.refresh(now)
+			if e.refreshing {
+				next = min(next, now+int64(2*time.Millisecond)) // look for its answer soon
+			} else {
+				next = min(next, max(e.nextRefresh, now+int64(time.Millisecond)))
+			}
 			continue
 		}
 		if f.lastErr != nil { // a re-send, not a first send waiting for a route
@@ -486,6 +501,36 @@ func (e *leanEmitter) handleRetries(now int64) int64 {
 	}
 	e.retrying = keep
 	return next
+}
+
+// refresh starts a leader lookup unless one is in flight or the last
+// started less than refreshEvery ago (emitter goroutine only).
+func (e *leanEmitter) refresh(now int64) {
+	if e.refreshing || now < e.nextRefresh || e.st.refreshLeaders == nil {
+		return
+	}
+	e.refreshing, e.nextRefresh = true, now+refreshEvery
+	go func() {
+		leaders, err := e.st.refreshLeaders()
+		if err != nil {
+			leaders = nil
+		}
+		e.refreshed <- leaders
+	}()
+}
+
+// applyRefresh routes by the leaders of a finished lookup (emitter
+// goroutine only).
+func (e *leanEmitter) applyRefresh() {
+	select {
+	case leaders := <-e.refreshed:
+		e.refreshing = false
+		if len(leaders) == len(e.conns) {
+			e.route(leaders)
+			e.routedAsOf = e.nextRefresh - refreshEvery
+		}
+	default:
+	}
 }
 
 // route points every partition at its current leader, dialing brokers
@@ -563,6 +608,7 @@ func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 	e.byAddr = map[string]*leanConn{}
 	e.backoff = Backoff{Base: cfg.RetryBackoff, Max: cfg.RetryBackoffMax}
 	e.retryq = make(chan *produceFrame, limit)
+	e.refreshed = make(chan []string, 1)
 	for p, addr := range st.leaders {
 		lc := e.byAddr[addr]
 		if lc == nil {

@@ -1,14 +1,23 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
 
 	"github.com/ringlog/ringlog/loadgen/nullsink"
+	"github.com/ringlog/ringlog/results"
 )
 
 // retryTestConfig: one partition, batches closed by a 100 ms linger (so
@@ -155,5 +164,142 @@ func TestRetryRecovers(t *testing.T) {
 	// Messages scheduled early in the 600 ms fault waited for it to end.
 	if r.AckLatencyMs.Max < 400 {
 		t.Fatalf("ack max %.1f ms: the fault is missing from the latency", r.AckLatencyMs.Max)
+	}
+}
+
+// TestRetryBackoffRealBroker drives the real broker into a retriable
+// error: an RF=3 topic with min.insync.replicas=3 on three brokers, one
+// follower killed and out of the ISR, so every acks=all produce is
+// refused with NOT_ENOUGH_REPLICAS. The loadgen command then backs off:
+// with a 100 ms base backoff in a 2 s delivery timeout each batch is
+// re-sent at most 5 times (about 19 with the fixed 100 ms retry before
+// backoff), every message ends as an error, and the error mix is in
+// result.json, the summary and report.html.
+func TestRetryBackoffRealBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-broker cluster")
+	}
+	bin := realBrokerBin(t)
+	t.Setenv("RINGLOG_REPLICA_LAG_TIME_MAX", "1s") // the killed follower leaves the ISR quickly
+	if io := os.Getenv("RINGLOG_TEST_IO"); io != "" {
+		t.Setenv("RINGLOG_IO", io)
+	}
+	var log bytes.Buffer
+	bs, err := StartLocalCluster(bin, t.TempDir(), 3, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Cleanup(func() {
+		for _, b := range bs {
+			b.Stop()
+		}
+		if t.Failed() {
+			t.Logf("broker log:\n%s", log.String())
+		}
+	})
+	const topic = "retry"
+	var addrs []string
+	for _, b := range bs {
+		addrs = append(addrs, b.Addr)
+	}
+	cfg := DefaultConfig()
+	cfg.Bootstrap, cfg.Topic, cfg.Partitions, cfg.ReplicationFactor = addrs, topic, 1, 3
+	cfg.TopicConfigs = map[string]string{"min.insync.replicas": "3"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := waitForReplicas(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareTopic(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	isr := func() (leader int32, n int) {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return -1, 0
+		}
+		p := md.Topics[topic].Partitions[0]
+		return p.Leader, len(p.ISR)
+	}
+	waitISR := func(want int) int32 {
+		for {
+			if l, n := isr(); l >= 0 && n == want {
+				return l
+			}
+			select {
+			case <-ctx.Done():
+				l, n := isr()
+				t.Fatalf("ISR of %d (leader %d), want %d", n, l, want)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	leader := waitISR(3)
+	// Kill a follower (node ids are 1..3 in start order) and wait until
+	// the ISR is below min.insync.replicas.
+	var live []string
+	killed := false
+	for i, b := range bs {
+		if int32(i+1) != leader && !killed {
+			syscall.Kill(b.Pid(), syscall.SIGKILL)
+			killed = true
+			continue
+		}
+		live = append(live, b.Addr)
+	}
+	waitISR(2)
+
+	out := filepath.Join(t.TempDir(), "run")
+	var stdout bytes.Buffer
+	app := &cli.App{Commands: Commands(), Writer: &stdout, ErrWriter: os.Stderr}
+	start := time.Now()
+	err = app.Run([]string{"ringlog", "loadgen", "--bootstrap", strings.Join(live, ","), "--topic", topic,
+		"--rate", "200", "--message-size", "200", "--linger", "100ms", "--duration", "3s", "--warmup", "500ms",
+		"--retry-backoff", "100ms", "--retry-backoff-max", "1s", "--delivery-timeout", "2s", "--out", out, "--quiet"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	t.Logf("run took %v\n%s", time.Since(start), stdout.String())
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts int64
+	for name, n := range res.ErrorMix {
+		// Before the refusals the ISR may just have shrunk under a request.
+		if name != "NOT_ENOUGH_REPLICAS" && name != "NOT_ENOUGH_REPLICAS_AFTER_APPEND" && name != "REQUEST_TIMED_OUT" {
+			t.Errorf("error mix %v: unexpected %s", res.ErrorMix, name)
+		}
+		attempts += n
+	}
+	if res.ErrorMix["NOT_ENOUGH_REPLICAS"] == 0 || res.Retries == 0 {
+		t.Fatalf("error mix %v, retries %d: want NOT_ENOUGH_REPLICAS retried", res.ErrorMix, res.Retries)
+	}
+	if res.MessagesAcked != 0 || res.Errors != 700 {
+		t.Fatalf("acked %d, errors %d: want all 700 messages failed (%s)", res.MessagesAcked, res.Errors, res.FirstError)
+	}
+	// Every attempt failed: attempts = batches + retries. About 35
+	// batches (3.5 s of 100 ms lingers).
+	batches := attempts - res.Retries
+	if batches < 20 || batches > 45 || res.Retries > 5*batches {
+		t.Fatalf("%d retries for %d batches: want at most 5 per batch", res.Retries, batches)
+	}
+	// Backing off (and looking leaders up) must not hold up the schedule:
+	// new batches still go out at their intended times.
+	if res.SendDelayMs.P99 > 50 {
+		t.Fatalf("send delay p99 %.1f ms: the generator fell behind while retrying", res.SendDelayMs.P99)
+	}
+	if !regexp.MustCompile(`error mix\s+NOT_ENOUGH_REPLICAS: \d+`).MatchString(stdout.String()) {
+		t.Fatalf("summary lacks the error mix:\n%s", stdout.String())
+	}
+	page, err := os.ReadFile(filepath.Join(out, results.HTMLFile))
+	if err != nil || !bytes.Contains(page, []byte("<tr><td>NOT_ENOUGH_REPLICAS</td>")) {
+		t.Fatalf("report.html lacks the error mix table (%v)", err)
 	}
 }
