@@ -143,17 +143,23 @@ func TestRetryRecovers(t *testing.T) {
 	cfg := retryTestConfig(sink.Addr(), "lean")
 	cfg.DeliveryTimeout = 10 * time.Second
 	cfg.StartAt = time.Now().Add(300 * time.Millisecond)
+	cfg.Quiet = false
+	var progress bytes.Buffer
 	go func() {
 		time.Sleep(time.Until(cfg.StartAt.Add(cfg.Warmup + 500*time.Millisecond)))
 		sink.FailProduce(kerr.NotLeaderForPartition.Code)
 		time.Sleep(600 * time.Millisecond)
 		sink.FailProduce(0)
 	}()
-	run, err := Run(context.Background(), cfg, progressOut(t))
+	run, err := Run(context.Background(), cfg, &progress)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := run.Result
+	// The progress line shows retries and the mix once there are any.
+	if !regexp.MustCompile(`errors 0  retries \d+ \(NOT_LEADER_OR_FOLLOWER: \d+\)\n`).Match(progress.Bytes()) {
+		t.Errorf("progress lines lack the retries:\n%s", progress.String())
+	}
 	want := int64(cfg.Rate * cfg.Duration.Seconds())
 	if r.Errors != 0 || r.MessagesAcked < want-2 || r.MessagesAcked > want {
 		t.Fatalf("acked %d (want %d), errors %d (%s)", r.MessagesAcked, want, r.Errors, r.FirstError)
