@@ -38,6 +38,17 @@ func retryTestConfig(addr, client string) Config {
 	return cfg
 }
 
+// startSink starts a one-partition null sink for the test.
+func startSink(t *testing.T) *nullsink.Server {
+	t.Helper()
+	sink, err := nullsink.Listen("127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	return sink
+}
+
 // TestRetryBackoffAccounting answers every produce with
 // KAFKA_STORAGE_ERROR (the full-disk error) and checks both clients back
 // off: the retries per batch stay within the schedule, every failed
@@ -46,11 +57,7 @@ func retryTestConfig(addr, client string) Config {
 func TestRetryBackoffAccounting(t *testing.T) {
 	for _, client := range []string{"lean", "kgo"} {
 		t.Run(client, func(t *testing.T) {
-			sink, err := nullsink.Listen("127.0.0.1:0", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sink.Close()
+			sink := startSink(t)
 			sink.FailProduce(kerr.KafkaStorageError.Code)
 			cfg := retryTestConfig(sink.Addr(), client)
 			run, err := Run(context.Background(), cfg, progressOut(t))
@@ -108,11 +115,7 @@ func TestRetryBackoffAccounting(t *testing.T) {
 // TestRetryLimit: with --retries 2 a batch is sent three times, then its
 // messages fail, long before the delivery timeout.
 func TestRetryLimit(t *testing.T) {
-	sink, err := nullsink.Listen("127.0.0.1:0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink := startSink(t)
 	sink.FailProduce(kerr.NotEnoughReplicas.Code)
 	cfg := retryTestConfig(sink.Addr(), "lean")
 	cfg.Retries = 2
@@ -135,11 +138,7 @@ func TestRetryLimit(t *testing.T) {
 // TestRetryRecovers: a broker that fails for a while and then accepts
 // loses nothing; the messages that waited show it in their latency.
 func TestRetryRecovers(t *testing.T) {
-	sink, err := nullsink.Listen("127.0.0.1:0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
+	sink := startSink(t)
 	cfg := retryTestConfig(sink.Addr(), "lean")
 	cfg.DeliveryTimeout = 10 * time.Second
 	cfg.StartAt = time.Now().Add(300 * time.Millisecond)
