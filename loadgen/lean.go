@@ -370,7 +370,8 @@ type leanEmitter struct {
 	nextRefresh int64 // run clock ns
 	refreshing  bool
 	refreshed   chan []string // leaders from the refresh in flight (nil: it failed)
-	routedAsOf  int64         // run clock when the applied refresh started
+	refreshedAt int64         // run clock when the refresh in flight started
+	routedAsOf  int64         // run clock when the last applied refresh started
 }
 
 // refreshEvery bounds metadata requests while frames wait for a leader.
@@ -509,7 +510,7 @@ func (e *leanEmitter) refresh(now int64) {
 	if e.refreshing || now < e.nextRefresh || e.st.refreshLeaders == nil {
 		return
 	}
-	e.refreshing, e.nextRefresh = true, now+refreshEvery
+	e.refreshing, e.refreshedAt, e.nextRefresh = true, now, now+refreshEvery
 	go func() {
 		leaders, err := e.st.refreshLeaders()
 		if err != nil {
@@ -527,7 +528,7 @@ func (e *leanEmitter) applyRefresh() {
 		e.refreshing = false
 		if len(leaders) == len(e.conns) {
 			e.route(leaders)
-			e.routedAsOf = e.nextRefresh - refreshEvery
+			e.routedAsOf = e.refreshedAt
 		}
 	default:
 	}
