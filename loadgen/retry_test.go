@@ -189,17 +189,24 @@ func TestRetryBackoffRealBroker(t *testing.T) {
 	if io := os.Getenv("RINGLOG_TEST_IO"); io != "" {
 		t.Setenv("RINGLOG_IO", io)
 	}
-	var log bytes.Buffer
-	bs, err := StartLocalCluster(bin, t.TempDir(), 3, &log)
+	// A file, not a buffer: the three processes write it at once.
+	dir := t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "brokers.log"))
 	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
+		t.Fatal(err)
+	}
+	defer log.Close()
+	brokerLog := func() string { b, _ := os.ReadFile(log.Name()); return string(b) }
+	bs, err := StartLocalCluster(bin, dir, 3, log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, brokerLog())
 	}
 	t.Cleanup(func() {
 		for _, b := range bs {
 			b.Stop()
 		}
 		if t.Failed() {
-			t.Logf("broker log:\n%s", log.String())
+			t.Logf("broker log:\n%s", brokerLog())
 		}
 	})
 	const topic = "retry"
