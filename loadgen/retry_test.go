@@ -172,6 +172,35 @@ func TestRetryRecovers(t *testing.T) {
 	}
 }
 
+// TestRetryFlags: the CLI's retry flags reach the run (its workload
+// records them) and are validated.
+func TestRetryFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	run := func(extra ...string) error {
+		app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{}, ExitErrHandler: func(*cli.Context, error) {}}
+		return app.Run(append([]string{"ringlog", "loadgen", "--null-sink", "--rate", "1000", "--duration", "500ms",
+			"--warmup", "0s", "--out", out, "--quiet"}, extra...))
+	}
+	if err := run("--retry-backoff", "20ms", "--retry-backoff-max", "10ms"); err == nil ||
+		!strings.Contains(err.Error(), "retry-backoff-max 10ms must be at least retry-backoff 20ms") {
+		t.Fatalf("bad backoff accepted: %v", err)
+	}
+	if err := run("--retry-backoff", "20ms", "--retry-backoff-max", "300ms", "--retries", "7", "--delivery-timeout", "4s"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Workload
+	if w["retry_backoff"] != "20ms" || w["retry_backoff_max"] != "300ms" || w["retries"] != "7" || w["delivery_timeout"] != "4s" {
+		t.Fatalf("workload %v lacks the retry flags", w)
+	}
+	if res.Retries != 0 || res.ErrorMix != nil || res.Errors != 0 {
+		t.Fatalf("a healthy run reports retries %d, mix %v, errors %d", res.Retries, res.ErrorMix, res.Errors)
+	}
+}
+
 // TestRetryBackoffRealBroker drives the real broker into a retriable
 // error: an RF=3 topic with min.insync.replicas=3 on three brokers, one
 // follower killed and out of the ISR, so every acks=all produce is

@@ -415,6 +415,9 @@ func (c Config) workload() map[string]string {
 		"acks": acks, "compression": c.Compression.String(), "linger": c.Linger.String(),
 		"batch_bytes": strconv.Itoa(c.BatchBytes), "duration": c.Duration.String(),
 		"warmup": c.Warmup.String(), "client": c.Client,
+		// The retry policy decides what a faulty broker costs the run.
+		"retry_backoff": c.RetryBackoff.String(), "retry_backoff_max": c.RetryBackoffMax.String(),
+		"retries": strconv.Itoa(c.Retries), "delivery_timeout": c.DeliveryTimeout.String(),
 	}
 	if c.clusterBrokers > 0 {
 		w["cluster_brokers"] = strconv.Itoa(c.clusterBrokers)
