@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -87,6 +88,28 @@ func kafkaErrorName(kerrName string) string {
 		return "NOT_LEADER_OR_FOLLOWER"
 	}
 	return kerrName
+}
+
+// kafkaErrorCode parses a Kafka error code given by number or by name as
+// the error mix prints it ("" is 0, no error).
+func kafkaErrorCode(s string) (int16, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseInt(s, 10, 16); err == nil {
+		if kerr.ErrorForCode(int16(n)) == kerr.UnknownServerError && n != int64(kerr.UnknownServerError.Code) {
+			return 0, fmt.Errorf("unknown Kafka error code %d", n)
+		}
+		return int16(n), nil
+	}
+	// Codes run from -1 to about 130; kerr has no lookup by name.
+	name := strings.ToUpper(s)
+	for code := int16(-1); code < 1000; code++ {
+		if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok && (ke.Message == name || kafkaErrorName(ke.Message) == name) {
+			return code, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown Kafka error %q", s)
 }
 
 // errorMix counts failed produce attempts by cause; any goroutine may add.

@@ -101,6 +101,20 @@ func TestErrorName(t *testing.T) {
 	}
 }
 
+func TestKafkaErrorCode(t *testing.T) {
+	for in, want := range map[string]int16{"": 0, "0": 0, "56": 56, "KAFKA_STORAGE_ERROR": kerr.KafkaStorageError.Code,
+		"not_enough_replicas": kerr.NotEnoughReplicas.Code, "NOT_LEADER_OR_FOLLOWER": 6, "NOT_LEADER_FOR_PARTITION": 6} {
+		if got, err := kafkaErrorCode(in); err != nil || got != want {
+			t.Errorf("kafkaErrorCode(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"NO_SUCH_ERROR", "31000", "99999"} {
+		if _, err := kafkaErrorCode(bad); err == nil {
+			t.Errorf("kafkaErrorCode(%q) accepted", bad)
+		}
+	}
+}
+
 // TestKgoRetryLog: franz-go's log lines for failed produce attempts feed
 // the error mix and the retry counts; other lines are ignored.
 func TestKgoRetryLog(t *testing.T) {

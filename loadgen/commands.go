@@ -125,6 +125,7 @@ func Commands() []*cli.Command {
 		&cli.Float64Flag{Name: "find-max-precision", Value: 0.05, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: envVar("find-max-precision")},
 		&cli.IntFlag{Name: "find-max-retries", Value: 1, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: envVar("find-max-retries")},
 		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: envVar("null-sink")},
+		&cli.StringFlag{Name: "null-sink-error", Usage: "with --null-sink: answer every produce with this Kafka error (name such as KAFKA_STORAGE_ERROR, or code), to measure the generator's retries", EnvVars: envVar("null-sink-error")},
 		&cli.StringSliceFlag{Name: "profile-broker", Usage: "broker admin address (http://host:port or host:port; repeatable): capture its CPU, heap, mutex and block profiles for exactly the measured window into --out", EnvVars: envVar("profile-broker")},
 		&cli.IntFlag{Name: "profile-mutex-fraction", Value: d.ProfileMutexFraction, Usage: "mutex profiling during the window: sample 1/N contention events (0: the broker's own setting)", EnvVars: envVar("profile-mutex-fraction")},
 		&cli.DurationFlag{Name: "profile-block-rate", Value: d.ProfileBlockRate, Usage: "block profiling during the window: one sample per this much time blocked (0: the broker's own setting)", EnvVars: envVar("profile-block-rate")},
@@ -194,12 +195,19 @@ func loadgenAction(c *cli.Context) error {
 		if cfg.Security != (Security{}) {
 			return cli.Exit("--null-sink is an in-process plaintext sink: it takes no --tls-* or --sasl-* options", 2)
 		}
+		code, err := kafkaErrorCode(c.String("null-sink-error"))
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--null-sink-error: %v", err), 2)
+		}
 		sink, err := nullsink.Listen("127.0.0.1:0", cfg.Partitions)
 		if err != nil {
 			return err
 		}
 		defer sink.Close()
+		sink.FailProduce(code)
 		cfg.Bootstrap = []string{sink.Addr()}
+	} else if c.String("null-sink-error") != "" {
+		return cli.Exit("--null-sink-error needs --null-sink", 2)
 	}
 	ctx, cancel := signalContext(c.Context)
 	defer cancel()

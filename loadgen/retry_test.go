@@ -199,6 +199,20 @@ func TestRetryFlags(t *testing.T) {
 	if res.Retries != 0 || res.ErrorMix != nil || res.Errors != 0 {
 		t.Fatalf("a healthy run reports retries %d, mix %v, errors %d", res.Retries, res.ErrorMix, res.Errors)
 	}
+	// --null-sink-error makes the sink refuse every produce.
+	if err := run("--null-sink-error", "KAFKA_STORAGE_ERROR", "--delivery-timeout", "300ms"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = results.ReadJSON(out); err != nil {
+		t.Fatal(err)
+	}
+	if res.MessagesAcked != 0 || res.Errors != 500 || res.Retries == 0 || res.ErrorMix["KAFKA_STORAGE_ERROR"] <= res.Retries {
+		t.Fatalf("refusing sink: acked %d errors %d retries %d mix %v", res.MessagesAcked, res.Errors, res.Retries, res.ErrorMix)
+	}
+	app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{}, ExitErrHandler: func(*cli.Context, error) {}}
+	if err := app.Run([]string{"ringlog", "loadgen", "--null-sink-error", "56"}); err == nil || !strings.Contains(err.Error(), "needs --null-sink") {
+		t.Fatalf("--null-sink-error without --null-sink: %v", err)
+	}
 }
 
 // TestRetryBackoffRealBroker drives the real broker into a retriable
