@@ -68,11 +68,9 @@ type produceFrame struct {
 	intended []int64 // intended send time (run clock ns) of each message
 	// partition is the frame's target; a retry re-routes it there.
 	partition int32
-	// retries counts the frame's re-sends; retryAt (run clock ns) is when
-	// the next may go; lastErr is why the latest attempt failed, failedAt
-	// when.
+	// retries counts the frame's re-sends; lastErr is why the latest
+	// attempt failed, failedAt (run clock ns) when.
 	retries  int
-	retryAt  int64
 	failedAt int64
 	lastErr  error
 }
@@ -107,7 +105,7 @@ func (f *produceFrame) reset(version int16, acks int16, timeoutMs int32, topic s
 	f.codec = codec
 	f.intended = f.intended[:0]
 	f.partition = partition
-	f.retries, f.retryAt, f.failedAt, f.lastErr = 0, 0, 0, nil
+	f.retries, f.failedAt, f.lastErr = 0, 0, nil
 }
 
 // size is the request's current length in bytes (uncompressed records).

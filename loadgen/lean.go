@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -69,8 +68,10 @@ type leanConn struct {
 	closeOnce sync.Once
 	// onFail takes frames that did not get a successful response: the
 	// emitter retries them on the current leader when the error is
-	// retriable, or counts them as errors.
+	// retriable, or counts them as errors. acked counts successful
+	// responses per partition (a failing partition is healthy again).
 	onFail func(f *produceFrame, err error)
+	acked  []atomic.Int64
 }
 
 // negotiateProduceVersion asks the broker (ApiVersions v0) for its Produce
@@ -137,7 +138,7 @@ func readFrame(r io.Reader, buf []byte) ([]byte, error) {
 	return buf, err
 }
 
-func dialLean(st *runState, addr string, pool *framePool, onFail func(*produceFrame, error)) (*leanConn, error) {
+func dialLean(st *runState, addr string, pool *framePool, acked []atomic.Int64, onFail func(*produceFrame, error)) (*leanConn, error) {
 	// TLS and SASL (when configured) come first: a SASL listener refuses
 	// everything but ApiVersions and the SASL requests until then.
 	conn, err := dialSecure(addr, st.tlsConfig, st.saslMech, st.cfg.Security.SASLUser, 10*time.Second)
@@ -150,7 +151,7 @@ func dialLean(st *runState, addr string, pool *framePool, onFail func(*produceFr
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	lc := &leanConn{
-		st: st, conn: conn, version: v, pool: pool, onFail: onFail,
+		st: st, conn: conn, version: v, pool: pool, acked: acked, onFail: onFail,
 		sendq:    make(chan *produceFrame, pool.limit),
 		inflight: make(chan *produceFrame, st.cfg.MaxInFlight),
 		done:     make(chan struct{}),
@@ -311,6 +312,7 @@ func (lc *leanConn) readLoop() {
 		}
 		lc.st.ack.recordSince(now, f.intended, lc.st.measureNs)
 		lc.st.countAcked(f)
+		lc.acked[f.partition].Add(1)
 		lc.pool.put(f)
 	}
 }
@@ -355,183 +357,20 @@ type leanEmitter struct {
 	sticky    int32
 	version   int16 // Produce version, negotiated with the first broker
 
-	// Retries. Connections hand failed frames to retryq (any goroutine)
-	// with the end of their backoff; the emitter's goroutine moves them to
-	// retrying and re-sends them when their backoff is over, with a new
-	// correlation id, to the current leader. Frames whose failure says the
-	// leader may have moved wait for a leader refresh started after the
-	// failure. Refreshes run on their own goroutine, at most one at a time
-	// and one per refreshEvery, so a slow metadata request does not hold
-	// up the schedule.
+	// Retries (leanretry.go). Connections hand failed frames to retryq
+	// (any goroutine) and count acks per partition in acked; the rest is
+	// the emitter goroutine's.
 	byAddr      map[string]*leanConn
 	backoff     Backoff
 	retryq      chan *produceFrame
 	retrying    []*produceFrame
+	parts       []partRetry
+	acked       []atomic.Int64
 	nextRefresh int64 // run clock ns
 	refreshing  bool
 	refreshed   chan []string // leaders from the refresh in flight (nil: it failed)
 	refreshedAt int64         // run clock when the refresh in flight started
 	routedAsOf  int64         // run clock when the last applied refresh started
-}
-
-// refreshEvery bounds metadata requests while frames wait for a leader.
-const refreshEvery = int64(100 * time.Millisecond)
-
-// staleLeader lists the failures after which the partition's leader is
-// looked up again before the re-send (the Java client's
-// InvalidMetadataException family).
-func staleLeader(err error) bool {
-	return errors.Is(err, errConnLost) ||
-		errors.Is(err, kerr.NotLeaderForPartition) ||
-		errors.Is(err, kerr.LeaderNotAvailable) ||
-		errors.Is(err, kerr.UnknownTopicOrPartition) ||
-		errors.Is(err, kerr.KafkaStorageError)
-}
-
-// retriable lists the failures a re-send to the current leader can fix.
-// (kerr marks more codes retriable, CORRUPT_MESSAGE among them; re-sending
-// those bytes cannot help.)
-func retriable(err error) bool {
-	switch {
-	case errors.Is(err, errConnLost),
-		errors.Is(err, kerr.NotLeaderForPartition),
-		errors.Is(err, kerr.LeaderNotAvailable),
-		errors.Is(err, kerr.UnknownTopicOrPartition),
-		errors.Is(err, kerr.NotEnoughReplicas),
-		errors.Is(err, kerr.NotEnoughReplicasAfterAppend),
-		errors.Is(err, kerr.RequestTimedOut),
-		errors.Is(err, kerr.KafkaStorageError):
-		return true
-	}
-	return false
-}
-
-// requeue is the connections' failure path; it may run on any goroutine.
-// Every failed attempt counts in the error mix. A retriable failure waits
-// out its backoff in retrying (retryq holds as many frames as the pool can
-// make, so it never blocks); anything else, or a batch out of retries or
-// past its delivery timeout, counts its messages as errors.
-func (e *leanEmitter) requeue(f *produceFrame, err error) {
-	cfg := &e.st.cfg
-	e.st.c.mix.add(err)
-	now := e.st.now()
-	switch {
-	case !retriable(err):
-	case now-f.intended[0] >= int64(cfg.DeliveryTimeout):
-		err = fmt.Errorf("gave up after %d retries at the %v delivery timeout: %w", f.retries, cfg.DeliveryTimeout, err)
-	case cfg.Retries > 0 && f.retries >= cfg.Retries:
-		err = fmt.Errorf("gave up after %d retries: %w", f.retries, err)
-	default:
-		f.lastErr, f.failedAt = err, now
-		f.retryAt = now + int64(e.backoff.Delay(f.retries+1, rand.Float64()))
-		e.retryq <- f
-		return
-	}
-	e.st.c.fail(len(f.intended), err)
-	e.pool.put(f)
-}
-
-// handleRetries re-sends failed frames whose backoff is over to the
-// current leader (emitter goroutine only) and returns when it wants to run
-// again: the next backoff end or delivery deadline, or the next metadata
-// refresh while a due frame has no leader connection.
-func (e *leanEmitter) handleRetries(now int64) int64 {
-	for drained := false; !drained; {
-		select {
-		case f := <-e.retryq:
-			e.retrying = append(e.retrying, f)
-		default:
-			drained = true
-		}
-	}
-	e.applyRefresh()
-	if len(e.retrying) == 0 {
-		return never
-	}
-	timeout := int64(e.st.cfg.DeliveryTimeout)
-	next, due := int64(never), false
-	keep := e.retrying[:0]
-	for _, f := range e.retrying {
-		deadline := f.intended[0] + timeout
-		if now >= deadline {
-			err := f.lastErr
-			if err == nil {
-				err = errors.New("no leader connection")
-			}
-			e.st.c.fail(len(f.intended), fmt.Errorf("gave up after %d retries at the %v delivery timeout: %w", f.retries, e.st.cfg.DeliveryTimeout, err))
-			e.pool.put(f)
-			continue
-		}
-		keep = append(keep, f)
-		next = min(next, deadline)
-		if f.retryAt <= now {
-			due = true
-		} else {
-			next = min(next, f.retryAt)
-		}
-	}
-	e.retrying = keep
-	if !due {
-		return next
-	}
-	keep = e.retrying[:0]
-	for _, f := range e.retrying {
-		if f.retryAt > now {
-			keep = append(keep, f)
-			continue
-		}
-		lc := e.conns[f.partition]
-		if lc == nil || lc.dead.Load() || staleLeader(f.lastErr) && e.routedAsOf < f.failedAt {
-			keep = append(keep, f)
-			e.refresh(now)
-			if e.refreshing {
-				next = min(next, now+int64(2*time.Millisecond)) // look for its answer soon
-			} else {
-				next = min(next, max(e.nextRefresh, now+int64(time.Millisecond)))
-			}
-			continue
-		}
-		if f.lastErr != nil { // a re-send, not a first send waiting for a route
-			f.retries++
-			e.st.c.retries.Add(1)
-			e.st.c.retried.Add(int64(len(f.intended)))
-		}
-		lc.corr++
-		binary.BigEndian.PutUint32(f.buf[f.corrAt:], uint32(lc.corr))
-		lc.sendq <- f
-	}
-	e.retrying = keep
-	return next
-}
-
-// refresh starts a leader lookup unless one is in flight or the last
-// started less than refreshEvery ago (emitter goroutine only).
-func (e *leanEmitter) refresh(now int64) {
-	if e.refreshing || now < e.nextRefresh || e.st.refreshLeaders == nil {
-		return
-	}
-	e.refreshing, e.refreshedAt, e.nextRefresh = true, now, now+refreshEvery
-	go func() {
-		leaders, err := e.st.refreshLeaders()
-		if err != nil {
-			leaders = nil
-		}
-		e.refreshed <- leaders
-	}()
-}
-
-// applyRefresh routes by the leaders of a finished lookup (emitter
-// goroutine only).
-func (e *leanEmitter) applyRefresh() {
-	select {
-	case leaders := <-e.refreshed:
-		e.refreshing = false
-		if len(leaders) == len(e.conns) {
-			e.route(leaders)
-			e.routedAsOf = e.refreshedAt
-		}
-	default:
-	}
 }
 
 // route points every partition at its current leader, dialing brokers
@@ -540,7 +379,7 @@ func (e *leanEmitter) route(leaders []string) {
 	for p, addr := range leaders {
 		lc := e.byAddr[addr]
 		if lc == nil || lc.dead.Load() {
-			nlc, err := dialLean(e.st, addr, e.pool, e.requeue)
+			nlc, err := dialLean(e.st, addr, e.pool, e.acked, e.requeue)
 			if err != nil || nlc.version != e.version {
 				if err == nil {
 					nlc.markDead(fmt.Errorf("%s negotiated produce v%d, frames are v%d", addr, nlc.version, e.version))
@@ -581,7 +420,7 @@ func (e *leanEmitter) getFrame() (*produceFrame, bool) {
 			return nil, true
 		case f := <-e.retryq:
 			wait.Stop()
-			e.retrying = append(e.retrying, f)
+			e.failed(f)
 			e.handleRetries(e.st.now())
 		case <-wait.C:
 			e.handleRetries(e.st.now())
@@ -610,11 +449,13 @@ func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 	e.backoff = Backoff{Base: cfg.RetryBackoff, Max: cfg.RetryBackoffMax}
 	e.retryq = make(chan *produceFrame, limit)
 	e.refreshed = make(chan []string, 1)
+	e.parts = make([]partRetry, cfg.Partitions)
+	e.acked = make([]atomic.Int64, cfg.Partitions)
 	for p, addr := range st.leaders {
 		lc := e.byAddr[addr]
 		if lc == nil {
 			var err error
-			if lc, err = dialLean(st, addr, e.pool, e.requeue); err != nil {
+			if lc, err = dialLean(st, addr, e.pool, e.acked, e.requeue); err != nil {
 				e.close()
 				return nil, err
 			}
@@ -677,8 +518,9 @@ func (e *leanEmitter) flush(part int32) (waited bool) {
 		e.pool.put(f)
 		return false
 	}
-	if lc == nil {
-		// No live leader connection right now: wait for a route.
+	if lc == nil || e.parts[part].fails > 0 {
+		// No live leader connection right now, or the partition is
+		// failing: wait for a route, or for the partition's probe.
 		e.retrying = append(e.retrying, f)
 	} else {
 		select {
@@ -726,7 +568,7 @@ func (e *leanEmitter) wait(ctx context.Context) {
 	}
 	e.handleRetries(e.st.now())
 	for _, f := range e.retrying {
-		e.st.c.fail(len(f.intended), errors.New("still waiting for a leader at the end of the drain timeout"))
+		e.st.c.fail(len(f.intended), fmt.Errorf("still waiting for a leader or a retry at the end of the drain (last error: %v)", f.lastErr))
 		e.pool.put(f)
 	}
 	e.retrying = nil
@@ -746,6 +588,15 @@ func (e *leanEmitter) wait(ctx context.Context) {
 				lc.markDead(context.Cause(ctx))
 				<-ch
 			}
+		}
+	}
+	// Frames failed while the connections closed.
+	for drained := false; !drained; {
+		select {
+		case f := <-e.retryq:
+			e.st.c.fail(len(f.intended), fmt.Errorf("failed at the end of the drain: %w", f.lastErr))
+		default:
+			drained = true
 		}
 	}
 	e.close()
