@@ -193,7 +193,7 @@ func (e *leanEmitter) handleRetries(now int64) int64 {
 		ps := &e.parts[f.partition]
 		if ps.fails > 0 && (ps.probe != nil || now < ps.next || f != ps.oldest) {
 			keep = append(keep, f)
-			if ps.probe == nil {
+			if ps.probe == nil && ps.next > now { // (a due probe sets its own wake)
 				next = min(next, ps.next)
 			}
 			continue
