@@ -104,6 +104,39 @@ func TestRetryBackoffAccounting(t *testing.T) {
 	}
 }
 
+// TestFailingPartitionHeld: one partition of four refuses every produce.
+// Its batches wait behind one probe per backoff and end as errors at the
+// delivery timeout; the other partitions are acknowledged as if nothing
+// happened. Nothing is lost or counted twice.
+func TestFailingPartitionHeld(t *testing.T) {
+	sink, err := nullsink.Listen("127.0.0.1:0", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	sink.FailPartition(2, kerr.NotEnoughReplicas.Code)
+	cfg := retryTestConfig(sink.Addr(), "lean")
+	cfg.Partitions, cfg.Keys, cfg.Rate = 4, 4, 800 // keys cycle over the partitions
+	run, err := Run(context.Background(), cfg, progressOut(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	total := int64(cfg.Rate * (cfg.Warmup + cfg.Duration).Seconds())
+	measured := int64(cfg.Rate * cfg.Duration.Seconds())
+	attempts := r.ErrorMix["NOT_ENOUGH_REPLICAS"]
+	if r.Errors != total/4 || r.MessagesAcked != measured*3/4 {
+		t.Fatalf("errors %d (want %d), measured acked %d (want %d): %s", r.Errors, total/4, r.MessagesAcked, measured*3/4, r.FirstError)
+	}
+	if len(r.ErrorMix) != 1 || attempts < 4 || attempts > 20 || r.Retries == 0 {
+		t.Fatalf("error mix %v, retries %d: want about a dozen probes of partition 2", r.ErrorMix, r.Retries)
+	}
+	// The healthy partitions' acks are not held up by the failing one.
+	if r.AckLatencyMs.P50 > 200 {
+		t.Fatalf("ack p50 %.1f ms: healthy partitions waited", r.AckLatencyMs.P50)
+	}
+}
+
 // TestRetryLimit: with --retries 2 a batch is sent at most three times,
 // then its messages fail; the batches held behind it fail at the end.
 func TestRetryLimit(t *testing.T) {

@@ -33,14 +33,30 @@ type Server struct {
 	// Requests and Bytes count produce requests and their bytes.
 	Requests atomic.Int64
 	Bytes    atomic.Int64
-	// failCode is the error code every produced partition is answered
-	// with (0: none).
-	failCode atomic.Int32
+	// fail is the error code produced partitions are answered with (low
+	// 16 bits; 0: none) and the partition it applies to (high 32 bits;
+	// -1: all), in one word so a request sees both from one change.
+	fail atomic.Int64
 }
 
 // FailProduce answers every produced partition with code (a kerr code,
 // e.g. kerr.KafkaStorageError.Code) from now on; 0 accepts again.
-func (s *Server) FailProduce(code int16) { s.failCode.Store(int32(code)) }
+func (s *Server) FailProduce(code int16) { s.FailPartition(-1, code) }
+
+// FailPartition answers produces to partition (of any topic; -1: every
+// partition) with code from now on, and accepts the others.
+func (s *Server) FailPartition(partition int32, code int16) {
+	s.fail.Store(int64(partition)<<32 | int64(uint16(code)))
+}
+
+// failCode is the code to answer partition p with.
+func (s *Server) failCode(p int32) int16 {
+	f := s.fail.Load()
+	if part := int32(f >> 32); part != -1 && part != p {
+		return 0
+	}
+	return int16(uint16(f))
+}
 
 // Listen starts a sink on addr (e.g. "127.0.0.1:0"); topics it has not seen
 // created get defaultPartitions partitions.
@@ -151,7 +167,7 @@ func (s *Server) handle(frame []byte) ([]byte, error) {
 			for _, p := range t.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
 				rp.Partition = p.Partition
-				rp.ErrorCode = int16(s.failCode.Load())
+				rp.ErrorCode = s.failCode(p.Partition)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			pr.Topics = append(pr.Topics, rt)
