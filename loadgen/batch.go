@@ -68,6 +68,11 @@ type produceFrame struct {
 	intended []int64 // intended send time (run clock ns) of each message
 	// partition is the frame's target; a retry re-routes it there.
 	partition int32
+	// retries counts the frame's re-sends; lastErr is why the latest
+	// attempt failed, failedAt (run clock ns) when.
+	retries  int
+	failedAt int64
+	lastErr  error
 }
 
 const clientID = "ringlog-loadgen"
@@ -100,6 +105,7 @@ func (f *produceFrame) reset(version int16, acks int16, timeoutMs int32, topic s
 	f.codec = codec
 	f.intended = f.intended[:0]
 	f.partition = partition
+	f.retries, f.failedAt, f.lastErr = 0, 0, nil
 }
 
 // size is the request's current length in bytes (uncompressed records).

@@ -46,7 +46,10 @@ func workloadFlags(d Config) []cli.Flag {
 		&cli.IntFlag{Name: "max-in-flight", Value: d.MaxInFlight, Usage: "unacknowledged requests per connection", EnvVars: envVar("max-in-flight")},
 		&cli.IntFlag{Name: "max-buffered-bytes", Value: d.MaxBufferedBytes, Usage: "request memory per producer before the generator blocks", EnvVars: envVar("max-buffered-bytes")},
 		&cli.DurationFlag{Name: "drain-timeout", Value: d.DrainTimeout, Usage: "wait this long for outstanding acks after the run", EnvVars: envVar("drain-timeout")},
-		&cli.DurationFlag{Name: "delivery-timeout", Value: d.DeliveryTimeout, Usage: "retry a batch that failed retriably (leader moved, connection lost) until this long after its intended time (lean client)", EnvVars: envVar("delivery-timeout")},
+		&cli.DurationFlag{Name: "delivery-timeout", Value: d.DeliveryTimeout, Usage: "retry a batch that failed retriably (leader moved, connection lost, broker error) until this long after its intended time; then its messages count as errors", EnvVars: envVar("delivery-timeout")},
+		&cli.DurationFlag{Name: "retry-backoff", Value: d.RetryBackoff, Usage: "wait before a failed batch's first retry; doubles per retry, minus up to 20% jitter", EnvVars: envVar("retry-backoff")},
+		&cli.DurationFlag{Name: "retry-backoff-max", Value: d.RetryBackoffMax, Usage: "cap of the retry backoff", EnvVars: envVar("retry-backoff-max")},
+		&cli.IntFlag{Name: "retries", Value: d.Retries, Usage: "re-sends of one batch before its messages count as errors (0: only --delivery-timeout bounds them)", EnvVars: envVar("retries")},
 		&cli.StringFlag{Name: "out", Usage: "write result.json, .hgrm, .hlog and report.html here", EnvVars: envVar("out")},
 		&cli.StringFlag{Name: "label", Usage: "name of this run in reports", EnvVars: envVar("label")},
 		&cli.BoolFlag{Name: "quiet", Usage: "no per-second progress lines", EnvVars: envVar("quiet")},
@@ -104,6 +107,9 @@ func configFromLookup(c *cli.Context) (Config, error) {
 	cfg.MaxBufferedBytes = c.Int("max-buffered-bytes")
 	cfg.DrainTimeout = c.Duration("drain-timeout")
 	cfg.DeliveryTimeout = c.Duration("delivery-timeout")
+	cfg.RetryBackoff = c.Duration("retry-backoff")
+	cfg.RetryBackoffMax = c.Duration("retry-backoff-max")
+	cfg.Retries = c.Int("retries")
 	cfg.Label = c.String("label")
 	cfg.Quiet = c.Bool("quiet")
 	return cfg, nil
@@ -119,6 +125,7 @@ func Commands() []*cli.Command {
 		&cli.Float64Flag{Name: "find-max-precision", Value: 0.05, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: envVar("find-max-precision")},
 		&cli.IntFlag{Name: "find-max-retries", Value: 1, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: envVar("find-max-retries")},
 		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: envVar("null-sink")},
+		&cli.StringFlag{Name: "null-sink-error", Usage: "with --null-sink: answer every produce with this Kafka error (name such as KAFKA_STORAGE_ERROR, or code), to measure the generator's retries", EnvVars: envVar("null-sink-error")},
 		&cli.StringSliceFlag{Name: "profile-broker", Usage: "broker admin address (http://host:port or host:port; repeatable): capture its CPU, heap, mutex and block profiles for exactly the measured window into --out", EnvVars: envVar("profile-broker")},
 		&cli.IntFlag{Name: "profile-mutex-fraction", Value: d.ProfileMutexFraction, Usage: "mutex profiling during the window: sample 1/N contention events (0: the broker's own setting)", EnvVars: envVar("profile-mutex-fraction")},
 		&cli.DurationFlag{Name: "profile-block-rate", Value: d.ProfileBlockRate, Usage: "block profiling during the window: one sample per this much time blocked (0: the broker's own setting)", EnvVars: envVar("profile-block-rate")},
@@ -188,12 +195,19 @@ func loadgenAction(c *cli.Context) error {
 		if cfg.Security != (Security{}) {
 			return cli.Exit("--null-sink is an in-process plaintext sink: it takes no --tls-* or --sasl-* options", 2)
 		}
+		code, err := kafkaErrorCode(c.String("null-sink-error"))
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--null-sink-error: %v", err), 2)
+		}
 		sink, err := nullsink.Listen("127.0.0.1:0", cfg.Partitions)
 		if err != nil {
 			return err
 		}
 		defer sink.Close()
+		sink.FailProduce(code)
 		cfg.Bootstrap = []string{sink.Addr()}
+	} else if c.String("null-sink-error") != "" {
+		return cli.Exit("--null-sink-error needs --null-sink", 2)
 	}
 	ctx, cancel := signalContext(c.Context)
 	defer cancel()

@@ -52,11 +52,20 @@ type Config struct {
 	// DrainTimeout is how long to wait for outstanding acks after the run.
 	DrainTimeout   time.Duration
 	RequestTimeout time.Duration
-	// DeliveryTimeout bounds retries (lean client): a batch that failed
-	// retriably (leader moved, connection broke, broker timed out) is
-	// re-sent to the current leader until this long after its first
-	// message's intended time, then counted as errors.
+	// DeliveryTimeout bounds retries: a batch that failed retriably
+	// (leader moved, connection broke, broker timed out or short of
+	// replicas or disk) is re-sent to the current leader until this long
+	// after its first message's intended time, then counted as errors
+	// (the kgo client: kgo.RecordDeliveryTimeout, from when the record was
+	// handed over).
 	DeliveryTimeout time.Duration
+	// RetryBackoff and RetryBackoffMax are the wait before a batch's
+	// first retry and the cap of its doubling (backoff.go); Retries, when
+	// > 0, also bounds the re-sends of one batch (0: only DeliveryTimeout
+	// does). Both clients use them.
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	Retries         int
 
 	// ProfileBrokers are admin addresses of brokers to profile for
 	// exactly the measured window (profile.go); the profiles land in the
@@ -100,6 +109,8 @@ func DefaultConfig() Config {
 		DrainTimeout:      15 * time.Second,
 		RequestTimeout:    30 * time.Second,
 		DeliveryTimeout:   30 * time.Second,
+		RetryBackoff:      100 * time.Millisecond,
+		RetryBackoffMax:   time.Second,
 
 		ProfileMutexFraction: 10,
 		ProfileBlockRate:     100 * time.Microsecond,
@@ -149,6 +160,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("target-p99 %v: need > 0", c.TargetP99)
 	case c.Client != "lean" && c.Client != "kgo":
 		return fmt.Errorf("client %q: need lean or kgo", c.Client)
+	case c.RetryBackoff <= 0:
+		return fmt.Errorf("retry-backoff %v: need > 0", c.RetryBackoff)
+	case c.RetryBackoffMax < c.RetryBackoff:
+		return fmt.Errorf("retry-backoff-max %v must be at least retry-backoff %v", c.RetryBackoffMax, c.RetryBackoff)
+	case c.Retries < 0:
+		return fmt.Errorf("retries %d: need >= 0 (0: bounded by delivery-timeout only)", c.Retries)
 	case c.MaxInFlight < 1:
 		return fmt.Errorf("max in flight %d: need >= 1", c.MaxInFlight)
 	case c.Perf && len(c.ProfileBrokers) == 0:

@@ -45,7 +45,7 @@ func newKgoEmitter(st *runState) (*kgoEmitter, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append(opts,
+	opts = append(opts,
 		kgo.DefaultProduceTopic(cfg.Topic),
 		kgo.RequiredAcks(acks),
 		// Idempotence would need acks=all and adds sequence bookkeeping the
@@ -57,7 +57,23 @@ func newKgoEmitter(st *runState) (*kgoEmitter, error) {
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
 		kgo.MaxProduceRequestsInflightPerBroker(cfg.MaxInFlight),
 		kgo.ProduceRequestTimeout(cfg.RequestTimeout),
-	)...)
+		// The lean client's retry policy: the same backoff schedule and
+		// delivery timeout, and the same optional bound on re-sends. Its
+		// failed attempts reach the report through its log (kgoRetryLog).
+		kgo.RetryBackoffFn(Backoff{Base: cfg.RetryBackoff, Max: cfg.RetryBackoffMax}.kgoBackoff()),
+		kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout),
+		// kgo re-sends a batch that failed with a partition error (for
+		// example KAFKA_STORAGE_ERROR) only after a metadata refresh, and
+		// spaces refreshes by MetadataMinAge (default 5 s): at the backoff
+		// cap, a failing partition is re-tried about as often as the lean
+		// client re-tries one at its cap.
+		kgo.MetadataMinAge(cfg.RetryBackoffMax),
+		kgo.WithLogger(kgoRetryLog{st}),
+	)
+	if cfg.Retries > 0 {
+		opts = append(opts, kgo.RecordRetries(cfg.Retries))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}

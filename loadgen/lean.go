@@ -68,8 +68,10 @@ type leanConn struct {
 	closeOnce sync.Once
 	// onFail takes frames that did not get a successful response: the
 	// emitter retries them on the current leader when the error is
-	// retriable, or counts them as errors.
+	// retriable, or counts them as errors. acked counts successful
+	// responses per partition (a failing partition is healthy again).
 	onFail func(f *produceFrame, err error)
+	acked  []atomic.Int64
 }
 
 // negotiateProduceVersion asks the broker (ApiVersions v0) for its Produce
@@ -136,7 +138,7 @@ func readFrame(r io.Reader, buf []byte) ([]byte, error) {
 	return buf, err
 }
 
-func dialLean(st *runState, addr string, pool *framePool, onFail func(*produceFrame, error)) (*leanConn, error) {
+func dialLean(st *runState, addr string, pool *framePool, acked []atomic.Int64, onFail func(*produceFrame, error)) (*leanConn, error) {
 	// TLS and SASL (when configured) come first: a SASL listener refuses
 	// everything but ApiVersions and the SASL requests until then.
 	conn, err := dialSecure(addr, st.tlsConfig, st.saslMech, st.cfg.Security.SASLUser, 10*time.Second)
@@ -149,7 +151,7 @@ func dialLean(st *runState, addr string, pool *framePool, onFail func(*produceFr
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	lc := &leanConn{
-		st: st, conn: conn, version: v, pool: pool, onFail: onFail,
+		st: st, conn: conn, version: v, pool: pool, acked: acked, onFail: onFail,
 		sendq:    make(chan *produceFrame, pool.limit),
 		inflight: make(chan *produceFrame, st.cfg.MaxInFlight),
 		done:     make(chan struct{}),
@@ -310,6 +312,7 @@ func (lc *leanConn) readLoop() {
 		}
 		lc.st.ack.recordSince(now, f.intended, lc.st.measureNs)
 		lc.st.countAcked(f)
+		lc.acked[f.partition].Add(1)
 		lc.pool.put(f)
 	}
 }
@@ -354,95 +357,20 @@ type leanEmitter struct {
 	sticky    int32
 	version   int16 // Produce version, negotiated with the first broker
 
-	// Retries after leader moves. Connections hand failed frames to
-	// retryq (any goroutine); the emitter's goroutine moves them to
-	// retrying, re-reads the leaders at most every refreshEvery, and
-	// re-sends them with a new correlation id to the current leader.
+	// Retries (leanretry.go). Connections hand failed frames to retryq
+	// (any goroutine) and count acks per partition in acked; the rest is
+	// the emitter goroutine's.
 	byAddr      map[string]*leanConn
+	backoff     Backoff
 	retryq      chan *produceFrame
 	retrying    []*produceFrame
+	parts       []partRetry
+	acked       []atomic.Int64
 	nextRefresh int64 // run clock ns
-}
-
-// refreshEvery bounds metadata requests while frames wait for a leader.
-const refreshEvery = int64(100 * time.Millisecond)
-
-// retriable lists the failures a re-send to the current leader can fix.
-// (kerr marks more codes retriable, CORRUPT_MESSAGE among them; re-sending
-// those bytes cannot help.)
-func retriable(err error) bool {
-	switch {
-	case errors.Is(err, errConnLost),
-		errors.Is(err, kerr.NotLeaderForPartition),
-		errors.Is(err, kerr.LeaderNotAvailable),
-		errors.Is(err, kerr.UnknownTopicOrPartition),
-		errors.Is(err, kerr.NotEnoughReplicas),
-		errors.Is(err, kerr.NotEnoughReplicasAfterAppend),
-		errors.Is(err, kerr.RequestTimedOut),
-		errors.Is(err, kerr.KafkaStorageError):
-		return true
-	}
-	return false
-}
-
-// requeue is the connections' failure path; it may run on any goroutine.
-// retryq holds as many frames as the pool can make, so it never blocks.
-func (e *leanEmitter) requeue(f *produceFrame, err error) {
-	if retriable(err) && e.st.now()-f.intended[0] < int64(e.st.cfg.DeliveryTimeout) {
-		e.retryq <- f
-		return
-	}
-	e.st.c.fail(len(f.intended), err)
-	e.pool.put(f)
-}
-
-// handleRetries re-routes failed frames (emitter goroutine only) and
-// returns when it wants to run again.
-func (e *leanEmitter) handleRetries(now int64) int64 {
-	for drained := false; !drained; {
-		select {
-		case f := <-e.retryq:
-			e.retrying = append(e.retrying, f)
-		default:
-			drained = true
-		}
-	}
-	if len(e.retrying) == 0 {
-		return never
-	}
-	keep := e.retrying[:0]
-	for _, f := range e.retrying {
-		if now-f.intended[0] >= int64(e.st.cfg.DeliveryTimeout) {
-			e.st.c.fail(len(f.intended), fmt.Errorf("no leader accepted the batch within the %v delivery timeout", e.st.cfg.DeliveryTimeout))
-			e.pool.put(f)
-			continue
-		}
-		keep = append(keep, f)
-	}
-	e.retrying = keep
-	if len(keep) == 0 || now < e.nextRefresh {
-		return e.nextRefresh
-	}
-	e.nextRefresh = now + refreshEvery
-	if e.st.refreshLeaders != nil {
-		if leaders, err := e.st.refreshLeaders(); err == nil && len(leaders) == len(e.conns) {
-			e.route(leaders)
-		}
-	}
-	keep = e.retrying[:0]
-	for _, f := range e.retrying {
-		lc := e.conns[f.partition]
-		if lc == nil || lc.dead.Load() {
-			keep = append(keep, f)
-			continue
-		}
-		e.st.c.retried.Add(int64(len(f.intended)))
-		lc.corr++
-		binary.BigEndian.PutUint32(f.buf[f.corrAt:], uint32(lc.corr))
-		lc.sendq <- f
-	}
-	e.retrying = keep
-	return e.nextRefresh
+	refreshing  bool
+	refreshed   chan []string // leaders from the refresh in flight (nil: it failed)
+	refreshedAt int64         // run clock when the refresh in flight started
+	routedAsOf  int64         // run clock when the last applied refresh started
 }
 
 // route points every partition at its current leader, dialing brokers
@@ -451,7 +379,7 @@ func (e *leanEmitter) route(leaders []string) {
 	for p, addr := range leaders {
 		lc := e.byAddr[addr]
 		if lc == nil || lc.dead.Load() {
-			nlc, err := dialLean(e.st, addr, e.pool, e.requeue)
+			nlc, err := dialLean(e.st, addr, e.pool, e.acked, e.requeue)
 			if err != nil || nlc.version != e.version {
 				if err == nil {
 					nlc.markDead(fmt.Errorf("%s negotiated produce v%d, frames are v%d", addr, nlc.version, e.version))
@@ -479,7 +407,10 @@ func (e *leanEmitter) getFrame() (*produceFrame, bool) {
 		if f := e.pool.tryGet(); f != nil {
 			return f, waited
 		}
-		wait := time.NewTimer(time.Duration(refreshEvery))
+		// Wake for the next re-send or deadline, or every refreshEvery.
+		now := e.st.now()
+		d := min(e.handleRetries(now)-now, refreshEvery)
+		wait := time.NewTimer(time.Duration(max(d, int64(time.Millisecond))))
 		select {
 		case f := <-e.pool.free:
 			wait.Stop()
@@ -489,7 +420,7 @@ func (e *leanEmitter) getFrame() (*produceFrame, bool) {
 			return nil, true
 		case f := <-e.retryq:
 			wait.Stop()
-			e.retrying = append(e.retrying, f)
+			e.failed(f)
 			e.handleRetries(e.st.now())
 		case <-wait.C:
 			e.handleRetries(e.st.now())
@@ -515,12 +446,16 @@ func newLeanEmitter(st *runState, producer int) (*leanEmitter, error) {
 		sticky:    int32(producer) % cfg.Partitions,
 	}
 	e.byAddr = map[string]*leanConn{}
+	e.backoff = Backoff{Base: cfg.RetryBackoff, Max: cfg.RetryBackoffMax}
 	e.retryq = make(chan *produceFrame, limit)
+	e.refreshed = make(chan []string, 1)
+	e.parts = make([]partRetry, cfg.Partitions)
+	e.acked = make([]atomic.Int64, cfg.Partitions)
 	for p, addr := range st.leaders {
 		lc := e.byAddr[addr]
 		if lc == nil {
 			var err error
-			if lc, err = dialLean(st, addr, e.pool, e.requeue); err != nil {
+			if lc, err = dialLean(st, addr, e.pool, e.acked, e.requeue); err != nil {
 				e.close()
 				return nil, err
 			}
@@ -583,8 +518,9 @@ func (e *leanEmitter) flush(part int32) (waited bool) {
 		e.pool.put(f)
 		return false
 	}
-	if lc == nil {
-		// No live leader connection right now: wait for a route.
+	if lc == nil || e.parts[part].fails > 0 {
+		// No live leader connection right now, or the partition is
+		// failing: wait for a route, or for the partition's probe.
 		e.retrying = append(e.retrying, f)
 	} else {
 		select {
@@ -632,7 +568,7 @@ func (e *leanEmitter) wait(ctx context.Context) {
 	}
 	e.handleRetries(e.st.now())
 	for _, f := range e.retrying {
-		e.st.c.fail(len(f.intended), errors.New("still waiting for a leader at the end of the drain timeout"))
+		e.st.c.fail(len(f.intended), fmt.Errorf("still waiting for a leader or a retry at the end of the drain (last error: %v)", f.lastErr))
 		e.pool.put(f)
 	}
 	e.retrying = nil
@@ -652,6 +588,15 @@ func (e *leanEmitter) wait(ctx context.Context) {
 				lc.markDead(context.Cause(ctx))
 				<-ch
 			}
+		}
+	}
+	// Frames failed while the connections closed.
+	for drained := false; !drained; {
+		select {
+		case f := <-e.retryq:
+			e.st.c.fail(len(f.intended), fmt.Errorf("failed at the end of the drain: %w", f.lastErr))
+		default:
+			drained = true
 		}
 	}
 	e.close()

@@ -61,6 +61,8 @@ type counters struct {
 	measuredConsumed              atomic.Int64
 	bytesAcked                    atomic.Int64
 	retried                       atomic.Int64 // messages re-sent after a retriable failure
+	retries                       atomic.Int64 // batches (produce requests) re-sent
+	mix                           errorMix     // failed produce attempts by cause
 	firstErr                      atomic.Value // string
 }
 

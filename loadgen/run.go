@@ -376,6 +376,8 @@ func (s *runState) result(iv *intervals) *results.Run {
 		MessagesConsumed: s.c.measuredConsumed.Load(),
 		Errors:           s.c.errors.Load(),
 		MessagesRetried:  s.c.retried.Load(),
+		Retries:          s.c.retries.Load(),
+		ErrorMix:         s.c.mix.snapshot(),
 		FirstError:       s.c.firstError(),
 		SLA:              results.SLA{TargetP99Ms: float64(cfg.TargetP99) / 1e6},
 		Workload:         cfg.workload(),
@@ -413,6 +415,9 @@ func (c Config) workload() map[string]string {
 		"acks": acks, "compression": c.Compression.String(), "linger": c.Linger.String(),
 		"batch_bytes": strconv.Itoa(c.BatchBytes), "duration": c.Duration.String(),
 		"warmup": c.Warmup.String(), "client": c.Client,
+		// The retry policy decides what a faulty broker costs the run.
+		"retry_backoff": c.RetryBackoff.String(), "retry_backoff_max": c.RetryBackoffMax.String(),
+		"retries": strconv.Itoa(c.Retries), "delivery_timeout": c.DeliveryTimeout.String(),
 	}
 	if c.clusterBrokers > 0 {
 		w["cluster_brokers"] = strconv.Itoa(c.clusterBrokers)
@@ -506,9 +511,15 @@ func (iv *intervals) cut(from, to int64) {
 		ivP99 = fmt.Sprintf("%.2f", float64(iv.ack[len(iv.ack)-1].ValueAtQuantile(99))/1000)
 		sd = fmt.Sprintf("%.2f", float64(iv.send[len(iv.send)-1].ValueAtQuantile(99))/1000)
 	}
-	fmt.Fprintf(iv.out, "%6.1fs  %8.0f msg/s sent  %8.0f msg/s acked  %7.1f MB/s  p99 %s ms (this second %s)  send-delay p99 %s ms  errors %d%s\n",
+	// Retries and the error mix only once there are any: a healthy run's
+	// line stays short.
+	retries := ""
+	if mix := st.c.mix.snapshot(); mix != nil {
+		retries = fmt.Sprintf("  retries %d (%s)", st.c.retries.Load(), results.FormatErrorMix(mix))
+	}
+	fmt.Fprintf(iv.out, "%6.1fs  %8.0f msg/s sent  %8.0f msg/s acked  %7.1f MB/s  p99 %s ms (this second %s)  send-delay p99 %s ms  errors %d%s%s\n",
 		float64(to)/1e9, float64(sent-iv.lastSent)/secs, float64(acked-iv.lastAcked)/secs,
 		float64(acked-iv.lastAcked)*float64(st.cfg.MessageSize)/secs/1e6,
-		p99, ivP99, sd, st.c.errors.Load(), phase)
+		p99, ivP99, sd, st.c.errors.Load(), retries, phase)
 	iv.lastSent, iv.lastAcked = sent, acked
 }

@@ -19,6 +19,7 @@ func writeRun(t *testing.T, dir string, started time.Time, seed int64, mod func(
 	r := &Run{Result: Result{Label: filepath.Base(dir), StartedAt: started, DurationS: 3, WarmupS: 1,
 		TargetRate: 1000, AchievedRate: 1000, ThroughputMBps: 1, MessageSize: 1000,
 		MessagesSent: 3000, MessagesAcked: 3000, MessagesConsumed: 2990, MessagesRetried: 7, Errors: 1,
+		Retries: 3, ErrorMix: map[string]int64{"NOT_LEADER_OR_FOLLOWER": 3},
 		FirstError: "boom", SLA: SLA{TargetP99Ms: 10},
 		Workload: map[string]string{"topic": "t", "message_size": "1000", "acks": "all", "compression": "none"}},
 		Ack: iv, SendDelay: iv}
@@ -50,6 +51,7 @@ func TestMergeCommandWarnsAndSums(t *testing.T) {
 	writeRun(t, b, base.Add(2500*time.Millisecond), 2, func(r *Result) {
 		r.MessageSize, r.Workload = 100, map[string]string{"topic": "other", "message_size": "100", "acks": "1", "compression": "zstd"}
 		r.MessagesRetried, r.Errors, r.FirstError = 5, 2, ""
+		r.Retries, r.ErrorMix = 4, map[string]int64{"KAFKA_STORAGE_ERROR": 10, "NOT_LEADER_OR_FOLLOWER": 1}
 	})
 	_, stderr, err := runReport(t, "merge", "--out", out, a, b)
 	if err != nil {
@@ -76,6 +78,9 @@ func TestMergeCommandWarnsAndSums(t *testing.T) {
 		t.Fatalf("counters not summed: retried %d errors %d sent %d acked %d consumed %d target %v achieved %v MB/s %v",
 			m.MessagesRetried, m.Errors, m.MessagesSent, m.MessagesAcked, m.MessagesConsumed, m.TargetRate, m.AchievedRate, m.ThroughputMBps)
 	}
+	if m.Retries != 7 || len(m.ErrorMix) != 2 || m.ErrorMix["KAFKA_STORAGE_ERROR"] != 10 || m.ErrorMix["NOT_LEADER_OR_FOLLOWER"] != 4 {
+		t.Fatalf("retries %d, error mix %v: want 7 and the per-code sums", m.Retries, m.ErrorMix)
+	}
 	if !strings.Contains(m.FirstError, "boom") || len(m.MergedFrom) != 2 {
 		t.Fatalf("first error %q, merged from %v", m.FirstError, m.MergedFrom)
 	}
@@ -99,7 +104,10 @@ func TestCompareCommandOutput(t *testing.T) {
 	tmp := t.TempDir()
 	a, b := filepath.Join(tmp, "run-a"), filepath.Join(tmp, "run-b")
 	writeRun(t, a, base, 1, func(r *Result) { r.Environment.BrokerIOPath, r.Environment.BrokerFsync = "uring", "always" })
-	writeRun(t, b, base, 2, func(r *Result) { r.TargetRate, r.AchievedRate = 5000, 4900 })
+	writeRun(t, b, base, 2, func(r *Result) {
+		r.TargetRate, r.AchievedRate = 5000, 4900
+		r.Retries, r.ErrorMix = 12, map[string]int64{"KAFKA_STORAGE_ERROR": 9, "NOT_ENOUGH_REPLICAS": 13}
+	})
 	html := filepath.Join(tmp, "cmp.html")
 	stdout, _, err := runReport(t, "compare", "--html", html, a, b)
 	if err != nil {
@@ -119,6 +127,7 @@ func TestCompareCommandOutput(t *testing.T) {
 		"target msg/s":   {"1000", "5000"},
 		"achieved msg/s": {"1000", "4900"},
 		"errors":         {"1", "1"},
+		"retries":        {"3", "12"},
 		"SLA":            {"fail", "fail"},
 	} {
 		if got := rows[row]; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
@@ -131,6 +140,12 @@ func TestCompareCommandOutput(t *testing.T) {
 	for _, row := range []string{"ack p50 ms", "ack p99 ms", "ack p99.9 ms", "send delay p99 ms", "saturated"} {
 		if _, ok := rows[row]; !ok {
 			t.Errorf("compare lacks row %q:\n%s", row, stdout)
+		}
+	}
+	for _, want := range []string{"error mix run-a: NOT_LEADER_OR_FOLLOWER: 3\n",
+		"error mix run-b: NOT_ENOUGH_REPLICAS: 13, KAFKA_STORAGE_ERROR: 9\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("compare lacks %q:\n%s", want, stdout)
 		}
 	}
 	if !strings.Contains(stdout, "overlay: "+html) {

@@ -211,6 +211,15 @@ func RenderHTML(r *Run) ([]byte, error) {
 	}
 	b.WriteString(thr.svg())
 
+	if len(res.ErrorMix) > 0 {
+		// The summary has the mix on one line; the table is for reading it.
+		fmt.Fprintf(&b, "<h2>Failed produce attempts by cause</h2><p>%d requests retried after a backoff, %d messages re-sent; %d messages failed.</p><table>",
+			res.Retries, res.MessagesRetried, res.Errors)
+		for _, name := range errorMixNames(res.ErrorMix) {
+			fmt.Fprintf(&b, "<tr><td>%s</td><td align=\"right\">%d</td></tr>", html.EscapeString(name), res.ErrorMix[name])
+		}
+		b.WriteString("</table>")
+	}
 	if res.FindMax != nil {
 		fm := chart{Title: "Find-max steps: p99 by target rate", XLabel: "target msg/s", YLabel: "p99 ms", TargetY: res.FindMax.TargetP99Ms}
 		l := line{Name: "p99"}

@@ -55,6 +55,13 @@ func Merge(runs []*Run) (*Run, error) {
 		res.MessagesAcked += in.MessagesAcked
 		res.MessagesConsumed += in.MessagesConsumed
 		res.MessagesRetried += in.MessagesRetried
+		res.Retries += in.Retries
+		for name, n := range in.ErrorMix {
+			if res.ErrorMix == nil {
+				res.ErrorMix = map[string]int64{}
+			}
+			res.ErrorMix[name] += n
+		}
 		res.Errors += in.Errors
 		if res.FirstError == "" && in.FirstError != "" {
 			res.FirstError = in.FirstError

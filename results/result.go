@@ -41,10 +41,22 @@ type Result struct {
 	MessagesConsumed int64   `json:"messages_consumed,omitempty"`
 	Errors           int64   `json:"errors"`
 	// MessagesRetried counts re-sends after retriable failures (leader
-	// moves, broken connections); their latency runs from the original
-	// intended time, so failovers show up in the tail.
-	MessagesRetried int64  `json:"messages_retried,omitempty"`
-	FirstError      string `json:"first_error,omitempty"`
+	// moves, broken connections, broker errors such as
+	// NOT_ENOUGH_REPLICAS or KAFKA_STORAGE_ERROR); their latency runs from
+	// the original intended time, so failovers show up in the tail. Lean
+	// client only (franz-go does not say how many records it re-sent).
+	MessagesRetried int64 `json:"messages_retried,omitempty"`
+	// Retries counts produce requests (one partition's batch each, for the
+	// lean client) re-sent after a retriable failure, each after a backoff
+	// (--retry-backoff, doubling up to --retry-backoff-max). A batch that
+	// runs out of retries (--retries) or time (--delivery-timeout) counts
+	// its messages in Errors.
+	Retries int64 `json:"retries,omitempty"`
+	// ErrorMix counts failed produce attempts by cause, retried or not:
+	// the Kafka error code name (KAFKA_STORAGE_ERROR,
+	// NOT_LEADER_OR_FOLLOWER, ...), CONNECTION_LOST, or OTHER.
+	ErrorMix   map[string]int64 `json:"error_mix,omitempty"`
+	FirstError string           `json:"first_error,omitempty"`
 
 	AckLatencyMs Percentiles  `json:"ack_latency_ms"`
 	E2ELatencyMs *Percentiles `json:"e2e_latency_ms,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,7 +115,8 @@ func TestReportFiles(t *testing.T) {
 	iv, _ := intervals(start.UnixMilli(), 3, 4, 20_000)
 	e2e, _ := intervals(start.UnixMilli(), 3, 5, 30_000)
 	r := &Run{Result: Result{Label: "files", StartedAt: start, TargetRate: 2000, AchievedRate: 2000,
-		MessagesAcked: 6000, SLA: SLA{TargetP99Ms: 10}}, Ack: iv, E2E: e2e, SendDelay: iv}
+		MessagesAcked: 6000, Errors: 40, Retries: 25, MessagesRetried: 250, SLA: SLA{TargetP99Ms: 10},
+		ErrorMix: map[string]int64{"KAFKA_STORAGE_ERROR": 30, "<b>": 1}}, Ack: iv, E2E: e2e, SendDelay: iv}
 	r.Finalize()
 	dir := t.TempDir()
 	if err := r.Write(dir); err != nil {
@@ -129,7 +131,7 @@ func TestReportFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"target_rate", "achieved_rate", "messages_acked", "errors", "ack_latency_ms",
-		"e2e_latency_ms", "send_delay_ms", "sla", "environment"} {
+		"e2e_latency_ms", "send_delay_ms", "sla", "environment", "retries", "messages_retried", "error_mix"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("result.json lacks %q", k)
 		}
@@ -177,13 +179,23 @@ func TestReportFiles(t *testing.T) {
 	if n := strings.Count(string(page), "<svg"); n < 3 {
 		t.Fatalf("report.html has %d svg charts, want >= 3", n)
 	}
+	// The mix is in the summary and in its own table, escaped.
+	for _, want := range []string{`error mix\s+KAFKA_STORAGE_ERROR: 30, &lt;b&gt;: 1\n`,
+		`<tr><td>KAFKA_STORAGE_ERROR</td><td align="right">30</td></tr>`, `25 requests retried after a backoff, 250 messages re-sent; 40 messages failed`} {
+		if !regexp.MustCompile(want).Match(page) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(string(page), "<b>") {
+		t.Error("report.html does not escape an error name")
+	}
 	if strings.Contains(string(page), "<script") || strings.Contains(string(page), "http://cdn") {
 		t.Fatal("report.html must be self-contained")
 	}
 
 	var sum bytes.Buffer
 	WriteSummary(&sum, &r.Result)
-	if !strings.Contains(sum.String(), "SLA FAIL") {
+	if !strings.Contains(sum.String(), "SLA FAIL") || !regexp.MustCompile(`retries\s+25 requests\s+250 messages re-sent\n`).MatchString(sum.String()) {
 		t.Fatalf("summary lacks verdict:\n%s", sum.String())
 	}
 	var cmp bytes.Buffer

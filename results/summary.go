@@ -3,6 +3,7 @@ package results
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -19,8 +20,11 @@ func WriteSummary(w io.Writer, r *Result) {
 	fmt.Fprintf(tw, "rate\ttarget %.0f msg/s\tachieved %.0f msg/s (%.1f MB/s of %d-byte messages)\n",
 		r.TargetRate, r.AchievedRate, r.ThroughputMBps, r.MessageSize)
 	fmt.Fprintf(tw, "messages\tsent %d\tacked %d, errors %d\n", r.MessagesSent, r.MessagesAcked, r.Errors)
-	if r.MessagesRetried > 0 {
-		fmt.Fprintf(tw, "retried\t%d\n", r.MessagesRetried)
+	if r.Retries > 0 || r.MessagesRetried > 0 {
+		fmt.Fprintf(tw, "retries\t%d requests\t%d messages re-sent\n", r.Retries, r.MessagesRetried)
+	}
+	if len(r.ErrorMix) > 0 {
+		fmt.Fprintf(tw, "error mix\t%s\n", FormatErrorMix(r.ErrorMix))
 	}
 	if r.FirstError != "" {
 		fmt.Fprintf(tw, "first error\t%s\n", r.FirstError)
@@ -91,6 +95,7 @@ func WriteCompare(w io.Writer, runs []*Run) {
 	cells("achieved msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.AchievedRate) })
 	cells("MB/s", func(r *Result) string { return fmt.Sprintf("%.1f", r.ThroughputMBps) })
 	cells("errors", func(r *Result) string { return fmt.Sprint(r.Errors) })
+	cells("retries", func(r *Result) string { return fmt.Sprint(r.Retries) })
 	for _, q := range []struct {
 		name string
 		f    func(p Percentiles) float64
@@ -120,4 +125,40 @@ func WriteCompare(w io.Writer, runs []*Run) {
 	cells("io path", func(r *Result) string { return r.Environment.BrokerIOPath })
 	cells("fsync", func(r *Result) string { return r.Environment.BrokerFsync })
 	tw.Flush()
+	// The mixes are too wide for a column each.
+	for _, r := range runs {
+		if len(r.Result.ErrorMix) > 0 {
+			name := r.Result.Label
+			if name == "" {
+				name = r.Dir
+			}
+			fmt.Fprintf(w, "error mix %s: %s\n", name, FormatErrorMix(r.Result.ErrorMix))
+		}
+	}
+}
+
+// FormatErrorMix renders an error mix as "NAME: n, NAME: n", most
+// frequent first.
+func FormatErrorMix(mix map[string]int64) string {
+	names := errorMixNames(mix)
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s: %d", k, mix[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// errorMixNames lists the causes of a mix, most frequent first.
+func errorMixNames(mix map[string]int64) []string {
+	names := make([]string, 0, len(mix))
+	for k := range mix {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if mix[names[i]] != mix[names[j]] {
+			return mix[names[i]] > mix[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	return names
 }

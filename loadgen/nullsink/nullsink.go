@@ -4,7 +4,9 @@
 //
 // It answers ApiVersions, Metadata (it leads every partition of every topic
 // itself), CreateTopics and Produce (acks=0 requests get no response, as in
-// Kafka). Everything else closes the connection.
+// Kafka). Everything else closes the connection. FailProduce makes it
+// answer every produce with an error code instead, a deterministic broker
+// fault for the generator's retry tests.
 package nullsink
 
 import (
@@ -31,6 +33,29 @@ type Server struct {
 	// Requests and Bytes count produce requests and their bytes.
 	Requests atomic.Int64
 	Bytes    atomic.Int64
+	// fail is the error code produced partitions are answered with (low
+	// 16 bits; 0: none) and the partition it applies to (high 32 bits;
+	// -1: all), in one word so a request sees both from one change.
+	fail atomic.Int64
+}
+
+// FailProduce answers every produced partition with code (a kerr code,
+// e.g. kerr.KafkaStorageError.Code) from now on; 0 accepts again.
+func (s *Server) FailProduce(code int16) { s.FailPartition(-1, code) }
+
+// FailPartition answers produces to partition (of any topic; -1: every
+// partition) with code from now on, and accepts the others.
+func (s *Server) FailPartition(partition int32, code int16) {
+	s.fail.Store(int64(partition)<<32 | int64(uint16(code)))
+}
+
+// failCode is the code to answer partition p with.
+func (s *Server) failCode(p int32) int16 {
+	f := s.fail.Load()
+	if part := int32(f >> 32); part != -1 && part != p {
+		return 0
+	}
+	return int16(uint16(f))
 }
 
 // Listen starts a sink on addr (e.g. "127.0.0.1:0"); topics it has not seen
@@ -142,6 +167,7 @@ func (s *Server) handle(frame []byte) ([]byte, error) {
 			for _, p := range t.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
 				rp.Partition = p.Partition
+				rp.ErrorCode = s.failCode(p.Partition)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			pr.Topics = append(pr.Topics, rt)

@@ -1,0 +1,384 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
+
+	"github.com/ringlog/ringlog/loadgen/nullsink"
+	"github.com/ringlog/ringlog/results"
+)
+
+// retryTestConfig: one partition, batches closed by a 100 ms linger (about
+// 25 batches over the 2.5 s run), and a backoff of 100 ms doubling to
+// 400 ms within a 1.5 s delivery timeout. A refusing broker then sees one
+// probe of the failing partition per backoff: after about 0.1, 0.3, 0.7 s,
+// then every 320-400 ms until the last batch expires, about a dozen
+// attempts in all. Re-sending every batch every 100 ms (the generator
+// before backoff) made about 350.
+func retryTestConfig(addr, client string) Config {
+	cfg := testConfig([]string{addr})
+	cfg.Client = client
+	cfg.Partitions = 1
+	cfg.Rate = 200
+	cfg.Linger = 100 * time.Millisecond
+	cfg.RetryBackoff = 100 * time.Millisecond
+	cfg.RetryBackoffMax = 400 * time.Millisecond
+	cfg.DeliveryTimeout = 1500 * time.Millisecond
+	return cfg
+}
+
+// startSink starts a one-partition null sink for the test.
+func startSink(t *testing.T) *nullsink.Server {
+	t.Helper()
+	sink, err := nullsink.Listen("127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	return sink
+}
+
+// TestRetryBackoffAccounting answers every produce with
+// KAFKA_STORAGE_ERROR (the full-disk error) and checks both clients back
+// off: the retries per batch stay within the schedule, every failed
+// attempt is in the error mix, and every message ends as an error once
+// its delivery timeout is spent (none acked, none lost).
+func TestRetryBackoffAccounting(t *testing.T) {
+	for _, client := range []string{"lean", "kgo"} {
+		t.Run(client, func(t *testing.T) {
+			sink := startSink(t)
+			sink.FailProduce(kerr.KafkaStorageError.Code)
+			cfg := retryTestConfig(sink.Addr(), client)
+			run, err := Run(context.Background(), cfg, progressOut(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := run.Result
+			total := int64(cfg.Rate * (cfg.Warmup + cfg.Duration).Seconds())
+			attempts := r.ErrorMix["KAFKA_STORAGE_ERROR"]
+			t.Logf("errors %d retries %d messages retried %d mix %v requests %d first error %q",
+				r.Errors, r.Retries, r.MessagesRetried, r.ErrorMix, sink.Requests.Load(), r.FirstError)
+			if r.MessagesAcked != 0 || r.Errors < total-2 || r.Errors > total {
+				t.Fatalf("acked %d errors %d: want every one of ~%d messages failed", r.MessagesAcked, r.Errors, total)
+			}
+			if len(r.ErrorMix) != 1 || attempts == 0 {
+				t.Fatalf("error mix %v: want only KAFKA_STORAGE_ERROR", r.ErrorMix)
+			}
+			// The broker saw each attempt once and answered it with the error.
+			if got := sink.Requests.Load(); got != attempts {
+				t.Fatalf("sink answered %d produce requests, error mix counts %d", got, attempts)
+			}
+			// One attempt per backoff for the whole partition, not one per
+			// batch: kgo re-tries a failing partition after a metadata
+			// refresh, at most every --retry-backoff-max.
+			if attempts < 4 || attempts > 20 || r.Retries == 0 || r.Retries > attempts || r.MessagesRetried == 0 {
+				t.Fatalf("%d attempts, %d retries (%d messages): want about a dozen attempts", attempts, r.Retries, r.MessagesRetried)
+			}
+			if client == "kgo" {
+				if !strings.Contains(r.FirstError, "timed out") {
+					t.Fatalf("first error %q: want kgo's record timeout", r.FirstError)
+				}
+				return
+			}
+			// A batch is re-sent at most 5 times in 1.5 s (waits of at
+			// least 80, 160, 320, 320, 320 ms), so no message more often.
+			if r.MessagesRetried > 5*r.Errors {
+				t.Fatalf("%d messages re-sent for %d messages", r.MessagesRetried, r.Errors)
+			}
+			if !strings.Contains(r.FirstError, "delivery timeout") || !strings.Contains(r.FirstError, "KAFKA_STORAGE_ERROR") {
+				t.Fatalf("first error %q: want the give-up and its last cause", r.FirstError)
+			}
+		})
+	}
+}
+
+// TestFailingPartitionHeld: one partition of four refuses every produce.
+// Its batches wait behind one probe per backoff and end as errors at the
+// delivery timeout; the other partitions are acknowledged as if nothing
+// happened. Nothing is lost or counted twice.
+func TestFailingPartitionHeld(t *testing.T) {
+	sink, err := nullsink.Listen("127.0.0.1:0", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	sink.FailPartition(2, kerr.NotEnoughReplicas.Code)
+	cfg := retryTestConfig(sink.Addr(), "lean")
+	cfg.Partitions, cfg.Keys, cfg.Rate = 4, 4, 800 // keys cycle over the partitions
+	run, err := Run(context.Background(), cfg, progressOut(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	total := int64(cfg.Rate * (cfg.Warmup + cfg.Duration).Seconds())
+	measured := int64(cfg.Rate * cfg.Duration.Seconds())
+	attempts := r.ErrorMix["NOT_ENOUGH_REPLICAS"]
+	if r.Errors != total/4 || r.MessagesAcked != measured*3/4 {
+		t.Fatalf("errors %d (want %d), measured acked %d (want %d): %s", r.Errors, total/4, r.MessagesAcked, measured*3/4, r.FirstError)
+	}
+	if len(r.ErrorMix) != 1 || attempts < 4 || attempts > 20 || r.Retries == 0 {
+		t.Fatalf("error mix %v, retries %d: want about a dozen probes of partition 2", r.ErrorMix, r.Retries)
+	}
+	// The healthy partitions' acks are not held up by the failing one.
+	if r.AckLatencyMs.P50 > 200 {
+		t.Fatalf("ack p50 %.1f ms: healthy partitions waited", r.AckLatencyMs.P50)
+	}
+}
+
+// TestRetryLimit: with --retries 2 a batch is sent at most three times,
+// then its messages fail; the batches held behind it fail at the end.
+func TestRetryLimit(t *testing.T) {
+	sink := startSink(t)
+	sink.FailProduce(kerr.NotEnoughReplicas.Code)
+	cfg := retryTestConfig(sink.Addr(), "lean")
+	cfg.Retries = 2
+	cfg.DeliveryTimeout = 30 * time.Second
+	cfg.DrainTimeout = time.Second
+	run, err := Run(context.Background(), cfg, progressOut(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	if r.MessagesAcked != 0 || r.Errors != 500 || r.Retries == 0 || r.MessagesRetried > 2*r.Errors {
+		t.Fatalf("errors %d, retries %d, messages retried %d: want all failed, none re-sent more than twice",
+			r.Errors, r.Retries, r.MessagesRetried)
+	}
+	if !strings.Contains(r.FirstError, "gave up after 2 retries: NOT_ENOUGH_REPLICAS") {
+		t.Fatalf("first error %q", r.FirstError)
+	}
+}
+
+// TestRetryRecovers: a broker that fails for a while and then accepts
+// loses nothing; the messages that waited show it in their latency.
+func TestRetryRecovers(t *testing.T) {
+	sink := startSink(t)
+	cfg := retryTestConfig(sink.Addr(), "lean")
+	cfg.DeliveryTimeout = 10 * time.Second
+	cfg.StartAt = time.Now().Add(300 * time.Millisecond)
+	cfg.Quiet = false
+	var progress bytes.Buffer
+	go func() {
+		time.Sleep(time.Until(cfg.StartAt.Add(cfg.Warmup + 500*time.Millisecond)))
+		sink.FailProduce(kerr.NotLeaderForPartition.Code)
+		time.Sleep(600 * time.Millisecond)
+		sink.FailProduce(0)
+	}()
+	run, err := Run(context.Background(), cfg, &progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	// The progress line shows retries and the mix once there are any.
+	if !regexp.MustCompile(`errors 0  retries \d+ \(NOT_LEADER_OR_FOLLOWER: \d+\)\n`).Match(progress.Bytes()) {
+		t.Errorf("progress lines lack the retries:\n%s", progress.String())
+	}
+	want := int64(cfg.Rate * cfg.Duration.Seconds())
+	if r.Errors != 0 || r.MessagesAcked < want-2 || r.MessagesAcked > want {
+		t.Fatalf("acked %d (want %d), errors %d (%s)", r.MessagesAcked, want, r.Errors, r.FirstError)
+	}
+	if r.Retries == 0 || r.ErrorMix["NOT_LEADER_OR_FOLLOWER"] == 0 {
+		t.Fatalf("retries %d, mix %v", r.Retries, r.ErrorMix)
+	}
+	// Messages scheduled early in the 600 ms fault waited for it to end.
+	if r.AckLatencyMs.Max < 400 {
+		t.Fatalf("ack max %.1f ms: the fault is missing from the latency", r.AckLatencyMs.Max)
+	}
+}
+
+// TestRetryFlags: the CLI's retry flags reach the run (its workload
+// records them) and are validated.
+func TestRetryFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	run := func(extra ...string) error {
+		app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{}, ExitErrHandler: func(*cli.Context, error) {}}
+		return app.Run(append([]string{"ringlog", "loadgen", "--null-sink", "--rate", "1000", "--duration", "500ms",
+			"--warmup", "0s", "--out", out, "--quiet"}, extra...))
+	}
+	if err := run("--retry-backoff", "20ms", "--retry-backoff-max", "10ms"); err == nil ||
+		!strings.Contains(err.Error(), "retry-backoff-max 10ms must be at least retry-backoff 20ms") {
+		t.Fatalf("bad backoff accepted: %v", err)
+	}
+	if err := run("--retry-backoff", "20ms", "--retry-backoff-max", "300ms", "--retries", "7", "--delivery-timeout", "4s"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := res.Workload
+	if w["retry_backoff"] != "20ms" || w["retry_backoff_max"] != "300ms" || w["retries"] != "7" || w["delivery_timeout"] != "4s" {
+		t.Fatalf("workload %v lacks the retry flags", w)
+	}
+	if res.Retries != 0 || res.ErrorMix != nil || res.Errors != 0 {
+		t.Fatalf("a healthy run reports retries %d, mix %v, errors %d", res.Retries, res.ErrorMix, res.Errors)
+	}
+	// --null-sink-error makes the sink refuse every produce.
+	if err := run("--null-sink-error", "KAFKA_STORAGE_ERROR", "--delivery-timeout", "300ms"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = results.ReadJSON(out); err != nil {
+		t.Fatal(err)
+	}
+	if res.MessagesAcked != 0 || res.Errors != 500 || res.Retries == 0 || res.ErrorMix["KAFKA_STORAGE_ERROR"] <= res.Retries {
+		t.Fatalf("refusing sink: acked %d errors %d retries %d mix %v", res.MessagesAcked, res.Errors, res.Retries, res.ErrorMix)
+	}
+	app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{}, ExitErrHandler: func(*cli.Context, error) {}}
+	if err := app.Run([]string{"ringlog", "loadgen", "--null-sink-error", "56"}); err == nil || !strings.Contains(err.Error(), "needs --null-sink") {
+		t.Fatalf("--null-sink-error without --null-sink: %v", err)
+	}
+}
+
+// TestRetryBackoffRealBroker drives the real broker into a retriable
+// error: an RF=3 topic with min.insync.replicas=3 on three brokers, one
+// follower killed and out of the ISR, so every acks=all produce is
+// refused with NOT_ENOUGH_REPLICAS. The loadgen command then backs off,
+// every message ends as an error, and the error mix is in result.json,
+// the summary and report.html.
+func TestRetryBackoffRealBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-broker cluster")
+	}
+	bin := realBrokerBin(t)
+	t.Setenv("RINGLOG_REPLICA_LAG_TIME_MAX", "1s") // the killed follower leaves the ISR quickly
+	if io := os.Getenv("RINGLOG_TEST_IO"); io != "" {
+		t.Setenv("RINGLOG_IO", io)
+	}
+	// A file, not a buffer: the three processes write it at once.
+	dir := t.TempDir()
+	log, err := os.Create(filepath.Join(dir, "brokers.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	brokerLog := func() string { b, _ := os.ReadFile(log.Name()); return string(b) }
+	bs, err := StartLocalCluster(bin, dir, 3, log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, brokerLog())
+	}
+	t.Cleanup(func() {
+		for _, b := range bs {
+			b.Stop()
+		}
+		if t.Failed() {
+			t.Logf("broker log:\n%s", brokerLog())
+		}
+	})
+	const topic = "retry"
+	var addrs []string
+	for _, b := range bs {
+		addrs = append(addrs, b.Addr)
+	}
+	cfg := DefaultConfig()
+	cfg.Bootstrap, cfg.Topic, cfg.Partitions, cfg.ReplicationFactor = addrs, topic, 1, 3
+	cfg.TopicConfigs = map[string]string{"min.insync.replicas": "3"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := waitForReplicas(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareTopic(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	isr := func() (leader int32, n int) {
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return -1, 0
+		}
+		p := md.Topics[topic].Partitions[0]
+		return p.Leader, len(p.ISR)
+	}
+	waitISR := func(want int) int32 {
+		for {
+			if l, n := isr(); l >= 0 && n == want {
+				return l
+			}
+			select {
+			case <-ctx.Done():
+				l, n := isr()
+				t.Fatalf("ISR of %d (leader %d), want %d", n, l, want)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	leader := waitISR(3)
+	// Kill a follower (node ids are 1..3 in start order) and wait until
+	// the ISR is below min.insync.replicas.
+	var live []string
+	killed := false
+	for i, b := range bs {
+		if int32(i+1) != leader && !killed {
+			syscall.Kill(b.Pid(), syscall.SIGKILL)
+			killed = true
+			continue
+		}
+		live = append(live, b.Addr)
+	}
+	waitISR(2)
+
+	out := filepath.Join(t.TempDir(), "run")
+	var stdout bytes.Buffer
+	app := &cli.App{Commands: Commands(), Writer: &stdout, ErrWriter: os.Stderr}
+	start := time.Now()
+	err = app.Run([]string{"ringlog", "loadgen", "--bootstrap", strings.Join(live, ","), "--topic", topic,
+		"--rate", "200", "--message-size", "200", "--linger", "100ms", "--duration", "3s", "--warmup", "500ms",
+		"--retry-backoff", "100ms", "--retry-backoff-max", "1s", "--delivery-timeout", "2s", "--out", out, "--quiet"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	t.Logf("run took %v\n%s", time.Since(start), stdout.String())
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attempts int64
+	for name, n := range res.ErrorMix {
+		// Before the refusals the ISR may just have shrunk under a request.
+		if name != "NOT_ENOUGH_REPLICAS" && name != "NOT_ENOUGH_REPLICAS_AFTER_APPEND" && name != "REQUEST_TIMED_OUT" {
+			t.Errorf("error mix %v: unexpected %s", res.ErrorMix, name)
+		}
+		attempts += n
+	}
+	if res.ErrorMix["NOT_ENOUGH_REPLICAS"] == 0 || res.Retries == 0 {
+		t.Fatalf("error mix %v, retries %d: want NOT_ENOUGH_REPLICAS retried", res.ErrorMix, res.Retries)
+	}
+	if res.MessagesAcked != 0 || res.Errors != 700 {
+		t.Fatalf("acked %d, errors %d: want all 700 messages failed (%s)", res.MessagesAcked, res.Errors, res.FirstError)
+	}
+	// One probe per backoff (100, 200, 400, 800 ms, then 1 s) from the
+	// first refusal until the last batch expires, 5.5 s later: about 10
+	// attempts for the 35 batches (each re-sent every 100 ms before the
+	// backoff: about 700). No batch is re-sent more than 5 times in 2 s.
+	if attempts > 20 || res.MessagesRetried > 5*res.Errors {
+		t.Fatalf("%d attempts, %d retries, %d messages re-sent: want about 10 attempts", attempts, res.Retries, res.MessagesRetried)
+	}
+	// Backing off (and looking leaders up) must not hold up the schedule:
+	// new batches still go out at their intended times.
+	if res.SendDelayMs.P99 > 50 {
+		t.Fatalf("send delay p99 %.1f ms: the generator fell behind while retrying", res.SendDelayMs.P99)
+	}
+	if !regexp.MustCompile(`error mix\s+NOT_ENOUGH_REPLICAS: \d+`).MatchString(stdout.String()) {
+		t.Fatalf("summary lacks the error mix:\n%s", stdout.String())
+	}
+	page, err := os.ReadFile(filepath.Join(out, results.HTMLFile))
+	if err != nil || !bytes.Contains(page, []byte("<tr><td>NOT_ENOUGH_REPLICAS</td>")) {
+		t.Fatalf("report.html lacks the error mix table (%v)", err)
+	}
+}
