@@ -473,7 +473,7 @@ func (q *uringQueue) touch(p *Partition) { q.touched = append(q.touched, p) }
 // accept files one request. Owner only.
 func (q *uringQueue) accept(r ioReq) {
 	pio := q.partIO(r.p)
-	if pio.undo != nil && r.gen > pio.undo.gen {
+	if pio.undo != nil && pio.undo.sent && r.gen > pio.undo.gen {
 		pio.undo = nil // stamped after the rollback was applied
 	}
 	switch r.kind {
