@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 )
 
-// Rolling a partition back after its writes failed for lack of space.
+// Retiring the ring's groups (owner only): acknowledging the completed
+// prefix, taking the partition offline after a fatal failure, and rolling
+// it back after its writes failed for lack of space.
 //
 // On the io_uring path appends are stamped (offsets, segment size, index
 // entries, producer state, epoch cache) under the partition lock before
@@ -32,6 +35,106 @@ import (
 // the retired prefix. A failed fdatasync, or a write failing with any other
 // errno, still takes the partition offline (failPart): the page cache
 // cannot be trusted after those.
+
+// retire hands the contiguous done prefix of p's groups to the completer.
+// A fatal failure fails p; writes that failed for lack of space start or
+// continue its rollback (undo) once the prefix before them is retired.
+func (q *uringQueue) retire(p *Partition, pio *partIO) {
+	if pio.failed != nil {
+		return
+	}
+	if pio.fatal != nil {
+		q.failPart(p, pio, pio.fatal)
+		return
+	}
+	q.advance(p, pio)
+	q.undo(p, pio)
+}
+
+// advance retires the contiguous prefix of groups written (and synced)
+// without error.
+func (q *uringQueue) advance(p *Partition, pio *partIO) {
+	i := 0
+	n := ioNote{kind: noteAdvance, p: p, durable: q.always}
+	for ; i < len(pio.groups)-pio.unsent; i++ {
+		g := pio.groups[i]
+		if !g.done() || g.err != nil {
+			break
+		}
+		n.end, n.seg, n.pos, n.gen = g.end, g.seg, g.pos+g.n, g.gen
+		n.waiters = append(n.waiters, g.waiters...)
+		g.waiters = nil
+	}
+	if i == 0 {
+		return
+	}
+	clear(pio.groups[:i])
+	pio.groups = pio.groups[i:]
+	q.note(n)
+}
+
+// failPart fails p: every waiter of an unretired group fails with err and
+// later appends are refused. Groups still in the kernel keep their buffers
+// pinned until their completions arrive.
+func (q *uringQueue) failPart(p *Partition, pio *partIO, err error) {
+	if pio.failed != nil {
+		return
+	}
+	pio.failed = err
+	n := ioNote{kind: noteFail, p: p, err: err}
+	for _, g := range pio.groups {
+		n.waiters = append(n.waiters, g.waiters...)
+		g.waiters = nil
+		if !g.sent {
+			for ; g.refs > 0; g.refs-- {
+				g.seg.release()
+			}
+			g.bufs = nil
+		}
+	}
+	pio.groups, pio.unsent = nil, 0
+	q.note(n)
+	q.touch(p) // answers its barriers and drops its flushes
+	if pio.out == 0 && pio.torn != nil {
+		q.cutTorn(p, pio)
+	}
+}
+
+// noteTorn remembers where a failed write started: part of it (and of
+// writes after it) may be in the file. Out of space (ENOSPC, EDQUOT, or a
+// short write: the kernel running out of room) is undone by a rollback;
+// any other errno is fatal. Owner only.
+func (q *uringQueue) noteTorn(g *ioGroup, res int32, err error) {
+	pio := q.parts[g.p]
+	if res == -int32(syscall.ENOSPC) || res == -int32(syscall.EDQUOT) || res >= 0 {
+		q.e.disk.noSpace()
+	} else if pio.fatal == nil {
+		pio.fatal = err
+	}
+	switch {
+	case pio.torn == nil:
+		g.seg.acquire()
+		pio.torn, pio.tornPos, pio.tornOff = g.seg, g.pos, g.base
+	case pio.torn == g.seg && g.pos < pio.tornPos:
+		pio.tornPos, pio.tornOff = g.pos, g.base
+	}
+}
+
+// cutTorn truncates the segment a write failed on back to the end of its
+// last whole batch at once, instead of leaving the torn tail (and the
+// space it holds) to the next Open, when the partition goes offline
+// (a fatal failure; out of space is rolled back instead, uring_undo.go).
+// Owner only; no write of the partition is in the kernel.
+func (q *uringQueue) cutTorn(p *Partition, pio *partIO) {
+	seg, pos := pio.torn, pio.tornPos
+	pio.torn = nil
+	if err := seg.log.Truncate(pos); err != nil {
+		q.e.log.Error("truncating the torn tail after a failed write", "path", seg.path(logSuffix), "to", pos, "err", err)
+	} else {
+		q.e.log.Warn("truncated the torn tail after a failed write", "topic", p.topic.name, "partition", p.idx, "path", seg.path(logSuffix), "to", pos)
+	}
+	seg.release()
+}
 
 // undoState is a partition's rollback in the owner.
 type undoState struct {
