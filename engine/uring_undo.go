@@ -81,19 +81,7 @@ func (q *uringQueue) failPart(p *Partition, pio *partIO, err error) {
 		return
 	}
 	pio.failed = err
-	n := ioNote{kind: noteFail, p: p, err: err}
-	for _, g := range pio.groups {
-		n.waiters = append(n.waiters, g.waiters...)
-		g.waiters = nil
-		if !g.sent {
-			for ; g.refs > 0; g.refs-- {
-				g.seg.release()
-			}
-			g.bufs = nil
-		}
-	}
-	pio.groups, pio.unsent = nil, 0
-	q.note(n)
+	q.note(ioNote{kind: noteFail, p: p, err: err, waiters: pio.dropGroups(0)})
 	q.touch(p) // answers its barriers and drops its flushes
 	if pio.out == 0 && pio.torn != nil {
 		q.cutTorn(p, pio)
@@ -167,20 +155,7 @@ func (q *uringQueue) undo(p *Partition, pio *partIO) {
 		if pio.undo == nil {
 			pio.undo = &undoState{gen: pio.groups[k].gen, err: fmt.Errorf("%w (%w)", pio.groups[k].err, errRollingBack)}
 		}
-		n := ioNote{kind: noteReject, p: p, err: pio.undo.err}
-		for _, g := range pio.groups[k:] {
-			n.waiters = append(n.waiters, g.waiters...)
-			g.waiters = nil
-			if !g.sent {
-				for ; g.refs > 0; g.refs-- {
-					g.seg.release()
-				}
-				g.bufs = nil
-			}
-		}
-		clear(pio.groups[k:])
-		pio.groups, pio.unsent = pio.groups[:k], 0
-		q.note(n)
+		q.note(ioNote{kind: noteReject, p: p, err: pio.undo.err, waiters: pio.dropGroups(k)})
 	}
 	if pio.undo == nil || pio.undo.sent || pio.out > 0 || len(pio.groups) > 0 {
 		return
@@ -226,4 +201,25 @@ func (p *Partition) rollBack(seg *segment, pos, offset int64, gen uint64, cause 
 	}
 	p.e.log.Warn("rolled back appends after a write failed for lack of space; the partition stays online",
 		"topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "to", offset, "log_end_was", from, "path", seg.path(logSuffix), "pos", pos, "err", cause)
+}
+
+// dropGroups forgets the groups from index k on (every unsent group among
+// them: they follow the sent ones) and returns their waiters. Groups still
+// in the kernel keep their buffers pinned and their segment refs until
+// their completions arrive.
+func (pio *partIO) dropGroups(k int) []*waiter {
+	var ws []*waiter
+	for _, g := range pio.groups[k:] {
+		ws = append(ws, g.waiters...)
+		g.waiters = nil
+		if !g.sent {
+			for ; g.refs > 0; g.refs-- {
+				g.seg.release()
+			}
+			g.bufs = nil
+		}
+	}
+	clear(pio.groups[k:])
+	pio.groups, pio.unsent = pio.groups[:k], 0
+	return ws
 }
