@@ -3,11 +3,13 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/engine/vfs"
 )
@@ -153,8 +155,15 @@ func TestDiskFullRollback(t *testing.T) {
 				appendWait(t, p, batchOf(i, 1))
 			}
 			offline := e.Offline()
+			// A follower reads (up to the readable end) throughout.
+			stop, read := make(chan struct{}), make(chan int64)
+			go followReads(t, p, 5, stop, read)
 			end := burstIntoENOSPC(t, p, efs, 5, func(i int64) []byte { return batchOf(i, 1) })
 			checkRolledBack(t, e, p, offline, end)
+			close(stop)
+			if got := <-read; got > end {
+				t.Fatalf("a follower read up to offset %d, past the failed write at %d", got, end)
+			}
 
 			efs.Clear()
 			e.CheckDisk() // the fake statfs has room
@@ -232,5 +241,48 @@ func TestDiskFullRollbackIdempotent(t *testing.T) {
 	checkSequence(t, got, 0, want)
 	if int64(len(got)) != end+3 {
 		t.Fatalf("%d records after reopening, want %d", len(got), end+3)
+	}
+}
+
+// followReads reads p as a follower does (ReadReplica) from offset from
+// until stop, checking every record's value, and sends the end it read to.
+func followReads(t *testing.T, p *Partition, from int64, stop <-chan struct{}, read chan<- int64) {
+	next := from
+	defer func() { read <- next }()
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		res, err := p.ReadReplica(next, 1<<16)
+		if err != nil {
+			t.Errorf("follower read at %d: %v", next, err)
+			return
+		}
+		if res.Data.Len() == 0 {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		b := make([]byte, res.Data.Len())
+		_, err = res.Data.ReadAt(b, res.Data.Pos())
+		res.Data.Release()
+		if err != nil && !errors.Is(err, io.EOF) {
+			t.Errorf("follower read at %d: %v", next, err)
+			return
+		}
+		bs, err := batchtest.Decode(b)
+		if err != nil {
+			t.Errorf("follower decode at %d: %v", next, err)
+			return
+		}
+		for _, b := range bs {
+			for _, r := range b.Records {
+				if string(r.Value) != val(r.Offset) {
+					t.Errorf("follower read %q at %d", r.Value, r.Offset)
+				}
+			}
+			next = b.BaseOffset + int64(b.LastOffsetDelta) + 1
+		}
 	}
 }
