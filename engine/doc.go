@@ -108,10 +108,15 @@
 // Writes are visible at once and durable after fdatasync; a file's new
 // name is durable after its directory is fsynced. A crash may keep any
 // prefix of unflushed appends (a torn tail) but does not change flushed
-// bytes. A failed write or fdatasync cannot be retried (the kernel may
-// have dropped the dirty pages): the partition goes offline (offline.go),
-// fails its waiters with ErrStorage and refuses appends and reads until a
-// restart recovers it from disk; Close then writes no clean marker. Tests
+// bytes. A failed fdatasync, or a write failing with an I/O error, cannot
+// be retried (the kernel may have dropped the dirty pages): the partition
+// goes offline (offline.go), fails its waiters with ErrStorage and refuses
+// appends and reads until a restart recovers it from disk; Close then
+// writes no clean marker. A write that fails for lack of space (ENOSPC,
+// EDQUOT, a short write) is undone instead: the segment is cut back to its
+// last whole batch, the failed and later appends fail with ErrStorage
+// (not acknowledged) and the partition stays online (writepath.go,
+// uring_undo.go). Tests
 // inject such faults through vfs.ErrorFS on both write paths (the io_uring
 // owner consults its faults). Silent corruption
 // of flushed bytes is detected by CRC only when those bytes are scanned.
@@ -128,7 +133,8 @@
 //     FsyncAlways, a linked FSYNC(DATASYNC), all partitions in one
 //     io_uring_enter; one chain per partition in flight, the rest
 //     accumulates. The HW moves only over each partition's contiguous
-//     completed prefix; a failed write or fsync fails the partition.
+//     completed prefix; a failed fsync or I/O error fails the partition,
+//     a write out of space rolls it back to that write (uring_undo.go).
 //
 // Under FsyncAlways the high watermark is the flushed end; otherwise it is
 // the written (completed) end. Reads never return bytes at or above it.

@@ -238,6 +238,9 @@ func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) 
 	if seg.size > 0 && (seg.size+int64(len(records)) > cfg.SegmentBytes ||
 		now-seg.createdMs >= cfg.SegmentMs || last-seg.base > math.MaxUint32) {
 		if seg, err = p.roll(now); err != nil {
+			if rollingBack(err) {
+				return nil, err // an earlier write failed for lack of space
+			}
 			return nil, p.fail(err)
 		}
 	}

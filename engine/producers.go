@@ -199,12 +199,18 @@ func (p *Partition) duplicateWaiter(d *producerstate.BatchMetadata) *waiter {
 		w.finish(nil)
 		return w
 	}
+	gen := p.gen
 	go func() {
 		for {
 			p.mu.RLock()
-			written, failed, ch := p.rend > d.LastOffset, p.failed, p.changed
+			written, failed, ch, truncated := p.rend > d.LastOffset, p.failed, p.changed, p.gen != gen
 			p.mu.RUnlock()
 			switch {
+			case truncated:
+				// The original was rolled back or truncated away: the
+				// offsets now hold other records (or none yet).
+				w.finish(fmt.Errorf("%w: %s-%d was truncated below offset %d", ErrStorage, p.topic.name, p.idx, d.FirstOffset))
+				return
 			case written:
 				w.finish(nil)
 				return

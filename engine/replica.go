@@ -320,6 +320,9 @@ func (p *Partition) TruncateTo(offset int64) error {
 	}
 	if uq, ok := p.e.wq.(*uringQueue); ok {
 		if err := uq.barrier(p); err != nil {
+			if rollingBack(err) {
+				return err // a write failed for lack of space; retry later
+			}
 			return p.fail(err)
 		}
 	}
@@ -340,6 +343,20 @@ func (p *Partition) TruncateTo(offset int64) error {
 		newEnd = h.lastOffset() + 1
 	}
 	p.e.log.Info("truncating replica log", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "to", newEnd, "log_end", p.logEnd)
+	return p.truncateAt(i, pos, newEnd, true)
+}
+
+// truncateAt removes everything from byte pos of p.segs[i] on, where the
+// batch starting offset newEnd begins, and rebuilds what the removed
+// batches had moved: segment indexes, log end, readable end, HW, durable
+// end, epoch cache and producer state. It starts a new generation, so
+// writes and flushes started before it are ignored when they complete.
+// With shared, a segment file that a FileRange is being sent from is
+// replaced by a copy of its prefix instead of shrunk in place (the
+// removed bytes may be in such a send); without, the caller knows no
+// reader ever saw them. No write of p may be in flight. Lock must be held.
+func (p *Partition) truncateAt(i int, pos, newEnd int64, shared bool) error {
+	seg := p.segs[i]
 	p.gen++
 	// Later segments go entirely.
 	for _, s := range p.segs[i+1:] {
@@ -352,7 +369,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 		s.release()
 	}
 	p.segs = p.segs[:i+1]
-	if seg.refs.Load() > 1 {
+	if shared && seg.refs.Load() > 1 {
 		// A FileRange of this file is being sent (a fetch served while we
 		// led): shrinking the file in place would cut the send short, or
 		// let the next appends' bytes into it. The kept prefix goes to a
@@ -484,6 +501,9 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 func (p *Partition) truncateFullyLocked(offset int64) error {
 	if uq, ok := p.e.wq.(*uringQueue); ok {
 		if err := uq.barrier(p); err != nil {
+			if rollingBack(err) {
+				return err
+			}
 			return p.fail(err)
 		}
 	}

@@ -134,10 +134,20 @@ type partIO struct {
 	waits  []ioWait
 	failed error
 	// torn is the segment a write failed on and tornPos the lowest failed
-	// write position in it (a ref is held): the file is cut back there
-	// once none of the partition's writes is in the kernel.
+	// write position in it (a ref is held), where the write of offset
+	// tornOff began: once none of the partition's writes is in the kernel
+	// the partition is rolled back there (undo, uring_undo.go) or, after a
+	// fatal failure, the file is cut there.
 	torn    *segment
 	tornPos int64
+	tornOff int64
+	// fatal is a failure no rollback can repair (a failed fdatasync, a
+	// write failing with another errno than ENOSPC/EDQUOT): the partition
+	// goes offline with it.
+	fatal error
+	// undo is set while the partition is rolled back after writes failed
+	// for lack of space.
+	undo *undoState
 }
 
 type ioWait struct {
@@ -154,6 +164,7 @@ type ioGroup struct {
 	bufs    [][]byte
 	iov     []unix.Iovec
 	n       int64
+	base    int64 // offset of the first append
 	end     int64 // offset after the last append
 	refs    int   // segment refs held (one per append)
 	waiters []*waiter
@@ -164,6 +175,7 @@ type ioGroup struct {
 	// fsync completes with instead of running, and when it may be sent.
 	checked           bool
 	writeErr, syncErr syscall.Errno
+	partial           int // bytes of a failing write that land (a short write)
 	notBefore         time.Time
 	// Completion state.
 	sent, wrote, synced bool
@@ -196,6 +208,8 @@ const (
 	noteAdvance noteKind = iota // writes (and fsyncs) done up to end
 	noteFlushed                 // an interval/close flush finished
 	noteFail
+	noteReject // waiters fail, the partition stays online (an undo)
+	noteUndo   // roll the partition back to end, at pos in seg (Partition.rollBack)
 )
 
 // ioNote is what the completer applies under the partition lock.
@@ -308,7 +322,7 @@ func (q *uringQueue) wake() {
 // it seals, since an fdatasync does not cover writes still in flight.
 func (q *uringQueue) barrier(p *Partition) error {
 	reply := make(chan error, 1)
-	if err := q.put(ioReq{kind: reqBarrier, p: p, reply: reply}); err != nil {
+	if err := q.put(ioReq{kind: reqBarrier, p: p, reply: reply, gen: p.gen}); err != nil {
 		return err
 	}
 	return <-reply
@@ -459,11 +473,21 @@ func (q *uringQueue) touch(p *Partition) { q.touched = append(q.touched, p) }
 // accept files one request. Owner only.
 func (q *uringQueue) accept(r ioReq) {
 	pio := q.partIO(r.p)
+	if pio.undo != nil && pio.undo.sent && r.gen > pio.undo.gen {
+		pio.undo = nil // stamped after the rollback was applied
+	}
 	switch r.kind {
 	case reqAppend:
 		if pio.failed != nil {
 			r.seg.release()
 			q.note(ioNote{kind: noteFail, p: r.p, err: pio.failed, waiters: []*waiter{r.w}})
+			return
+		}
+		if pio.undo != nil {
+			// Stamped past a failed write before the rollback: refused,
+			// its offsets are handed out again.
+			r.seg.release()
+			q.note(ioNote{kind: noteReject, p: r.p, err: pio.undo.err, waiters: []*waiter{r.w}})
 			return
 		}
 		var g *ioGroup
@@ -475,7 +499,7 @@ func (q *uringQueue) accept(r ioReq) {
 		}
 		if g == nil {
 			pio.seq++
-			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, sync: q.always, gen: r.gen}
+			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, base: r.w.res.BaseOffset, sync: q.always, gen: r.gen}
 			pio.groups = append(pio.groups, g)
 			pio.unsent++
 			if !pio.queued {
@@ -499,10 +523,21 @@ func (q *uringQueue) accept(r ioReq) {
 }
 
 // checkWaits answers barriers and starts flushes whose writes completed.
+// While the partition is rolled back, barriers stamped before the rollback
+// fail with the undo's error (a roll or truncation must not go on over the
+// failed writes), and its flushes start only once the rollback note is
+// out, so their notes, behind it, cannot move the HW over the failed writes.
 func (q *uringQueue) checkWaits(p *Partition, pio *partIO) {
 	n := 0
 	for _, wt := range pio.waits {
-		if pio.failed == nil && !pio.writtenUpTo(wt.seq) {
+		undo := pio.undo != nil && wt.req.gen <= pio.undo.gen
+		var err error
+		switch {
+		case pio.failed != nil:
+			err = pio.failed
+		case undo && wt.req.kind == reqBarrier:
+			err = pio.undo.err
+		case undo && !pio.undo.sent, !pio.writtenUpTo(wt.seq):
 			pio.waits[n] = wt
 			n++
 			continue
@@ -510,9 +545,9 @@ func (q *uringQueue) checkWaits(p *Partition, pio *partIO) {
 		q.waits--
 		switch wt.req.kind {
 		case reqBarrier:
-			wt.req.reply <- pio.failed
+			wt.req.reply <- err
 		case reqFlush:
-			if pio.failed != nil {
+			if err != nil {
 				for _, s := range wt.req.segs {
 					s.release()
 				}
@@ -641,10 +676,11 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 	}
 	g.sent = true
 	if g.writeErr != 0 {
-		// Injected: the write fails without reaching the kernel, and its
-		// linked fsync is cancelled as the kernel would.
+		// Injected: the write fails without reaching the kernel (or tears
+		// after Fault.Partial bytes), and its linked fsync is cancelled as
+		// the kernel would.
 		g.sentAt = time.Now()
-		q.injected = append(q.injected, injectedCQE{opRef{g: g}, -int32(g.writeErr)})
+		q.injected = append(q.injected, injectedCQE{opRef{g: g}, q.tearWrite(g, fd)})
 		if g.sync {
 			q.injected = append(q.injected, injectedCQE{opRef{g: g, sync: true}, -int32(syscall.ECANCELED)})
 		}
@@ -727,11 +763,18 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		g.synced = true
 		q.e.stats.fdatasyncs.Add(1)
 		q.e.stats.fsyncLatency.observe(time.Since(g.sentAt))
-		if res < 0 && g.err == nil {
-			// ECANCELED only follows a failed write, which set g.err.
-			// Anything else is a failed fdatasync: the dirty pages may be
-			// gone, so it is fatal for the segment and the partition.
-			g.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, g.seg.path(logSuffix), syscall.Errno(-res))
+		switch {
+		case res == -int32(syscall.ECANCELED):
+			// Only a failed write cancels its fsync (which then never
+			// ran); the write's completion says what went wrong.
+		case res < 0:
+			// A failed fdatasync: the dirty pages may be gone, so it is
+			// fatal for the segment and the partition.
+			serr := fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, g.seg.path(logSuffix), syscall.Errno(-res))
+			g.err = serr
+			if pio := q.parts[g.p]; pio.fatal == nil {
+				pio.fatal = serr
+			}
 		}
 	} else {
 		g.wrote = true
@@ -743,15 +786,13 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		var werr error
 		switch {
 		case res < 0:
-			werr = fmt.Errorf("%w: write %s at %d: %v", ErrStorage, g.seg.path(logSuffix), g.pos, syscall.Errno(-res))
+			werr = fmt.Errorf("%w: write %s at %d: %w", ErrStorage, g.seg.path(logSuffix), g.pos, syscall.Errno(-res))
 		case int64(res) != g.n:
 			werr = fmt.Errorf("%w: write %s at %d: short write %d of %d", ErrStorage, g.seg.path(logSuffix), g.pos, res, g.n)
 		}
 		if werr != nil {
-			if g.err == nil {
-				g.err = werr
-			}
-			q.noteTorn(g, res)
+			g.err = werr // the write's own error says more than a cancelled fsync's
+			q.noteTorn(g, res, werr)
 		}
 	}
 	if g.done() {
@@ -762,42 +803,10 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		pio := q.parts[g.p]
 		pio.out--
 		pio.busy.Store(pio.out > 0)
-		if pio.out == 0 && pio.torn != nil {
+		if pio.out == 0 && pio.torn != nil && (pio.failed != nil || pio.fatal != nil) {
 			q.cutTorn(g.p, pio)
 		}
 	}
-}
-
-// noteTorn remembers where a failed write started: part of it (and of
-// writes after it) may be in the file. Owner only.
-func (q *uringQueue) noteTorn(g *ioGroup, res int32) {
-	if res == -int32(syscall.ENOSPC) || res == -int32(syscall.EDQUOT) || res >= 0 {
-		q.e.disk.noSpace() // a short write is the kernel running out of room
-	}
-	pio := q.parts[g.p]
-	switch {
-	case pio.torn == nil:
-		g.seg.acquire()
-		pio.torn, pio.tornPos = g.seg, g.pos
-	case pio.torn == g.seg:
-		pio.tornPos = min(pio.tornPos, g.pos)
-	}
-}
-
-// cutTorn truncates the segment a write failed on back to the end of its
-// last whole batch at once, instead of leaving the torn tail (and the
-// space it holds) to the next Open. The partition stays failed: appends
-// stamped past the failed one were answered with its error. Owner only;
-// no write of the partition is in the kernel.
-func (q *uringQueue) cutTorn(p *Partition, pio *partIO) {
-	seg, pos := pio.torn, pio.tornPos
-	pio.torn = nil
-	if err := seg.log.Truncate(pos); err != nil {
-		q.e.log.Error("truncating the torn tail after a failed write", "path", seg.path(logSuffix), "to", pos, "err", err)
-	} else {
-		q.e.log.Warn("truncated the torn tail after a failed write", "topic", p.topic.name, "partition", p.idx, "path", seg.path(logSuffix), "to", pos)
-	}
-	seg.release()
 }
 
 func (q *uringQueue) flushCompleted(ref opRef, res int32) {
@@ -817,61 +826,6 @@ func (q *uringQueue) flushCompleted(ref opRef, res int32) {
 		return
 	}
 	q.note(ioNote{kind: noteFlushed, p: f.req.p, end: f.req.end, seg: f.req.seg, pos: f.req.pos, gen: f.req.gen})
-}
-
-// retire hands the contiguous done prefix of p's groups to the completer,
-// or fails p if any group failed.
-func (q *uringQueue) retire(p *Partition, pio *partIO) {
-	if pio.failed != nil {
-		return
-	}
-	for _, g := range pio.groups {
-		if g.err != nil {
-			q.failPart(p, pio, g.err)
-			return
-		}
-	}
-	i := 0
-	n := ioNote{kind: noteAdvance, p: p, durable: q.always}
-	for ; i < len(pio.groups)-pio.unsent; i++ {
-		g := pio.groups[i]
-		if !g.done() {
-			break
-		}
-		n.end, n.seg, n.pos, n.gen = g.end, g.seg, g.pos+g.n, g.gen
-		n.waiters = append(n.waiters, g.waiters...)
-		g.waiters = nil
-	}
-	if i == 0 {
-		return
-	}
-	clear(pio.groups[:i])
-	pio.groups = pio.groups[i:]
-	q.note(n)
-}
-
-// failPart fails p: every waiter of an unretired group fails with err and
-// later appends are refused. Groups still in the kernel keep their buffers
-// pinned until their completions arrive.
-func (q *uringQueue) failPart(p *Partition, pio *partIO, err error) {
-	if pio.failed != nil {
-		return
-	}
-	pio.failed = err
-	n := ioNote{kind: noteFail, p: p, err: err}
-	for _, g := range pio.groups {
-		n.waiters = append(n.waiters, g.waiters...)
-		g.waiters = nil
-		if !g.sent {
-			for ; g.refs > 0; g.refs-- {
-				g.seg.release()
-			}
-			g.bufs = nil
-		}
-	}
-	pio.groups, pio.unsent = nil, 0
-	q.note(n)
-	q.touch(p) // answers its barriers and drops its flushes
 }
 
 func (q *uringQueue) note(n ioNote) { q.notes = append(q.notes, n) }

@@ -50,8 +50,17 @@ func (q *uringQueue) complete() {
 // apply updates a partition for one note.
 func (q *uringQueue) apply(n *ioNote) {
 	p := n.p
-	if n.kind == noteFlushed {
+	switch n.kind {
+	case noteFlushed:
 		p.flushed(n.end, n.seg, n.pos, n.gen)
+		return
+	case noteUndo:
+		p.rollBack(n.seg, n.pos, n.end, n.gen, n.err)
+		return
+	case noteReject:
+		for _, w := range n.waiters {
+			w.finish(n.err)
+		}
 		return
 	}
 	p.mu.Lock()

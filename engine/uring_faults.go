@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ringlog/ringlog/engine/vfs"
 )
 
@@ -35,8 +37,8 @@ func (q *uringQueue) faultHold(pio *partIO) bool {
 		if !g.checked {
 			g.checked = true
 			path := g.seg.path(logSuffix)
-			if _, err := q.faults.Check(vfs.OpWrite, path); err != nil {
-				g.writeErr = errnoOf(err)
+			if _, partial, err := q.faults.CheckWrite(path); err != nil {
+				g.writeErr, g.partial = errnoOf(err), partial
 			}
 			if g.sync {
 				d, err := q.faults.Check(vfs.OpSync, path)
@@ -71,4 +73,34 @@ func errnoOf(err error) syscall.Errno {
 		return errno
 	}
 	return syscall.EIO
+}
+
+// tearWrite is the result of an injected write failure: with
+// Fault.Partial the first bytes of the group land in the file and the
+// write completes short (what the kernel returns when a disk fills in the
+// middle of a write), otherwise it fails with the errno. Owner only.
+func (q *uringQueue) tearWrite(g *ioGroup, fd int) int32 {
+	n := min(int64(g.partial), g.n-1)
+	if n <= 0 {
+		return -int32(g.writeErr)
+	}
+	done := int64(0)
+	for _, b := range g.bufs {
+		if done >= n {
+			break
+		}
+		b = b[:min(int64(len(b)), n-done)]
+		w, err := unix.Pwrite(fd, b, g.pos+done)
+		if err != nil {
+			break
+		}
+		done += int64(w)
+		if w < len(b) {
+			break
+		}
+	}
+	if done == 0 {
+		return -int32(g.writeErr)
+	}
+	return int32(done)
 }

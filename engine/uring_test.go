@@ -275,9 +275,11 @@ func TestUringTrackerOutOfOrder(t *testing.T) {
 		pio.out++
 		return g
 	}
+	var gen uint64
 	add := func(pos, end int64) *ioGroup {
 		seg.acquire()
-		q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: pos, end: end, w: &waiter{done: make(chan struct{})}})
+		w := &waiter{done: make(chan struct{}), res: AppendResult{BaseOffset: end - 1, LastOffset: end - 1}}
+		q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: pos, end: end, w: w, gen: gen})
 		return send()
 	}
 	advanced := func() (int64, int) {
@@ -321,9 +323,10 @@ func TestUringTrackerOutOfOrder(t *testing.T) {
 		t.Fatal("partition still busy with nothing in the kernel")
 	}
 
-	// A short write fails the partition; its cancelled fsync and a later
-	// group's completions are absorbed. Once neither is in the kernel the
-	// file is cut back to where the failed write started.
+	// A short write (the disk filled up) rolls the partition back: its
+	// waiters and a later group's fail with a retriable error, the
+	// partition does not fail. Once neither write is in the kernel the
+	// completer gets the rollback note: back to offset 3, at byte 30.
 	if _, err := f.WriteAt(make([]byte, 50), 0); err != nil { // what the kernel wrote
 		t.Fatal(err)
 	}
@@ -331,26 +334,52 @@ func TestUringTrackerOutOfOrder(t *testing.T) {
 	q.completed(opRef{g: d}, 4)
 	q.completed(opRef{g: d, sync: true}, -int32(syscall.ECANCELED))
 	q.settle()
-	if len(q.notes) != 1 || q.notes[0].kind != noteFail || len(q.notes[0].waiters) != 2 || !errors.Is(q.notes[0].err, ErrStorage) {
+	if len(q.notes) != 1 || q.notes[0].kind != noteReject || len(q.notes[0].waiters) != 2 ||
+		!errors.Is(q.notes[0].err, ErrStorage) || !rollingBack(q.notes[0].err) {
 		t.Fatalf("notes after short write: %+v", q.notes)
 	}
 	q.notes = q.notes[:0]
-	if fi, _ := mem.Stat("/t-0/0.log"); fi.Size() != 50 {
-		t.Fatalf("size %d with a write in flight, want 50 (untouched)", fi.Size())
+	q.accept(ioReq{kind: reqBarrier, p: p, reply: make(chan error, 1), gen: gen})
+	q.checkWaits(p, q.parts[p])
+	if q.waits != 0 {
+		t.Fatal("a barrier behind the failed write waits instead of failing")
 	}
 	q.completed(opRef{g: g}, 10)
 	q.completed(opRef{g: g, sync: true}, 0)
 	q.settle()
-	if len(q.notes) != 0 {
-		t.Fatalf("notes after failure: %+v", q.notes)
+	if len(q.notes) != 1 || q.notes[0].kind != noteUndo || q.notes[0].pos != 30 || q.notes[0].end != 3 || q.notes[0].seg != seg {
+		t.Fatalf("notes once the failed writes settled: %+v", q.notes)
 	}
+	q.notes[0].seg.release() // the completer's
+	q.notes = q.notes[:0]
+	// Appends stamped before the rollback was applied are refused; one of
+	// the next generation (the rollback bumped it) is taken.
+	seg.acquire()
+	q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: 50, end: 6, w: &waiter{}, gen: gen})
+	if len(q.notes) != 1 || q.notes[0].kind != noteReject {
+		t.Fatalf("append stamped before the rollback: %+v", q.notes)
+	}
+	q.notes = q.notes[:0]
+
+	// Any other write error is fatal: the partition fails and, once its
+	// writes left the kernel, the file is cut back where the failed one
+	// started.
+	gen++
+	h := add(30, 4)
+	q.completed(opRef{g: h}, -int32(syscall.EIO))
+	q.completed(opRef{g: h, sync: true}, -int32(syscall.ECANCELED))
+	q.settle()
+	if len(q.notes) != 1 || q.notes[0].kind != noteFail || len(q.notes[0].waiters) != 1 || !errors.Is(q.notes[0].err, syscall.EIO) {
+		t.Fatalf("notes after EIO: %+v", q.notes)
+	}
+	q.notes = q.notes[:0]
 	if fi, _ := mem.Stat("/t-0/0.log"); fi.Size() != 30 {
 		t.Fatalf("size %d after the failed write settled, want 30 (torn tail cut)", fi.Size())
 	}
 
 	// Appends reaching a failed partition fail at once.
 	seg.acquire()
-	q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: 50, end: 6, w: &waiter{}})
+	q.accept(ioReq{kind: reqAppend, p: p, seg: seg, data: make([]byte, 10), pos: 50, end: 6, w: &waiter{}, gen: gen})
 	if len(q.notes) != 1 || q.notes[0].kind != noteFail {
 		t.Fatalf("append to failed partition: %+v", q.notes)
 	}

@@ -106,6 +106,13 @@ func (e *ErrorFS) Check(op Op, path string) (time.Duration, error) {
 	return d, err
 }
 
+// CheckWrite is Check for a write: it also says how many bytes of the
+// failing write land before the error (Fault.Partial), for writers that
+// bypass the FS and must tear the write themselves.
+func (e *ErrorFS) CheckWrite(path string) (time.Duration, int, error) {
+	return e.check(OpWrite, path)
+}
+
 // check is Check that also says how many bytes a failing write writes
 // (Fault.Partial).
 func (e *ErrorFS) check(op Op, path string) (time.Duration, int, error) {
