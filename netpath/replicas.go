@@ -120,7 +120,7 @@ func (m *replicaManager) tickLoop() {
 func (m *replicaManager) apply(lp *leaderPart, u replication.Update) {
 	if u.HWChanged {
 		lp.part.SetHighWatermark(u.HW)
-		m.purg.Advance(lp.tp, u.HW, len(lp.st.MaximalISR()), lp.st.MinInsync())
+		m.purg.Advance(lp.tp, lp.st.LeaderEpoch(), u.HW, len(lp.st.MaximalISR()), lp.st.MinInsync())
 	}
 	if u.Proposal != nil {
 		prop := *u.Proposal
@@ -212,6 +212,11 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 			}
 			lp.mu.Unlock()
 			m.dropLeader(key, err)
+		} else if lp != nil {
+			// The log was replaced under the leadership (the topic was
+			// recreated): end the old one, whose waiters and watcher
+			// would otherwise outlive it.
+			m.dropLeader(key, fmt.Errorf("%s-%d: log replaced: %w", t.Name, idx, replication.ErrNotLeaderOrFollower))
 		}
 		mi := 1
 		if ti, ok := m.s.engine.Topic(t.Name); ok {
@@ -267,7 +272,7 @@ func (m *replicaManager) dropLeader(key tpKey, why error) {
 	if !errors.Is(why, replication.ErrNotLeaderOrFollower) {
 		why = fmt.Errorf("%w: %v", replication.ErrNotLeaderOrFollower, why)
 	}
-	n := m.purg.FailPartition(lp.tp, why)
+	n := m.purg.FailPartition(lp.tp, lp.st.LeaderEpoch(), why)
 	m.s.log.Info("no longer leading partition", "topic", key.topic, "partition", key.part, "leader_epoch", lp.st.LeaderEpoch(), "failed_waiters", n)
 }
 
@@ -380,20 +385,44 @@ func (m *replicaManager) followerFetch(topic string, rp *kmsg.FetchRequestTopicP
 	return 0, out.Diverging
 }
 
-// checkProduce is LeaderState.CheckProduce under the partition lock.
-func (lp *leaderPart) checkProduce(acks int16) error {
+// checkProduce is LeaderState.CheckProduce under the partition lock. It
+// returns the leader epoch the append that follows is made under: the
+// acks=all waiter is tied to it (awaitHW).
+func (lp *leaderPart) checkProduce(acks int16) (int32, error) {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if !lp.gen {
-		return replication.ErrNotLeaderOrFollower
+		return 0, replication.ErrNotLeaderOrFollower
 	}
-	return lp.st.CheckProduce(acks)
+	return lp.st.LeaderEpoch(), lp.st.CheckProduce(acks)
 }
 
-// replDeadline is an acks=all waiter's deadline for a request timeout.
-func replDeadline(timeout time.Duration) time.Time {
-	if timeout <= 0 {
-		timeout = 30 * time.Second
+// awaitHW parks an acks=all wait for an append ending at lastOffset, made
+// while lp led in epoch (from checkProduce). The purgatory answers it by
+// the deadline at the latest; if the epoch already ended (the leadership
+// was dropped while the local write ran) it fails at once with
+// NOT_LEADER_OR_FOLLOWER. arrived is when the request came in.
+func (m *replicaManager) awaitHW(lp *leaderPart, epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter {
+	return m.purg.Add(lp.tp, epoch, lastOffset, arrived, deadline)
+}
+
+// Bounds on how long a request may be parked, whatever it asks for.
+const (
+	// defaultRequestWait stands in for a produce timeout_ms <= 0 (the
+	// Java client's request.timeout.ms default).
+	defaultRequestWait = 30 * time.Second
+	// maxRequestWait caps produce timeout_ms and fetch max_wait_ms: no
+	// client waits longer for an answer (their request timeouts are
+	// 30-60 s), so a larger value would only hold broker resources.
+	maxRequestWait = 2 * time.Minute
+)
+
+// produceDeadline is when a produce that arrived at arrived must be
+// answered, for its timeout_ms.
+func produceDeadline(arrived time.Time, timeoutMs int32) time.Time {
+	d := time.Duration(timeoutMs) * time.Millisecond
+	if d <= 0 {
+		d = defaultRequestWait
 	}
-	return time.Now().Add(timeout)
+	return arrived.Add(min(d, maxRequestWait))
 }
