@@ -68,7 +68,7 @@ func handleProduce(s *Server, r *request) reply {
 	}
 
 	arrived := time.Now()
-	deadline := produceDeadline(arrived, req.TimeoutMillis)
+	deadline := requestDeadline(arrived, req.TimeoutMillis, defaultProduceWait)
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	type waiting struct {
 		t, p  int

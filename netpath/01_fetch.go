@@ -74,7 +74,7 @@ func handleFetch(s *Server, r *request) reply {
 			}
 		}
 	}
-	deadline := time.Now().Add(min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxRequestWait))
+	deadline := requestDeadline(time.Now(), req.MaxWaitMillis, 0)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		return s.fetch(req, deadline, done, denied)
 	}}

@@ -183,3 +183,25 @@ func TestFetchWakesForRacingAppend(t *testing.T) {
 		t.Fatalf("%d of %d long polls slept through an append (%d answered without it)", missed, rounds, empty)
 	}
 }
+
+// Every parked request has a deadline from its arrival: timeout_ms <= 0
+// means the default (produce) or no wait (fetch), absurd values are capped.
+func TestRequestDeadline(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		ms     int32
+		ifZero time.Duration
+		want   time.Duration
+	}{
+		{10_000, defaultProduceWait, 10 * time.Second},
+		{0, defaultProduceWait, defaultProduceWait},
+		{-5, defaultProduceWait, defaultProduceWait},
+		{0, 0, 0},
+		{1<<31 - 1, 0, maxRequestWait},
+		{1<<31 - 1, defaultProduceWait, maxRequestWait},
+	} {
+		if got := requestDeadline(now, c.ms, c.ifZero).Sub(now); got != c.want {
+			t.Errorf("requestDeadline(%d ms, %v) waits %v, want %v", c.ms, c.ifZero, got, c.want)
+		}
+	}
+}

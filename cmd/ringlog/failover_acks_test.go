@@ -82,7 +82,11 @@ func TestFailoverAcksAnswered(t *testing.T) {
 		}
 		runs = n
 	}
-	c := startReplCluster(t, 3)
+	var extra []string
+	if lag := os.Getenv("RINGLOG_FAILOVER_ACK_LAG"); lag != "" {
+		extra = append(extra, "--replica-lag-time-max", lag)
+	}
+	c := startReplCluster(t, 3, extra...)
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
 	for run := range runs {
 		start := time.Now()
