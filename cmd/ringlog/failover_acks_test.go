@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +29,7 @@ import (
 //
 // RINGLOG_FAILOVER_ACK_RUNS (default 1) repeats the scenario on fresh
 // topics of the same cluster; `make faults` runs it 20 times.
+// RINGLOG_FAILOVER_ACK_FLAGS adds broker flags.
 
 const (
 	ackRate           = 2000 // records per second
@@ -82,10 +84,9 @@ func TestFailoverAcksAnswered(t *testing.T) {
 		}
 		runs = n
 	}
-	var extra []string
-	if lag := os.Getenv("RINGLOG_FAILOVER_ACK_LAG"); lag != "" {
-		extra = append(extra, "--replica-lag-time-max", lag)
-	}
+	// Extra broker flags, e.g. "--replica-lag-time-max 30s --fsync never"
+	// (the defaults of a production run).
+	extra := strings.Fields(os.Getenv("RINGLOG_FAILOVER_ACK_FLAGS"))
 	c := startReplCluster(t, 3, extra...)
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
 	for run := range runs {
