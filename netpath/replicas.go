@@ -229,6 +229,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		}
 		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
 		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{})}
+		m.purg.Lead(tp, p.LeaderEpoch)
 		m.mu.Lock()
 		m.leaders[key] = lp
 		m.mu.Unlock()

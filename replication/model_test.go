@@ -310,6 +310,7 @@ func (s *sim) applyMetadata(n *simNode, p PartitionState) {
 			s.fail("become leader: %v", err)
 		}
 		n.leader = l
+		n.purg.Lead(simTP, p.LeaderEpoch)
 		s.logf("node %d leads epoch %d isr %v leo %d hw %d", n.id, p.LeaderEpoch, p.ISR, n.log.LogEndOffset(), l.HighWatermark())
 		s.applyUpdate(n, l.OnLocalAppend())
 		return

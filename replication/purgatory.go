@@ -161,6 +161,25 @@ func (p *Purgatory) finish(w *Waiter, err error) {
 	close(w.done)
 }
 
+// Lead reports that this broker leads tp in leader epoch epoch from now
+// on: waiters of an older epoch fail, and an epoch that a local
+// FailPartition ended is open again. Leading again in the same epoch
+// happens when the broker dropped the leadership itself (the log was
+// replaced, the partition left and came back) while the metadata did not
+// move; the records of one epoch have one writer, this broker, so its
+// waiters may still be answered by this epoch's high watermark.
+func (p *Purgatory) Lead(tp TopicPartition, epoch int32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	if pw := p.parts[tp]; pw != nil && pw.ended >= epoch {
+		pw.ended = epoch - 1
+	}
+	p.enterEpoch(tp, epoch)
+}
+
 // Advance reports a partition's leader progress in leader epoch epoch:
 // that epoch's waiters whose last offset is below hw complete, with
 // ErrNotEnoughReplicasAfterAppend when the maximal ISR

@@ -108,6 +108,17 @@ func TestPurgatoryEpochs(t *testing.T) {
 	if n := p.FailPartition(simTP, 5, ErrNotLeaderOrFollower); n != 0 || done(w6) {
 		t.Fatal("failing epoch 5 touched epoch 6")
 	}
+	// Dropped locally and led again in the same epoch: open again.
+	p.FailPartition(simTP, 6, ErrNotLeaderOrFollower)
+	if !errors.Is(w6.Err(), ErrNotLeaderOrFollower) {
+		t.Fatal(w6.Err())
+	}
+	p.Lead(simTP, 6)
+	w6 = p.Add(simTP, 6, 70, t0, dl)
+	if p.Advance(simTP, 6, 71, 3, 2) != 1 || w6.Err() != nil {
+		t.Fatalf("epoch 6 led again: %v", w6.Err())
+	}
+	w6 = p.Add(simTP, 6, 80, t0, dl)
 	p.Close()
 	if !errors.Is(w6.Err(), ErrClosed) {
 		t.Fatal(w6.Err())
