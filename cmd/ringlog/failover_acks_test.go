@@ -76,14 +76,7 @@ func TestFailoverAcksAnswered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level fault test")
 	}
-	runs := 1
-	if s := os.Getenv("RINGLOG_FAILOVER_ACK_RUNS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("RINGLOG_FAILOVER_ACK_RUNS=%q", s)
-		}
-		runs = n
-	}
+	runs := envRepeats(t, "RINGLOG_FAILOVER_ACK_RUNS")
 	// Extra broker flags, e.g. "--replica-lag-time-max 30s --fsync never"
 	// (the defaults of a production run).
 	extra := strings.Fields(os.Getenv("RINGLOG_FAILOVER_ACK_FLAGS"))
@@ -104,12 +97,6 @@ func TestFailoverAcksAnswered(t *testing.T) {
 func failoverAcksRun(t *testing.T, c *testCluster, adm *kadm.Client, topic string) (failoverResult, *produceRoundTrips) {
 	createRF3Topic(t, adm, topic, ackPartitions)
 	allISR := fullISR(topic, ackPartitions)
-	leaderOf := func(p int32) int32 {
-		m := waitMetadata(t, adm, 30*time.Second, "a leader", func(m kadm.Metadata) bool {
-			return len(m.Topics[topic].Partitions) == ackPartitions && m.Topics[topic].Partitions[p].Leader >= 0
-		})
-		return m.Topics[topic].Partitions[p].Leader
-	}
 
 	rt := &produceRoundTrips{}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.addrs()...),
@@ -177,7 +164,7 @@ func failoverAcksRun(t *testing.T, c *testCluster, adm *kadm.Client, topic strin
 		part int32
 		down time.Duration
 	}{{0, 8 * time.Second}, {1, 6 * time.Second}} {
-		victim := leaderOf(f.part)
+		victim := partitionLeader(t, adm, topic, ackPartitions, f.part)
 		t.Logf("%s: kill -9 node %d (leader of partition %d), restart in %v", topic, victim, f.part, f.down)
 		c.node(victim).kill9()
 		time.Sleep(f.down)
@@ -242,4 +229,28 @@ func failoverAcksRun(t *testing.T, c *testCluster, adm *kadm.Client, topic strin
 		t.Errorf("%s: checker: %+v", topic, res)
 	}
 	return res, rt
+}
+
+// envRepeats reads a repetition count from the environment (default 1).
+func envRepeats(t *testing.T, name string) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q", name, s)
+	}
+	return n
+}
+
+// partitionLeader waits until partition p of topic has a leader and
+// returns it.
+func partitionLeader(t *testing.T, adm *kadm.Client, topic string, partitions int, p int32) int32 {
+	t.Helper()
+	m := waitMetadata(t, adm, 30*time.Second, "a leader", func(m kadm.Metadata) bool {
+		return len(m.Topics[topic].Partitions) == partitions && m.Topics[topic].Partitions[p].Leader >= 0
+	})
+	return m.Topics[topic].Partitions[p].Leader
 }
