@@ -183,12 +183,7 @@ func failoverAcksRun(t *testing.T, c *testCluster, adm *kadm.Client, topic strin
 	select {
 	case <-finished:
 	case <-time.After(bound):
-		for _, id := range []int32{1, 2, 3} {
-			m := scrape(t, c.node(id).admin)
-			p, _ := sumSeries(m, "ringlog_purgatory_size", `purgatory="produce"`)
-			r, _ := sumSeries(m, "ringlog_purgatory_size", `purgatory="replication"`)
-			t.Logf("node %d: purgatory produce=%v replication=%v", id, p, r)
-		}
+		dumpAckState(t, c, topic)
 		t.Fatalf("%s: producer not finished %v after the load stopped (unanswered produce)", topic, bound)
 	}
 	if failed.Load() > 0 {
@@ -198,7 +193,11 @@ func failoverAcksRun(t *testing.T, c *testCluster, adm *kadm.Client, topic strin
 	for _, l := range rt.late {
 		t.Errorf("%s: produce %s (timeout_ms %v)", topic, l, ackProduceTimeout)
 	}
+	late := len(rt.late) > 0
 	rt.mu.Unlock()
+	if late {
+		dumpAckState(t, c, topic)
+	}
 
 	// Nothing stays parked once the producer is done.
 	for _, id := range []int32{1, 2, 3} {
@@ -253,4 +252,29 @@ func partitionLeader(t *testing.T, adm *kadm.Client, topic string, partitions in
 		return len(m.Topics[topic].Partitions) == partitions && m.Topics[topic].Partitions[p].Leader >= 0
 	})
 	return m.Topics[topic].Partitions[p].Leader
+}
+
+// dumpAckState logs what each broker holds for topic: its purgatories,
+// partition offsets and its log lines about the topic's leaderships.
+func dumpAckState(t *testing.T, c *testCluster, topic string) {
+	for _, id := range []int32{1, 2, 3} {
+		b := c.node(id)
+		m := scrape(t, b.admin)
+		p, _ := sumSeries(m, "ringlog_purgatory_size", `purgatory="produce"`)
+		r, _ := sumSeries(m, "ringlog_purgatory_size", `purgatory="replication"`)
+		w, _ := sumSeries(m, "ringlog_produce_oldest_wait_seconds")
+		t.Logf("node %d: purgatory produce=%v replication=%v oldest_wait=%vs", id, p, r, w)
+		for series, v := range m {
+			if strings.HasPrefix(series, "ringlog_partition_") && strings.Contains(series, `topic="`+topic+`"`) {
+				t.Logf("node %d: %s %v", id, series, v)
+			}
+		}
+		var lines []string
+		for _, l := range strings.Split(b.out.String(), "\n") {
+			if strings.Contains(l, "topic="+topic+" ") || strings.Contains(l, "topic="+topic+"\n") {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("node %d: last log lines about %s:\n%s", id, topic, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+	}
 }
