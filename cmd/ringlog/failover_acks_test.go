@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,9 @@ import (
 //
 // RINGLOG_FAILOVER_ACK_RUNS (default 1) repeats the scenario on fresh
 // topics of the same cluster; `make faults` runs it 20 times.
-// RINGLOG_FAILOVER_ACK_FLAGS adds broker flags.
+// RINGLOG_FAILOVER_ACK_FLAGS adds broker flags; RINGLOG_FAILOVER_ACK_LOGS
+// names a directory for the brokers' logs when a produce is late or
+// unanswered.
 
 const (
 	ackRate           = 2000 // records per second
@@ -276,5 +279,12 @@ func dumpAckState(t *testing.T, c *testCluster, topic string) {
 			}
 		}
 		t.Logf("node %d: last log lines about %s:\n%s", id, topic, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+		if dir := os.Getenv("RINGLOG_FAILOVER_ACK_LOGS"); dir != "" {
+			// The whole broker log, for a closer look.
+			name := filepath.Join(dir, fmt.Sprintf("%s-node%d.log", topic, id))
+			if err := os.WriteFile(name, []byte(b.out.String()), 0o644); err != nil {
+				t.Log(err)
+			}
+		}
 	}
 }
