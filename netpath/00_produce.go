@@ -37,7 +37,8 @@ import (
 //     min.insync.replicas, and answered once the high watermark covers the
 //     append (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it
 //     meanwhile; NOT_LEADER_OR_FOLLOWER if the leader epoch the append was
-//     made under ended first, even if this broker leads again since).
+//     made under ended first, even if this broker leads again since, or
+//     while the local write was still pending).
 //   - Internal topics (names starting "__") cannot be produced to.
 //   - Transactional produce (KIP-98): batches with the transactional
 //     attribute are accepted only in a request that names a transactional
@@ -75,6 +76,10 @@ func handleProduce(s *Server, r *request) reply {
 		w     engine.AppendWaiter
 		lp    *leaderPart // acks=all on a replicated partition: wait for the HW
 		epoch int32       // lp's leader epoch when the append was made
+		// ended is closed when the leadership the append was made under
+		// ends (nil on an unreplicated partition): a local write still
+		// pending then (it may be truncated away) is answered at once.
+		ended <-chan struct{}
 	}
 	var waits []waiting
 	for ti := range req.Topics {
@@ -133,6 +138,7 @@ func handleProduce(s *Server, r *request) reply {
 			part := lc.part
 			var lp *leaderPart
 			var epoch int32
+			var ended <-chan struct{}
 			if s.repl != nil && part.Replicated() {
 				if lp = s.repl.leader(rt.Topic, rp.Partition); lp == nil {
 					// The image says we lead, replication has not caught up.
@@ -144,6 +150,7 @@ func handleProduce(s *Server, r *request) reply {
 					setErr(replErrorCode(err), err.Error())
 					continue
 				}
+				ended = lp.stop
 				if req.Acks != -1 {
 					lp = nil
 				}
@@ -155,7 +162,7 @@ func handleProduce(s *Server, r *request) reply {
 				setErr(errorCode(err), err.Error())
 				continue
 			}
-			waits = append(waits, waiting{t: ti, p: len(st.Partitions) - 1, w: w, lp: lp, epoch: epoch})
+			waits = append(waits, waiting{t: ti, p: len(st.Partitions) - 1, w: w, lp: lp, epoch: epoch, ended: ended})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -170,9 +177,25 @@ func handleProduce(s *Server, r *request) reply {
 		timedOut := false
 		for _, wt := range waits {
 			sp := &resp.Topics[wt.t].Partitions[wt.p]
+			setErr := func(err error) {
+				sp.ErrorCode = replErrorCode(err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errorMessage(err)
+				}
+			}
 			if !timedOut {
 				select {
 				case <-wt.w.Done():
+				case <-wt.ended:
+					select {
+					case <-wt.w.Done(): // written anyway: answer as usual
+					default:
+						// Leadership moved while the write was pending:
+						// the new leader may truncate it; the client
+						// retries.
+						setErr(fmt.Errorf("%s-%d: leadership ended during the write: %w", resp.Topics[wt.t].Topic, sp.Partition, replication.ErrNotLeaderOrFollower))
+						continue
+					}
 				case <-timer:
 					timedOut = true
 				case <-done:
@@ -208,10 +231,7 @@ func handleProduce(s *Server, r *request) reply {
 				err = replication.ErrRequestTimedOut
 			}
 			if err != nil {
-				sp.ErrorCode = replErrorCode(err)
-				if req.Version >= 8 {
-					sp.ErrorMessage = errorMessage(err)
-				}
+				setErr(err)
 				continue
 			}
 			sp.BaseOffset = res.BaseOffset
