@@ -116,12 +116,15 @@ func (m *replicaManager) tickLoop() {
 	}
 }
 
-// apply acts on a LeaderState update. lp.mu should be held.
+// apply acts on a LeaderState update. Every update reaches the
+// purgatory, moved HW or not: a waiter added below the HW (a deduplicated
+// retry) is answered from the last report, whose ISR size must be current
+// too. lp.mu should be held.
 func (m *replicaManager) apply(lp *leaderPart, u replication.Update) {
 	if u.HWChanged {
 		lp.part.SetHighWatermark(u.HW)
-		m.purg.Advance(lp.tp, lp.st.LeaderEpoch(), u.HW, len(lp.st.MaximalISR()), lp.st.MinInsync())
 	}
+	m.purg.Advance(lp.tp, lp.st.LeaderEpoch(), lp.st.HighWatermark(), len(lp.st.MaximalISR()), lp.st.MinInsync())
 	if u.Proposal != nil {
 		prop := *u.Proposal
 		go m.sendAlter(lp, prop)
@@ -229,7 +232,10 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		}
 		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
 		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{})}
-		m.purg.Lead(tp, p.LeaderEpoch)
+		// The purgatory learns the new leadership's HW now: apply only
+		// reports HW moves, and a HW that never moves must still answer
+		// a duplicate below it.
+		m.purg.Lead(tp, p.LeaderEpoch, st.HighWatermark(), len(st.MaximalISR()), st.MinInsync())
 		m.mu.Lock()
 		m.leaders[key] = lp
 		m.mu.Unlock()

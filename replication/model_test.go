@@ -184,6 +184,7 @@ type simMsg struct {
 }
 
 type simProduce struct {
+	retry    bool // an idempotent retry answered with the first write's offset
 	val      uint64
 	off      int64
 	node     int32
@@ -198,6 +199,7 @@ type simProduce struct {
 const simTimeout = 50
 
 type simAck struct {
+	retry    bool
 	val      uint64
 	off      int64
 	sent     int
@@ -310,7 +312,7 @@ func (s *sim) applyMetadata(n *simNode, p PartitionState) {
 			s.fail("become leader: %v", err)
 		}
 		n.leader = l
-		n.purg.Lead(simTP, p.LeaderEpoch)
+		n.purg.Lead(simTP, p.LeaderEpoch, l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
 		s.logf("node %d leads epoch %d isr %v leo %d hw %d", n.id, p.LeaderEpoch, p.ISR, n.log.LogEndOffset(), l.HighWatermark())
 		s.applyUpdate(n, l.OnLocalAppend())
 		return
@@ -336,10 +338,10 @@ func (s *sim) applyUpdate(n *simNode, u Update) {
 		n.hwSeen[l.LeaderEpoch()] = u.HW
 		n.log.SetHighWatermark(u.HW)
 	}
-	if u.HWChanged || u.Proposal == nil {
-		n.purg.Advance(simTP, l.LeaderEpoch(), l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
-		s.collectAcks(n)
-	}
+	// As netpath's apply: every update reports the HW and maximal ISR,
+	// moved or not (a waiter added below the HW is answered from them).
+	n.purg.Advance(simTP, l.LeaderEpoch(), l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
+	s.collectAcks(n)
 	if u.Proposal != nil {
 		s.logf("node %d proposes isr %v (epochs %d/%d)", n.id, u.Proposal.NewISR, u.Proposal.LeaderEpoch, u.Proposal.PartitionEpoch)
 		s.send(simMsg{from: n.id, to: 0, alter: u.Proposal})
@@ -379,7 +381,7 @@ func (s *sim) collectAcks(n *simNode) {
 			s.fail("value %d appended in epoch %d acked in epoch %d", p.val, p.epoch, l.LeaderEpoch())
 		}
 		s.logf("ack %d at %d by %d", p.val, p.off, p.node)
-		s.acked = append(s.acked, simAck{val: p.val, off: p.off, sent: p.sent, ackedAt: s.step, ackOrder: len(s.acked)})
+		s.acked = append(s.acked, simAck{retry: p.retry, val: p.val, off: p.off, sent: p.sent, ackedAt: s.step, ackOrder: len(s.acked)})
 	}
 	s.pending = keep
 }
@@ -396,6 +398,20 @@ func (s *sim) produce() {
 	}
 	if err := target.leader.CheckProduce(-1); err != nil {
 		return
+	}
+	if s.rng.Float64() < 0.1 && s.nextVal > 0 {
+		// An idempotent producer's retry of an earlier value: if the
+		// leader's log has it, deduplication answers with that offset,
+		// maybe already below the HW, which may then never move.
+		val := 1 + s.rng.Uint64N(s.nextVal)
+		for off := target.log.start; off < target.log.LogEndOffset(); off++ {
+			if e, _ := target.log.entry(off); e.val == val {
+				s.registering = append(s.registering, simProduce{retry: true, val: val, off: off, node: target.id, inc: target.inc,
+					epoch: target.leader.LeaderEpoch(), sent: s.step, register: s.step + s.rng.IntN(20)})
+				s.registerDue()
+				return
+			}
+		}
 	}
 	s.nextVal++
 	off := target.log.appendLeader(s.nextVal)
@@ -446,6 +462,12 @@ func (s *sim) answer(p simProduce, err error) {
 	}
 	if err != nil && kind == "ok" {
 		s.fail("produce %d answered with %v, not a produce answer", p.val, err)
+	}
+	if n := s.node(p.node); kind == "timed_out" && n.alive && n.inc == p.inc && n.leader != nil &&
+		n.leader.LeaderEpoch() == p.epoch && p.off < n.leader.HighWatermark() {
+		// Its own leadership still holds and its HW covers it: the
+		// purgatory missed the answer it had.
+		s.fail("produce %d at offset %d timed out below the HW %d of its epoch %d", p.val, p.off, n.leader.HighWatermark(), p.epoch)
 	}
 	s.answers[kind]++
 }
@@ -751,7 +773,7 @@ func (s *sim) finalCheck() {
 	// Acknowledged before another was sent => lower offset.
 	for _, a := range s.acked {
 		for _, b := range s.acked {
-			if a.ackedAt < b.sent && a.off >= b.off {
+			if !b.retry && a.ackedAt < b.sent && a.off >= b.off {
 				s.fail("value %d acked at step %d has offset %d >= value %d sent at step %d with offset %d", a.val, a.ackedAt, a.off, b.val, b.sent, b.off)
 			}
 		}

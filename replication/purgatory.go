@@ -162,22 +162,26 @@ func (p *Purgatory) finish(w *Waiter, err error) {
 }
 
 // Lead reports that this broker leads tp in leader epoch epoch from now
-// on: waiters of an older epoch fail, and an epoch that a local
-// FailPartition ended is open again. Leading again in the same epoch
-// happens when the broker dropped the leadership itself (the log was
-// replaced, the partition left and came back) while the metadata did not
-// move; the records of one epoch have one writer, this broker, so its
-// waiters may still be answered by this epoch's high watermark.
-func (p *Purgatory) Lead(tp TopicPartition, epoch int32) {
+// on, with high watermark hw (LeaderState.HighWatermark) and the maximal
+// ISR size: waiters of an older epoch fail, and waiters below hw complete
+// as Advance would complete them. A new leader's HW usually starts where
+// the log's was and only moves when an append or a follower fetch moves
+// it; without Lead a retried produce whose records are already below it
+// (an idempotent duplicate, answered with the offsets of the first write)
+// would wait for a move that may never come. Leading again in the same
+// epoch (the broker dropped the leadership itself: the log was replaced,
+// the partition left and came back while the metadata did not move)
+// reopens an epoch a local FailPartition ended: the records of one epoch
+// have one writer, this broker.
+func (p *Purgatory) Lead(tp TopicPartition, epoch int32, hw int64, maximalISR, minISR int) int {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return
+	if !p.closed {
+		if pw := p.parts[tp]; pw != nil && pw.ended >= epoch {
+			pw.ended = epoch - 1
+		}
 	}
-	if pw := p.parts[tp]; pw != nil && pw.ended >= epoch {
-		pw.ended = epoch - 1
-	}
-	p.enterEpoch(tp, epoch)
+	p.mu.Unlock()
+	return p.Advance(tp, epoch, hw, maximalISR, minISR)
 }
 
 // Advance reports a partition's leader progress in leader epoch epoch:

@@ -113,7 +113,7 @@ func TestPurgatoryEpochs(t *testing.T) {
 	if !errors.Is(w6.Err(), ErrNotLeaderOrFollower) {
 		t.Fatal(w6.Err())
 	}
-	p.Lead(simTP, 6)
+	p.Lead(simTP, 6, 50, 3, 2)
 	w6 = p.Add(simTP, 6, 70, t0, dl)
 	if p.Advance(simTP, 6, 71, 3, 2) != 1 || w6.Err() != nil {
 		t.Fatalf("epoch 6 led again: %v", w6.Err())
@@ -122,6 +122,31 @@ func TestPurgatoryEpochs(t *testing.T) {
 	p.Close()
 	if !errors.Is(w6.Err(), ErrClosed) {
 		t.Fatal(w6.Err())
+	}
+}
+
+// A new leader's HW may never move (nothing new is appended: the only
+// producer is stuck retrying a batch that is already below it, which
+// deduplication answers with its first offsets). Lead tells the purgatory
+// where the HW is, so that retry is acknowledged at once (issue 15's
+// "log_end=6008 hw=6008" partition).
+func TestPurgatoryLeadKnowsTheHighWatermark(t *testing.T) {
+	p := NewPurgatory()
+	dl := t0.Add(time.Minute)
+	if n := p.Lead(simTP, 4, 6008, 3, 2); n != 0 {
+		t.Fatalf("lead completed %d", n)
+	}
+	if w := p.Add(simTP, 4, 6007, t0, dl); !done(w) || w.Err() != nil {
+		t.Fatalf("duplicate below the new leader's HW: done %v err %v", done(w), w.Err())
+	}
+	w := p.Add(simTP, 4, 6008, t0, dl)
+	if done(w) {
+		t.Fatal("waiter at the HW completed")
+	}
+	// Waiters added before Lead (an earlier epoch's) are not answered by it.
+	old := p.Add(simTP, 3, 100, t0, dl)
+	if !errors.Is(old.Err(), ErrNotLeaderOrFollower) {
+		t.Fatalf("waiter of an older epoch: %v", old.Err())
 	}
 }
 
