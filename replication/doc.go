@@ -37,7 +37,10 @@
 //     if the maximal ISR is then below it. A waiter belongs to the leader
 //     epoch of its append: only that epoch's HW answers it, and the end of
 //     the epoch fails it with NOT_LEADER_OR_FOLLOWER (also when the waiter
-//     is added after the end). Every waiter is answered by its deadline.
+//     is added after the end). The leader reports HW and maximal ISR on
+//     every update and at the start of a leadership (Lead), so a waiter
+//     added below the HW (a deduplicated retry) is answered at once. Every
+//     waiter is answered by its deadline.
 //
 // # Fault model and evidence
 //
