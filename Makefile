@@ -8,8 +8,9 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./replication/... ./loadgen/... ./results/...
 FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
+FAULT_RUNS ?= 20
 
-.PHONY: help build test test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos vet fmt clean profile
+.PHONY: help build test test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
 
 help:
 	@echo "make build        build $(BIN)"
@@ -20,6 +21,7 @@ help:
 	@echo "make bench-engine go test -bench for the storage engine"
 	@echo "make profile      3 local brokers, 60 s acks=all load with a consumer; broker CPU/heap/mutex/block profiles (and perf) of the window, then the report"
 	@echo "make chaos        failover test under acks=all load for CHAOS_ROUNDS rounds (default $(CHAOS_ROUNDS)), prints the checker's counts"
+	@echo "make faults       issue 15's kill -9 failover scenario FAULT_RUNS times (default $(FAULT_RUNS)): every produce answered in time, checker clean"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default $(FUZZTIME))"
 
 build:
@@ -36,7 +38,7 @@ vet:
 # on the write path (storage, crash recovery, fetch, replication,
 # idempotence, transactions). Loadgen's process tests drive the real
 # broker binary. `make test-sync-all` runs everything on the fallback too.
-SYNC_TESTS ?= TestFranzGoProduceConsumeAllCodecs|TestRestartKeepsDataAndClusterID|TestKill9UnderAcksAllLoad|TestFetch|TestKcatProduceConsume|TestConfluentKafkaPython|TestReplicationRF3|TestIdempotent|TestTxnCommitAbortVisibility|TestGroupsFranzRebalanceCommitResume
+SYNC_TESTS ?= TestFranzGoProduceConsumeAllCodecs|TestRestartKeepsDataAndClusterID|TestKill9UnderAcksAllLoad|TestFetch|TestKcatProduceConsume|TestConfluentKafkaPython|TestReplicationRF3|TestFailoverAcksAnswered|TestIdempotent|TestTxnCommitAbortVisibility|TestGroupsFranzRebalanceCommitResume
 test: vet build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	RINGLOG_TEST_IO=sync $(GO) test -race -count=1 -timeout 5m ./engine/...
@@ -80,6 +82,15 @@ profile:
 chaos: build
 	@RINGLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run 'TestFailoverUnderLoad' -v ./cmd/ringlog/ > bin/chaos.log 2>&1; rc=$$?; \
 	  grep -E '^(chaos:|--- |ok|FAIL|\s+failover_test)' bin/chaos.log; echo "full output: bin/chaos.log"; exit $$rc
+
+# Issue 15's scenario (3 brokers, idempotent acks=all producer at 2,000
+# msg/s on 6 partitions, kill -9 and restart of two partition leaders)
+# FAULT_RUNS times on one cluster: every produce answered within its
+# timeout, the producer finishes, purgatories empty, checker clean. One
+# run is part of `make test`.
+faults: build
+	@RINGLOG_FAILOVER_ACK_RUNS=$(FAULT_RUNS) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -run '^TestFailoverAcksAnswered$$' -v ./cmd/ringlog/ > bin/faults.log 2>&1; rc=$$?; \
+	  grep -E '^(failover-acks:|--- |ok|FAIL|\s+failover_acks_test)' bin/faults.log; echo "full output: bin/faults.log"; exit $$rc
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh

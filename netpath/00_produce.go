@@ -21,7 +21,10 @@ import (
 //   - Appends run on the connection's reader goroutine, in request order,
 //     so pipelined requests keep their order; the response waits (on the
 //     writer goroutine) until every append is durable per the fsync policy,
-//     bounded by timeout_ms (REQUEST_TIMED_OUT after that).
+//     bounded by timeout_ms counted from the request's arrival
+//     (REQUEST_TIMED_OUT after that; timeout_ms <= 0 means 30 s, and more
+//     than 2 min is capped), so a request queued behind a slow one on the
+//     same connection is not held longer than its own timeout.
 //   - acks=0 appends and sends nothing back; acks must be -1, 0 or 1.
 //   - Unknown topics are auto-created (through the controller) when the
 //     broker allows it.
@@ -33,7 +36,9 @@ import (
 //     NOT_ENOUGH_REPLICAS before appending when the ISR is below
 //     min.insync.replicas, and answered once the high watermark covers the
 //     append (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it
-//     meanwhile; NOT_LEADER_OR_FOLLOWER if leadership moved first).
+//     meanwhile; NOT_LEADER_OR_FOLLOWER if the leader epoch the append was
+//     made under ended first, even if this broker leads again since, or
+//     while the local write was still pending).
 //   - Internal topics (names starting "__") cannot be produced to.
 //   - Transactional produce (KIP-98): batches with the transactional
 //     attribute are accepted only in a request that names a transactional
@@ -63,11 +68,18 @@ func handleProduce(s *Server, r *request) reply {
 		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "not authorized to write with this transactional id"
 	}
 
+	arrived := time.Now()
+	deadline := requestDeadline(arrived, req.TimeoutMillis, defaultProduceWait)
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	type waiting struct {
-		t, p int
-		w    engine.AppendWaiter
-		lp   *leaderPart // acks=all on a replicated partition: wait for the HW
+		t, p  int
+		w     engine.AppendWaiter
+		lp    *leaderPart // acks=all on a replicated partition: wait for the HW
+		epoch int32       // lp's leader epoch when the append was made
+		// ended is closed when the leadership the append was made under
+		// ends (nil on an unreplicated partition): a local write still
+		// pending then (it may be truncated away) is answered at once.
+		ended <-chan struct{}
 	}
 	var waits []waiting
 	for ti := range req.Topics {
@@ -125,16 +137,20 @@ func handleProduce(s *Server, r *request) reply {
 			}
 			part := lc.part
 			var lp *leaderPart
+			var epoch int32
+			var ended <-chan struct{}
 			if s.repl != nil && part.Replicated() {
 				if lp = s.repl.leader(rt.Topic, rp.Partition); lp == nil {
 					// The image says we lead, replication has not caught up.
 					setErr(kerr.NotLeaderForPartition.Code, "")
 					continue
 				}
-				if err := lp.checkProduce(req.Acks); err != nil {
+				var err error
+				if epoch, err = lp.checkProduce(req.Acks); err != nil {
 					setErr(replErrorCode(err), err.Error())
 					continue
 				}
+				ended = lp.stop
 				if req.Acks != -1 {
 					lp = nil
 				}
@@ -146,7 +162,7 @@ func handleProduce(s *Server, r *request) reply {
 				setErr(errorCode(err), err.Error())
 				continue
 			}
-			waits = append(waits, waiting{t: ti, p: len(st.Partitions) - 1, w: w, lp: lp})
+			waits = append(waits, waiting{t: ti, p: len(st.Partitions) - 1, w: w, lp: lp, epoch: epoch, ended: ended})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -154,20 +170,32 @@ func handleProduce(s *Server, r *request) reply {
 	if req.Acks == 0 {
 		return reply{noResponse: true}
 	}
-	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	return reply{resolve: func(done <-chan struct{}) *response {
-		var timer <-chan time.Time
-		if timeout > 0 {
-			t := time.NewTimer(timeout)
-			defer t.Stop()
-			timer = t.C
-		}
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timer := t.C
 		timedOut := false
 		for _, wt := range waits {
 			sp := &resp.Topics[wt.t].Partitions[wt.p]
+			setErr := func(err error) {
+				sp.ErrorCode = replErrorCode(err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errorMessage(err)
+				}
+			}
 			if !timedOut {
 				select {
 				case <-wt.w.Done():
+				case <-wt.ended:
+					select {
+					case <-wt.w.Done(): // written anyway: answer as usual
+					default:
+						// Leadership moved while the write was pending:
+						// the new leader may truncate it; the client
+						// retries.
+						setErr(fmt.Errorf("%s-%d: leadership ended during the write: %w", resp.Topics[wt.t].Topic, sp.Partition, replication.ErrNotLeaderOrFollower))
+						continue
+					}
 				case <-timer:
 					timedOut = true
 				case <-done:
@@ -187,7 +215,7 @@ func handleProduce(s *Server, r *request) reply {
 			res, err := wt.w.Result()
 			if err == nil && wt.lp != nil && !timedOut {
 				// acks=all: wait until the HW passes our last offset.
-				pw := s.repl.purg.Add(wt.lp.tp, res.LastOffset, replDeadline(timeout))
+				pw := s.repl.awaitHW(wt.lp, wt.epoch, res.LastOffset, arrived, deadline)
 				select {
 				case <-pw.Done():
 					err = pw.Err()
@@ -203,10 +231,7 @@ func handleProduce(s *Server, r *request) reply {
 				err = replication.ErrRequestTimedOut
 			}
 			if err != nil {
-				sp.ErrorCode = replErrorCode(err)
-				if req.Version >= 8 {
-					sp.ErrorMessage = errorMessage(err)
-				}
+				setErr(err)
 				continue
 			}
 			sp.BaseOffset = res.BaseOffset

@@ -18,8 +18,11 @@ import (
 //   - v4 is the floor: older versions return message sets, which we never
 //     store (librdkafka needs v4 for record batch v2).
 //   - Long poll: if fewer than min_bytes are available the request waits,
-//     woken by high watermark advances of the fetched partitions, until
-//     max_wait_ms; then it answers with what there is.
+//     woken by high watermark advances of the fetched partitions (for a
+//     follower, log end advances), until max_wait_ms after its arrival
+//     (capped at 2 min); then it answers with what there is. Each
+//     partition's change notification is taken before it is read, so an
+//     advance between the read and the wait still wakes it.
 //   - max_bytes and partition_max_bytes are honoured, except that the first
 //     batch of the response is always returned whole (KIP-74).
 //   - Record data are file ranges sent with sendfile on plaintext listeners
@@ -71,8 +74,9 @@ func handleFetch(s *Server, r *request) reply {
 			}
 		}
 	}
+	deadline := requestDeadline(time.Now(), req.MaxWaitMillis, 0)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		return s.fetch(req, done, denied)
+		return s.fetch(req, deadline, done, denied)
 	}}
 }
 
@@ -111,12 +115,12 @@ type fetchTopic struct {
 	partitions []fetchPartition
 }
 
-func (s *Server) fetch(req *kmsg.FetchRequest, done <-chan struct{}, denied map[string]bool) *response {
+// fetch answers req, long-polling until deadline for min_bytes.
+func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan struct{}, denied map[string]bool) *response {
 	if req.Version >= 7 && req.SessionID != 0 {
 		// We never hand out session ids, so any non-zero id is stale.
 		return &response{parts: []responsePart{{buf: encodeFetchError(req.Version, kerr.FetchSessionIDNotFound.Code)}}, flexible: req.Version >= 12}
 	}
-	deadline := time.Now().Add(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	for {
 		topics, total, hasErr, watch := s.readFetch(req, denied)
 		if total >= int64(req.MinBytes) || hasErr || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(watch) == 0 {
@@ -205,7 +209,15 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 				}
 				read = func(off int64, n int32, _ bool) (engine.ReadResult, error) { return part.ReadReplica(off, n) }
 			}
+			// The change channel is taken before the read: an advance
+			// that lands after the read closes this channel, so a long
+			// poll cannot sleep through it (taken after, it would be the
+			// next one and the advance would be missed).
+			changed := part.Changed()
 			res, err := read(rp.FetchOffset, int32(limit), total == 0)
+			if afterFetchRead != nil {
+				afterFetchRead()
+			}
 			if err != nil {
 				info := part.Info()
 				fp.errorCode = errorCode(err)
@@ -222,13 +234,17 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 			} else {
 				res.Data.Release()
 			}
-			watch = append(watch, part.Changed())
+			watch = append(watch, changed)
 			ft.partitions = append(ft.partitions, fp)
 		}
 		topics = append(topics, ft)
 	}
 	return topics, total, hasErr, watch
 }
+
+// afterFetchRead, when set (tests only), runs after each partition read
+// of a fetch, where an append that lands must still wake the long poll.
+var afterFetchRead func()
 
 func releaseFetch(topics []fetchTopic) {
 	for _, t := range topics {

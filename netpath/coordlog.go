@@ -254,15 +254,18 @@ func (c *coordLog) append(p int32, batch []byte) group.Waiter {
 		return fail(fmt.Errorf("%w: %w", c.notCoord, err))
 	}
 	var lp *leaderPart
+	var epoch int32
 	if c.s.repl != nil && part.Replicated() {
 		if lp = c.s.repl.leader(c.topic, p); lp == nil {
 			return fail(fmt.Errorf("%w: %s-%d: not leading it in replication yet", c.notCoord, c.topic, p))
 		}
-		if err := lp.checkProduce(-1); err != nil {
+		var err error
+		if epoch, err = lp.checkProduce(-1); err != nil {
 			return fail(c.persistErr(err))
 		}
 	}
-	deadline := time.Now().Add(c.commitTimeout)
+	arrived := time.Now()
+	deadline := arrived.Add(c.commitTimeout)
 	// Group and transaction state draw from the free-space reserve: they
 	// are small, and refusing them would stop consumers from committing.
 	w, err := part.AppendInternal(batch)
@@ -276,16 +279,8 @@ func (c *coordLog) append(p int32, batch []byte) group.Waiter {
 			return c.persistErr(err)
 		}
 		purg := c.s.repl.purg
-		pw := purg.Add(lp.tp, res.LastOffset, deadline)
-		// dropLeader clears gen before failing the partition's waiters: a
-		// waiter added after that would only time out.
-		lp.mu.Lock()
-		gone := !lp.gen
-		lp.mu.Unlock()
-		if gone {
-			purg.Cancel(pw)
-			return fmt.Errorf("%w: %s-%d: leadership moved", c.notCoord, c.topic, p)
-		}
+		// A leadership that ended meanwhile fails the waiter at once.
+		pw := c.s.repl.awaitHW(lp, epoch, res.LastOffset, arrived, deadline)
 		select {
 		case <-pw.Done():
 		case <-c.s.ctx.Done():

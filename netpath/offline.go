@@ -73,7 +73,7 @@ func (s *Server) reportOffline(topic string, parts []*engine.Partition) error {
 		n := 0
 		if s.repl != nil {
 			if lp := s.repl.leader(topic, p.Index()); lp != nil {
-				n = s.repl.purg.FailPartition(lp.tp, fmt.Errorf("%w: %v", replication.ErrStorage, p.Failed()))
+				n = s.repl.purg.FailPartition(lp.tp, lp.st.LeaderEpoch(), fmt.Errorf("%w: %v", replication.ErrStorage, p.Failed()))
 			}
 		}
 		s.log.Error("partition offline after a disk error", "topic", topic, "partition", p.Index(), "failed_waiters", n, "err", p.Failed())

@@ -116,12 +116,15 @@ func (m *replicaManager) tickLoop() {
 	}
 }
 
-// apply acts on a LeaderState update. lp.mu should be held.
+// apply acts on a LeaderState update. Every update reaches the
+// purgatory, moved HW or not: a waiter added below the HW (a deduplicated
+// retry) is answered from the last report, whose ISR size must be current
+// too. lp.mu should be held.
 func (m *replicaManager) apply(lp *leaderPart, u replication.Update) {
 	if u.HWChanged {
 		lp.part.SetHighWatermark(u.HW)
-		m.purg.Advance(lp.tp, u.HW, len(lp.st.MaximalISR()), lp.st.MinInsync())
 	}
+	m.purg.Advance(lp.tp, lp.st.LeaderEpoch(), lp.st.HighWatermark(), len(lp.st.MaximalISR()), lp.st.MinInsync())
 	if u.Proposal != nil {
 		prop := *u.Proposal
 		go m.sendAlter(lp, prop)
@@ -219,6 +222,11 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 			}
 			lp.mu.Unlock()
 			m.dropLeader(key, err)
+		} else if lp != nil {
+			// The log was replaced under the leadership (the topic was
+			// recreated): end the old one, whose waiters and watcher
+			// would otherwise outlive it.
+			m.dropLeader(key, fmt.Errorf("%s-%d: log replaced: %w", t.Name, idx, replication.ErrNotLeaderOrFollower))
 		}
 		mi := 1
 		if ti, ok := m.s.engine.Topic(t.Name); ok {
@@ -231,6 +239,10 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		}
 		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
 		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{})}
+		// The purgatory learns the new leadership's HW now: apply only
+		// reports HW moves, and a HW that never moves must still answer
+		// a duplicate below it.
+		m.purg.Lead(tp, p.LeaderEpoch, st.HighWatermark(), len(st.MaximalISR()), st.MinInsync())
 		m.mu.Lock()
 		m.leaders[key] = lp
 		m.mu.Unlock()
@@ -274,7 +286,7 @@ func (m *replicaManager) dropLeader(key tpKey, why error) {
 	if !errors.Is(why, replication.ErrNotLeaderOrFollower) {
 		why = fmt.Errorf("%w: %v", replication.ErrNotLeaderOrFollower, why)
 	}
-	n := m.purg.FailPartition(lp.tp, why)
+	n := m.purg.FailPartition(lp.tp, lp.st.LeaderEpoch(), why)
 	m.s.log.Info("no longer leading partition", "topic", key.topic, "partition", key.part, "leader_epoch", lp.st.LeaderEpoch(), "failed_waiters", n)
 }
 
@@ -387,20 +399,45 @@ func (m *replicaManager) followerFetch(topic string, rp *kmsg.FetchRequestTopicP
 	return 0, out.Diverging
 }
 
-// checkProduce is LeaderState.CheckProduce under the partition lock.
-func (lp *leaderPart) checkProduce(acks int16) error {
+// checkProduce is LeaderState.CheckProduce under the partition lock. It
+// returns the leader epoch the append that follows is made under: the
+// acks=all waiter is tied to it (awaitHW).
+func (lp *leaderPart) checkProduce(acks int16) (int32, error) {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if !lp.gen {
-		return replication.ErrNotLeaderOrFollower
+		return 0, replication.ErrNotLeaderOrFollower
 	}
-	return lp.st.CheckProduce(acks)
+	return lp.st.LeaderEpoch(), lp.st.CheckProduce(acks)
 }
 
-// replDeadline is an acks=all waiter's deadline for a request timeout.
-func replDeadline(timeout time.Duration) time.Time {
-	if timeout <= 0 {
-		timeout = 30 * time.Second
+// awaitHW parks an acks=all wait for an append ending at lastOffset, made
+// while lp led in epoch (from checkProduce). The purgatory answers it by
+// the deadline at the latest; if the epoch already ended (the leadership
+// was dropped while the local write ran) it fails at once with
+// NOT_LEADER_OR_FOLLOWER. arrived is when the request came in.
+func (m *replicaManager) awaitHW(lp *leaderPart, epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter {
+	return m.purg.Add(lp.tp, epoch, lastOffset, arrived, deadline)
+}
+
+// Bounds on how long a request may be parked, whatever it asks for.
+const (
+	// defaultProduceWait stands in for a produce timeout_ms <= 0 (the
+	// Java client's request.timeout.ms default).
+	defaultProduceWait = 30 * time.Second
+	// maxRequestWait caps produce timeout_ms and fetch max_wait_ms: no
+	// client waits longer for an answer (their request timeouts are
+	// 30-60 s), so a larger value would only hold broker resources.
+	maxRequestWait = 2 * time.Minute
+)
+
+// requestDeadline is when a request that arrived at arrived and asks to
+// wait up to ms milliseconds must be answered: ms <= 0 waits ifZero, and
+// no request waits more than maxRequestWait.
+func requestDeadline(arrived time.Time, ms int32, ifZero time.Duration) time.Time {
+	d := time.Duration(ms) * time.Millisecond
+	if d <= 0 {
+		d = ifZero
 	}
-	return time.Now().Add(timeout)
+	return arrived.Add(min(d, maxRequestWait))
 }

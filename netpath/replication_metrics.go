@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/ringlog/ringlog/coordinator/metadata"
@@ -10,7 +11,10 @@ import (
 // Replication metrics are computed at scrape time from the LeaderStates
 // this broker holds (each read under its partition lock) and from the
 // metadata image; ISR change counters are bumped where the change is
-// applied (replicas.go).
+// applied (replicas.go). Per-partition series (offsets of every hosted
+// replica; ISR gauges of the partitions led here) are capped at
+// maxPartitionSeries partitions, in topic order; the rest are counted in
+// ringlog_partition_series_omitted.
 
 var (
 	descLedPartitions = prometheus.NewDesc("ringlog_replicated_partitions_led",
@@ -30,8 +34,27 @@ var (
 		[]string{"topic", "partition", "follower", "in_isr"}, nil)
 )
 
+var (
+	partLabels            = []string{"topic", "partition"}
+	descPartLogEndOffset  = prometheus.NewDesc("ringlog_partition_log_end_offset", "Next offset to be written, per hosted replica (leader or follower).", partLabels, nil)
+	descPartHighWatermark = prometheus.NewDesc("ringlog_partition_high_watermark", "High watermark (end of the committed, consumer-visible records), per hosted replica.", partLabels, nil)
+	descPartLogStart      = prometheus.NewDesc("ringlog_partition_log_start_offset", "First offset still held, per hosted replica.", partLabels, nil)
+	descPartISRSize       = prometheus.NewDesc("ringlog_partition_isr_size", "Committed ISR size of a replicated partition this broker leads.", partLabels, nil)
+	descPartUnderRepl     = prometheus.NewDesc("ringlog_partition_under_replicated", "1 when a replicated partition this broker leads has an ISR smaller than its replica set.", partLabels, nil)
+	descPartUnderMinISR   = prometheus.NewDesc("ringlog_partition_under_min_isr", "1 when a replicated partition this broker leads has an ISR below min.insync.replicas (acks=all produce is refused).", partLabels, nil)
+	descPartOmitted       = prometheus.NewDesc("ringlog_partition_series_omitted",
+		"Hosted partitions left out of the per-partition series (beyond the first 2000, in topic order).", nil, nil)
+	descProduceOldestWait = prometheus.NewDesc("ringlog_produce_oldest_wait_seconds",
+		"Age (since its request arrived) of the oldest acks=all produce waiting in the replication purgatory for the high watermark; 0 when none waits. Every wait ends by its timeout_ms, so a value above the clients' timeout means a stuck acknowledgement.", nil, nil)
+)
+
+// maxPartitionSeries bounds the partitions with per-partition series, as
+// maxTopicSeries bounds per-topic ones.
+const maxPartitionSeries = 2000
+
 var replicationDescs = []*prometheus.Desc{descLedPartitions, descUnderReplicated, descUnderMinISR, descOffline,
-	descISRShrinks, descISRExpands, descFollowerLag}
+	descISRShrinks, descISRExpands, descFollowerLag, descPartLogEndOffset, descPartHighWatermark, descPartLogStart,
+	descPartISRSize, descPartUnderRepl, descPartUnderMinISR, descPartOmitted, descProduceOldestWait}
 
 func (s *Server) collectReplication(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
@@ -52,10 +75,12 @@ func (s *Server) collectReplication(ch chan<- prometheus.Metric) {
 	}
 	gauge(descOffline, float64(offline))
 
+	shown := s.collectPartitions(ch)
 	m := s.repl
 	if m == nil {
 		return
 	}
+	gauge(descProduceOldestWait, m.purg.OldestWait(time.Now()).Seconds())
 	m.mu.Lock()
 	lps := make([]*leaderPart, 0, len(m.leaders))
 	for _, lp := range m.leaders {
@@ -71,15 +96,21 @@ func (s *Server) collectReplication(ch chan<- prometheus.Metric) {
 		}
 		led++
 		isr := len(lp.st.ISR())
-		if isr < len(lp.st.Replicas()) {
+		isUnder, isUnderMin := isr < len(lp.st.Replicas()), isr < lp.st.MinInsync()
+		if isUnder {
 			under++
 		}
-		if isr < lp.st.MinInsync() {
+		if isUnderMin {
 			underMin++
 		}
 		followers := lp.st.Followers()
 		lp.mu.Unlock()
 		part := strconv.Itoa(int(lp.tp.Partition))
+		if shown[tpKey{lp.tp.Topic, lp.tp.Partition}] {
+			gauge(descPartISRSize, float64(isr), lp.tp.Topic, part)
+			gauge(descPartUnderRepl, flag(isUnder), lp.tp.Topic, part)
+			gauge(descPartUnderMinISR, flag(isUnderMin), lp.tp.Topic, part)
+		}
 		for _, f := range followers {
 			gauge(descFollowerLag, float64(f.Lag), lp.tp.Topic, part, strconv.Itoa(int(f.ReplicaID)), strconv.FormatBool(f.InISR))
 		}
@@ -87,4 +118,41 @@ func (s *Server) collectReplication(ch chan<- prometheus.Metric) {
 	gauge(descLedPartitions, float64(led))
 	gauge(descUnderReplicated, float64(under))
 	gauge(descUnderMinISR, float64(underMin))
+}
+
+// collectPartitions sends the offsets of every hosted partition (up to
+// maxPartitionSeries) and returns which partitions got series.
+func (s *Server) collectPartitions(ch chan<- prometheus.Metric) map[tpKey]bool {
+	shown := map[tpKey]bool{}
+	if s.engine == nil {
+		return shown
+	}
+	omitted := 0
+	for _, ti := range s.engine.Topics() {
+		for idx := range ti.Partitions {
+			part, err := s.engine.Partition(ti.Name, idx)
+			if err != nil {
+				continue // deleted meanwhile
+			}
+			if len(shown) >= maxPartitionSeries {
+				omitted++
+				continue
+			}
+			shown[tpKey{ti.Name, idx}] = true
+			info := part.Info()
+			p := strconv.Itoa(int(idx))
+			ch <- prometheus.MustNewConstMetric(descPartLogEndOffset, prometheus.GaugeValue, float64(info.LogEndOffset), ti.Name, p)
+			ch <- prometheus.MustNewConstMetric(descPartHighWatermark, prometheus.GaugeValue, float64(info.HighWatermark), ti.Name, p)
+			ch <- prometheus.MustNewConstMetric(descPartLogStart, prometheus.GaugeValue, float64(info.LogStartOffset), ti.Name, p)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descPartOmitted, prometheus.GaugeValue, float64(omitted))
+	return shown
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -257,11 +257,13 @@ func (s *Server) writeMarker(topic string, p int32, mk producerstate.Marker, dea
 		return kerr.ErrorForCode(lc.code)
 	}
 	var lp *leaderPart
+	var epoch int32
 	if s.repl != nil && lc.part.Replicated() {
 		if lp = s.repl.leader(topic, p); lp == nil {
 			return replication.ErrNotLeaderOrFollower
 		}
-		if err := lp.checkProduce(-1); err != nil {
+		var err error
+		if epoch, err = lp.checkProduce(-1); err != nil {
 			return err
 		}
 	}
@@ -284,16 +286,8 @@ func (s *Server) writeMarker(topic string, p int32, mk producerstate.Marker, dea
 	}
 	if lp != nil {
 		purg := s.repl.purg
-		pw := purg.Add(lp.tp, res.LastOffset, deadline)
-		// dropLeader clears gen before failing the partition's waiters: a
-		// waiter added after that would only time out.
-		lp.mu.Lock()
-		gone := !lp.gen
-		lp.mu.Unlock()
-		if gone {
-			purg.Cancel(pw)
-			return replication.ErrNotLeaderOrFollower
-		}
+		// A leadership that ended meanwhile fails the waiter at once.
+		pw := s.repl.awaitHW(lp, epoch, res.LastOffset, time.Now(), deadline)
 		select {
 		case <-pw.Done():
 		case <-done:

@@ -34,7 +34,13 @@
 //   - acks=all: CheckProduce refuses with NOT_ENOUGH_REPLICAS when the
 //     committed ISR is below min.insync.replicas; Purgatory completes when
 //     the HW passes the last offset, with NOT_ENOUGH_REPLICAS_AFTER_APPEND
-//     if the maximal ISR is then below it.
+//     if the maximal ISR is then below it. A waiter belongs to the leader
+//     epoch of its append: only that epoch's HW answers it, and the end of
+//     the epoch fails it with NOT_LEADER_OR_FOLLOWER (also when the waiter
+//     is added after the end). The leader reports HW and maximal ISR on
+//     every update and at the start of a leadership (Lead), so a waiter
+//     added below the HW (a deduplicated retry) is answered at once. Every
+//     waiter is answered by its deadline.
 //
 // # Fault model and evidence
 //
@@ -43,7 +49,9 @@
 // and delay, and stale metadata, and checks that no acknowledged record is
 // lost or moved, committed prefixes never diverge, a leader's HW never
 // goes down within an epoch, and nothing is acknowledged without
-// min.insync durable copies. Known-wrong variants (HW truncation, no
+// min.insync durable copies, and every produce is answered by its
+// deadline with a produce answer (waiters registered late, epoch bumps).
+// Known-wrong variants (HW truncation, no
 // maximal ISR, reverting an unknown AlterPartition outcome, counting
 // unflushed offsets) fail it.
 package replication

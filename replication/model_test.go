@@ -27,6 +27,15 @@ import (
 // and a maximal ISR of >= min.insync. Checked after healing: the replicas
 // converge, every acknowledged record is at its acknowledged offset, no
 // value appears twice, and acknowledgement order is offset order.
+//
+// Waiting requests (issue 15): a produce registers its purgatory waiter a
+// few steps after its append, as netpath does once the local write is
+// durable, so leadership may end or move in between; the controller also
+// bumps the leader epoch of a leader that keeps leading. Every produce must
+// be answered by its deadline with success, NOT_LEADER_OR_FOLLOWER,
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT or (its broker
+// crashed) a closed connection, and a success must be for the record
+// actually committed at its offset.
 
 var debugModel = os.Getenv("RINGLOG_MODEL_DEBUG") != ""
 
@@ -175,14 +184,22 @@ type simMsg struct {
 }
 
 type simProduce struct {
-	val    uint64
-	off    int64
-	node   int32
-	sent   int
-	waiter *Waiter
+	retry    bool // an idempotent retry answered with the first write's offset
+	val      uint64
+	off      int64
+	node     int32
+	inc      int   // the node's incarnation at the append
+	epoch    int32 // the leader epoch the append was made under
+	sent     int
+	register int // step at which the waiter is added (local write done)
+	waiter   *Waiter
 }
 
+// simTimeout is a produce's timeout_ms in steps.
+const simTimeout = 50
+
 type simAck struct {
+	retry    bool
 	val      uint64
 	off      int64
 	sent     int
@@ -216,6 +233,10 @@ type sim struct {
 	readMax  int     // batches per fetch response
 	quiet    bool    // no more produce requests
 	dropP    float64
+	bumpP    float64 // chance per step that the leader's epoch is bumped
+	// registering are appended produces whose waiter is not added yet.
+	registering []simProduce
+	answers     map[string]int // answer kind -> count
 }
 
 func (s *sim) logf(format string, args ...any) {
@@ -240,6 +261,8 @@ func newSim(t *testing.T, seed uint64) *sim {
 	s.session = []int{8, 25}[s.rng.IntN(2)]
 	s.fetchP = []float64{0.3, 1}[s.rng.IntN(2)]
 	s.readMax = 5
+	s.bumpP = []float64{0, 0.002, 0.01}[s.rng.IntN(3)]
+	s.answers = map[string]int{}
 	s.ctrl = &simController{
 		rng:      s.rng,
 		state:    PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 0, PartitionEpoch: 0},
@@ -279,8 +302,8 @@ func (s *sim) applyMetadata(n *simNode, p PartitionState) {
 			return
 		}
 		s.logf("node %d resigns epoch %d (%v)", n.id, n.leader.LeaderEpoch(), err)
+		n.purg.FailPartition(simTP, n.leader.LeaderEpoch(), err)
 		n.leader = nil
-		n.purg.FailPartition(simTP, err)
 	}
 	if p.Leader == n.id {
 		n.follower, n.fetching = nil, false
@@ -289,6 +312,7 @@ func (s *sim) applyMetadata(n *simNode, p PartitionState) {
 			s.fail("become leader: %v", err)
 		}
 		n.leader = l
+		n.purg.Lead(simTP, p.LeaderEpoch, l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
 		s.logf("node %d leads epoch %d isr %v leo %d hw %d", n.id, p.LeaderEpoch, p.ISR, n.log.LogEndOffset(), l.HighWatermark())
 		s.applyUpdate(n, l.OnLocalAppend())
 		return
@@ -314,10 +338,10 @@ func (s *sim) applyUpdate(n *simNode, u Update) {
 		n.hwSeen[l.LeaderEpoch()] = u.HW
 		n.log.SetHighWatermark(u.HW)
 	}
-	if u.HWChanged || u.Proposal == nil {
-		n.purg.Advance(simTP, l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
-		s.collectAcks(n)
-	}
+	// As netpath's apply: every update reports the HW and maximal ISR,
+	// moved or not (a waiter added below the HW is answered from them).
+	n.purg.Advance(simTP, l.LeaderEpoch(), l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
+	s.collectAcks(n)
 	if u.Proposal != nil {
 		s.logf("node %d proposes isr %v (epochs %d/%d)", n.id, u.Proposal.NewISR, u.Proposal.LeaderEpoch, u.Proposal.PartitionEpoch)
 		s.send(simMsg{from: n.id, to: 0, alter: u.Proposal})
@@ -335,8 +359,10 @@ func (s *sim) collectAcks(n *simNode) {
 		}
 		if err := p.waiter.Err(); err != nil {
 			s.logf("produce %d at %d on %d: %v", p.val, p.off, p.node, err)
+			s.answer(p, err)
 			continue
 		}
+		s.answer(p, nil)
 		copies := 0
 		for _, m := range s.nodes {
 			if e, ok := m.log.entry(p.off); ok && e.val == p.val && p.off < m.log.durable {
@@ -349,8 +375,13 @@ func (s *sim) collectAcks(n *simNode) {
 		if l := s.node(p.node).leader; l == nil || len(l.MaximalISR()) < simMinISR {
 			s.fail("acked value %d without a leader whose maximal ISR reaches min.insync", p.val)
 		}
+		if l := s.node(p.node).leader; l.LeaderEpoch() != p.epoch {
+			// Even if the record is there, only its own epoch's HW may
+			// answer it: another epoch's offsets are other records.
+			s.fail("value %d appended in epoch %d acked in epoch %d", p.val, p.epoch, l.LeaderEpoch())
+		}
 		s.logf("ack %d at %d by %d", p.val, p.off, p.node)
-		s.acked = append(s.acked, simAck{val: p.val, off: p.off, sent: p.sent, ackedAt: s.step, ackOrder: len(s.acked)})
+		s.acked = append(s.acked, simAck{retry: p.retry, val: p.val, off: p.off, sent: p.sent, ackedAt: s.step, ackOrder: len(s.acked)})
 	}
 	s.pending = keep
 }
@@ -368,11 +399,88 @@ func (s *sim) produce() {
 	if err := target.leader.CheckProduce(-1); err != nil {
 		return
 	}
+	if s.rng.Float64() < 0.1 && s.nextVal > 0 {
+		// An idempotent producer's retry of an earlier value: if the
+		// leader's log has it, deduplication answers with that offset,
+		// maybe already below the HW, which may then never move.
+		val := 1 + s.rng.Uint64N(s.nextVal)
+		for off := target.log.start; off < target.log.LogEndOffset(); off++ {
+			if e, _ := target.log.entry(off); e.val == val {
+				s.registering = append(s.registering, simProduce{retry: true, val: val, off: off, node: target.id, inc: target.inc,
+					epoch: target.leader.LeaderEpoch(), sent: s.step, register: s.step + s.rng.IntN(20)})
+				s.registerDue()
+				return
+			}
+		}
+	}
 	s.nextVal++
 	off := target.log.appendLeader(s.nextVal)
-	w := target.purg.Add(simTP, off, s.now.Add(50*simStep))
-	s.pending = append(s.pending, simProduce{val: s.nextVal, off: off, node: target.id, sent: s.step, waiter: w})
+	s.registering = append(s.registering, simProduce{val: s.nextVal, off: off, node: target.id, inc: target.inc,
+		epoch: target.leader.LeaderEpoch(), sent: s.step, register: s.step + s.rng.IntN(20)})
 	s.applyUpdate(target, target.leader.OnLocalAppend())
+	s.registerDue()
+}
+
+// registerDue adds the waiters whose local write is done, whatever the
+// node's role is by now (netpath's produce does not look either); the
+// purgatory must answer them all.
+func (s *sim) registerDue() {
+	keep := s.registering[:0]
+	for _, p := range s.registering {
+		if p.register > s.step {
+			keep = append(keep, p)
+			continue
+		}
+		n := s.node(p.node)
+		if !n.alive || n.inc != p.inc {
+			s.answer(p, ErrClosed) // the connection died with the broker
+			continue
+		}
+		p.waiter = n.purg.Add(simTP, p.epoch, p.off, s.now.Add(-simStep*time.Duration(s.step-p.sent)), s.now.Add(simStep*time.Duration(simTimeout-(s.step-p.sent))))
+		s.pending = append(s.pending, p)
+	}
+	s.registering = keep
+	for _, n := range s.nodes {
+		s.collectAcks(n)
+	}
+}
+
+// answer checks that a produce's answer is one Kafka allows and came by
+// its deadline.
+func (s *sim) answer(p simProduce, err error) {
+	if s.step > p.sent+simTimeout {
+		s.fail("produce %d (sent at step %d, timeout %d steps) answered at step %d: %v", p.val, p.sent, simTimeout, s.step, err)
+	}
+	kind := "ok"
+	for _, k := range []struct {
+		err  error
+		name string
+	}{{ErrNotLeaderOrFollower, "not_leader"}, {ErrNotEnoughReplicasAfterAppend, "after_append"}, {ErrRequestTimedOut, "timed_out"}, {ErrClosed, "closed"}} {
+		if errors.Is(err, k.err) {
+			kind = k.name
+		}
+	}
+	if err != nil && kind == "ok" {
+		s.fail("produce %d answered with %v, not a produce answer", p.val, err)
+	}
+	if n := s.node(p.node); kind == "timed_out" && n.alive && n.inc == p.inc && n.leader != nil &&
+		n.leader.LeaderEpoch() == p.epoch && p.off < n.leader.HighWatermark() {
+		// Its own leadership still holds and its HW covers it: the
+		// purgatory missed the answer it had.
+		s.fail("produce %d at offset %d timed out below the HW %d of its epoch %d", p.val, p.off, n.leader.HighWatermark(), p.epoch)
+	}
+	s.answers[kind]++
+}
+
+// checkAnswered fails if a produce is still unanswered after its timeout.
+func (s *sim) checkAnswered() {
+	for _, l := range [][]simProduce{s.registering, s.pending} {
+		for _, p := range l {
+			if s.step > p.sent+simTimeout {
+				s.fail("produce %d on node %d (epoch %d, offset %d, sent at step %d) unanswered after its timeout", p.val, p.node, p.epoch, p.off, p.sent)
+			}
+		}
+	}
 }
 
 func (s *sim) deliver(m simMsg) {
@@ -500,6 +608,13 @@ func (s *sim) runStep() {
 			s.logf("controller: fence %d -> %+v", n.id, s.ctrl.state)
 		}
 	}
+	// A leader epoch bump with the same leader (Kafka bumps it on
+	// reassignment): the old epoch's waiters must not be answered by the
+	// new epoch's high watermark.
+	if s.faults && s.ctrl.state.Leader > 0 && s.rng.Float64() < s.bumpP {
+		s.ctrl.bump(true)
+		s.logf("controller: epoch bump -> %+v", s.ctrl.state)
+	}
 	// Metadata propagation, possibly late.
 	for _, n := range s.nodes {
 		if s.reachable(n) && s.rng.Float64() < s.metaP {
@@ -550,6 +665,8 @@ func (s *sim) runStep() {
 			s.collectAcks(n)
 		}
 	}
+	s.registerDue()
+	s.checkAnswered()
 	s.checkCommitted()
 }
 
@@ -632,8 +749,8 @@ func (s *sim) finalCheck() {
 		s.fail("ISR did not recover: %+v", s.ctrl.state)
 	}
 	ld := s.node(leaderID)
-	if ld.leader == nil || ld.leader.HighWatermark() != ld.log.LogEndOffset() || len(s.pending) > 0 {
-		s.fail("leader %d: leading %v, leo %d, hw %d, %d produce requests unanswered", leaderID, ld.leader != nil, ld.log.LogEndOffset(), ld.log.hw, len(s.pending))
+	if ld.leader == nil || ld.leader.HighWatermark() != ld.log.LogEndOffset() || len(s.pending)+len(s.registering) > 0 {
+		s.fail("leader %d: leading %v, leo %d, hw %d, %d produce requests unanswered", leaderID, ld.leader != nil, ld.log.LogEndOffset(), ld.log.hw, len(s.pending)+len(s.registering))
 	}
 	for _, n := range s.nodes {
 		if !slices.Equal(n.log.entries, ld.log.entries) || n.log.start != ld.log.start {
@@ -656,7 +773,7 @@ func (s *sim) finalCheck() {
 	// Acknowledged before another was sent => lower offset.
 	for _, a := range s.acked {
 		for _, b := range s.acked {
-			if a.ackedAt < b.sent && a.off >= b.off {
+			if !b.retry && a.ackedAt < b.sent && a.off >= b.off {
 				s.fail("value %d acked at step %d has offset %d >= value %d sent at step %d with offset %d", a.val, a.ackedAt, a.off, b.val, b.sent, b.off)
 			}
 		}
@@ -675,7 +792,7 @@ func runModel(t *testing.T, seed uint64, steps int) (acked int, leo int64) {
 	s.quiet = true
 	for range 1000 {
 		s.runStep()
-		if s.converged() {
+		if s.converged() && len(s.pending)+len(s.registering) == 0 {
 			break
 		}
 	}

@@ -11,7 +11,9 @@ import (
 // Waiter is one acks=all produce partition waiting for the high watermark.
 type Waiter struct {
 	tp       TopicPartition
+	epoch    int32 // leader epoch the append was made under
 	last     int64 // last offset of the append; done when HW > last
+	added    time.Time
 	deadline time.Time
 	done     chan struct{}
 	err      error
@@ -23,15 +25,25 @@ type Waiter struct {
 func (w *Waiter) Done() <-chan struct{} { return w.done }
 
 // Err is nil when the records are committed with enough replicas, else
-// ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut, the error given to
-// FailPartition, or ErrClosed.
+// ErrNotEnoughReplicasAfterAppend, ErrRequestTimedOut,
+// ErrNotLeaderOrFollower (the leader epoch of the append ended: the error
+// given to FailPartition, or a newer epoch was seen), or ErrClosed.
 func (w *Waiter) Err() error {
 	<-w.done
 	return w.err
 }
 
+// partWaiters is one partition's waiters and progress. Both belong to one
+// leader epoch: an offset means nothing across epochs (the new leader may
+// have truncated it and written other records there), so a waiter is only
+// ever completed by the high watermark of the epoch it was appended in.
 type partWaiters struct {
 	byOffset offsetHeap
+	// epoch is the leader epoch of the waiters and progress held; ended
+	// is the newest epoch FailPartition closed (NoEpoch if none). A
+	// waiter of an epoch <= ended, or older than epoch, fails at once.
+	epoch int32
+	ended int32
 	// Last progress reported by Advance, so a waiter added after the HW
 	// already covered it completes at once instead of missing its wake-up.
 	known      bool
@@ -44,6 +56,11 @@ type partWaiters struct {
 // by offset and in one min-heap by deadline, so Advance and Expire cost
 // O(k log n) for k completed waiters and never scan the others. It is safe
 // for concurrent use.
+//
+// Every waiter is answered, by the first of: the HW of its leader epoch
+// passes its last offset (Advance), its epoch ends (FailPartition, or an
+// Add or Advance of a newer epoch), its deadline (Expire, driven by Run),
+// Cancel or Close. Kafka's delayed produce completes on the same events.
 type Purgatory struct {
 	mu        sync.Mutex
 	parts     map[TopicPartition]*partWaiters
@@ -57,21 +74,25 @@ func NewPurgatory() *Purgatory {
 	return &Purgatory{parts: map[TopicPartition]*partWaiters{}, wake: make(chan struct{}, 1)}
 }
 
-// Add registers a waiter for an append whose last offset is lastOffset.
-// Call it after the append, from anywhere: if Advance already covered the
-// offset the waiter completes immediately.
-func (p *Purgatory) Add(tp TopicPartition, lastOffset int64, deadline time.Time) *Waiter {
-	w := &Waiter{tp: tp, last: lastOffset, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1}
+// Add registers a waiter for an append whose last offset is lastOffset,
+// made while this broker led tp in leader epoch epoch. Call it after the
+// append, from anywhere: if Advance of that epoch already covered the
+// offset the waiter completes immediately, and if the epoch already ended
+// (the leadership was lost or replaced while the append ran) it fails at
+// once with ErrNotLeaderOrFollower. now is when the request arrived (for
+// OldestWait).
+func (p *Purgatory) Add(tp TopicPartition, epoch int32, lastOffset int64, now, deadline time.Time) *Waiter {
+	w := &Waiter{tp: tp, epoch: epoch, last: lastOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		p.finish(w, ErrClosed)
 		return w
 	}
-	pw := p.parts[tp]
+	pw := p.enterEpoch(tp, epoch)
 	if pw == nil {
-		pw = &partWaiters{}
-		p.parts[tp] = pw
+		p.finish(w, fmt.Errorf("%s-%d offset %d: leader epoch %d ended: %w", tp.Topic, tp.Partition, lastOffset, epoch, ErrNotLeaderOrFollower))
+		return w
 	}
 	if pw.known && lastOffset < pw.hw {
 		p.finish(w, afterAppend(tp, pw))
@@ -87,6 +108,38 @@ func (p *Purgatory) Add(tp TopicPartition, lastOffset int64, deadline time.Time)
 		}
 	}
 	return w
+}
+
+// enterEpoch returns tp's waiters for epoch, failing those of an older
+// epoch first, or nil when epoch is stale (ended, or older than the
+// current one). Lock should be held.
+func (p *Purgatory) enterEpoch(tp TopicPartition, epoch int32) *partWaiters {
+	pw := p.parts[tp]
+	if pw == nil {
+		pw = &partWaiters{epoch: epoch, ended: NoEpoch}
+		p.parts[tp] = pw
+	}
+	switch {
+	case epoch <= pw.ended || epoch < pw.epoch:
+		return nil
+	case epoch > pw.epoch:
+		// A newer leadership of ours, its predecessor never failed (a
+		// missed FailPartition): the old waiters' offsets mean nothing
+		// in the new epoch.
+		p.failWaiters(pw, fmt.Errorf("%s-%d: leader epoch %d superseded by %d: %w", tp.Topic, tp.Partition, pw.epoch, epoch, ErrNotLeaderOrFollower))
+		pw.epoch, pw.known = epoch, false
+	}
+	return pw
+}
+
+// failWaiters completes every waiter of pw with err. Lock should be held.
+func (p *Purgatory) failWaiters(pw *partWaiters, err error) int {
+	n := 0
+	for len(pw.byOffset) > 0 {
+		p.finish(pw.byOffset[0], err)
+		n++
+	}
+	return n
 }
 
 func afterAppend(tp TopicPartition, pw *partWaiters) error {
@@ -108,20 +161,43 @@ func (p *Purgatory) finish(w *Waiter, err error) {
 	close(w.done)
 }
 
-// Advance reports a partition's leader progress: waiters whose last
-// offset is below hw complete, with ErrNotEnoughReplicasAfterAppend when
-// the maximal ISR (LeaderState.MaximalISR) has fewer than minISR members.
-// It returns how many completed.
-func (p *Purgatory) Advance(tp TopicPartition, hw int64, maximalISR, minISR int) int {
+// Lead reports that this broker leads tp in leader epoch epoch from now
+// on, with high watermark hw (LeaderState.HighWatermark) and the maximal
+// ISR size: waiters of an older epoch fail, and waiters below hw complete
+// as Advance would complete them. A new leader's HW usually starts where
+// the log's was and only moves when an append or a follower fetch moves
+// it; without Lead a retried produce whose records are already below it
+// (an idempotent duplicate, answered with the offsets of the first write)
+// would wait for a move that may never come. Leading again in the same
+// epoch (the broker dropped the leadership itself: the log was replaced,
+// the partition left and came back while the metadata did not move)
+// reopens an epoch a local FailPartition ended: the records of one epoch
+// have one writer, this broker.
+func (p *Purgatory) Lead(tp TopicPartition, epoch int32, hw int64, maximalISR, minISR int) int {
+	p.mu.Lock()
+	if !p.closed {
+		if pw := p.parts[tp]; pw != nil && pw.ended >= epoch {
+			pw.ended = epoch - 1
+		}
+	}
+	p.mu.Unlock()
+	return p.Advance(tp, epoch, hw, maximalISR, minISR)
+}
+
+// Advance reports a partition's leader progress in leader epoch epoch:
+// that epoch's waiters whose last offset is below hw complete, with
+// ErrNotEnoughReplicasAfterAppend when the maximal ISR
+// (LeaderState.MaximalISR) has fewer than minISR members. Progress of an
+// ended or older epoch is ignored. It returns how many completed.
+func (p *Purgatory) Advance(tp TopicPartition, epoch int32, hw int64, maximalISR, minISR int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pw := p.parts[tp]
+	if p.closed {
+		return 0
+	}
+	pw := p.enterEpoch(tp, epoch)
 	if pw == nil {
-		if p.closed {
-			return 0
-		}
-		pw = &partWaiters{}
-		p.parts[tp] = pw
+		return 0
 	}
 	pw.known, pw.hw, pw.maximalISR, pw.minISR = true, hw, maximalISR, minISR
 	n := 0
@@ -132,23 +208,28 @@ func (p *Purgatory) Advance(tp TopicPartition, hw int64, maximalISR, minISR int)
 	return n
 }
 
-// FailPartition completes every waiter of tp with err and forgets its
-// progress: call it when this broker stops leading tp (err wrapping
-// ErrNotLeaderOrFollower) or the partition is deleted.
-func (p *Purgatory) FailPartition(tp TopicPartition, err error) int {
+// FailPartition ends leader epoch epoch of tp: its waiters (and any of an
+// older epoch) complete with err, its progress is forgotten, and a later
+// Add for it or an older epoch fails at once. Call it when this broker
+// stops leading tp in that epoch (err wrapping ErrNotLeaderOrFollower) or
+// the partition is deleted. Waiters of a newer epoch are left alone.
+func (p *Purgatory) FailPartition(tp TopicPartition, epoch int32, err error) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pw := p.parts[tp]
-	if pw == nil {
+	if p.closed {
 		return 0
 	}
-	n := 0
-	for len(pw.byOffset) > 0 {
-		p.finish(pw.byOffset[0], err)
-		n++
+	pw := p.parts[tp]
+	if pw == nil {
+		pw = &partWaiters{epoch: epoch, ended: NoEpoch}
+		p.parts[tp] = pw
 	}
-	delete(p.parts, tp)
-	return n
+	pw.ended = max(pw.ended, epoch)
+	if pw.epoch > epoch {
+		return 0
+	}
+	pw.known = false
+	return p.failWaiters(pw, err)
 }
 
 // Expire completes the waiters whose deadline is not after now with
@@ -183,6 +264,19 @@ func (p *Purgatory) NextDeadline() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return p.deadlines[0].deadline, true
+}
+
+// OldestWait is how long the longest-waiting pending waiter has waited
+// at now (since the request it belongs to arrived), 0 when none waits.
+// It is a scan: call it at scrape time, not per request.
+func (p *Purgatory) OldestWait(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var oldest time.Duration
+	for _, w := range p.deadlines {
+		oldest = max(oldest, now.Sub(w.added))
+	}
+	return oldest
 }
 
 // Len is the number of pending waiters.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,14 +179,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level fault test")
 	}
-	rounds := 1
-	if s := os.Getenv("RINGLOG_CHAOS_ROUNDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("RINGLOG_CHAOS_ROUNDS=%q", s)
-		}
-		rounds = n
-	}
+	rounds := envRepeats(t, "RINGLOG_CHAOS_ROUNDS")
 	c := startReplCluster(t, 5, "--replica-lag-time-max", failoverLag.String())
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
 	const topic, partitions = "chaos", 3
@@ -200,16 +192,10 @@ func TestFailoverUnderLoad(t *testing.T) {
 	t.Cleanup(stopLoad)
 
 	faults := 0
-	leaderOf := func(p int32) int32 {
-		m := waitMetadata(t, adm, 30*time.Second, "a leader", func(m kadm.Metadata) bool {
-			return len(m.Topics[topic].Partitions) == partitions && m.Topics[topic].Partitions[p].Leader >= 0
-		})
-		return m.Topics[topic].Partitions[p].Leader
-	}
 	time.Sleep(time.Second)
 	for round := range rounds {
 		for k := range 2 {
-			victim := leaderOf(0)
+			victim := partitionLeader(t, adm, topic, partitions, 0)
 			t.Logf("round %d: kill -9 node %d (leader of %s-0)", round, victim, topic)
 			c.node(victim).kill9()
 			faults++

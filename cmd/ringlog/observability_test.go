@@ -429,7 +429,11 @@ func TestProfilingEndpointGuards(t *testing.T) {
 // TestReplicationMetrics checks the replication series on a 3-node
 // cluster: the leader reports its partition and each follower's lag; a
 // paused follower drops out of the ISR (shrink counted, partition under
-// replicated) and is counted back in (expand) once it resumes.
+// replicated) and is counted back in (expand) once it resumes. The
+// per-partition series follow: log end, high watermark and log start on
+// every replica, ISR size and the under-replicated flags on the leader,
+// and the acks=all produce held while the paused follower is still in the
+// ISR shows in ringlog_produce_oldest_wait_seconds until the ISR shrinks.
 func TestReplicationMetrics(t *testing.T) {
 	c := startReplCluster(t, 3)
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
@@ -505,6 +509,39 @@ func TestReplicationMetrics(t *testing.T) {
 	}
 	shrinks0, _ := sumSeries(m, "ringlog_isr_shrinks_total")
 	expands0, _ := sumSeries(m, "ringlog_isr_expands_total")
+	part := []string{`topic="` + topic + `"`, `partition="0"`}
+	// partSeries reads one per-partition series of topic-0, or a
+	// per-broker one (-1: absent).
+	partSeries := func(m map[string]float64, name string) float64 {
+		fragments := part
+		if name == "ringlog_produce_oldest_wait_seconds" {
+			fragments = nil // per broker
+		}
+		v, ok := sumSeries(m, name, fragments...)
+		if !ok {
+			return -1
+		}
+		return v
+	}
+	for _, want := range []struct {
+		name string
+		v    float64
+	}{{"ringlog_partition_log_end_offset", 20}, {"ringlog_partition_high_watermark", 20}, {"ringlog_partition_log_start_offset", 0},
+		{"ringlog_partition_isr_size", 3}, {"ringlog_partition_under_replicated", 0}, {"ringlog_partition_under_min_isr", 0},
+		{"ringlog_produce_oldest_wait_seconds", 0}} {
+		if got := partSeries(m, want.name); got != want.v {
+			t.Errorf("leader: %s = %v, want %v", want.name, got, want.v)
+		}
+	}
+	for _, f := range followers {
+		fm := scrape(t, c.node(f).admin)
+		if got := partSeries(fm, "ringlog_partition_log_end_offset"); got != 20 {
+			t.Errorf("follower %d: log end offset %v, want 20", f, got)
+		}
+		if got := partSeries(fm, "ringlog_partition_isr_size"); got != -1 {
+			t.Errorf("follower %d reports an ISR size (%v) for a partition it does not lead", f, got)
+		}
+	}
 
 	// Pause a follower that is not the controller: only the ISR changes.
 	ctrl := c.controller(20 * time.Second)
@@ -515,18 +552,45 @@ func TestReplicationMetrics(t *testing.T) {
 	p := c.node(paused)
 	p.cmd.Process.Signal(syscall.SIGSTOP)
 	t.Cleanup(func() { p.cmd.Process.Signal(syscall.SIGCONT) })
-	produce(20) // the paused follower falls behind the log end
-	waitFor("an ISR shrink", func(m map[string]float64) bool {
+	// The first acks=all produce waits for the paused ISR member until it
+	// is dropped (replica lag 3 s): the oldest wait shows it meanwhile.
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		ctx := testContext(t, 30*time.Second)
+		for i := range 20 {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("w%d", i))}).FirstErr(); err != nil {
+				t.Errorf("produce with a paused follower: %v", err)
+				return
+			}
+		}
+	}()
+	waitFor("a produce waiting on the paused follower", func(m map[string]float64) bool {
+		return partSeries(m, "ringlog_produce_oldest_wait_seconds") >= 0.5
+	})
+	<-produced
+	m = waitFor("an ISR shrink", func(m map[string]float64) bool {
 		s, _ := sumSeries(m, "ringlog_isr_shrinks_total")
 		u, _ := sumSeries(m, "ringlog_under_replicated_partitions")
 		return s > shrinks0 && u >= 1
 	})
+	for _, want := range []struct {
+		name string
+		v    float64
+	}{{"ringlog_partition_log_end_offset", 40}, {"ringlog_partition_high_watermark", 40},
+		{"ringlog_partition_isr_size", 2}, {"ringlog_partition_under_replicated", 1}, {"ringlog_partition_under_min_isr", 0},
+		{"ringlog_produce_oldest_wait_seconds", 0}} {
+		if got := partSeries(m, want.name); got != want.v {
+			t.Errorf("leader with a follower out of the ISR: %s = %v, want %v", want.name, got, want.v)
+		}
+	}
 	p.cmd.Process.Signal(syscall.SIGCONT)
 	produce(5)
 	waitFor("an ISR expand", func(m map[string]float64) bool {
 		e, _ := sumSeries(m, "ringlog_isr_expands_total")
 		u, _ := sumSeries(m, "ringlog_under_replicated_partitions")
-		return e > expands0 && u == 0
+		return e > expands0 && u == 0 && partSeries(m, "ringlog_partition_isr_size") == 3 &&
+			partSeries(m, "ringlog_partition_under_replicated") == 0 && partSeries(m, "ringlog_partition_high_watermark") == 45
 	})
 }
 

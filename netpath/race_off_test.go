@@ -1,0 +1,5 @@
+//go:build !race
+
+package netpath
+
+const raceEnabled = false
