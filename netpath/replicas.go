@@ -48,6 +48,9 @@ type leaderPart struct {
 	mu  sync.Mutex
 	st  *replication.LeaderState
 	gen bool // false once replaced or dropped
+	// reportedISR and reportedMin are the maximal ISR size and
+	// min.insync.replicas last given to the purgatory (apply).
+	reportedISR, reportedMin int
 }
 
 type replicaManager struct {
@@ -116,15 +119,19 @@ func (m *replicaManager) tickLoop() {
 	}
 }
 
-// apply acts on a LeaderState update. Every update reaches the
-// purgatory, moved HW or not: a waiter added below the HW (a deduplicated
-// retry) is answered from the last report, whose ISR size must be current
-// too. lp.mu should be held.
+// apply acts on a LeaderState update. The purgatory hears every change
+// of what answers a waiter, the HW or the ISR counts: a waiter added
+// below the HW (a deduplicated retry) is answered from the last report,
+// which must be current. Unchanged reports are skipped: this runs for
+// every partition of every follower fetch. lp.mu should be held.
 func (m *replicaManager) apply(lp *leaderPart, u replication.Update) {
 	if u.HWChanged {
 		lp.part.SetHighWatermark(u.HW)
 	}
-	m.purg.Advance(lp.tp, lp.st.LeaderEpoch(), lp.st.HighWatermark(), len(lp.st.MaximalISR()), lp.st.MinInsync())
+	if isr, minISR := lp.st.MaximalISRSize(), lp.st.MinInsync(); u.HWChanged || isr != lp.reportedISR || minISR != lp.reportedMin {
+		lp.reportedISR, lp.reportedMin = isr, minISR
+		m.purg.Advance(lp.tp, lp.st.LeaderEpoch(), lp.st.HighWatermark(), isr, minISR)
+	}
 	if u.Proposal != nil {
 		prop := *u.Proposal
 		go m.sendAlter(lp, prop)
@@ -238,11 +245,12 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 			return
 		}
 		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
-		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{})}
+		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{}),
+			reportedISR: st.MaximalISRSize(), reportedMin: st.MinInsync()}
 		// The purgatory learns the new leadership's HW now: apply only
 		// reports HW moves, and a HW that never moves must still answer
 		// a duplicate below it.
-		m.purg.Lead(tp, p.LeaderEpoch, st.HighWatermark(), len(st.MaximalISR()), st.MinInsync())
+		m.purg.Lead(tp, p.LeaderEpoch, st.HighWatermark(), lp.reportedISR, lp.reportedMin)
 		m.mu.Lock()
 		m.leaders[key] = lp
 		m.mu.Unlock()

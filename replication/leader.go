@@ -186,6 +186,20 @@ func (l *LeaderState) MaximalISR() []int32 {
 	return union(l.isr, l.pending.prop.NewISR)
 }
 
+// MaximalISRSize is len(MaximalISR()) without building the set: callers
+// on the fetch path only need the count.
+func (l *LeaderState) MaximalISRSize() int {
+	n := len(l.isr)
+	if l.pending != nil {
+		for _, id := range l.pending.prop.NewISR {
+			if !containsID(l.isr, id) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // MinInsync is min.insync.replicas for this partition.
 func (l *LeaderState) MinInsync() int { return l.minISR }
 

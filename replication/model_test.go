@@ -167,6 +167,9 @@ type simNode struct {
 	purg     *Purgatory
 	hwSeen   map[int32]int64 // leader epoch -> last HW, for monotonicity
 	checked  int64           // committed-prefix check watermark
+	// reportedISR/reportedMin: what the purgatory last heard (as
+	// netpath's leaderPart keeps them).
+	reportedISR, reportedMin int
 }
 
 type simMsg struct {
@@ -312,7 +315,8 @@ func (s *sim) applyMetadata(n *simNode, p PartitionState) {
 			s.fail("become leader: %v", err)
 		}
 		n.leader = l
-		n.purg.Lead(simTP, p.LeaderEpoch, l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
+		n.reportedISR, n.reportedMin = l.MaximalISRSize(), l.MinInsync()
+		n.purg.Lead(simTP, p.LeaderEpoch, l.HighWatermark(), n.reportedISR, n.reportedMin)
 		s.logf("node %d leads epoch %d isr %v leo %d hw %d", n.id, p.LeaderEpoch, p.ISR, n.log.LogEndOffset(), l.HighWatermark())
 		s.applyUpdate(n, l.OnLocalAppend())
 		return
@@ -338,9 +342,15 @@ func (s *sim) applyUpdate(n *simNode, u Update) {
 		n.hwSeen[l.LeaderEpoch()] = u.HW
 		n.log.SetHighWatermark(u.HW)
 	}
-	// As netpath's apply: every update reports the HW and maximal ISR,
-	// moved or not (a waiter added below the HW is answered from them).
-	n.purg.Advance(simTP, l.LeaderEpoch(), l.HighWatermark(), len(l.MaximalISR()), l.MinInsync())
+	// As netpath's apply: the purgatory hears every change of the HW or
+	// the ISR counts (a waiter added below the HW is answered from them).
+	if got := l.MaximalISRSize(); got != len(l.MaximalISR()) {
+		s.fail("node %d: MaximalISRSize %d, MaximalISR %v", n.id, got, l.MaximalISR())
+	}
+	if isr, minISR := l.MaximalISRSize(), l.MinInsync(); u.HWChanged || isr != n.reportedISR || minISR != n.reportedMin {
+		n.reportedISR, n.reportedMin = isr, minISR
+		n.purg.Advance(simTP, l.LeaderEpoch(), l.HighWatermark(), isr, minISR)
+	}
 	s.collectAcks(n)
 	if u.Proposal != nil {
 		s.logf("node %d proposes isr %v (epochs %d/%d)", n.id, u.Proposal.NewISR, u.Proposal.LeaderEpoch, u.Proposal.PartitionEpoch)
