@@ -61,6 +61,9 @@ type engineStats struct {
 	fsyncLatency latencyHistogram
 	// duplicates counts idempotent retries answered from producer state.
 	duplicates atomic.Int64
+	// diskFullRollbacks counts writes undone after failing for lack of
+	// space, the partition kept online.
+	diskFullRollbacks atomic.Int64
 }
 
 // Stats are cumulative engine counters.
@@ -73,6 +76,11 @@ type Stats struct {
 	// DuplicateBatches counts idempotent retries answered with their
 	// original offsets instead of being appended again.
 	DuplicateBatches int64
+	// DiskFullRollbacks counts segment writes that failed for lack of
+	// space and were undone with the partition kept online: a rollback of
+	// the partition on the io_uring path (uring_undo.go), the torn tail
+	// cut after the failed pwrite on the sync path (writepath.go).
+	DiskFullRollbacks int64
 	// io_uring write path only (zero on the sync path): io_uring_enter
 	// calls, SQEs submitted and completions reaped. SQEs/enter is the
 	// batching factor; the owner's wakeup reads are included.
@@ -98,7 +106,8 @@ func (e *Engine) Stats() Stats {
 		FlushRounds:     e.stats.flushRounds.Load(),
 		SegmentsDeleted: e.stats.segmentsDeleted.Load(),
 
-		DuplicateBatches: e.stats.duplicates.Load(),
+		DuplicateBatches:  e.stats.duplicates.Load(),
+		DiskFullRollbacks: e.stats.diskFullRollbacks.Load(),
 	}
 	if q, ok := e.wq.(*uringQueue); ok {
 		rs := q.ringStats()

@@ -284,6 +284,9 @@ func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) 
 				// Out of space, and the file is back where it was:
 				// nothing in memory moved yet, so the partition stays
 				// usable once space is freed.
+				p.e.stats.diskFullRollbacks.Add(1)
+				p.e.log.Warn("undid a write that failed for lack of space; the partition stays online",
+					"topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "log_end", p.logEnd, "path", seg.path(logSuffix), "pos", start, "err", err)
 				return nil, err
 			}
 			return nil, p.fail(err)

@@ -131,6 +131,10 @@ func checkRolledBack(t *testing.T, e *Engine, p *Partition, offline <-chan struc
 	if !e.DiskStatus().Degraded {
 		t.Fatal("ENOSPC did not degrade the disk monitor")
 	}
+	// One failed write: one rollback (or one undone pwrite) counted.
+	if n := e.Stats().DiskFullRollbacks; n != 1 {
+		t.Fatalf("DiskFullRollbacks %d after one write failed for lack of space, want 1", n)
+	}
 	if _, err := p.Append(batchOf(end, 1)); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("append while degraded: %v", err)
 	}

@@ -199,6 +199,7 @@ func (p *Partition) rollBack(seg *segment, pos, offset int64, gen uint64, cause 
 		p.fail(fmt.Errorf("rolling back to offset %d after %v: %w", offset, cause, err))
 		return
 	}
+	p.e.stats.diskFullRollbacks.Add(1)
 	p.e.log.Warn("rolled back appends after a write failed for lack of space; the partition stays online",
 		"topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "to", offset, "log_end_was", from, "path", seg.path(logSuffix), "pos", pos, "err", cause)
 }

@@ -226,6 +226,11 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 				ft.partitions = append(ft.partitions, fp)
 				continue
 			}
+			// Right after a leader change this HW may be below what the
+			// previous leader acknowledged (below the epoch start, see
+			// 02_list_offsets.go). Like Kafka we serve the fetch anyway:
+			// records below it are committed, and the HW a later fetch
+			// returns has caught up; only ListOffsets refuses then.
 			fp.highWatermark, fp.lastStable, fp.logStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 			fp.aborted = aborted
 			if res.Data.Len() > 0 {

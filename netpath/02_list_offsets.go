@@ -1,8 +1,11 @@
 package netpath
 
 import (
+	"errors"
+
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -15,8 +18,21 @@ import (
 //     with the largest timestamp (KIP-734); otherwise the first offset
 //     whose batch timestamp is >= the one asked for, or -1 when none.
 //   - v0 (old style, max_num_offsets) is not served.
+//   - Under read_committed a lookup by timestamp (or -3) that lands at or
+//     past the last stable offset finds nothing (-1), as in Kafka, where
+//     the LSO is the last fetchable offset.
 //   - Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER
 //     elsewhere); the leader epoch reported and checked is the image's.
+//   - After a leader change (RF > 1), while the new leader's high
+//     watermark is below the log end its epoch began with, it may lag
+//     what the previous leader acknowledged (KIP-207,
+//     replication.LeaderState.CheckOffsetsAvailable). Then, as in Kafka's
+//     Partition.fetchOffsetForTimestamp: -1 answers OFFSET_NOT_AVAILABLE
+//     (LEADER_NOT_AVAILABLE before v5), retriable, so a consumer never
+//     reads "to the end" and stops short; a timestamp or -3 lookup
+//     answers it only when nothing below the HW matches (a match below
+//     it stands); -2 (the log start) is answered as usual. Fetch is not
+//     refused in that state (01_fetch.go).
 
 func init() { register(2, 1, 7, handleListOffsets) }
 
@@ -48,12 +64,36 @@ func handleListOffsets(s *Server, r *request) reply {
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
+			// Checked before the log is read: the HW only rises, so a
+			// partition found caught up stays so for the read.
+			var lagging error
+			if s.repl != nil && part.Replicated() {
+				lagging = s.repl.offsetsAvailable(rt.Topic, rp.Partition, lc.info.LeaderEpoch)
+				if errors.Is(lagging, replication.ErrNotLeaderOrFollower) {
+					sp.ErrorCode = replErrorCode(lagging)
+					st.Partitions = append(st.Partitions, sp)
+					continue
+				}
+			}
 			offset, ts, err := part.OffsetForTimestamp(rp.Timestamp)
-			if err == nil && rp.Timestamp == -1 && req.IsolationLevel == 1 {
-				offset = part.LastStableOffset()
+			if err == nil && req.IsolationLevel == 1 {
+				switch lso := part.LastStableOffset(); {
+				case rp.Timestamp == engine.TimestampLatest:
+					offset = lso
+				case rp.Timestamp != engine.TimestampEarliest && offset >= lso:
+					offset, ts = -1, -1
+				}
+			}
+			if err == nil && lagging != nil && rp.Timestamp != engine.TimestampEarliest &&
+				(rp.Timestamp == engine.TimestampLatest || offset < 0) {
+				err = lagging
 			}
 			if err != nil {
-				sp.ErrorCode = errorCode(err)
+				sp.ErrorCode = replErrorCode(err)
+				if sp.ErrorCode == kerr.OffsetNotAvailable.Code && req.Version < 5 {
+					// Kafka's answer to clients that predate the code.
+					sp.ErrorCode = kerr.LeaderNotAvailable.Code
+				}
 			} else {
 				sp.Offset, sp.Timestamp = offset, ts
 				if offset >= 0 {

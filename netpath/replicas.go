@@ -374,6 +374,7 @@ func replErrorCode(err error) int16 {
 		{replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
 		{replication.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition.Code},
 		{replication.ErrStorage, kerr.KafkaStorageError.Code},
+		{replication.ErrOffsetNotAvailable, kerr.OffsetNotAvailable.Code},
 	}
 	for _, p := range pairs {
 		if errors.Is(err, p.err) {
@@ -405,6 +406,30 @@ func (m *replicaManager) followerFetch(topic string, rp *kmsg.FetchRequestTopicP
 	}
 	m.apply(lp, out.Update)
 	return 0, out.Diverging
+}
+
+// offsetsAvailable is the ListOffsets check of a replicated partition the
+// image says we lead in epoch: ErrNotLeaderOrFollower while replication
+// has not taken up that leadership yet (the log's HW is not a leader's
+// then), ErrOffsetNotAvailable while the HW is below the epoch's start
+// (LeaderState.CheckOffsetsAvailable). The HW only rises within an
+// epoch, so a nil answer holds for the log read that follows.
+func (m *replicaManager) offsetsAvailable(topic string, idx, epoch int32) error {
+	lp := m.leader(topic, idx)
+	if lp == nil {
+		return fmt.Errorf("%s-%d: not leading yet: %w", topic, idx, replication.ErrNotLeaderOrFollower)
+	}
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	switch {
+	case !lp.gen:
+		return fmt.Errorf("%s-%d: leadership ended: %w", topic, idx, replication.ErrNotLeaderOrFollower)
+	case lp.st.LeaderEpoch() != epoch:
+		// The image is ahead of reconcile (or behind it): the new
+		// epoch's HW check has not started; retry.
+		return fmt.Errorf("%s-%d: leading epoch %d, image says %d: %w", topic, idx, lp.st.LeaderEpoch(), epoch, replication.ErrOffsetNotAvailable)
+	}
+	return lp.st.CheckOffsetsAvailable()
 }
 
 // checkProduce is LeaderState.CheckProduce under the partition lock. It

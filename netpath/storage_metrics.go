@@ -48,7 +48,8 @@ var (
 var storageDescs = []*prometheus.Desc{descIOPath, descAppends, descAppendedBytes, descFsyncs, descFsyncSeconds,
 	descFlushRounds, descSegmentsDeleted, descRingEnters, descRingSQEs, descRingCQEs, descRingPerEnter,
 	descCleanerPasses, descCleanerSegments, descCleanerBytesBefore, descCleanerBytesAfter, descCleanerRecords, descCleanerErrors,
-	descDiskFree, descDiskTotal, descDiskMinFree, descDiskResumeFree, descDiskDegraded, descDiskRefused}
+	descDiskFree, descDiskTotal, descDiskMinFree, descDiskResumeFree, descDiskDegraded, descDiskRefused,
+	descDiskFullRollbacks, descDiskOffline}
 
 // Free space of the data directory (docs/disk-full.md).
 var (
@@ -64,6 +65,10 @@ var (
 		"1 while free space is below the threshold and produce is refused.", nil, nil)
 	descDiskRefused = prometheus.NewDesc("ringlog_disk_refused_appends_total",
 		"Appends refused with KAFKA_STORAGE_ERROR because free space was below the threshold.", nil, nil)
+	descDiskFullRollbacks = prometheus.NewDesc("ringlog_disk_full_rollbacks_total",
+		"Segment writes that failed for lack of space and were undone, the partition kept online (io_uring path: partition rolled back; sync path: torn tail cut).", nil, nil)
+	descDiskOffline = prometheus.NewDesc("ringlog_disk_offline_partitions",
+		"Partition replicas on this broker taken offline by a disk error until a restart (this broker's view; ringlog_offline_partitions is the controller's count of leaderless partitions).", nil, nil)
 )
 
 func (s *Server) collectDisk(ch chan<- prometheus.Metric) {
@@ -99,6 +104,8 @@ func (s *Server) collectStorage(ch chan<- prometheus.Metric) {
 	counter(descFsyncs, st.Fdatasyncs)
 	counter(descFlushRounds, st.FlushRounds)
 	counter(descSegmentsDeleted, st.SegmentsDeleted)
+	counter(descDiskFullRollbacks, st.DiskFullRollbacks)
+	ch <- prometheus.MustNewConstMetric(descDiskOffline, prometheus.GaugeValue, float64(len(e.OfflinePartitions())))
 	cs := e.CleanerStats()
 	counter(descCleanerPasses, cs.Passes)
 	counter(descCleanerSegments, cs.SegmentsRewritten)

@@ -44,6 +44,11 @@ var (
 	// ErrStorage: KAFKA_STORAGE_ERROR (56). A follower could not append to
 	// or truncate its log.
 	ErrStorage = errors.New("replica storage error")
+	// ErrOffsetNotAvailable: OFFSET_NOT_AVAILABLE (78). A new leader's high
+	// watermark is still below the log end its epoch began with
+	// (LeaderState.CheckOffsetsAvailable): an end offset answered now could
+	// be lower than what the previous leader acknowledged (KIP-207).
+	ErrOffsetNotAvailable = errors.New("high watermark behind the start of the leader epoch")
 	// ErrClosed: internal; waiters still pending when a Purgatory is closed
 	// (broker shutdown). netpath answers REQUEST_TIMED_OUT or drops the
 	// connection.

@@ -167,6 +167,21 @@ func (l *LeaderState) setMembership(replicas, isr []int32, now time.Time) {
 // HighWatermark is the offset below which records are committed.
 func (l *LeaderState) HighWatermark() int64 { return l.hw }
 
+// CheckOffsetsAvailable returns ErrOffsetNotAvailable while the high
+// watermark is below the log end this epoch began with. A new leader's HW
+// starts at its own, which may lag its predecessor's, and reaches the
+// epoch start only once every ISR member has fetched from it; until then
+// an end offset read from it could be lower than what the previous leader
+// acknowledged, so ListOffsets refuses (Kafka's KIP-207 check in
+// Partition.fetchOffsetForTimestamp).
+func (l *LeaderState) CheckOffsetsAvailable() error {
+	if l.hw < l.epochStartOffset {
+		return fmt.Errorf("%s-%d: high watermark %d, leader epoch %d started at %d: %w",
+			l.tp.Topic, l.tp.Partition, l.hw, l.leaderEpoch, l.epochStartOffset, ErrOffsetNotAvailable)
+	}
+	return nil
+}
+
 // LeaderEpoch is the epoch this state leads in.
 func (l *LeaderState) LeaderEpoch() int32 { return l.leaderEpoch }
 

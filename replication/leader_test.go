@@ -222,3 +222,48 @@ func TestLeaderAlterOutcomes(t *testing.T) {
 		t.Fatal("stale result applied")
 	}
 }
+
+// A new leader whose HW starts below the log end of its epoch start
+// (its own HW lagged its predecessor's) refuses offset lookups until
+// every ISR member has fetched up to the epoch start; local appends alone
+// do not lift it, and once lifted it stays lifted.
+func TestLeaderOffsetsUnavailableUntilHWReachesEpochStart(t *testing.T) {
+	l, log := leaderFixture(t) // HW 5, epoch 5 starts at 10
+	notAvailable := func(when string) {
+		t.Helper()
+		if err := l.CheckOffsetsAvailable(); !errors.Is(err, ErrOffsetNotAvailable) {
+			t.Fatalf("%s (HW %d): %v, want ErrOffsetNotAvailable", when, l.HighWatermark(), err)
+		}
+	}
+	notAvailable("as leader")
+	log.appendLeader(100)
+	log.flush()
+	l.OnLocalAppend()
+	notAvailable("after a local append")
+	fetch(t, l, 2, 11, t0)
+	notAvailable("after one follower fetched")
+	fetch(t, l, 3, 9, t0)
+	notAvailable("HW 9, below the epoch start")
+	fetch(t, l, 3, 10, t0)
+	if err := l.CheckOffsetsAvailable(); err != nil || l.HighWatermark() != 10 {
+		t.Fatalf("HW %d at the epoch start: %v", l.HighWatermark(), err)
+	}
+	fetch(t, l, 2, 10, t0) // a follower going back never lowers the HW
+	if err := l.CheckOffsetsAvailable(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A leader whose HW already covers its log end answers at once.
+	caught := newMemLog()
+	caught.entries = append(caught.entries, memEntry{epoch: 4}, memEntry{epoch: 4})
+	_ = caught.cache.Assign(4, 0)
+	caught.flush()
+	caught.hw = 2
+	l2, err := BecomeLeader(DefaultConfig(), simTP, 1, 2, PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 7}, caught, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.CheckOffsetsAvailable(); err != nil {
+		t.Fatalf("HW at the log end: %v", err)
+	}
+}

@@ -119,6 +119,16 @@ func TestDiskErrorMovesLeadership(t *testing.T) {
 	if p := m.Topics[topic].Partitions[0]; !slices.Contains(p.OfflineReplicas, victim) {
 		t.Errorf("metadata does not list replica %d offline: %+v", victim, p)
 	}
+	// The failing disk shows on the victim's dashboard, nowhere else.
+	for _, id := range []int32{1, 2, 3} {
+		want := 0.0
+		if id == victim {
+			want = 1
+		}
+		if v, ok := sumSeries(scrape(t, c.node(id).admin), "ringlog_disk_offline_partitions"); !ok || v != want {
+			t.Errorf("node %d: ringlog_disk_offline_partitions %v (present %v), want %v", id, v, ok, want)
+		}
+	}
 	atMove := load.ackedByPartition()[0]
 	waitAcks(t, load, 20*time.Second, "acks=all on partition 0 under its new leader", func(a map[int32]int) bool {
 		return a[0] >= atMove+20
@@ -139,6 +149,9 @@ func TestDiskErrorMovesLeadership(t *testing.T) {
 	c.node(victim).stop()
 	c.node(victim).restart()
 	waitMetadata(t, adm, 30*time.Second, "full ISRs after the restart", fullISR(topic, partitions))
+	if v, _ := sumSeries(scrape(t, c.node(victim).admin), "ringlog_disk_offline_partitions"); v != 0 {
+		t.Errorf("node %d: ringlog_disk_offline_partitions %v after the restart recovered the log", victim, v)
+	}
 	stopLoad()
 	res := checkNoLoss(t, c, adm, load, topic, partitions)
 	fmt.Printf("diskerr: io=%s leader moved after %v, partition 0 acking again after %v; acknowledged=%d failed=%d lost=%d duplicated=%d\n",

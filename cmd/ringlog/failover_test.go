@@ -274,10 +274,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 // end offset now and returns the values in log order per partition.
 func readBackValues(t *testing.T, c *testCluster, adm *kadm.Client, topic string, partitions int) map[int32][]string {
 	t.Helper()
-	ends, err := adm.ListEndOffsets(testContext(t, 10*time.Second), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ends := listedEnds(t, adm, topic)
 	cons := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	logs := map[int32][]string{}

@@ -158,17 +158,11 @@ func splitOver(asg map[string][]int32, members, n int) bool {
 	return len(seen) == n
 }
 
+// endOffsets is listedEnds by partition.
 func endOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
 	t.Helper()
-	lo, err := adm.ListEndOffsets(testContext(t, 10*time.Second), topic)
-	if err == nil {
-		err = lo.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[int32]int64{}
-	lo.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	listedEnds(t, adm, topic).Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out
 }
 

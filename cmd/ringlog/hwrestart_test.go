@@ -129,11 +129,7 @@ func TestRestartedLeaderHW(t *testing.T) {
 	// consumers (the high watermark).
 	endOffset := func() int64 {
 		t.Helper()
-		ends, err := adm.ListEndOffsets(testContext(t, 10*time.Second), topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, ok := ends.Lookup(topic, part)
+		e, ok := listedEnds(t, adm, topic).Lookup(topic, part)
 		if !ok || e.Err != nil {
 			t.Fatalf("end offset of %s-%d: %+v", topic, part, e)
 		}

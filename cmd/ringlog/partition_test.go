@@ -513,10 +513,7 @@ func waitIdentical(t *testing.T, c *testCluster, topic string, partitions int32,
 func readBack(t *testing.T, c *testCluster, topic string, partitions int32) map[int32][]*kgo.Record {
 	t.Helper()
 	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
-	ends, err := adm.ListEndOffsets(testContext(t, 10*time.Second), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ends := listedEnds(t, adm, topic)
 	cons := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	logs := map[int32][]*kgo.Record{}
