@@ -10,11 +10,12 @@ FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
 
-.PHONY: help build test test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
+.PHONY: help build test test-faults test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
 
 help:
 	@echo "make build        build $(BIN)"
 	@echo "make test         vet, unit tests with -race, integration tests with real clients"
+	@echo "make test-faults  the process-level fault tests (leader kills, full and failing disks) on both write paths"
 	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
 	@echo "make cluster      run a 3-node cluster on 127.0.0.1:9092-9094 (data in ./cluster-data) until Ctrl-C"
 	@echo "make bench        start a local 3-broker cluster, run the default load, print the HDR report"
@@ -39,11 +40,17 @@ vet:
 # idempotence, transactions). Loadgen's process tests drive the real
 # broker binary. `make test-sync-all` runs everything on the fallback too.
 SYNC_TESTS ?= TestFranzGoProduceConsumeAllCodecs|TestRestartKeepsDataAndClusterID|TestKill9UnderAcksAllLoad|TestFetch|TestKcatProduceConsume|TestConfluentKafkaPython|TestReplicationRF3|TestIdempotent|TestTxnCommitAbortVisibility|TestGroupsFranzRebalanceCommitResume
+# The process-level fault tests (leader kills under an idempotent
+# producer, full and failing disks, ListOffsets across a leader change)
+# take about two minutes per write path: `make test-faults` runs them on
+# both paths (CI runs it after `make test`), which keeps `make test` under
+# 15 minutes on a 2-core machine.
+FAULT_TESTS ?= TestFailoverAcksAnswered|TestDiskFull|TestDiskError|TestSlowFsync|TestListOffsetsAfterLeaderChange
 test: vet build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	RINGLOG_TEST_IO=sync $(GO) test -race -count=1 -timeout 5m ./engine/...
 	@echo "== integration tests with --io uring"
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./cmd/...
+	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(FAULT_TESTS))' ./cmd/...
 	@echo "== write-path-dependent integration tests with --io sync"
 	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(SYNC_TESTS))' ./cmd/...
 
@@ -53,7 +60,13 @@ test-sync-all: build
 # The integration tests `make test` does not run on the fallback: CI runs
 # this after `make test`, so together the whole suite passes on both paths.
 test-sync-rest: build
-	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(SYNC_TESTS))' ./cmd/...
+	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(SYNC_TESTS)|$(FAULT_TESTS))' ./cmd/...
+
+test-faults: build
+	@echo "== fault tests with --io uring"
+	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run '^($(FAULT_TESTS))' ./cmd/...
+	@echo "== fault tests with --io sync"
+	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run '^($(FAULT_TESTS))' ./cmd/...
 
 test-short:
 	$(GO) test -short -count=1 ./...
