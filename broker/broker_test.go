@@ -233,4 +233,3 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
-
