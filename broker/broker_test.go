@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -169,6 +171,46 @@ func TestNewFailsLate(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestAdoptLegacyTopics: a data dir written by a ringlog that predates the
+// controller (topics in the engine, no raft state) keeps its topics, with
+// their ids, on the first start with a single-node quorum.
+func TestAdoptLegacyTopics(t *testing.T) {
+	cfg, _ := testConfig(t)
+	ecfg := cfg.resolved().Engine
+	eng, err := engine.Open(ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy, err := eng.CreateTopic("legacy", 3, map[string]string{"retention.ms": "60000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := b.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	top, ok := b.node.MetadataImage().Topic("legacy")
+	if !ok {
+		t.Fatal("the pre-controller topic is not in the metadata image")
+	}
+	if top.ID != metadata.UUID(legacy.ID) || len(top.Partitions) != 3 || top.Configs["retention.ms"] != "60000" {
+		t.Fatalf("adopted topic %+v, want id %v, 3 partitions and retention.ms 60000", top, legacy.ID)
+	}
+	if ts := b.Engine().Topics(); len(ts) != 1 || ts[0].Name != "legacy" {
+		t.Fatalf("engine topics after the first reconcile: %+v", ts)
 	}
 }
 
