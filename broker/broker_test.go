@@ -20,14 +20,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// cleanMarker is the file the engine writes last on a clean Close
+// lifecycleCleanMarker is the file the engine writes last on a clean Close
 // (engine/doc.go); its rename is how these tests see the engine close.
-const cleanMarker = ".ringlog-clean-shutdown"
+const lifecycleCleanMarker = ".ringlog-clean-shutdown"
 
-// testConfig is a single-node broker on loopback ports the kernel picks,
+// lifecycleConfig is a single-node broker on loopback ports the kernel picks,
 // with its data in a temp dir and its engine behind an ErrorFS that
 // counts the clean-shutdown marker's renames (one per engine Close).
-func testConfig(t *testing.T) (Config, *vfs.ErrorFS) {
+func lifecycleConfig(t *testing.T) (Config, *vfs.ErrorFS) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -39,13 +39,13 @@ func testConfig(t *testing.T) (Config, *vfs.ErrorFS) {
 	}
 	fs := vfs.Wrap(vfs.Default)
 	// A delay of 1ns only counts: the rename still happens.
-	fs.Inject(vfs.Fault{Op: vfs.OpRename, PathContains: cleanMarker, Delay: time.Nanosecond})
+	fs.Inject(vfs.Fault{Op: vfs.OpRename, PathContains: lifecycleCleanMarker, Delay: time.Nanosecond})
 	cfg.Engine.FS = fs
 	return cfg, fs
 }
 
 func TestBrokerLifecycle(t *testing.T) {
-	cfg, fs := testConfig(t)
+	cfg, fs := lifecycleConfig(t)
 	var handlerCalls int
 	cfg.AdminHandlers = func(mux *http.ServeMux, b *Broker) {
 		handlerCalls++
@@ -62,7 +62,7 @@ func TestBrokerLifecycle(t *testing.T) {
 	if handlerCalls != 1 {
 		t.Fatalf("AdminHandlers called %d times, want 1", handlerCalls)
 	}
-	if h := getHealth(t, b); h["status"] != "starting" {
+	if h := lifecycleHealth(t, b); h["status"] != "starting" {
 		t.Fatalf("/healthz status %v before Start, want starting", h["status"])
 	}
 
@@ -74,7 +74,7 @@ func TestBrokerLifecycle(t *testing.T) {
 	if !b.Ready() || b.ClusterID() == "" {
 		t.Fatalf("after Start: ready %v, cluster id %q", b.Ready(), b.ClusterID())
 	}
-	h := getHealth(t, b)
+	h := lifecycleHealth(t, b)
 	if h["status"] != "ok" || h["cluster_id"] != b.ClusterID() || h["node_id"] != float64(1) || h["fsync"] != "always" {
 		t.Fatalf("/healthz after Start: %v", h)
 	}
@@ -122,7 +122,7 @@ func TestBrokerLifecycle(t *testing.T) {
 	if b.Ready() {
 		t.Fatal("still ready after Close")
 	}
-	if _, err := os.Stat(filepath.Join(cfg.DataDir, cleanMarker)); err != nil {
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, lifecycleCleanMarker)); err != nil {
 		t.Fatalf("no clean-shutdown marker after Close: %v", err)
 	}
 	if c, err := net.DialTimeout("tcp", b.Addr().String(), time.Second); err == nil {
@@ -143,13 +143,13 @@ func TestNewFailsLate(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer busy.Close()
-			cfg, fs := testConfig(t)
+			cfg, fs := lifecycleConfig(t)
 			if step == "kafka listener" {
 				cfg.Listen = busy.Addr().String()
 			} else {
 				cfg.AdminListen = busy.Addr().String()
 			}
-			before := openFDs(t)
+			before := lifecycleOpenFDs(t)
 			b, err := New(cfg)
 			if err == nil {
 				b.Close()
@@ -164,7 +164,7 @@ func TestNewFailsLate(t *testing.T) {
 			// Everything is closed synchronously; the poll only absorbs
 			// descriptors the runtime opens for itself.
 			deadline := time.Now().Add(5 * time.Second)
-			for after := openFDs(t); after != before; after = openFDs(t) {
+			for after := lifecycleOpenFDs(t); after != before; after = lifecycleOpenFDs(t) {
 				if time.Now().After(deadline) {
 					t.Fatalf("%d file descriptors open before New, %d after it failed", before, after)
 				}
@@ -178,7 +178,7 @@ func TestNewFailsLate(t *testing.T) {
 // controller (topics in the engine, no raft state) keeps its topics, with
 // their ids, on the first start with a single-node quorum.
 func TestAdoptLegacyTopics(t *testing.T) {
-	cfg, _ := testConfig(t)
+	cfg, _ := lifecycleConfig(t)
 	ecfg := cfg.resolved().Engine
 	eng, err := engine.Open(ecfg)
 	if err != nil {
@@ -235,6 +235,7 @@ func TestConfigValidate(t *testing.T) {
 		{"engine sub-config", func(c *Config) { c.Engine.RetentionCheckInterval = 0 }, "RetentionCheckInterval"},
 		{"replication sub-config", func(c *Config) { c.Replication.FetchMaxWait = c.Replication.ReplicaLagTimeMax }, "FetchMaxWait"},
 		{"groups sub-config", func(c *Config) { c.Groups.OffsetsTopicPartitions = 0 }, "OffsetsTopicPartitions"},
+		{"wire sub-config", func(c *Config) { c.Wire.AdvertisedAddr = "no-port" }, "advertised addr"},
 	} {
 		c := DefaultConfig()
 		tc.edit(&c)
@@ -253,7 +254,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func getHealth(t *testing.T, b *Broker) map[string]any {
+func lifecycleHealth(t *testing.T, b *Broker) map[string]any {
 	t.Helper()
 	resp, err := http.Get("http://" + b.AdminAddr().String() + "/healthz")
 	if err != nil {
@@ -267,7 +268,7 @@ func getHealth(t *testing.T, b *Broker) map[string]any {
 	return h
 }
 
-func openFDs(t *testing.T) int {
+func lifecycleOpenFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {

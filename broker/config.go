@@ -143,8 +143,8 @@ func (c Config) resolved() Config {
 }
 
 // Validate checks the fields alone and against each other, the
-// sub-configs included (the Kafka server's own settings are checked by
-// New when it builds the server).
+// sub-configs included. The settings the Kafka server alone uses beyond
+// Wire (the internal topics' segment sizes) are checked when New builds it.
 func (c Config) Validate() error {
 	c = c.resolved()
 	switch {
@@ -166,7 +166,7 @@ func (c Config) Validate() error {
 	case len(c.Controller.Voters) == 0 && c.Controller.ControllerListen != "":
 		return fmt.Errorf("broker: controller listen address %s needs controller voters", c.Controller.ControllerListen)
 	}
-	for _, v := range []interface{ Validate() error }{c.Engine, c.Controller, c.Replication, c.Groups, c.Transactions} {
+	for _, v := range []interface{ Validate() error }{c.Engine, c.Controller, c.Replication, c.Wire, c.Groups, c.Transactions} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
