@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ringlog/ringlog/broker"
 	"github.com/urfave/cli/v2"
 )
 
@@ -172,23 +173,32 @@ func (nd *devNode) serveArgs(voters, extra []string) []string {
 // checkServeArgs parses a serve command line as the child will, into a
 // broker.Config, and validates it.
 func checkServeArgs(args []string) error {
-	check := serveCommand()
-	check.Action = func(c *cli.Context) error {
-		cfg, err := configFromFlags(c)
-		if err != nil {
-			return err
-		}
-		return cfg.Validate()
+	cfg, err := parseServeArgs(args)
+	if err != nil {
+		return err
 	}
+	return cfg.Validate()
+}
+
+// parseServeArgs runs serve's flag parsing (environment included) and
+// configFromFlags on args, without starting anything.
+func parseServeArgs(args []string) (broker.Config, error) {
+	var cfg broker.Config
+	parse := serveCommand()
+	parse.Action = func(c *cli.Context) (err error) {
+		cfg, err = configFromFlags(c)
+		return err
+	}
+	// Flag errors come back as the error, not as a help page.
+	parse.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return err }
 	app := &cli.App{
 		Name:     "ringlog",
-		Commands: []*cli.Command{check},
+		Commands: []*cli.Command{parse},
 		Writer:   io.Discard, ErrWriter: io.Discard,
-		// Flag errors come back as the error, not as a help page.
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error { return err },
+		OnUsageError: parse.OnUsageError,
 	}
-	check.OnUsageError = app.OnUsageError
-	return app.Run(append([]string{"ringlog"}, args...))
+	err := app.Run(append([]string{"ringlog"}, args...))
+	return cfg, err
 }
 
 // stopDevNodes sends SIGTERM to every running node and waits up to 30 s for
