@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
 	"github.com/urfave/cli/v2"
@@ -52,14 +53,14 @@ func profilingFlags() []cli.Flag {
 }
 
 // setupProfiling applies the always-on profile rates and, with --pprof,
-// registers the profiling endpoints on mux.
-func setupProfiling(c *cli.Context, mux *http.ServeMux, nodeID int32, srv *netpath.Server, eng *engine.Engine, log *slog.Logger) {
+// registers the profiling endpoints on mux (broker.Config.AdminHandlers).
+func setupProfiling(c *cli.Context, mux *http.ServeMux, nodeID int32, b *broker.Broker, log *slog.Logger) {
 	pw := &profileWindows{
 		mutexFraction: c.Int("mutex-profile-fraction"),
 		blockRate:     c.Duration("block-profile-rate"),
 		nodeID:        nodeID,
-		srv:           srv,
-		eng:           eng,
+		srv:           b,
+		eng:           b.Engine(),
 	}
 	runtime.SetMutexProfileFraction(pw.mutexFraction)
 	runtime.SetBlockProfileRate(int(pw.blockRate.Nanoseconds()))
@@ -104,9 +105,12 @@ type profileWindows struct {
 	mutexFraction int           // the broker's own setting, restored after a window
 	blockRate     time.Duration // likewise
 	nodeID        int32
-	srv           *netpath.Server
+	srv           statsSource // nil in tests that serve no broker
 	eng           *engine.Engine
 }
+
+// statsSource is the Kafka server's counters (*broker.Broker).
+type statsSource interface{ Stats() netpath.Stats }
 
 // windowDoc is window.json in the zip a profiling window returns.
 type windowDoc struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ringlog/ringlog/broker"
 	"github.com/urfave/cli/v2"
 )
 
@@ -23,6 +25,14 @@ import (
 // things out: every node is a controller voter and a broker (combined
 // mode), with its own data dir and log file under --base-dir. It runs until
 // SIGINT/SIGTERM, then stops every node with SIGTERM.
+//
+// Each node is a `ringlog serve` child process, not a broker.Broker in this
+// process: a node that fails or is killed takes only itself down, its log
+// is its own file, and the process-wide settings (profiling rates, the
+// default logger) stay per node. The child's command line is rendered in
+// one place (devNode.serveArgs) and parsed here first, through serve's own
+// flags into a broker.Config, so a bad extra flag fails before any node
+// starts.
 
 func devClusterCommand() *cli.Command {
 	return &cli.Command{
@@ -76,6 +86,11 @@ func runDevCluster(c *cli.Context) error {
 		nodes[i] = nd
 		voters = append(voters, fmt.Sprintf("%d@%s", id, nd.ctrl))
 	}
+	for _, nd := range nodes {
+		if err := checkServeArgs(nd.serveArgs(voters, c.Args().Slice())); err != nil {
+			return fmt.Errorf("node %d: %w", nd.id, err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	defer stopDevNodes(nodes)
@@ -85,15 +100,7 @@ func runDevCluster(c *cli.Context) error {
 			return err
 		}
 		defer logf.Close()
-		args := append([]string{"serve",
-			"--node-id", strconv.Itoa(nd.id),
-			"--listen", nd.kafka,
-			"--admin-listen", nd.admin,
-			"--controller-listen", nd.ctrl,
-			"--controller-voters", strings.Join(voters, ","),
-			"--data-dir", nd.dataDirPath,
-		}, c.Args().Slice()...)
-		nd.cmd = exec.Command(self, args...)
+		nd.cmd = exec.Command(self, nd.serveArgs(voters, c.Args().Slice())...)
 		nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
 		// Own process group: Ctrl-C in the terminal reaches only us, and
 		// we stop the nodes in order.
@@ -148,6 +155,50 @@ func runDevCluster(c *cli.Context) error {
 	case nd := <-died:
 		return fmt.Errorf("node %d exited; see %s", nd.id, nd.logPath)
 	}
+}
+
+// serveArgs is the node's `ringlog serve` command line: its identity,
+// listeners and data dir, then the user's extra flags.
+func (nd *devNode) serveArgs(voters, extra []string) []string {
+	return append([]string{"serve",
+		"--node-id", strconv.Itoa(nd.id),
+		"--listen", nd.kafka,
+		"--admin-listen", nd.admin,
+		"--controller-listen", nd.ctrl,
+		"--controller-voters", strings.Join(voters, ","),
+		"--data-dir", nd.dataDirPath,
+	}, extra...)
+}
+
+// checkServeArgs parses a serve command line as the child will, into a
+// broker.Config, and validates it.
+func checkServeArgs(args []string) error {
+	cfg, err := parseServeArgs(args)
+	if err != nil {
+		return err
+	}
+	return cfg.Validate()
+}
+
+// parseServeArgs runs serve's flag parsing (environment included) and
+// configFromFlags on args, without starting anything.
+func parseServeArgs(args []string) (broker.Config, error) {
+	var cfg broker.Config
+	parse := serveCommand()
+	parse.Action = func(c *cli.Context) (err error) {
+		cfg, err = configFromFlags(c)
+		return err
+	}
+	// Flag errors come back as the error, not as a help page.
+	parse.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return err }
+	app := &cli.App{
+		Name:     "ringlog",
+		Commands: []*cli.Command{parse},
+		Writer:   io.Discard, ErrWriter: io.Discard,
+		OnUsageError: parse.OnUsageError,
+	}
+	err := app.Run(append([]string{"ringlog"}, args...))
+	return cfg, err
 }
 
 // stopDevNodes sends SIGTERM to every running node and waits up to 30 s for
