@@ -5,7 +5,7 @@ COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 VERSION   := $(shell git describe --tags --always 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Packages with concurrency run under the race detector in `make test`.
-RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./replication/... ./loadgen/... ./results/...
+RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./replication/... ./loadgen/... ./results/... ./examples/...
 FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
