@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/ringlog/ringlog/loadgen"
-	"github.com/ringlog/ringlog/results"
 	"github.com/urfave/cli/v2"
 )
 
@@ -32,7 +31,7 @@ func main() {
 			exampleCommand(),
 			usersCommand(),
 			aclsCommand(),
-		}, append(loadgen.Commands(), results.Commands()...)...),
+		}, append(loadgen.Commands(), reportCommand())...),
 	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "ringlog:", err)
