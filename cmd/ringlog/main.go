@@ -25,13 +25,17 @@ func main() {
 		Name:    "ringlog",
 		Usage:   "Kafka-compatible replicated log broker and benchmark harness",
 		Version: fmt.Sprintf("%s (commit %s)", version, commit),
-		Commands: append([]*cli.Command{
+		Commands: []*cli.Command{
 			serveCommand(),
 			devCommand(),
 			exampleCommand(),
 			usersCommand(),
 			aclsCommand(),
-		}, append(loadgen.Commands(), reportCommand())...),
+			loadgenCommand(),
+			benchCommand(),
+			sizeCommand(),
+			reportCommand(),
+		},
 	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "ringlog:", err)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-
 	"github.com/ringlog/ringlog/results"
 	"github.com/urfave/cli/v2"
 )
@@ -50,12 +48,4 @@ func reportCommand() *cli.Command {
 			},
 		},
 	}
-}
-
-// usageExit turns a missing result directory into exit status 2.
-func usageExit(err error) error {
-	if errors.Is(err, results.ErrNoDirs) {
-		return cli.Exit(err.Error(), 2)
-	}
-	return err
 }
