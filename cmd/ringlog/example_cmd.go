@@ -21,6 +21,9 @@ func exampleCommand() *cli.Command {
 				&cli.StringFlag{Name: "dir", Usage: "working directory (default: a new temporary one, removed at the end)"},
 			},
 			Action: func(c *cli.Context) error {
+				if !serveSupported {
+					return errServeUnsupported // the walkthrough starts a broker
+				}
 				bin, err := os.Executable()
 				if err != nil {
 					return err

@@ -215,6 +215,9 @@ func benchCommand() *cli.Command {
 		Usage: "start a local ringlog on loopback, run a default workload, print the report and the p99 verdict",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
+			if !serveSupported && c.String("broker-bin") == "" {
+				return errServeUnsupported
+			}
 			// Installed before the brokers start, so Ctrl-C while they
 			// start still stops them instead of killing only us.
 			ctx, cancel := signalContext(c.Context)
