@@ -36,6 +36,28 @@ func DefaultOptions() Options {
 	return Options{Config: DefaultConfig(), FindMaxSteps: 12, FindMaxPrecision: 0.05, FindMaxRetries: 1}
 }
 
+// Validate checks the workload, and the options against it and each
+// other.
+func (o *Options) Validate() error {
+	if err := o.Config.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case len(o.Config.ProfileBrokers) > 0 && o.Out == "":
+		return errors.New("--profile-broker needs --out: the profiles are written next to the report")
+	case len(o.Config.ProfileBrokers) > 0 && o.FindMax:
+		return errors.New("--profile-broker profiles one measured window; it does not combine with --find-max")
+	case o.NullSink && o.Config.Security != (Security{}):
+		return errors.New("--null-sink is an in-process plaintext sink: it takes no --tls-* or --sasl-* options")
+	case !o.NullSink && o.NullSinkError != "":
+		return errors.New("--null-sink-error needs --null-sink")
+	}
+	if _, err := kafkaErrorCode(o.NullSinkError); err != nil {
+		return fmt.Errorf("--null-sink-error: %v", err)
+	}
+	return nil
+}
+
 // UsageError is a setting the command line should reject (exit status 2)
 // rather than a failure of the run.
 type UsageError struct{ Err error }
@@ -53,29 +75,21 @@ var ErrInterrupted = errors.New("interrupted: the result covers the time measure
 
 // Execute checks o, runs the workload (or the find-max search) until ctx
 // ends or the run is over, writes the report directory and prints the
-// summary to stdout; progress goes to stdout, warnings to stderr. Settings
-// that cannot work are a *UsageError, returned before any connection.
+// summary to stdout; progress goes to stdout, warnings to stderr. Options
+// that do not pass Validate are a *UsageError, returned before any
+// connection.
 func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	cfg := o.Config
-	if err := cfg.Validate(); err != nil {
-		return &UsageError{err}
-	}
-	if len(cfg.ProfileBrokers) > 0 && o.Out == "" {
-		return usageErrorf("--profile-broker needs --out: the profiles are written next to the report")
-	}
-	if len(cfg.ProfileBrokers) > 0 && o.FindMax {
-		return usageErrorf("--profile-broker profiles one measured window; it does not combine with --find-max")
-	}
 	for _, w := range cfg.Security.Warnings() {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
+	if err := o.Validate(); err != nil {
+		return &UsageError{err}
+	}
 	if o.NullSink {
-		if cfg.Security != (Security{}) {
-			return usageErrorf("--null-sink is an in-process plaintext sink: it takes no --tls-* or --sasl-* options")
-		}
 		code, err := kafkaErrorCode(o.NullSinkError)
 		if err != nil {
-			return usageErrorf("--null-sink-error: %v", err)
+			return err
 		}
 		sink, err := nullsink.Listen("127.0.0.1:0", cfg.Partitions)
 		if err != nil {
@@ -84,8 +98,6 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		defer sink.Close()
 		sink.FailProduce(code)
 		cfg.Bootstrap = []string{sink.Addr()}
-	} else if o.NullSinkError != "" {
-		return usageErrorf("--null-sink-error needs --null-sink")
 	}
 	var run *results.Run
 	var err error

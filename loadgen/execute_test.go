@@ -145,3 +145,29 @@ func TestKeyForRandomVsCycling(t *testing.T) {
 		t.Fatalf("%d of 1000 random keys equal the cycling ones", same)
 	}
 }
+
+// TestOptionsValidate: the checks of the options against each other, each
+// naming the flag that is wrong.
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(o *Options)
+		want string // "" valid
+	}{
+		{func(o *Options) {}, ""},
+		{func(o *Options) { o.Config.ProfileBrokers = []string{"h:1"} }, "--profile-broker needs --out"},
+		{func(o *Options) { o.Config.ProfileBrokers, o.Out, o.FindMax = []string{"h:1"}, "d", true }, "does not combine with --find-max"},
+		{func(o *Options) { o.Config.ProfileBrokers, o.Out = []string{"h:1"}, "d" }, ""},
+		{func(o *Options) { o.NullSinkError = "KAFKA_STORAGE_ERROR" }, "needs --null-sink"},
+		{func(o *Options) { o.NullSink, o.NullSinkError = true, "KAFKA_STORAGE_ERROR" }, ""},
+		{func(o *Options) { o.NullSink, o.NullSinkError = true, "NOT_AN_ERROR" }, "--null-sink-error"},
+		{func(o *Options) { o.NullSink, o.Config.Security.TLS = true, true }, "plaintext sink"},
+		{func(o *Options) { o.Config.Rate = 0 }, "rate 0"},
+	} {
+		o := DefaultOptions()
+		tc.mod(&o)
+		err := o.Validate()
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", o, err, tc.want)
+		}
+	}
+}
