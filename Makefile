@@ -5,15 +5,16 @@ COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 VERSION   := $(shell git describe --tags --always 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Packages with concurrency run under the race detector in `make test`.
-RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./replication/... ./loadgen/... ./results/...
+RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./replication/... ./loadgen/... ./results/... ./examples/...
 FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
 
-.PHONY: help build test test-faults test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
+.PHONY: help build cross test test-faults test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
 
 help:
 	@echo "make build        build $(BIN)"
+	@echo "make cross        build ringlog for macOS (arm64, amd64) and vet the client packages there"
 	@echo "make test         vet, unit tests with -race, integration tests with real clients"
 	@echo "make test-faults  the process-level fault tests (leader kills, full and failing disks) on both write paths"
 	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
@@ -27,6 +28,14 @@ help:
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ringlog
+
+# The broker is Linux-only; on macOS the binary is a client (README,
+# Platforms): it must build there, and the client packages must vet.
+CROSS_VET_PKGS := ./loadgen/... ./results/... ./examples/...
+cross:
+	GOOS=darwin GOARCH=arm64 $(GO) build -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/ringlog
+	GOOS=darwin GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/ringlog
+	GOOS=darwin GOARCH=arm64 $(GO) vet $(CROSS_VET_PKGS)
 
 vet:
 	$(GO) vet ./...

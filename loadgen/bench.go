@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/urfave/cli/v2"
 )
 
 // LocalBroker is a broker process started on loopback for a benchmark.
@@ -151,52 +150,52 @@ func (b *LocalBroker) Stop() error {
 	}
 }
 
-func benchCommand() *cli.Command {
+// BenchConfig is `ringlog bench`: local brokers on loopback, one
+// workload against them, the report.
+type BenchConfig struct {
+	// Workload is what the run does; Bootstrap and BrokerAdmin are
+	// replaced by the local brokers' addresses, Label "" becomes "bench".
+	Workload Config
+	// AutoReplicationFactor sets Workload.ReplicationFactor to
+	// min(Brokers, 3) (the flag was not given). min.insync.replicas is
+	// min(replication factor, 2) unless Workload.TopicConfigs sets it.
+	AutoReplicationFactor bool
+	Brokers               int    // 1..9, all controller voters
+	BrokerBin             string // "": this executable
+	Out                   string // report directory; "": bench-results/<time>
+}
+
+// DefaultBenchConfig is the standard bench workload: 20,000 msg/s of
+// 1,000-byte messages (the size the design is measured at) on 8
+// partitions of 3 brokers, one consumer, 20 s after 3 s of warmup.
+func DefaultBenchConfig() BenchConfig {
 	d := DefaultConfig()
 	d.Duration = 20 * time.Second
 	d.Warmup = 3 * time.Second
 	d.Rate = 20_000
-	d.MessageSize = 1000 // the design sizes 1,000-byte messages
+	d.MessageSize = 1000
 	d.Partitions = 8
 	d.Consumers = 1
 	d.Topic = "ringlog-bench"
-	flags := []cli.Flag{
-		&cli.IntFlag{Name: "brokers", Value: 3, Usage: "brokers to start, all controller voters (1: a single node); topics get RF=min(brokers,3) and min.insync.replicas 2 unless --replication-factor is set", EnvVars: envVar("brokers")},
-		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable)", EnvVars: envVar("broker-bin")},
-	}
-	for _, f := range workloadFlags(d) {
-		switch f.Names()[0] {
-		case "bootstrap", "broker-admin":
-			continue // bench starts its own broker
-		case "out":
-			f = &cli.StringFlag{Name: "out", Usage: "report directory (default ./bench-results/<timestamp>)", EnvVars: envVar("out")}
-		}
-		flags = append(flags, f)
-	}
-	return &cli.Command{
-		Name:   "bench",
-		Usage:  "start a local ringlog on loopback, run a default workload, print the report and the p99 verdict",
-		Flags:  flags,
-		Action: benchAction,
-	}
+	return BenchConfig{Workload: d, AutoReplicationFactor: true, Brokers: 3}
 }
 
-func benchAction(c *cli.Context) error {
-	n := c.Int("brokers")
+// Bench starts the brokers, runs the workload until ctx ends or the run is
+// over, writes the report directory and prints the summary and the p99
+// verdict to out; the brokers are stopped on return. Settings that cannot
+// work are a *UsageError.
+func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
+	n := bc.Brokers
 	if n < 1 || n > 9 {
-		return cli.Exit(fmt.Sprintf("bench: --brokers %d: want 1..9", n), 2)
+		return usageErrorf("bench: --brokers %d: want 1..9", n)
 	}
-	bin := c.String("broker-bin")
+	bin := bc.BrokerBin
 	if bin == "" {
 		var err error
 		if bin, err = os.Executable(); err != nil {
 			return err
 		}
 	}
-	// Installed before the brokers start, so Ctrl-C while they start still
-	// runs the deferred cleanup (stopping them) instead of killing only us.
-	ctx, cancel := signalContext(c.Context)
-	defer cancel()
 	tmp, err := os.MkdirTemp("", "ringlog-bench-")
 	if err != nil {
 		return err
@@ -223,15 +222,15 @@ func benchAction(c *cli.Context) error {
 		}
 	}()
 	broker := brokers[0]
-	cfg, err := benchConfig(c, brokers)
+	cfg, err := benchConfig(bc.Workload, brokers)
 	if err != nil {
-		return cli.Exit(err.Error(), 2)
+		return &UsageError{err}
 	}
-	if !c.IsSet("replication-factor") {
+	if bc.AutoReplicationFactor {
 		cfg.ReplicationFactor = int16(min(n, 3))
 	}
 	if int(cfg.ReplicationFactor) > n {
-		return cli.Exit(fmt.Sprintf("bench: --replication-factor %d with %d broker(s)", cfg.ReplicationFactor, n), 2)
+		return usageErrorf("bench: --replication-factor %d with %d broker(s)", cfg.ReplicationFactor, n)
 	}
 	// Run creates the topic with these configs and records them in the
 	// workload; a --topic-config min.insync.replicas wins.
@@ -244,25 +243,24 @@ func benchAction(c *cli.Context) error {
 	if err := waitForReplicas(ctx, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "bench: %d broker(s), topic replication factor %d, min.insync.replicas %s, acks %s\n",
-		n, cfg.ReplicationFactor, cfg.TopicConfigs["min.insync.replicas"], c.String("acks"))
-	out := c.String("out")
-	if out == "" {
-		out = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
+	fmt.Fprintf(out, "bench: %d broker(s), topic replication factor %d, min.insync.replicas %s, acks %s\n",
+		n, cfg.ReplicationFactor, cfg.TopicConfigs["min.insync.replicas"], acksName(cfg.Acks))
+	dir := bc.Out
+	if dir == "" {
+		dir = filepath.Join("bench-results", time.Now().Format("20060102-150405"))
 	}
-	fmt.Fprintf(c.App.Writer, "bench: broker %s (admin %s), %.0f msg/s of %d bytes for %v after %v warmup\n",
+	fmt.Fprintf(out, "bench: broker %s (admin %s), %.0f msg/s of %d bytes for %v after %v warmup\n",
 		broker.Addr, broker.AdminAddr, cfg.Rate, cfg.MessageSize, cfg.Duration, cfg.Warmup)
-	run, err := Run(ctx, cfg, c.App.Writer)
+	run, err := Run(ctx, cfg, out)
 	if err != nil {
 		return err
 	}
-	return finish(run, cfg, out, c.App.Writer)
+	return finish(run, cfg, dir, out)
 }
 
-// benchConfig reads the workload flags and points them at the local
-// brokers; reports read io_path and fsync from the first one's /healthz.
-func benchConfig(c *cli.Context, bs []*LocalBroker) (Config, error) {
-	cfg, err := configFromLookup(c)
+// benchConfig points the workload at the local brokers; reports read
+// io_path and fsync from the first one's /healthz.
+func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 	cfg.Bootstrap = nil
 	for _, b := range bs {
 		cfg.Bootstrap = append(cfg.Bootstrap, b.Addr)
@@ -270,9 +268,6 @@ func benchConfig(c *cli.Context, bs []*LocalBroker) (Config, error) {
 	cfg.BrokerAdmin = bs[0].AdminAddr
 	if cfg.Label == "" {
 		cfg.Label = "bench"
-	}
-	if err != nil {
-		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -176,6 +177,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("profile-mutex-fraction and profile-block-rate: need >= 0")
 	}
 	return c.Security.Validate()
+}
+
+// acksName is ParseAcks in reverse: all, 1 or 0.
+func acksName(acks int16) string {
+	if acks == -1 {
+		return "all"
+	}
+	return strconv.Itoa(int(acks))
 }
 
 // ParseAcks maps all|-1|1|0.

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/urfave/cli/v2"
 
 	"github.com/ringlog/ringlog/results"
 )
@@ -33,15 +32,17 @@ func TestInterruptWritesPartialResult(t *testing.T) {
 	Version, Commit = "v-test", "0123abcd" // item of the environment, checked below
 
 	out := filepath.Join(t.TempDir(), "run")
-	app := &cli.App{Commands: Commands(), Writer: io.Discard, ErrWriter: io.Discard}
+	o := DefaultOptions()
+	o.Out = out
+	o.Config.Bootstrap, o.Config.Topic, o.Config.Partitions = c.ListenAddrs()[:1], "lg-interrupt", 2
+	o.Config.MessageSize, o.Config.Duration, o.Config.Warmup, o.Config.Quiet = 200, 30*time.Second, 200*time.Millisecond, true
 	ctx, cancel := context.WithCancel(context.Background())
 	const rate = 2000
+	o.Config.Rate = rate
 	var cancelledAt atomic.Int64
 	time.AfterFunc(1200*time.Millisecond, func() { cancelledAt.Store(time.Now().UnixNano()); cancel() })
 	start := time.Now()
-	err = app.RunContext(ctx, []string{"ringlog", "loadgen", "--bootstrap", c.ListenAddrs()[0], "--topic", "lg-interrupt",
-		"--partitions", "2", "--rate", "2000", "--message-size", "200", "--duration", "30s", "--warmup", "200ms",
-		"--out", out, "--quiet"})
+	err = Execute(ctx, o, io.Discard, io.Discard)
 	elapsed := time.Since(start)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("loadgen returned %v, want ErrInterrupted", err)
@@ -167,10 +168,12 @@ func TestInterruptKgoAndFindMax(t *testing.T) {
 			time.AfterFunc(500*time.Millisecond, fmCancel)
 		}
 	})
-	app := &cli.App{Commands: Commands(), Writer: onSecondStep, ErrWriter: io.Discard}
-	err = app.RunContext(fmCtx, []string{"ringlog", "loadgen", "--bootstrap", c.ListenAddrs()[0], "--topic", "lg-fm",
-		"--partitions", "2", "--rate", "500", "--message-size", "100", "--duration", "1s", "--warmup", "100ms",
-		"--find-max", "--target-p99", "1s", "--out", out, "--quiet"})
+	fm := DefaultOptions()
+	fm.Out, fm.FindMax = out, true
+	fm.Config.Bootstrap, fm.Config.Topic, fm.Config.Partitions, fm.Config.Rate = c.ListenAddrs()[:1], "lg-fm", 2, 500
+	fm.Config.MessageSize, fm.Config.Duration, fm.Config.Warmup = 100, time.Second, 100*time.Millisecond
+	fm.Config.TargetP99, fm.Config.Quiet = time.Second, true
+	err = Execute(fmCtx, fm, onSecondStep, io.Discard)
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("find-max returned %v, want ErrInterrupted", err)
 	}

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/ringlog/ringlog/loadgen/nullsink"
 	"github.com/ringlog/ringlog/results"
 )
@@ -99,12 +97,16 @@ func TestStalledBrokerShowsInTail(t *testing.T) {
 	}
 }
 
+// TestBenchCommandWritesReport: Bench (`ringlog bench`) with one broker
+// writes the report directory and prints the verdict.
 func TestBenchCommandWritesReport(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "bench")
-	app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: os.Stderr}
-	err := app.Run([]string{"ringlog", "bench", "--broker-bin", brokerBin(t), "--duration", "1500ms", "--warmup", "500ms",
-		"--rate", "1000", "--partitions", "2", "--brokers", "1", "--out", out, "--quiet"})
-	if err != nil {
+	bc := DefaultBenchConfig()
+	bc.BrokerBin, bc.Brokers, bc.Out = brokerBin(t), 1, out
+	bc.Workload.Duration, bc.Workload.Warmup, bc.Workload.Rate = 1500*time.Millisecond, 500*time.Millisecond, 1000
+	bc.Workload.Partitions, bc.Workload.Quiet = 2, true
+	var stdout bytes.Buffer
+	if err := Bench(context.Background(), bc, &stdout); err != nil {
 		t.Fatal(err)
 	}
 	res, err := results.ReadJSON(out)
@@ -117,8 +119,8 @@ func TestBenchCommandWritesReport(t *testing.T) {
 	if os.Getenv("RINGLOG_TEST_BROKER_BIN") == "" && res.Environment.BrokerIOPath != "kfake-memory" {
 		t.Fatalf("environment lacks the broker's /healthz: %+v", res.Environment)
 	}
-	summary := app.Writer.(*bytes.Buffer).String()
-	if !bytes.Contains([]byte(summary), []byte("SLA ")) {
+	summary := stdout.String()
+	if !strings.Contains(summary, "SLA ") {
 		t.Fatalf("no verdict in output:\n%s", summary)
 	}
 }
@@ -138,19 +140,20 @@ func realBrokerBin(t *testing.T) string {
 	return ""
 }
 
-// TestBenchThreeBrokers runs `ringlog bench` the default way: three
-// brokers, the topic at RF=3 with min.insync.replicas 2, acks=all.
+// TestBenchThreeBrokers runs Bench (`ringlog bench`) the default way:
+// three brokers, the topic at RF=3 with min.insync.replicas 2, acks=all.
 func TestBenchThreeBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-broker cluster")
 	}
 	bin := realBrokerBin(t)
 	out := filepath.Join(t.TempDir(), "bench")
+	bc := DefaultBenchConfig()
+	bc.BrokerBin, bc.Out = bin, out
+	bc.Workload.Duration, bc.Workload.Warmup, bc.Workload.Rate = 2*time.Second, 500*time.Millisecond, 1000
+	bc.Workload.Partitions, bc.Workload.Quiet = 3, true
 	var stdout bytes.Buffer
-	app := &cli.App{Commands: Commands(), Writer: &stdout, ErrWriter: os.Stderr}
-	err := app.Run([]string{"ringlog", "bench", "--broker-bin", bin, "--duration", "2s", "--warmup", "500ms",
-		"--rate", "1000", "--partitions", "3", "--out", out, "--quiet"})
-	if err != nil {
+	if err := Bench(context.Background(), bc, &stdout); err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}
 	if !strings.Contains(stdout.String(), "bench: 3 broker(s), topic replication factor 3, min.insync.replicas 2, acks all") {

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/urfave/cli/v2"
 
 	"github.com/ringlog/ringlog/loadgen/nullsink"
 	"github.com/ringlog/ringlog/results"
@@ -197,20 +197,29 @@ func TestRetryRecovers(t *testing.T) {
 	}
 }
 
-// TestRetryFlags: the CLI's retry flags reach the run (its workload
-// records them) and are validated.
-func TestRetryFlags(t *testing.T) {
+// TestRetryOptions: the retry settings reach the run (its workload
+// records them) and are validated before any connection; the null sink
+// refuses every produce with NullSinkError (cmd/ringlog tests the flags).
+func TestRetryOptions(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "run")
-	run := func(extra ...string) error {
-		app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{}, ExitErrHandler: func(*cli.Context, error) {}}
-		return app.Run(append([]string{"ringlog", "loadgen", "--null-sink", "--rate", "1000", "--duration", "500ms",
-			"--warmup", "0s", "--out", out, "--quiet"}, extra...))
+	run := func(mod func(o *Options)) error {
+		o := DefaultOptions()
+		o.NullSink, o.Out = true, out
+		o.Config.Rate, o.Config.Duration, o.Config.Warmup, o.Config.Quiet = 1000, 500*time.Millisecond, 0, true
+		mod(&o)
+		return Execute(context.Background(), o, &bytes.Buffer{}, &bytes.Buffer{})
 	}
-	if err := run("--retry-backoff", "20ms", "--retry-backoff-max", "10ms"); err == nil ||
+	var ue *UsageError
+	if err := run(func(o *Options) {
+		o.Config.RetryBackoff, o.Config.RetryBackoffMax = 20*time.Millisecond, 10*time.Millisecond
+	}); !errors.As(err, &ue) ||
 		!strings.Contains(err.Error(), "retry-backoff-max 10ms must be at least retry-backoff 20ms") {
 		t.Fatalf("bad backoff accepted: %v", err)
 	}
-	if err := run("--retry-backoff", "20ms", "--retry-backoff-max", "300ms", "--retries", "7", "--delivery-timeout", "4s"); err != nil {
+	if err := run(func(o *Options) {
+		o.Config.RetryBackoff, o.Config.RetryBackoffMax = 20*time.Millisecond, 300*time.Millisecond
+		o.Config.Retries, o.Config.DeliveryTimeout = 7, 4*time.Second
+	}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := results.ReadJSON(out)
@@ -219,13 +228,15 @@ func TestRetryFlags(t *testing.T) {
 	}
 	w := res.Workload
 	if w["retry_backoff"] != "20ms" || w["retry_backoff_max"] != "300ms" || w["retries"] != "7" || w["delivery_timeout"] != "4s" {
-		t.Fatalf("workload %v lacks the retry flags", w)
+		t.Fatalf("workload %v lacks the retry settings", w)
 	}
 	if res.Retries != 0 || res.ErrorMix != nil || res.Errors != 0 {
 		t.Fatalf("a healthy run reports retries %d, mix %v, errors %d", res.Retries, res.ErrorMix, res.Errors)
 	}
-	// --null-sink-error makes the sink refuse every produce.
-	if err := run("--null-sink-error", "KAFKA_STORAGE_ERROR", "--delivery-timeout", "300ms"); err != nil {
+	// NullSinkError makes the sink refuse every produce.
+	if err := run(func(o *Options) {
+		o.NullSinkError, o.Config.DeliveryTimeout = "KAFKA_STORAGE_ERROR", 300*time.Millisecond
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err = results.ReadJSON(out); err != nil {
@@ -234,9 +245,11 @@ func TestRetryFlags(t *testing.T) {
 	if res.MessagesAcked != 0 || res.Errors != 500 || res.Retries == 0 || res.ErrorMix["KAFKA_STORAGE_ERROR"] <= res.Retries {
 		t.Fatalf("refusing sink: acked %d errors %d retries %d mix %v", res.MessagesAcked, res.Errors, res.Retries, res.ErrorMix)
 	}
-	app := &cli.App{Commands: Commands(), Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{}, ExitErrHandler: func(*cli.Context, error) {}}
-	if err := app.Run([]string{"ringlog", "loadgen", "--null-sink-error", "56"}); err == nil || !strings.Contains(err.Error(), "needs --null-sink") {
-		t.Fatalf("--null-sink-error without --null-sink: %v", err)
+	if err := run(func(o *Options) { o.NullSink, o.NullSinkError = false, "56" }); !errors.As(err, &ue) || !strings.Contains(err.Error(), "needs --null-sink") {
+		t.Fatalf("NullSinkError without NullSink: %v", err)
+	}
+	if err := run(func(o *Options) { o.NullSinkError = "NO_SUCH_ERROR" }); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--null-sink-error") {
+		t.Fatalf("unknown NullSinkError: %v", err)
 	}
 }
 
@@ -335,11 +348,13 @@ func TestRetryBackoffRealBroker(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "run")
 	var stdout bytes.Buffer
-	app := &cli.App{Commands: Commands(), Writer: &stdout, ErrWriter: os.Stderr}
+	o := DefaultOptions()
+	o.Out = out
+	o.Config.Bootstrap, o.Config.Topic, o.Config.Rate, o.Config.MessageSize = live, topic, 200, 200
+	o.Config.Linger, o.Config.Duration, o.Config.Warmup, o.Config.Quiet = 100*time.Millisecond, 3*time.Second, 500*time.Millisecond, true
+	o.Config.RetryBackoff, o.Config.RetryBackoffMax, o.Config.DeliveryTimeout = 100*time.Millisecond, time.Second, 2*time.Second
 	start := time.Now()
-	err = app.Run([]string{"ringlog", "loadgen", "--bootstrap", strings.Join(live, ","), "--topic", topic,
-		"--rate", "200", "--message-size", "200", "--linger", "100ms", "--duration", "3s", "--warmup", "500ms",
-		"--retry-backoff", "100ms", "--retry-backoff-max", "1s", "--delivery-timeout", "2s", "--out", out, "--quiet"})
+	err = Execute(context.Background(), o, &stdout, os.Stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stdout.String())
 	}

@@ -402,17 +402,13 @@ func (s *runState) result(iv *intervals) *results.Run {
 }
 
 func (c Config) workload() map[string]string {
-	acks := strconv.Itoa(int(c.Acks))
-	if c.Acks == -1 {
-		acks = "all"
-	}
 	w := map[string]string{
 		"bootstrap": fmt.Sprint(c.Bootstrap), "topic": c.Topic,
 		"partitions": strconv.Itoa(int(c.Partitions)), "replication_factor": strconv.Itoa(int(c.ReplicationFactor)),
 		"rate": strconv.FormatFloat(c.Rate, 'f', -1, 64), "message_size": strconv.Itoa(c.MessageSize),
 		"keys": strconv.Itoa(c.Keys), "random_keys": strconv.FormatBool(c.RandomKeys),
 		"producers": strconv.Itoa(c.Producers), "consumers": strconv.Itoa(c.Consumers),
-		"acks": acks, "compression": c.Compression.String(), "linger": c.Linger.String(),
+		"acks": acksName(c.Acks), "compression": c.Compression.String(), "linger": c.Linger.String(),
 		"batch_bytes": strconv.Itoa(c.BatchBytes), "duration": c.Duration.String(),
 		"warmup": c.Warmup.String(), "client": c.Client,
 		// The retry policy decides what a faulty broker costs the run.

@@ -20,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-	"github.com/urfave/cli/v2"
 )
 
 // Security is how every connection of a run reaches the cluster: TLS,
@@ -321,32 +320,4 @@ func saslAuthenticate(ctx context.Context, conn net.Conn, mech sasl.Mechanism, u
 		}
 	}
 	return nil
-}
-
-// securityFlags are the connection options of commands that reach an
-// existing cluster.
-func securityFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.BoolFlag{Name: "tls", Usage: "connect with TLS, trusting the system roots (implied by the other --tls-* options); TLS numbers are not comparable to plaintext ones", EnvVars: envVar("tls")},
-		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA bundle to trust instead of the system roots", EnvVars: envVar("tls-ca")},
-		&cli.StringFlag{Name: "tls-cert", Usage: "PEM client certificate (mutual TLS; with --tls-key)", EnvVars: envVar("tls-cert")},
-		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: envVar("tls-key")},
-		&cli.StringFlag{Name: "tls-server-name", Usage: "name to verify in broker certificates (default: the host dialed)", EnvVars: envVar("tls-server-name")},
-		&cli.StringFlag{Name: "sasl-mechanism", Usage: "PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 (default SCRAM-SHA-512 when --sasl-user is set)", EnvVars: envVar("sasl-mechanism")},
-		&cli.StringFlag{Name: "sasl-user", Usage: "authenticate every connection as this user", EnvVars: envVar("sasl-user")},
-		&cli.StringFlag{Name: "sasl-password", Usage: "password of --sasl-user (prefer the environment variable: arguments are visible to other users)", EnvVars: envVar("sasl-password")},
-	}
-}
-
-func securityFrom(c *cli.Context) Security {
-	return Security{
-		TLS:           c.Bool("tls"),
-		TLSCA:         c.String("tls-ca"),
-		TLSCert:       c.String("tls-cert"),
-		TLSKey:        c.String("tls-key"),
-		TLSServerName: c.String("tls-server-name"),
-		SASLMechanism: c.String("sasl-mechanism"),
-		SASLUser:      c.String("sasl-user"),
-		SASLPassword:  c.String("sasl-password"),
-	}
 }

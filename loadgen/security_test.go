@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -24,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/urfave/cli/v2"
 )
 
 func TestSecurityValidate(t *testing.T) {
@@ -121,63 +121,26 @@ func TestSecurityNeverShowsPassword(t *testing.T) {
 	}
 }
 
-// TestSecurityFlags parses the loadgen flags, the password from the
-// environment, and refuses bad combinations with exit status 2.
-func TestSecurityFlags(t *testing.T) {
-	parse := func(t *testing.T, env map[string]string, args ...string) (Config, error) {
-		for k, v := range env {
-			t.Setenv(k, v)
-		}
-		var cfg Config
-		var cfgErr error
-		app := &cli.App{
-			Flags:  append(workloadFlags(DefaultConfig()), securityFlags()...),
-			Action: func(c *cli.Context) error { cfg, cfgErr = configFrom(c); return nil },
-			Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{},
-		}
-		if err := app.Run(append([]string{"loadgen"}, args...)); err != nil {
-			return cfg, err
-		}
-		return cfg, cfgErr
+// TestExecuteSecurityChecks: a security setting that cannot work is a
+// UsageError before any connection, and PLAIN without TLS warns on stderr
+// (cmd/ringlog tests the flags and the exit status).
+func TestExecuteSecurityChecks(t *testing.T) {
+	var ue *UsageError
+	o := DefaultOptions()
+	o.Config.Bootstrap = []string{"127.0.0.1:1"} // never dialed
+	o.Config.Security = Security{TLSKey: "k.pem"}
+	if err := Execute(context.Background(), o, io.Discard, io.Discard); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--tls-cert") {
+		t.Fatalf("TLSKey alone: %v", err)
 	}
-	t.Run("flags", func(t *testing.T) {
-		cfg, err := parse(t, map[string]string{"RINGLOG_SASL_PASSWORD": "wonder land"},
-			"--tls-ca", "ca.pem", "--tls-server-name", "kafka.internal", "--sasl-user", "alice")
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := Security{TLSCA: "ca.pem", TLSServerName: "kafka.internal", SASLUser: "alice", SASLPassword: "wonder land"}
-		if cfg.Security != want || cfg.Security.Mechanism() != "SCRAM-SHA-512" {
-			t.Fatalf("parsed %#v (password %q)", cfg.Security, cfg.Security.SASLPassword)
-		}
-	})
-	t.Run("environment", func(t *testing.T) { // t.Setenv lasts until the subtest ends
-		cfg, err := parse(t, map[string]string{"RINGLOG_TLS": "true", "RINGLOG_SASL_MECHANISM": "PLAIN", "RINGLOG_SASL_USER": "bob", "RINGLOG_SASL_PASSWORD": "x"})
-		if err != nil || !cfg.Security.TLS || cfg.Security.Mechanism() != "PLAIN" || cfg.Security.SASLUser != "bob" {
-			t.Fatalf("from the environment: %#v, %v", cfg.Security, err)
-		}
-	})
-	if _, err := parse(t, nil, "--tls-cert", "c.pem"); err == nil || !strings.Contains(err.Error(), "--tls-key") {
-		t.Fatalf("--tls-cert alone: %v", err)
+	var stderr bytes.Buffer
+	o.NullSink = true
+	o.Config.Security = Security{SASLMechanism: "PLAIN", SASLUser: "bob", SASLPassword: "x"}
+	err := Execute(context.Background(), o, io.Discard, &stderr)
+	if !strings.Contains(stderr.String(), "warning: SASL PLAIN without TLS") {
+		t.Errorf("no PLAIN warning:\n%s", stderr.String())
 	}
-
-	// The loadgen command itself: a validation error exits 2 before any
-	// connection, and PLAIN without TLS warns.
-	var out bytes.Buffer
-	app := &cli.App{Commands: Commands(), Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
-	err := app.Run([]string{"ringlog", "loadgen", "--tls-key", "k.pem"})
-	var ec cli.ExitCoder
-	if !errors.As(err, &ec) || ec.ExitCode() != 2 {
-		t.Fatalf("loadgen --tls-key alone: %v", err)
-	}
-	out.Reset()
-	t.Setenv("RINGLOG_SASL_PASSWORD", "x")
-	err = app.Run([]string{"ringlog", "loadgen", "--null-sink", "--sasl-mechanism", "PLAIN", "--sasl-user", "bob"})
-	if !strings.Contains(out.String(), "warning: SASL PLAIN without TLS") {
-		t.Errorf("no PLAIN warning:\n%s", out.String())
-	}
-	if !errors.As(err, &ec) || ec.ExitCode() != 2 || !strings.Contains(err.Error(), "null-sink") {
-		t.Fatalf("--null-sink with SASL: %v", err)
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "null-sink") {
+		t.Fatalf("NullSink with SASL: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -17,6 +18,14 @@ type SizeInput struct {
 	MessageBytes  float64
 	RetentionDays float64
 	Copies        float64 // replication factor
+}
+
+// Validate checks the inputs the arithmetic needs.
+func (in SizeInput) Validate() error {
+	if in.Copies < 1 || in.MessageBytes <= 0 || in.PeakRate < 0 || in.AvgRate < 0 || in.RetentionDays < 0 {
+		return errors.New("size: copies >= 1, message-bytes > 0 and non-negative rates and days")
+	}
+	return nil
 }
 
 // Capacity is the raw arithmetic, in bytes and bytes per second.

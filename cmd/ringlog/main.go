@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/ringlog/ringlog/loadgen"
-	"github.com/ringlog/ringlog/results"
 	"github.com/urfave/cli/v2"
 )
 
@@ -26,13 +25,17 @@ func main() {
 		Name:    "ringlog",
 		Usage:   "Kafka-compatible replicated log broker and benchmark harness",
 		Version: fmt.Sprintf("%s (commit %s)", version, commit),
-		Commands: append([]*cli.Command{
+		Commands: []*cli.Command{
 			serveCommand(),
 			devCommand(),
 			exampleCommand(),
 			usersCommand(),
 			aclsCommand(),
-		}, append(loadgen.Commands(), results.Commands()...)...),
+			loadgenCommand(),
+			benchCommand(),
+			sizeCommand(),
+			reportCommand(),
+		},
 	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "ringlog:", err)

@@ -233,7 +233,7 @@ func TestProfileBrokerCapturesWindow(t *testing.T) {
 	b := startBroker(t, t.TempDir())
 	out := filepath.Join(t.TempDir(), "run")
 	var lgOut bytes.Buffer
-	app := &cli.App{Commands: loadgen.Commands(), Writer: &lgOut, ErrWriter: &lgOut}
+	app := &cli.App{Commands: []*cli.Command{loadgenCommand()}, Writer: &lgOut, ErrWriter: &lgOut}
 	err := app.Run([]string{"ringlog", "loadgen", "--bootstrap", b.addr, "--broker-admin", b.admin,
 		"--topic", "obs-profile", "--partitions", "2", "--rate", "2000", "--message-size", "500",
 		"--warmup", "1s", "--duration", "2s", "--consumers", "1", "--quiet", "--out", out,
@@ -288,7 +288,7 @@ func TestProfileBrokerCapturesWindow(t *testing.T) {
 	}
 
 	var rep bytes.Buffer
-	rapp := &cli.App{Commands: results.Commands(), Writer: &rep}
+	rapp := &cli.App{Commands: []*cli.Command{reportCommand()}, Writer: &rep}
 	if err := rapp.Run([]string{"ringlog", "report", out}); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestProfileBrokerPerf(t *testing.T) {
 	b := startBroker(t, t.TempDir())
 	out := filepath.Join(t.TempDir(), "run")
 	var lgOut bytes.Buffer
-	app := &cli.App{Commands: loadgen.Commands(), Writer: &lgOut, ErrWriter: &lgOut}
+	app := &cli.App{Commands: []*cli.Command{loadgenCommand()}, Writer: &lgOut, ErrWriter: &lgOut}
 	err := app.Run([]string{"ringlog", "loadgen", "--bootstrap", b.addr, "--topic", "obs-perf", "--partitions", "2",
 		"--rate", "2000", "--message-size", "500", "--warmup", "500ms", "--duration", "2s", "--quiet", "--out", out,
 		"--profile-broker", b.admin, "--perf"})

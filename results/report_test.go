@@ -2,14 +2,13 @@ package results
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/urfave/cli/v2"
 )
 
 // writeRun writes a synthetic result directory of 3 one-second intervals.
@@ -32,15 +31,13 @@ func writeRun(t *testing.T, dir string, started time.Time, seed int64, mod func(
 	}
 }
 
-func runReport(t *testing.T, args ...string) (stdout, stderr string, err error) {
-	t.Helper()
+func mergeDirs(out string, dirs ...string) (stdout, stderr string, err error) {
 	var o, e bytes.Buffer
-	app := &cli.App{Commands: Commands(), Writer: &o, ErrWriter: &e}
-	err = app.Run(append([]string{"ringlog", "report"}, args...))
+	_, err = MergeDirs(&o, &e, out, "merged", dirs)
 	return o.String(), e.String(), err
 }
 
-// TestMergeCommandWarnsAndSums: `report merge` of runs started 2.5 s
+// TestMergeCommandWarnsAndSums: `report merge` (MergeDirs) of runs started 2.5 s
 // apart with different workloads warns on stderr and in result.json, and
 // sums every counter.
 func TestMergeCommandWarnsAndSums(t *testing.T) {
@@ -53,7 +50,7 @@ func TestMergeCommandWarnsAndSums(t *testing.T) {
 		r.MessagesRetried, r.Errors, r.FirstError = 5, 2, ""
 		r.Retries, r.ErrorMix = 4, map[string]int64{"KAFKA_STORAGE_ERROR": 10, "NOT_LEADER_OR_FOLLOWER": 1}
 	})
-	_, stderr, err := runReport(t, "merge", "--out", out, a, b)
+	_, stderr, err := mergeDirs(out, a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +78,9 @@ func TestMergeCommandWarnsAndSums(t *testing.T) {
 	if m.Retries != 7 || len(m.ErrorMix) != 2 || m.ErrorMix["KAFKA_STORAGE_ERROR"] != 10 || m.ErrorMix["NOT_LEADER_OR_FOLLOWER"] != 4 {
 		t.Fatalf("retries %d, error mix %v: want 7 and the per-code sums", m.Retries, m.ErrorMix)
 	}
+	if m.Label != "merged" {
+		t.Errorf("merged label %q", m.Label)
+	}
 	if !strings.Contains(m.FirstError, "boom") || len(m.MergedFrom) != 2 {
 		t.Fatalf("first error %q, merged from %v", m.FirstError, m.MergedFrom)
 	}
@@ -88,7 +88,7 @@ func TestMergeCommandWarnsAndSums(t *testing.T) {
 	// Runs that fit together merge without a warning.
 	c := filepath.Join(tmp, "c")
 	writeRun(t, c, base.Add(300*time.Millisecond), 3, nil)
-	_, stderr, err = runReport(t, "merge", "--out", filepath.Join(tmp, "merged2"), a, c)
+	_, stderr, err = mergeDirs(filepath.Join(tmp, "merged2"), a, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestMergeCommandWarnsAndSums(t *testing.T) {
 	}
 }
 
-// TestCompareCommandOutput: `report compare` prints one column per run
+// TestCompareCommandOutput: `report compare` (CompareDirs) prints one column per run
 // and writes the overlay page.
 func TestCompareCommandOutput(t *testing.T) {
 	base := time.Now().Truncate(time.Second)
@@ -109,7 +109,9 @@ func TestCompareCommandOutput(t *testing.T) {
 		r.Retries, r.ErrorMix = 12, map[string]int64{"KAFKA_STORAGE_ERROR": 9, "NOT_ENOUGH_REPLICAS": 13}
 	})
 	html := filepath.Join(tmp, "cmp.html")
-	stdout, _, err := runReport(t, "compare", "--html", html, a, b)
+	var o bytes.Buffer
+	err := CompareDirs(&o, html, []string{a, b})
+	stdout := o.String()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,5 +156,16 @@ func TestCompareCommandOutput(t *testing.T) {
 	page, err := os.ReadFile(html)
 	if err != nil || !bytes.Contains(page, []byte("<polyline")) {
 		t.Fatalf("overlay page: %v", err)
+	}
+}
+
+// TestNoDirs: merge and compare without a directory say so (the command
+// exits 2 on ErrNoDirs).
+func TestNoDirs(t *testing.T) {
+	if _, _, err := mergeDirs(filepath.Join(t.TempDir(), "m")); !errors.Is(err, ErrNoDirs) {
+		t.Fatalf("merge: %v, want ErrNoDirs", err)
+	}
+	if err := CompareDirs(&bytes.Buffer{}, "", nil); !errors.Is(err, ErrNoDirs) {
+		t.Fatalf("compare: %v, want ErrNoDirs", err)
 	}
 }

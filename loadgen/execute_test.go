@@ -13,23 +13,23 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/urfave/cli/v2"
 )
 
-// runLoadgenCLI runs `ringlog loadgen ARGS` in-process against a fresh
-// kfake cluster and returns its stdout and the cluster.
-func runLoadgenCLI(t *testing.T, args ...string) (string, *kfake.Cluster) {
+// runExecute runs Execute (what `ringlog loadgen` runs) against a fresh
+// kfake cluster, 2 partitions of 100-byte messages, with the workload as
+// mod leaves it, and returns its output and the cluster.
+func runExecute(t *testing.T, mod func(*Config)) (string, *kfake.Cluster) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	o := DefaultOptions()
+	o.Config.Bootstrap, o.Config.Topic, o.Config.Partitions, o.Config.MessageSize = c.ListenAddrs()[:1], "lg-cli", 2, 100
+	mod(&o.Config)
 	var out bytes.Buffer
-	app := &cli.App{Commands: Commands(), Writer: &out, ErrWriter: &out}
-	err = app.Run(append([]string{"ringlog", "loadgen", "--bootstrap", c.ListenAddrs()[0], "--topic", "lg-cli",
-		"--partitions", "2", "--message-size", "100"}, args...))
-	if err != nil {
+	if err := Execute(context.Background(), o, &out, &out); err != nil {
 		t.Fatalf("loadgen: %v\n%s", err, out.String())
 	}
 	return out.String(), c
@@ -38,9 +38,9 @@ func runLoadgenCLI(t *testing.T, args ...string) (string, *kfake.Cluster) {
 var progressLine = regexp.MustCompile(`(?m)^\s*(\d+\.\d)s\s+\d+ msg/s sent\s+\d+ msg/s acked .* errors \d+.*$`)
 
 // TestProgressLines: one line per second of the run (warmup marked), none
-// with --quiet; the summary is printed either way.
+// with Quiet (--quiet); the summary is printed either way.
 func TestProgressLines(t *testing.T) {
-	out, _ := runLoadgenCLI(t, "--rate", "1000", "--duration", "2s", "--warmup", "1s")
+	out, _ := runExecute(t, func(c *Config) { c.Rate, c.Duration, c.Warmup = 1000, 2*time.Second, time.Second })
 	lines := progressLine.FindAllStringSubmatch(out, -1)
 	// Ticks at 1, 2 and 3 s, and possibly a short final interval.
 	if len(lines) < 3 || len(lines) > 4 {
@@ -59,7 +59,7 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("no summary:\n%s", out)
 	}
 
-	quiet, _ := runLoadgenCLI(t, "--rate", "1000", "--duration", "1500ms", "--warmup", "0s", "--quiet")
+	quiet, _ := runExecute(t, func(c *Config) { c.Rate, c.Duration, c.Warmup, c.Quiet = 1000, 1500*time.Millisecond, 0, true })
 	if progressLine.MatchString(quiet) || strings.Contains(quiet, "msg/s sent") {
 		t.Fatalf("--quiet printed progress:\n%s", quiet)
 	}
@@ -68,12 +68,13 @@ func TestProgressLines(t *testing.T) {
 	}
 }
 
-// TestRandomKeys: with --random-keys the keys come from the --keys key
+// TestRandomKeys: with RandomKeys (--random-keys) the keys come from the key
 // space in random order, not in the cycling order of the default.
 func TestRandomKeys(t *testing.T) {
 	const keys, n = 50, 1500
-	_, c := runLoadgenCLI(t, "--rate", "1000", "--duration", "1500ms", "--warmup", "0s", "--quiet",
-		"--keys", strconv.Itoa(keys), "--random-keys")
+	_, c := runExecute(t, func(c *Config) {
+		c.Rate, c.Duration, c.Warmup, c.Quiet, c.Keys, c.RandomKeys = 1000, 1500*time.Millisecond, 0, true, keys, true
+	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("lg-cli"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -142,5 +143,31 @@ func TestKeyForRandomVsCycling(t *testing.T) {
 	}
 	if same > 50 {
 		t.Fatalf("%d of 1000 random keys equal the cycling ones", same)
+	}
+}
+
+// TestOptionsValidate: the checks of the options against each other, each
+// naming the flag that is wrong.
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(o *Options)
+		want string // "" valid
+	}{
+		{func(o *Options) {}, ""},
+		{func(o *Options) { o.Config.ProfileBrokers = []string{"h:1"} }, "--profile-broker needs --out"},
+		{func(o *Options) { o.Config.ProfileBrokers, o.Out, o.FindMax = []string{"h:1"}, "d", true }, "does not combine with --find-max"},
+		{func(o *Options) { o.Config.ProfileBrokers, o.Out = []string{"h:1"}, "d" }, ""},
+		{func(o *Options) { o.NullSinkError = "KAFKA_STORAGE_ERROR" }, "needs --null-sink"},
+		{func(o *Options) { o.NullSink, o.NullSinkError = true, "KAFKA_STORAGE_ERROR" }, ""},
+		{func(o *Options) { o.NullSink, o.NullSinkError = true, "NOT_AN_ERROR" }, "--null-sink-error"},
+		{func(o *Options) { o.NullSink, o.Config.Security.TLS = true, true }, "plaintext sink"},
+		{func(o *Options) { o.Config.Rate = 0 }, "rate 0"},
+	} {
+		o := DefaultOptions()
+		tc.mod(&o)
+		err := o.Validate()
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want %q", o, err, tc.want)
+		}
 	}
 }

@@ -1,4 +1,14 @@
-package main
+// Package offsets is the committed-offsets walkthrough that `ringlog
+// example offsets` runs for real: a broker it starts itself, a consumer
+// group with manual commits, a consumer process killed between its
+// database write and its commit, and two destinations that see the replay
+// differently (a naive counter and sink.Apply).
+//
+// Run drives the walkthrough; each consumer is a child process of the
+// ringlog binary (Config.Bin with Config.ConsumerArgs) that calls
+// RunConsumer, so that SIGKILL hits a real process between its write and
+// its commit.
+package offsets
 
 import (
 	"bufio"
@@ -14,100 +24,85 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/sink"
+	"github.com/ringlog/ringlog/examples/sink"
 	"github.com/ringlog/ringlog/loadgen"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/urfave/cli/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
-// `ringlog example offsets` runs the committed-offsets walkthrough for real:
-// a broker it starts itself, a consumer group with manual commits, a
-// consumer process killed between its database write and its commit, and
-// two destinations that see the replay differently.
-
+// The walkthrough's topic, consumer group and the key whose records change
+// the practice database.
 const (
-	exTopic = "practice-events"
-	exGroup = "practice-summary"
-	exKey   = "session-7"
+	Topic = "practice-events"
+	Group = "practice-summary"
+	Key   = "session-7"
 )
 
 // Buckets of the practice database. The idempotent destination changes
-// exIdem through sink.Apply; the naive one counts in exNaive in a plain
-// transaction, without dedupe.
+// idemBucket through sink.Apply; the naive one counts in naiveBucket in a
+// plain transaction, without dedupe.
 var (
-	exIdem  = []byte("practice")
-	exNaive = []byte("naive")
+	idemBucket  = []byte("practice")
+	naiveBucket = []byte("naive")
 )
 
-// exState is the practice database as the example prints it.
-type exState struct {
+// State is the practice database as the example prints it.
+type State struct {
 	Rehearsals  int64 `json:"rehearsals"`
 	Points      int64 `json:"points"`       // idempotent destination
 	NaivePoints int64 `json:"naive_points"` // naive destination
 	Reflections int64 `json:"reflections"`
 }
 
-func (s exState) String() string {
+func (s State) String() string {
 	return fmt.Sprintf("rehearsals=%d points=%d (naive counter: %d) reflections=%d",
 		s.Rehearsals, s.Points, s.NaivePoints, s.Reflections)
 }
 
-// exResult is what the walkthrough ends with; the test checks it.
-type exResult struct {
-	Final            exState
+// Result is what the walkthrough ends with.
+type Result struct {
+	Final            State
 	Committed        int64 // committed next offset at the end (OffsetFetch)
 	FirstOffsets     []int64
 	ResumedAt        int64 // first offset the restarted consumer received
 	DuplicateSkipped bool  // the idempotent destination skipped the replay
 }
 
-func exampleCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "example",
-		Usage: "runnable walkthroughs",
-		Subcommands: []*cli.Command{{
-			Name:  "offsets",
-			Usage: "committed offsets, a consumer crash between write and commit, and an idempotent destination",
-			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "dir", Usage: "working directory (default: a new temporary one, removed at the end)"},
-			},
-			Action: func(c *cli.Context) error {
-				_, err := runOffsetsExample(c.Context, c.String("dir"), os.Stdout)
-				return err
-			},
-			Subcommands: []*cli.Command{{
-				Name:   "consumer",
-				Usage:  "(internal) one consumer process of the walkthrough",
-				Hidden: true,
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "broker", Required: true},
-					&cli.StringFlag{Name: "db", Required: true},
-					&cli.Int64Flag{Name: "stop-after", Value: -1, Usage: "exit after committing past this offset"},
-					&cli.Int64Flag{Name: "crash-at", Value: -1, Usage: "after writing this offset's effect, report and wait to be killed (no commit)"},
-				},
-				Action: func(c *cli.Context) error {
-					return runExampleConsumer(c.Context, c.String("broker"), c.String("db"), c.Int64("stop-after"), c.Int64("crash-at"), os.Stdout)
-				},
-			}},
-		}},
-	}
+// Config says where the walkthrough runs and how it starts its processes.
+type Config struct {
+	// Dir is the working directory (broker data, practice database, broker
+	// log); "" means a new temporary one, removed at the end.
+	Dir string
+	// Bin is the ringlog binary: the broker runs as `Bin serve`, each
+	// consumer as `Bin ConsumerArgs... --broker A --db D --stop-after N
+	// --crash-at M`, which must call RunConsumer.
+	Bin          string
+	ConsumerArgs []string
 }
 
-// exEvent is one line a consumer process prints (JSON), read by the parent.
-type exEvent struct {
-	Kind    string  `json:"kind"` // received, applied, committed, crash-point
-	Offset  int64   `json:"offset"`
-	Value   string  `json:"value,omitempty"`
-	Applied *bool   `json:"applied,omitempty"` // idempotent destination ran the change
-	State   exState `json:"state"`
+// ConsumerConfig is one consumer process of the walkthrough.
+type ConsumerConfig struct {
+	Broker, DB string
+	StopAfter  int64 // exit after committing past this offset (-1: never)
+	CrashAt    int64 // after writing this offset's effect, report and wait to be killed, no commit (-1: never)
 }
 
-func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResult, error) {
+// event is one line a consumer process prints (JSON), read by the parent.
+type event struct {
+	Kind    string `json:"kind"` // received, applied, committed, crash-point
+	Offset  int64  `json:"offset"`
+	Value   string `json:"value,omitempty"`
+	Applied *bool  `json:"applied,omitempty"` // idempotent destination ran the change
+	State   State  `json:"state"`
+}
+
+// Run runs the walkthrough and narrates it to out.
+func Run(ctx context.Context, cfg Config, out io.Writer) (*Result, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	dir, bin := cfg.Dir, cfg.Bin
 	if dir == "" {
 		d, err := os.MkdirTemp("", "ringlog-example-offsets-")
 		if err != nil {
@@ -115,10 +110,6 @@ func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResul
 		}
 		defer os.RemoveAll(d)
 		dir = d
-	}
-	bin, err := os.Executable()
-	if err != nil {
-		return nil, err
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 
@@ -138,7 +129,7 @@ func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResul
 	defer br.Stop()
 	say("broker: ringlog serve on %s (data in %s)", br.Addr, br.DataDir)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic(exTopic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(br.Addr), kgo.DefaultProduceTopic(Topic))
 	if err != nil {
 		return nil, err
 	}
@@ -146,37 +137,37 @@ func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResul
 	adm := kadm.NewClient(cl)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if _, err := adm.CreateTopic(cctx, 1, 1, nil, exTopic); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", exTopic, err)
+	if _, err := adm.CreateTopic(cctx, 1, 1, nil, Topic); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", Topic, err)
 	}
 	var recs []*kgo.Record
 	for i := range 40 {
 		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("filler-%d", i)), Value: []byte("filler")})
 	}
 	for _, v := range []string{"completed rehearsal", "practice point", "saved reflection"} {
-		recs = append(recs, &kgo.Record{Key: []byte(exKey), Value: []byte(v)})
+		recs = append(recs, &kgo.Record{Key: []byte(Key), Value: []byte(v)})
 	}
 	if err := cl.ProduceSync(cctx, recs...).FirstErr(); err != nil {
 		return nil, fmt.Errorf("producing: %w", err)
 	}
 	say("topic %s: 40 filler records at offsets 0-39, then key %s at %d (%s), %d (%s), %d (%s)",
-		exTopic, exKey, recs[40].Offset, recs[40].Value, recs[41].Offset, recs[41].Value, recs[42].Offset, recs[42].Value)
+		Topic, Key, recs[40].Offset, recs[40].Value, recs[41].Offset, recs[41].Value, recs[42].Offset, recs[42].Value)
 
 	// The group starts at 40: commit it explicitly.
 	commit := kadm.Offsets{}
-	commit.AddOffset(exTopic, 0, 40, -1)
-	if resp, err := adm.CommitOffsets(cctx, exGroup, commit); err != nil || resp.Error() != nil {
+	commit.AddOffset(Topic, 0, 40, -1)
+	if resp, err := adm.CommitOffsets(cctx, Group, commit); err != nil || resp.Error() != nil {
 		return nil, fmt.Errorf("committing 40: %v %v", err, resp.Error())
 	}
 	committed := func() (int64, error) {
-		fo, err := adm.FetchOffsets(cctx, exGroup)
+		fo, err := adm.FetchOffsets(cctx, Group)
 		if err != nil {
 			return -1, err
 		}
 		if err := fo.Error(); err != nil {
 			return -1, err
 		}
-		o, ok := fo.Lookup(exTopic, 0)
+		o, ok := fo.Lookup(Topic, 0)
 		if !ok {
 			return -1, nil
 		}
@@ -186,14 +177,14 @@ func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResul
 	if err != nil {
 		return nil, err
 	}
-	say("group %s: committed next offset %d (manual commits only)", exGroup, at)
+	say("group %s: committed next offset %d (manual commits only)", Group, at)
 
-	res := &exResult{ResumedAt: -1}
+	res := &Result{ResumedAt: -1}
 	db := filepath.Join(dir, "practice.db")
-	step := func(title string, stopAfter, crashAt int64) ([]exEvent, error) {
+	step := func(title string, stopAfter, crashAt int64) ([]event, error) {
 		say("\n== %s", title)
-		args := []string{"example", "offsets", "consumer", "--broker", br.Addr, "--db", db,
-			"--stop-after", fmt.Sprint(stopAfter), "--crash-at", fmt.Sprint(crashAt)}
+		args := append(append([]string(nil), cfg.ConsumerArgs...), "--broker", br.Addr, "--db", db,
+			"--stop-after", fmt.Sprint(stopAfter), "--crash-at", fmt.Sprint(crashAt))
 		cmd := exec.CommandContext(cctx, bin, args...)
 		cmd.Stderr = brokerLog // client noise goes to the log file
 		stdout, err := cmd.StdoutPipe()
@@ -203,18 +194,18 @@ func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResul
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}
-		say("consumer process %d joins group %s", cmd.Process.Pid, exGroup)
-		var evs []exEvent
+		say("consumer process %d joins group %s", cmd.Process.Pid, Group)
+		var evs []event
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var ev exEvent
+			var ev event
 			if json.Unmarshal(sc.Bytes(), &ev) != nil {
 				continue
 			}
 			evs = append(evs, ev)
 			switch ev.Kind {
 			case "received":
-				say("  received offset %d: %s=%q", ev.Offset, exKey, ev.Value)
+				say("  received offset %d: %s=%q", ev.Offset, Key, ev.Value)
 			case "applied":
 				what := "applied"
 				if ev.Applied != nil && !*ev.Applied {
@@ -255,7 +246,7 @@ func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResul
 	if at, err = committed(); err != nil {
 		return nil, err
 	}
-	say("group %s: committed next offset is still %d", exGroup, at)
+	say("group %s: committed next offset is still %d", Group, at)
 
 	evs, err = step("restart the group: it resumes at the committed offset", 42, -1)
 	if err != nil {
@@ -272,29 +263,30 @@ func runOffsetsExample(ctx context.Context, dir string, out io.Writer) (*exResul
 	if res.Committed, err = committed(); err != nil {
 		return nil, err
 	}
-	if res.Final, err = readExState(db); err != nil {
+	if res.Final, err = ReadState(db); err != nil {
 		return nil, err
 	}
 	say("\n== result")
-	say("OffsetFetch: group %s committed next offset %d on %s-0", exGroup, res.Committed, exTopic)
+	say("OffsetFetch: group %s committed next offset %d on %s-0", Group, res.Committed, Topic)
 	say("practice database: %s", res.Final)
 	say("offset 41 was delivered twice: the naive counter says %d points, the idempotent destination (sink.Apply, event id %s) says %d",
-		res.Final.NaivePoints, sink.EventID(exTopic, 0, 41), res.Final.Points)
+		res.Final.NaivePoints, sink.EventID(Topic, 0, 41), res.Final.Points)
 	return res, nil
 }
 
-// runExampleConsumer is one consumer process: it joins the group, and for
+// RunConsumer is one consumer process: it joins the group, and for
 // each record writes its effect to both destinations, then commits the
 // next offset (or, at crashAt, reports and waits to be killed).
-func runExampleConsumer(ctx context.Context, broker, dbPath string, stopAfter, crashAt int64, out io.Writer) error {
-	emit := func(ev exEvent) {
+func RunConsumer(ctx context.Context, cfg ConsumerConfig, out io.Writer) error {
+	broker, dbPath, stopAfter, crashAt := cfg.Broker, cfg.DB, cfg.StopAfter, cfg.CrashAt
+	emit := func(ev event) {
 		b, _ := json.Marshal(ev)
 		fmt.Fprintln(out, string(b))
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(broker),
-		kgo.ConsumerGroup(exGroup),
-		kgo.ConsumeTopics(exTopic),
+		kgo.ConsumerGroup(Group),
+		kgo.ConsumeTopics(Topic),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(6*time.Second),
 		kgo.RebalanceTimeout(10*time.Second),
@@ -320,24 +312,24 @@ func runExampleConsumer(ctx context.Context, broker, dbPath string, stopAfter, c
 			return fmt.Errorf("consumer fetch %s-%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 		for _, r := range fs.Records() {
-			emit(exEvent{Kind: "received", Offset: r.Offset, Value: string(r.Value)})
-			applied, err := exApply(db, r)
+			emit(event{Kind: "received", Offset: r.Offset, Value: string(r.Value)})
+			applied, err := apply(db, r)
 			if err != nil {
 				return err
 			}
-			st, err := exReadState(db.DB())
+			st, err := readState(db.DB())
 			if err != nil {
 				return err
 			}
-			emit(exEvent{Kind: "applied", Offset: r.Offset, Applied: &applied, State: st})
+			emit(event{Kind: "applied", Offset: r.Offset, Applied: &applied, State: st})
 			if r.Offset == crashAt {
-				emit(exEvent{Kind: "crash-point", Offset: r.Offset, State: st})
+				emit(event{Kind: "crash-point", Offset: r.Offset, State: st})
 				select {} // the parent kills us here, before any commit
 			}
 			if err := cl.CommitRecords(ctx, r); err != nil {
 				return fmt.Errorf("commit %d: %w", r.Offset+1, err)
 			}
-			emit(exEvent{Kind: "committed", Offset: r.Offset + 1, State: st})
+			emit(event{Kind: "committed", Offset: r.Offset + 1, State: st})
 			if stopAfter >= 0 && r.Offset >= stopAfter {
 				return nil
 			}
@@ -345,11 +337,11 @@ func runExampleConsumer(ctx context.Context, broker, dbPath string, stopAfter, c
 	}
 }
 
-// exApply writes one record's effect to both destinations: the naive one
+// apply writes one record's effect to both destinations: the naive one
 // (a plain counter, in its own transaction, no dedupe) and the idempotent
 // one (sink.Apply with the record's position as event id).
-func exApply(s *sink.Sink, r *kgo.Record) (bool, error) {
-	if string(r.Key) != exKey {
+func apply(s *sink.Sink, r *kgo.Record) (bool, error) {
+	if string(r.Key) != Key {
 		return true, nil
 	}
 	var field string
@@ -358,7 +350,7 @@ func exApply(s *sink.Sink, r *kgo.Record) (bool, error) {
 		field = "rehearsals"
 	case "practice point":
 		field = "points"
-		if err := s.DB().Update(func(tx *bolt.Tx) error { return exIncr(tx, exNaive, "points") }); err != nil {
+		if err := s.DB().Update(func(tx *bolt.Tx) error { return incr(tx, naiveBucket, "points") }); err != nil {
 			return false, err
 		}
 	case "saved reflection":
@@ -367,11 +359,11 @@ func exApply(s *sink.Sink, r *kgo.Record) (bool, error) {
 		return true, nil
 	}
 	return s.Apply(sink.EventID(r.Topic, r.Partition, r.Offset), func(tx *bolt.Tx) error {
-		return exIncr(tx, exIdem, field)
+		return incr(tx, idemBucket, field)
 	})
 }
 
-func exIncr(tx *bolt.Tx, bucket []byte, key string) error {
+func incr(tx *bolt.Tx, bucket []byte, key string) error {
 	b, err := tx.CreateBucketIfNotExists(bucket)
 	if err != nil {
 		return err
@@ -383,8 +375,8 @@ func exIncr(tx *bolt.Tx, bucket []byte, key string) error {
 	return b.Put([]byte(key), binary.BigEndian.AppendUint64(nil, n+1))
 }
 
-func exReadState(db *bolt.DB) (exState, error) {
-	var st exState
+func readState(db *bolt.DB) (State, error) {
+	var st State
 	err := db.View(func(tx *bolt.Tx) error {
 		get := func(bucket []byte, key string) int64 {
 			b := tx.Bucket(bucket)
@@ -396,22 +388,23 @@ func exReadState(db *bolt.DB) (exState, error) {
 			}
 			return 0
 		}
-		st = exState{
-			Rehearsals:  get(exIdem, "rehearsals"),
-			Points:      get(exIdem, "points"),
-			NaivePoints: get(exNaive, "points"),
-			Reflections: get(exIdem, "reflections"),
+		st = State{
+			Rehearsals:  get(idemBucket, "rehearsals"),
+			Points:      get(idemBucket, "points"),
+			NaivePoints: get(naiveBucket, "points"),
+			Reflections: get(idemBucket, "reflections"),
 		}
 		return nil
 	})
 	return st, err
 }
 
-func readExState(path string) (exState, error) {
+// ReadState reads the practice database at path.
+func ReadState(path string) (State, error) {
 	s, err := sink.Open(path)
 	if err != nil {
-		return exState{}, err
+		return State{}, err
 	}
 	defer s.Close()
-	return exReadState(s.DB())
+	return readState(s.DB())
 }

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ringlog/ringlog/loadgen"
+	"github.com/ringlog/ringlog/results"
+	"github.com/urfave/cli/v2"
+)
+
+// The client-side commands `loadgen`, `bench` and `size`: flags here, the
+// work in package loadgen. Every flag also reads RINGLOG_<FLAG>.
+
+func workloadFlags(d loadgen.Config) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "bootstrap", Value: strings.Join(d.Bootstrap, ","), Usage: "comma-separated host:port of any Kafka-compatible cluster", EnvVars: env("bootstrap")},
+		&cli.StringFlag{Name: "topic", Value: d.Topic, EnvVars: env("topic")},
+		&cli.IntFlag{Name: "partitions", Value: int(d.Partitions), Usage: "partitions when the topic is created", EnvVars: env("partitions")},
+		&cli.IntFlag{Name: "replication-factor", Value: int(d.ReplicationFactor), Usage: "replication factor when the topic is created", EnvVars: env("replication-factor")},
+		&cli.StringSliceFlag{Name: "topic-config", Usage: "key=value topic config when the topic is created (repeatable), e.g. min.insync.replicas=2", EnvVars: env("topic-config")},
+		&cli.Float64Flag{Name: "rate", Value: d.Rate, Usage: "messages per second, open loop (fixed schedule)", EnvVars: env("rate")},
+		&cli.IntFlag{Name: "message-size", Value: d.MessageSize, Usage: "value bytes per message (>= 16)", EnvVars: env("message-size")},
+		&cli.IntFlag{Name: "keys", Value: d.Keys, Usage: "number of distinct keys (0: null keys, sticky partitions)", EnvVars: env("keys")},
+		&cli.BoolFlag{Name: "random-keys", Usage: "pick keys at random instead of cycling", EnvVars: env("random-keys")},
+		&cli.IntFlag{Name: "producers", Value: d.Producers, Usage: "producer goroutines, each with its own connections", EnvVars: env("producers")},
+		&cli.StringFlag{Name: "acks", Value: "all", Usage: "all|1|0", EnvVars: env("acks")},
+		&cli.StringFlag{Name: "compression", Value: "none", Usage: "none|gzip|snappy|lz4|zstd", EnvVars: env("compression")},
+		&cli.DurationFlag{Name: "linger", Value: d.Linger, Usage: "how long a batch may wait to fill", EnvVars: env("linger")},
+		&cli.IntFlag{Name: "batch-bytes", Value: d.BatchBytes, Usage: "flush a batch at this size", EnvVars: env("batch-bytes")},
+		&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "measured time (after warmup)", EnvVars: env("duration")},
+		&cli.DurationFlag{Name: "warmup", Value: d.Warmup, Usage: "time run before measuring, excluded from results", EnvVars: env("warmup")},
+		&cli.IntFlag{Name: "consumers", Value: d.Consumers, Usage: "consumers measuring end-to-end latency", EnvVars: env("consumers")},
+		&cli.DurationFlag{Name: "target-p99", Value: d.TargetP99, Usage: "ack-latency p99 target (SLA verdict, find-max)", EnvVars: env("target-p99")},
+		&cli.StringFlag{Name: "client", Value: d.Client, Usage: "lean (raw produce requests) or kgo (franz-go), for comparison", EnvVars: env("client")},
+		&cli.IntFlag{Name: "max-in-flight", Value: d.MaxInFlight, Usage: "unacknowledged requests per connection", EnvVars: env("max-in-flight")},
+		&cli.IntFlag{Name: "max-buffered-bytes", Value: d.MaxBufferedBytes, Usage: "request memory per producer before the generator blocks", EnvVars: env("max-buffered-bytes")},
+		&cli.DurationFlag{Name: "drain-timeout", Value: d.DrainTimeout, Usage: "wait this long for outstanding acks after the run", EnvVars: env("drain-timeout")},
+		&cli.DurationFlag{Name: "delivery-timeout", Value: d.DeliveryTimeout, Usage: "retry a batch that failed retriably (leader moved, connection lost, broker error) until this long after its intended time; then its messages count as errors", EnvVars: env("delivery-timeout")},
+		&cli.DurationFlag{Name: "retry-backoff", Value: d.RetryBackoff, Usage: "wait before a failed batch's first retry; doubles per retry, minus up to 20% jitter", EnvVars: env("retry-backoff")},
+		&cli.DurationFlag{Name: "retry-backoff-max", Value: d.RetryBackoffMax, Usage: "cap of the retry backoff", EnvVars: env("retry-backoff-max")},
+		&cli.IntFlag{Name: "retries", Value: d.Retries, Usage: "re-sends of one batch before its messages count as errors (0: only --delivery-timeout bounds them)", EnvVars: env("retries")},
+		&cli.StringFlag{Name: "out", Usage: "write result.json, .hgrm, .hlog and report.html here", EnvVars: env("out")},
+		&cli.StringFlag{Name: "label", Usage: "name of this run in reports", EnvVars: env("label")},
+		&cli.BoolFlag{Name: "quiet", Usage: "no per-second progress lines", EnvVars: env("quiet")},
+		&cli.StringFlag{Name: "broker-admin", Usage: "broker admin address; its /healthz fills the report's environment", EnvVars: env("broker-admin")},
+	}
+}
+
+// workloadFrom reads the workload flags other than the cluster address.
+func workloadFrom(c *cli.Context) (loadgen.Config, error) {
+	cfg := loadgen.DefaultConfig()
+	cfg.Topic = c.String("topic")
+	cfg.Partitions = int32(c.Int("partitions"))
+	cfg.ReplicationFactor = int16(c.Int("replication-factor"))
+	for _, kv := range c.StringSlice("topic-config") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cfg, fmt.Errorf("--topic-config %q: want key=value", kv)
+		}
+		if cfg.TopicConfigs == nil {
+			cfg.TopicConfigs = map[string]string{}
+		}
+		cfg.TopicConfigs[k] = v
+	}
+	cfg.Rate = c.Float64("rate")
+	cfg.MessageSize = c.Int("message-size")
+	cfg.Keys = c.Int("keys")
+	cfg.RandomKeys = c.Bool("random-keys")
+	cfg.Producers = c.Int("producers")
+	var err error
+	if cfg.Acks, err = loadgen.ParseAcks(c.String("acks")); err != nil {
+		return cfg, err
+	}
+	if cfg.Compression, err = loadgen.ParseCodec(c.String("compression")); err != nil {
+		return cfg, err
+	}
+	cfg.Linger = c.Duration("linger")
+	cfg.BatchBytes = c.Int("batch-bytes")
+	cfg.Duration = c.Duration("duration")
+	cfg.Warmup = c.Duration("warmup")
+	cfg.Consumers = c.Int("consumers")
+	cfg.TargetP99 = c.Duration("target-p99")
+	cfg.Client = c.String("client")
+	cfg.MaxInFlight = c.Int("max-in-flight")
+	cfg.MaxBufferedBytes = c.Int("max-buffered-bytes")
+	cfg.DrainTimeout = c.Duration("drain-timeout")
+	cfg.DeliveryTimeout = c.Duration("delivery-timeout")
+	cfg.RetryBackoff = c.Duration("retry-backoff")
+	cfg.RetryBackoffMax = c.Duration("retry-backoff-max")
+	cfg.Retries = c.Int("retries")
+	cfg.Label = c.String("label")
+	cfg.Quiet = c.Bool("quiet")
+	return cfg, nil
+}
+
+// securityFlags are the connection options of commands that reach an
+// existing cluster.
+func securityFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "tls", Usage: "connect with TLS, trusting the system roots (implied by the other --tls-* options); TLS numbers are not comparable to plaintext ones", EnvVars: env("tls")},
+		&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA bundle to trust instead of the system roots", EnvVars: env("tls-ca")},
+		&cli.StringFlag{Name: "tls-cert", Usage: "PEM client certificate (mutual TLS; with --tls-key)", EnvVars: env("tls-cert")},
+		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert", EnvVars: env("tls-key")},
+		&cli.StringFlag{Name: "tls-server-name", Usage: "name to verify in broker certificates (default: the host dialed)", EnvVars: env("tls-server-name")},
+		&cli.StringFlag{Name: "sasl-mechanism", Usage: "PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 (default SCRAM-SHA-512 when --sasl-user is set)", EnvVars: env("sasl-mechanism")},
+		&cli.StringFlag{Name: "sasl-user", Usage: "authenticate every connection as this user", EnvVars: env("sasl-user")},
+		&cli.StringFlag{Name: "sasl-password", Usage: "password of --sasl-user (prefer the environment variable: arguments are visible to other users)", EnvVars: env("sasl-password")},
+	}
+}
+
+func securityFrom(c *cli.Context) loadgen.Security {
+	return loadgen.Security{
+		TLS:           c.Bool("tls"),
+		TLSCA:         c.String("tls-ca"),
+		TLSCert:       c.String("tls-cert"),
+		TLSKey:        c.String("tls-key"),
+		TLSServerName: c.String("tls-server-name"),
+		SASLMechanism: c.String("sasl-mechanism"),
+		SASLUser:      c.String("sasl-user"),
+		SASLPassword:  c.String("sasl-password"),
+	}
+}
+
+func loadgenCommand() *cli.Command {
+	d := loadgen.DefaultOptions()
+	flags := append(workloadFlags(d.Config),
+		&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339Nano, Usage: "wall-clock start (RFC 3339) so several generators start together", EnvVars: env("start-at")},
+		&cli.BoolFlag{Name: "find-max", Usage: "step the rate up and bisect to the highest rate meeting --target-p99 without errors", EnvVars: env("find-max")},
+		&cli.IntFlag{Name: "find-max-steps", Value: d.FindMaxSteps, Usage: "most steps a find-max search runs", EnvVars: env("find-max-steps")},
+		&cli.Float64Flag{Name: "find-max-precision", Value: d.FindMaxPrecision, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: env("find-max-precision")},
+		&cli.IntFlag{Name: "find-max-retries", Value: d.FindMaxRetries, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: env("find-max-retries")},
+		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: env("null-sink")},
+		&cli.StringFlag{Name: "null-sink-error", Usage: "with --null-sink: answer every produce with this Kafka error (name such as KAFKA_STORAGE_ERROR, or code), to measure the generator's retries", EnvVars: env("null-sink-error")},
+		&cli.StringSliceFlag{Name: "profile-broker", Usage: "broker admin address (http://host:port or host:port; repeatable): capture its CPU, heap, mutex and block profiles for exactly the measured window into --out", EnvVars: env("profile-broker")},
+		&cli.IntFlag{Name: "profile-mutex-fraction", Value: d.Config.ProfileMutexFraction, Usage: "mutex profiling during the window: sample 1/N contention events (0: the broker's own setting)", EnvVars: env("profile-mutex-fraction")},
+		&cli.DurationFlag{Name: "profile-block-rate", Value: d.Config.ProfileBlockRate, Usage: "block profiling during the window: one sample per this much time blocked (0: the broker's own setting)", EnvVars: env("profile-block-rate")},
+		&cli.BoolFlag{Name: "perf", Usage: "also run `perf record -g` on each --profile-broker process for the window (local brokers; says why when perf cannot run) and write folded stacks and a flame graph", EnvVars: env("perf")},
+		&cli.IntFlag{Name: "perf-freq", Value: d.Config.PerfFreq, Usage: "perf sampling frequency, Hz", EnvVars: env("perf-freq")},
+		&cli.StringFlag{Name: "perf-binary", Value: d.Config.PerfBinary, Usage: "perf executable", EnvVars: env("perf-binary")},
+	)
+	flags = append(flags, securityFlags()...)
+	return &cli.Command{
+		Name:  "loadgen",
+		Usage: "produce a fixed-rate workload and report latency without coordinated omission",
+		Description: "Connects to any Kafka-compatible cluster; --tls*/--sasl-* reach secured listeners (set the\n" +
+			"password with RINGLOG_SASL_PASSWORD). Over TLS a ringlog broker copies fetch data through user\n" +
+			"space (no sendfile) and both sides encrypt, so TLS numbers are not comparable to plaintext ones.",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			o, err := loadgenOptions(c)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			ctx, cancel := signalContext(c.Context)
+			defer cancel()
+			return usageExit(loadgen.Execute(ctx, o, c.App.Writer, c.App.ErrWriter))
+		},
+	}
+}
+
+// loadgenOptions reads the loadgen command's flags.
+func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
+	cfg, err := workloadFrom(c)
+	if err != nil {
+		return loadgen.Options{}, err
+	}
+	cfg.Bootstrap = strings.Split(c.String("bootstrap"), ",")
+	cfg.BrokerAdmin = c.String("broker-admin")
+	cfg.Security = securityFrom(c)
+	if ts := c.Timestamp("start-at"); ts != nil {
+		cfg.StartAt = *ts
+	}
+	cfg.ProfileBrokers = c.StringSlice("profile-broker")
+	cfg.ProfileMutexFraction = c.Int("profile-mutex-fraction")
+	cfg.ProfileBlockRate = c.Duration("profile-block-rate")
+	cfg.Perf = c.Bool("perf")
+	cfg.PerfFreq = c.Int("perf-freq")
+	cfg.PerfBinary = c.String("perf-binary")
+	return loadgen.Options{
+		Config:           cfg,
+		Out:              c.String("out"),
+		FindMax:          c.Bool("find-max"),
+		FindMaxSteps:     c.Int("find-max-steps"),
+		FindMaxPrecision: c.Float64("find-max-precision"),
+		FindMaxRetries:   c.Int("find-max-retries"),
+		NullSink:         c.Bool("null-sink"),
+		NullSinkError:    c.String("null-sink-error"),
+	}, nil
+}
+
+func benchCommand() *cli.Command {
+	d := loadgen.DefaultBenchConfig()
+	flags := []cli.Flag{
+		&cli.IntFlag{Name: "brokers", Value: d.Brokers, Usage: "brokers to start, all controller voters (1: a single node); topics get RF=min(brokers,3) and min.insync.replicas 2 unless --replication-factor is set", EnvVars: env("brokers")},
+		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable)", EnvVars: env("broker-bin")},
+	}
+	for _, f := range workloadFlags(d.Workload) {
+		switch f.Names()[0] {
+		case "bootstrap", "broker-admin":
+			continue // bench starts its own broker
+		case "out":
+			f = &cli.StringFlag{Name: "out", Usage: "report directory (default ./bench-results/<timestamp>)", EnvVars: env("out")}
+		}
+		flags = append(flags, f)
+	}
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "start a local ringlog on loopback, run a default workload, print the report and the p99 verdict",
+		Flags: flags,
+		Action: func(c *cli.Context) error {
+			if !serveSupported && c.String("broker-bin") == "" {
+				return errServeUnsupported
+			}
+			// Installed before the brokers start, so Ctrl-C while they
+			// start still stops them instead of killing only us.
+			ctx, cancel := signalContext(c.Context)
+			defer cancel()
+			cfg, err := workloadFrom(c)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			return usageExit(loadgen.Bench(ctx, loadgen.BenchConfig{
+				Workload:              cfg,
+				AutoReplicationFactor: !c.IsSet("replication-factor"),
+				Brokers:               c.Int("brokers"),
+				BrokerBin:             c.String("broker-bin"),
+				Out:                   c.String("out"),
+			}, c.App.Writer))
+		},
+	}
+}
+
+func sizeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "size",
+		Usage: "capacity arithmetic for a workload (optionally brokers needed, from a find-max result)",
+		Flags: []cli.Flag{
+			&cli.Float64Flag{Name: "peak-rate", Value: 5_000_000, Usage: "peak messages per second", EnvVars: env("peak-rate")},
+			&cli.Float64Flag{Name: "avg-rate", Value: 500_000, Usage: "average messages per second", EnvVars: env("avg-rate")},
+			&cli.Float64Flag{Name: "message-bytes", Value: 1000, EnvVars: env("message-bytes")},
+			&cli.Float64Flag{Name: "retention-days", Value: 7, EnvVars: env("retention-days")},
+			&cli.Float64Flag{Name: "copies", Value: 3, Usage: "replication factor", EnvVars: env("copies")},
+			&cli.StringFlag{Name: "from", Usage: "result directory of a --find-max run", EnvVars: env("from")},
+			&cli.IntFlag{Name: "measured-brokers", Usage: "brokers in the --from run's cluster (default: the count the run recorded from the cluster's metadata)", EnvVars: env("measured-brokers")},
+			&cli.Float64Flag{Name: "disk-per-broker", Usage: "usable disk per broker in TB (decimal) to weigh retention against; 0: not considered", EnvVars: env("disk-per-broker")},
+			&cli.Float64Flag{Name: "nic-gbps", Usage: "network per broker in Gbit/s, each direction; 0: not considered", EnvVars: env("nic-gbps")},
+			&cli.Float64Flag{Name: "consumer-groups", Value: 1, Usage: "consumer groups reading the whole stream (network egress)", EnvVars: env("consumer-groups")},
+		},
+		Action: func(c *cli.Context) error {
+			in := loadgen.SizeInput{PeakRate: c.Float64("peak-rate"), AvgRate: c.Float64("avg-rate"), MessageBytes: c.Float64("message-bytes"),
+				RetentionDays: c.Float64("retention-days"), Copies: c.Float64("copies")}
+			if err := in.Validate(); err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			capacity := loadgen.Size(in)
+			var r *results.Result
+			if dir := c.String("from"); dir != "" {
+				var err error
+				if r, err = results.ReadJSON(dir); err != nil {
+					return err
+				}
+				res := loadgen.Resources{DiskBytes: c.Float64("disk-per-broker") * 1e12, NICBitsPerSec: c.Float64("nic-gbps") * 1e9, ConsumerGroups: c.Float64("consumer-groups")}
+				if err := capacity.WithMeasurement(r, c.Int("measured-brokers"), res); err != nil {
+					return fmt.Errorf("%s: %w", dir, err)
+				}
+			}
+			loadgen.WriteSize(c.App.Writer, in, capacity, r)
+			return nil
+		},
+	}
+}
+
+// signalContext ends on SIGINT or SIGTERM (or when parent ends: tests);
+// loadgen and bench then write the partial result and return
+// loadgen.ErrInterrupted. After the first signal the handler is removed,
+// so a second one kills the process instead of waiting for the bounded
+// drain.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
+}
+
+// usageExit gives settings that cannot work exit status 2, as urfave/cli
+// does for unknown flags.
+func usageExit(err error) error {
+	var ue *loadgen.UsageError
+	if errors.As(err, &ue) || errors.Is(err, results.ErrNoDirs) {
+		return cli.Exit(err.Error(), 2)
+	}
+	return err
+}

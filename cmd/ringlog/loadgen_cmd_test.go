@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ringlog/ringlog/loadgen"
+	"github.com/ringlog/ringlog/results"
+	"github.com/urfave/cli/v2"
+)
+
+// TestClientFlagsHaveEnvVars: every flag of the client-side commands is
+// also readable from RINGLOG_<FLAG>, as serve's are.
+func TestClientFlagsHaveEnvVars(t *testing.T) {
+	var walk func(path string, cmds []*cli.Command)
+	walk = func(path string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := path + " " + c.Name
+			for _, f := range c.Flags {
+				flag := f.Names()[0]
+				df, ok := f.(cli.DocGenerationFlag)
+				if !ok {
+					t.Errorf("%s --%s (%T) cannot report its environment variables", name, flag, f)
+					continue
+				}
+				want := "RINGLOG_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+				if !reflect.DeepEqual(df.GetEnvVars(), []string{want}) {
+					t.Errorf("%s --%s: EnvVars %v, want [%s]", name, flag, df.GetEnvVars(), want)
+				}
+			}
+			walk(name, c.Subcommands)
+		}
+	}
+	cmds := []*cli.Command{loadgenCommand(), benchCommand(), sizeCommand(), reportCommand()}
+	walk("ringlog", cmds)
+	if n := len(cmds[0].Flags); n < 40 {
+		t.Fatalf("loadgen has only %d flags", n)
+	}
+}
+
+// runApp runs one client command in-process; urfave/cli's exit on
+// cli.Exit errors is disabled so the test sees the status.
+func runApp(t *testing.T, cmd *cli.Command, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	app := &cli.App{Commands: []*cli.Command{cmd}, Writer: &out, ErrWriter: &out, ExitErrHandler: func(*cli.Context, error) {}}
+	err := app.Run(append([]string{"ringlog", cmd.Name}, args...))
+	return out.String(), err
+}
+
+func exitStatus(err error) int {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return -1
+}
+
+// parseLoadgen parses loadgen's flags into the Options the command hands
+// package loadgen, without running anything.
+func parseLoadgen(t *testing.T, args ...string) (loadgen.Options, error) {
+	t.Helper()
+	cmd := loadgenCommand()
+	var o loadgen.Options
+	var perr error
+	cmd.Action = func(c *cli.Context) error { o, perr = loadgenOptions(c); return nil }
+	if _, err := runApp(t, cmd, args...); err != nil {
+		return o, err
+	}
+	return o, perr
+}
+
+// TestLoadgenFlags: the flags, and their RINGLOG_* variables, land in the
+// Options fields they name; unset flags keep loadgen's defaults.
+func TestLoadgenFlags(t *testing.T) {
+	o, err := parseLoadgen(t, "--bootstrap", "a:1,b:2", "--topic", "t1", "--topic-config", "min.insync.replicas=2",
+		"--acks", "1", "--compression", "zstd", "--retry-backoff", "20ms", "--retry-backoff-max", "300ms", "--retries", "7",
+		"--delivery-timeout", "4s", "--find-max", "--find-max-steps", "5", "--null-sink", "--null-sink-error", "56",
+		"--out", "dir", "--start-at", "2026-01-02T03:04:05Z", "--profile-broker", "h:1", "--perf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if !reflect.DeepEqual(c.Bootstrap, []string{"a:1", "b:2"}) || c.Topic != "t1" || c.TopicConfigs["min.insync.replicas"] != "2" ||
+		c.Acks != 1 || c.Compression.String() != "zstd" || c.RetryBackoff != 20*time.Millisecond || c.RetryBackoffMax != 300*time.Millisecond ||
+		c.Retries != 7 || c.DeliveryTimeout != 4*time.Second || !c.StartAt.Equal(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)) ||
+		!reflect.DeepEqual(c.ProfileBrokers, []string{"h:1"}) || !c.Perf {
+		t.Fatalf("config from flags: %+v", c)
+	}
+	if !o.FindMax || o.FindMaxSteps != 5 || !o.NullSink || o.NullSinkError != "56" || o.Out != "dir" {
+		t.Fatalf("options from flags: %+v", o)
+	}
+	d := loadgen.DefaultOptions()
+	if o.FindMaxPrecision != d.FindMaxPrecision || o.FindMaxRetries != d.FindMaxRetries || c.Rate != d.Config.Rate ||
+		c.MessageSize != d.Config.MessageSize || c.PerfFreq != d.Config.PerfFreq || c.Linger != d.Config.Linger {
+		t.Fatalf("unset flags lost loadgen's defaults: %+v", o)
+	}
+	t.Setenv("RINGLOG_RATE", "1234")
+	t.Setenv("RINGLOG_TOPIC_CONFIG", "retention.ms=1000")
+	if o, err = parseLoadgen(t); err != nil || o.Config.Rate != 1234 || o.Config.TopicConfigs["retention.ms"] != "1000" {
+		t.Fatalf("from the environment: rate %v, topic configs %v, %v", o.Config.Rate, o.Config.TopicConfigs, err)
+	}
+	if _, err := parseLoadgen(t, "--topic-config", "novalue"); err == nil || !strings.Contains(err.Error(), "want key=value") {
+		t.Fatalf("--topic-config without =: %v", err)
+	}
+}
+
+// TestLoadgenSecurityFlags parses the security flags, the password from
+// the environment, and refuses bad combinations with exit status 2.
+func TestLoadgenSecurityFlags(t *testing.T) {
+	t.Run("flags", func(t *testing.T) {
+		t.Setenv("RINGLOG_SASL_PASSWORD", "wonder land")
+		o, err := parseLoadgen(t, "--tls-ca", "ca.pem", "--tls-server-name", "kafka.internal", "--sasl-user", "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := loadgen.Security{TLSCA: "ca.pem", TLSServerName: "kafka.internal", SASLUser: "alice", SASLPassword: "wonder land"}
+		if o.Config.Security != want || o.Config.Security.Mechanism() != "SCRAM-SHA-512" {
+			t.Fatalf("parsed %#v (password %q)", o.Config.Security, o.Config.Security.SASLPassword)
+		}
+	})
+	t.Run("environment", func(t *testing.T) { // t.Setenv lasts until the subtest ends
+		for k, v := range map[string]string{"RINGLOG_TLS": "true", "RINGLOG_SASL_MECHANISM": "PLAIN", "RINGLOG_SASL_USER": "bob", "RINGLOG_SASL_PASSWORD": "x"} {
+			t.Setenv(k, v)
+		}
+		o, err := parseLoadgen(t)
+		if s := o.Config.Security; err != nil || !s.TLS || s.Mechanism() != "PLAIN" || s.SASLUser != "bob" {
+			t.Fatalf("from the environment: %#v, %v", s, err)
+		}
+	})
+
+	// The command itself: a validation error exits 2 before any
+	// connection, and PLAIN without TLS warns.
+	out, err := runApp(t, loadgenCommand(), "--tls-cert", "c.pem")
+	if exitStatus(err) != 2 || !strings.Contains(err.Error(), "--tls-key") {
+		t.Fatalf("loadgen --tls-cert alone: %v\n%s", err, out)
+	}
+	t.Setenv("RINGLOG_SASL_PASSWORD", "x")
+	out, err = runApp(t, loadgenCommand(), "--null-sink", "--sasl-mechanism", "PLAIN", "--sasl-user", "bob")
+	if !strings.Contains(out, "warning: SASL PLAIN without TLS") {
+		t.Errorf("no PLAIN warning:\n%s", out)
+	}
+	if exitStatus(err) != 2 || !strings.Contains(err.Error(), "null-sink") {
+		t.Fatalf("--null-sink with SASL: %v", err)
+	}
+}
+
+// TestLoadgenRetryFlags runs the command against the in-process null
+// sink: the retry flags reach the run (result.json records them), bad
+// values and combinations exit 2.
+func TestLoadgenRetryFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	base := []string{"--null-sink", "--rate", "1000", "--duration", "500ms", "--warmup", "0s", "--out", out, "--quiet"}
+	_, err := runApp(t, loadgenCommand(), append(base, "--retry-backoff", "20ms", "--retry-backoff-max", "10ms")...)
+	if exitStatus(err) != 2 || !strings.Contains(err.Error(), "retry-backoff-max 10ms must be at least retry-backoff 20ms") {
+		t.Fatalf("bad backoff: %v", err)
+	}
+	if stdout, err := runApp(t, loadgenCommand(), append(base, "--retry-backoff", "20ms", "--retry-backoff-max", "300ms",
+		"--retries", "7", "--delivery-timeout", "4s")...); err != nil || !strings.Contains(stdout, "SLA ") {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := res.Workload; w["retry_backoff"] != "20ms" || w["retry_backoff_max"] != "300ms" || w["retries"] != "7" || w["delivery_timeout"] != "4s" {
+		t.Fatalf("workload %v lacks the retry flags", w)
+	}
+	if res.MessagesAcked != 500 || res.Errors != 0 {
+		t.Fatalf("null sink run: acked %d, errors %d", res.MessagesAcked, res.Errors)
+	}
+	if _, err := runApp(t, loadgenCommand(), "--null-sink-error", "56"); exitStatus(err) != 2 || !strings.Contains(err.Error(), "needs --null-sink") {
+		t.Fatalf("--null-sink-error without --null-sink: %v", err)
+	}
+	if _, err := runApp(t, loadgenCommand(), "--acks", "2"); exitStatus(err) != 2 {
+		t.Fatalf("--acks 2: %v", err)
+	}
+	if _, err := runApp(t, sizeCommand(), "--copies", "0"); exitStatus(err) != 2 {
+		t.Fatalf("size --copies 0: %v", err)
+	}
+	if _, err := runApp(t, benchCommand(), "--brokers", "10"); exitStatus(err) != 2 || !strings.Contains(err.Error(), "want 1..9") {
+		t.Fatalf("bench --brokers 10: %v", err)
+	}
+}
+
+// TestReportCommands runs the binary: two null-sink loadgen runs, then
+// `report`, `report merge` and `report compare` on their directories, and
+// the usage errors (exit status 2).
+func TestReportCommands(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	dir := t.TempDir()
+	run := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, ringlogBin, args...).CombinedOutput()
+		return string(out), err
+	}
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, d := range []string{a, b} {
+		if out, err := run("loadgen", "--null-sink", "--rate", "2000", "--duration", "1s", "--warmup", "0s", "--quiet",
+			"--out", d, "--label", filepath.Base(d)); err != nil {
+			t.Fatalf("loadgen: %v\n%s", err, out)
+		}
+	}
+	out, err := run("report", "--top", "3", a)
+	if err != nil || !strings.Contains(out, "SLA ") || !strings.Contains(out, "2000") {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	merged := filepath.Join(dir, "m")
+	if out, err = run("report", "merge", "--out", merged, "--label", "both", a, b); err != nil {
+		t.Fatalf("report merge: %v\n%s", err, out)
+	}
+	m, err := results.ReadJSON(merged)
+	if err != nil || m.Label != "both" || m.MessagesAcked != 4000 || len(m.MergedFrom) != 2 {
+		t.Fatalf("merged result: %v %+v", err, m)
+	}
+	html := filepath.Join(dir, "cmp.html")
+	out, err = run("report", "compare", "--html", html, a, b)
+	if err != nil || !strings.Contains(out, "overlay: "+html) || !strings.HasPrefix(strings.TrimSpace(out), "a") {
+		t.Fatalf("report compare: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"report"}, {"report", "compare"}, {"report", "merge", "--out", merged}} {
+		out, err := run(args...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%v: %v, want exit status 2\n%s", args, err, out)
+		}
+	}
+}
