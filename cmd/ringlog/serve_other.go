@@ -6,3 +6,12 @@ import "github.com/urfave/cli/v2"
 
 // serveCommand: the broker runs on Linux only (see unsupportedServe).
 func serveCommand() *cli.Command { return unsupportedServe() }
+
+// devClusterCommand: dev cluster runs serve child processes, so it is
+// Linux-only too.
+func devClusterCommand() *cli.Command {
+	c := unsupportedServe()
+	c.Name = "cluster"
+	c.Usage = "run an N-node cluster on 127.0.0.1 (Linux only)"
+	return c
+}
