@@ -279,15 +279,6 @@ func (s Set) HasTransactional() bool {
 	return false
 }
 
-// RecordCount sums the header record counts of the parsed batches.
-func (s Set) RecordCount() uint64 {
-	var n uint64
-	for i := range s.Batches {
-		n += uint64(uint32(s.Batches[i].RecordCount))
-	}
-	return n
-}
-
 // Walk calls fn for each whole batch at the start of b, in order, and
 // stops at the first that does not fit or when fn returns false. It
 // allocates nothing: the scan for callers that need one field of each

@@ -136,6 +136,24 @@ func AppendRecord(dst []byte, r Record) []byte {
 	return dst
 }
 
+// AppendSplitRecord appends a record without headers whose value is head
+// followed by tail (key nil: null key), so a producer that keeps a value
+// in two parts need not join them.
+func AppendSplitRecord(dst []byte, tsDelta int64, offsetDelta int32, key, head, tail []byte) []byte {
+	vlen := len(head) + len(tail)
+	n := 1 + varintLen(tsDelta) + varintLen(int64(offsetDelta)) + nullableLen(key) +
+		varintLen(int64(vlen)) + vlen + 1
+	dst = binary.AppendVarint(dst, int64(n))
+	dst = append(dst, 0) // attributes
+	dst = binary.AppendVarint(dst, tsDelta)
+	dst = binary.AppendVarint(dst, int64(offsetDelta))
+	dst = AppendNullable(dst, key)
+	dst = binary.AppendVarint(dst, int64(vlen))
+	dst = append(dst, head...)
+	dst = append(dst, tail...)
+	return append(dst, 0) // no headers
+}
+
 // AppendNullable appends a varint length (-1 for nil) and v.
 func AppendNullable(dst, v []byte) []byte {
 	if v == nil {
