@@ -247,8 +247,8 @@ func handleProduce(s *Server, r *request) reply {
 }
 
 // parseProduceRecords frames the record batches of every partition of a
-// v3+ request (older versions carry message sets, refused above), indexed
-// like req.Topics[ti].Partitions[pi].
+// v3+ request (older versions carry message sets, which the handler
+// refuses), indexed like req.Topics[ti].Partitions[pi].
 func parseProduceRecords(req *kmsg.ProduceRequest) [][]records.Set {
 	if req.Version < 3 {
 		return nil
