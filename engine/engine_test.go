@@ -290,6 +290,9 @@ func TestAppendValidationWritesNothing(t *testing.T) {
 		{"control not transactional", mutate(func(b []byte) []byte { b[records.OffAttributes+1] |= records.AttrControl; return recrc(b) }), ErrInvalidRecord},
 		{"too large", batchtest.Sized(3, 3000), ErrMessageTooLarge},
 		{"second batch bad", append(append([]byte(nil), good...), good[:70]...), ErrCorruptMessage},
+		// The first bad batch is reported even when a later one is
+		// truncated: framing all batches first must not change that.
+		{"first bad, second truncated", append(mutate(func(b []byte) []byte { b[records.OffMagic] = 1; return b }), good[:70]...), ErrUnsupportedVersion},
 		{"empty", nil, ErrCorruptMessage},
 	}
 	for _, c := range cases {

@@ -253,10 +253,15 @@ func parseProduceRecords(req *kmsg.ProduceRequest) [][]records.Set {
 	if req.Version < 3 {
 		return nil
 	}
+	n := 0
+	for ti := range req.Topics {
+		n += len(req.Topics[ti].Partitions)
+	}
+	flat := make([]records.Set, n) // one allocation for the request
 	sets := make([][]records.Set, len(req.Topics))
 	for ti := range req.Topics {
 		ps := req.Topics[ti].Partitions
-		sets[ti] = make([]records.Set, len(ps))
+		sets[ti], flat = flat[:len(ps):len(ps)], flat[len(ps):]
 		for pi := range ps {
 			sets[ti][pi] = records.ParseSet(ps[pi].Records)
 		}
