@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // This file is the log cleaner: compaction of the partitions of topics
@@ -580,16 +581,16 @@ func forEachBatch(s *segment, size int64, fn func(pos int64, b []byte) error) er
 		return nil
 	}
 	for pos := int64(0); pos < size; {
-		if pos+batchHeaderSize > bufAt+int64(len(buf)) {
-			if size-pos < batchHeaderSize {
+		if pos+records.HeaderSize > bufAt+int64(len(buf)) {
+			if size-pos < records.HeaderSize {
 				return corruptAt(s, pos, fmt.Errorf("%w: %d trailing bytes", ErrCorruptMessage, size-pos))
 			}
-			if err := fill(pos, batchHeaderSize); err != nil {
+			if err := fill(pos, records.HeaderSize); err != nil {
 				return err
 			}
 		}
 		h := parseHeader(buf[pos-bufAt:])
-		if h.size < batchHeaderSize || int64(h.size) > size-pos {
+		if h.size < records.HeaderSize || int64(h.size) > size-pos {
 			return corruptAt(s, pos, fmt.Errorf("%w: batch length %d with %d bytes left", ErrCorruptMessage, h.size, size-pos))
 		}
 		if pos+int64(h.size) > bufAt+int64(len(buf)) {

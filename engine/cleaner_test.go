@@ -16,6 +16,7 @@ import (
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/codec"
+	"github.com/ringlog/ringlog/internal/records"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,16 +48,16 @@ func keyedOpts(opts batchtest.Options, ts int64, kvs ...kv) []byte {
 // in the xerial framing with xerial).
 func compressed(t testing.TB, b []byte, c codec.Codec, xerial bool) []byte {
 	t.Helper()
-	out := append([]byte(nil), b[:batchHeaderSize]...)
+	out := append([]byte(nil), b[:records.HeaderSize]...)
 	var err error
 	if xerial {
-		out = codec.CompressXerial(out, b[batchHeaderSize:])
-	} else if out, err = codec.Compress(c, out, b[batchHeaderSize:]); err != nil {
+		out = codec.CompressXerial(out, b[records.HeaderSize:])
+	} else if out, err = codec.Compress(c, out, b[records.HeaderSize:]); err != nil {
 		t.Fatal(err)
 	}
-	be.PutUint16(out[offAttributes:], be.Uint16(out[offAttributes:])|uint16(c))
-	be.PutUint32(out[offBatchLength:], uint32(len(out)-logOverhead))
-	be.PutUint32(out[offCRC:], crc32c(out[offAttributes:]))
+	be.PutUint16(out[records.OffAttributes:], be.Uint16(out[records.OffAttributes:])|uint16(c))
+	be.PutUint32(out[records.OffBatchLength:], uint32(len(out)-records.LogOverhead))
+	be.PutUint32(out[records.OffCRC:], records.CRC32C(out[records.OffAttributes:]))
 	return out
 }
 
@@ -97,7 +98,7 @@ func readLog(t testing.TB, p *Partition) ([]logRec, map[int64][]byte) {
 			b := data[:h.size]
 			data = data[h.size:]
 			batches[h.baseOffset] = bytes.Clone(b)
-			if be.Uint16(b[offAttributes:])&attrControl == 0 {
+			if be.Uint16(b[records.OffAttributes:])&records.AttrControl == 0 {
 				buf, err = eachRecord(b, buf, func(o int64, r record) error {
 					if o >= off {
 						recs = append(recs, logRec{offset: o, key: string(r.key), value: string(r.value), tomb: r.tombstone, batchBase: h.baseOffset})
@@ -356,7 +357,7 @@ func TestCompactTombstones(t *testing.T) {
 func producerKeyed(pid int64, seq int32, txn bool, ts int64, kvs ...kv) []byte {
 	opts := batchtest.Options{Idempotent: true, ProducerID: pid, BaseSequence: seq}
 	if txn {
-		opts.Attributes = attrTransactional
+		opts.Attributes = records.AttrTransactional
 	}
 	return keyedOpts(opts, ts, kvs...)
 }
@@ -422,13 +423,13 @@ func TestCompactProducerBatches(t *testing.T) {
 		}
 		// The idempotent batch is an empty header with its producer fields.
 		b := batchesAfter[1]
-		if b == nil || len(b) != batchHeaderSize || be.Uint32(b[offRecordCount:]) != 0 ||
-			be.Uint32(b[offLastOffsetDelta:]) != 1 || int64(be.Uint64(b[offProducerID:])) != 5 ||
-			!bytes.Equal(b[offProducerID:offRecordCount], idem[offProducerID:offRecordCount]) {
+		if b == nil || len(b) != records.HeaderSize || be.Uint32(b[records.OffRecordCount:]) != 0 ||
+			be.Uint32(b[records.OffLastOffsetDelta:]) != 1 || int64(be.Uint64(b[records.OffProducerID:])) != 5 ||
+			!bytes.Equal(b[records.OffProducerID:records.OffRecordCount], idem[records.OffProducerID:records.OffRecordCount]) {
 			t.Fatalf("%s: idempotent batch after cleaning: %x", when, b)
 		}
-		if b := batchesAfter[8]; be.Uint32(b[offRecordCount:]) != 1 || be.Uint32(b[offLastOffsetDelta:]) != 1 {
-			t.Fatalf("%s: filtered batch: %d records, lastOffsetDelta %d", when, be.Uint32(b[offRecordCount:]), be.Uint32(b[offLastOffsetDelta:]))
+		if b := batchesAfter[8]; be.Uint32(b[records.OffRecordCount:]) != 1 || be.Uint32(b[records.OffLastOffsetDelta:]) != 1 {
+			t.Fatalf("%s: filtered batch: %d records, lastOffsetDelta %d", when, be.Uint32(b[records.OffRecordCount:]), be.Uint32(b[records.OffLastOffsetDelta:]))
 		}
 		if lso := p.LastStableOffset(); lso != 10 {
 			t.Fatalf("%s: LSO %d, want 10", when, lso)
@@ -490,11 +491,11 @@ func TestCompactCompressedBatches(t *testing.T) {
 				if ob == nil {
 					t.Fatalf("batch at %d was not there before", base)
 				}
-				if !bytes.Equal(b[:offBatchLength], ob[:offBatchLength]) || !bytes.Equal(b[offLeaderEpoch:offCRC], ob[offLeaderEpoch:offCRC]) ||
-					!bytes.Equal(b[offAttributes:offRecordCount], ob[offAttributes:offRecordCount]) {
+				if !bytes.Equal(b[:records.OffBatchLength], ob[:records.OffBatchLength]) || !bytes.Equal(b[records.OffLeaderEpoch:records.OffCRC], ob[records.OffLeaderEpoch:records.OffCRC]) ||
+					!bytes.Equal(b[records.OffAttributes:records.OffRecordCount], ob[records.OffAttributes:records.OffRecordCount]) {
 					t.Fatalf("batch at %d: header fields other than length, CRC and count changed", base)
 				}
-				if v.xerial != codec.IsXerial(b[batchHeaderSize:]) {
+				if v.xerial != codec.IsXerial(b[records.HeaderSize:]) {
 					t.Fatalf("batch at %d: xerial framing %v, want %v", base, !v.xerial, v.xerial)
 				}
 			}
@@ -1092,8 +1093,8 @@ func TestCompactKeepsOnlyLastEmptiedProducerBatch(t *testing.T) {
 	if fmt.Sprint(offs) != "[3 4 5]" || fmt.Sprint(bases) != "[2 3 5]" {
 		t.Fatalf("records %v in batches %v; want records [3 4 5] in batches [2 3 5] (2: the producer's last batch, emptied)", offs, bases)
 	}
-	if b := batches[2]; be.Uint32(b[offRecordCount:]) != 0 || len(b) != batchHeaderSize {
-		t.Fatalf("batch 2: %d records, %d bytes", be.Uint32(b[offRecordCount:]), len(b))
+	if b := batches[2]; be.Uint32(b[records.OffRecordCount:]) != 0 || len(b) != records.HeaderSize {
+		t.Fatalf("batch 2: %d records, %d bytes", be.Uint32(b[records.OffRecordCount:]), len(b))
 	}
 	// A read at the empty batch starts at the records after it.
 	res, err := p.Read(2, 1<<20, true)
@@ -1122,7 +1123,7 @@ func diskBatches(t *testing.T, p *Partition) map[int64][]byte {
 	out := map[int64][]byte{}
 	for _, s := range p.segs {
 		err := forEachBatch(s, s.size, func(_ int64, b []byte) error {
-			out[int64(be.Uint64(b[offBaseOffset:]))] = bytes.Clone(b)
+			out[int64(be.Uint64(b[records.OffBaseOffset:]))] = bytes.Clone(b)
 			return nil
 		})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // testIOMode is the IOMode tests run with: RINGLOG_TEST_IO=uring|sync|auto
@@ -266,7 +267,7 @@ func TestAppendValidationWritesNothing(t *testing.T) {
 		return f(append([]byte(nil), good...))
 	}
 	recrc := func(b []byte) []byte {
-		be.PutUint32(b[offCRC:], crc32c(b[offAttributes:]))
+		be.PutUint32(b[records.OffCRC:], records.CRC32C(b[records.OffAttributes:]))
 		return b
 	}
 	cases := []struct {
@@ -276,19 +277,22 @@ func TestAppendValidationWritesNothing(t *testing.T) {
 	}{
 		{"short", good[:40], ErrCorruptMessage},
 		{"length past end", good[:len(good)-1], ErrCorruptMessage},
-		{"magic 1", mutate(func(b []byte) []byte { b[offMagic] = 1; return b }), ErrUnsupportedVersion},
-		{"magic garbage", mutate(func(b []byte) []byte { b[offMagic] = 9; return b }), ErrCorruptMessage},
+		{"magic 1", mutate(func(b []byte) []byte { b[records.OffMagic] = 1; return b }), ErrUnsupportedVersion},
+		{"magic garbage", mutate(func(b []byte) []byte { b[records.OffMagic] = 9; return b }), ErrCorruptMessage},
 		{"crc", mutate(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }), ErrCorruptMessage},
-		{"lastOffsetDelta", mutate(func(b []byte) []byte { be.PutUint32(b[offLastOffsetDelta:], 5); return recrc(b) }), ErrInvalidRecord},
+		{"lastOffsetDelta", mutate(func(b []byte) []byte { be.PutUint32(b[records.OffLastOffsetDelta:], 5); return recrc(b) }), ErrInvalidRecord},
 		{"zero records", mutate(func(b []byte) []byte {
-			be.PutUint32(b[offRecordCount:], 0)
-			be.PutUint32(b[offLastOffsetDelta:], 0xffffffff)
+			be.PutUint32(b[records.OffRecordCount:], 0)
+			be.PutUint32(b[records.OffLastOffsetDelta:], 0xffffffff)
 			return recrc(b)
 		}), ErrInvalidRecord},
-		{"codec 5", mutate(func(b []byte) []byte { b[offAttributes+1] |= 5; return recrc(b) }), ErrInvalidRecord},
-		{"control not transactional", mutate(func(b []byte) []byte { b[offAttributes+1] |= attrControl; return recrc(b) }), ErrInvalidRecord},
+		{"codec 5", mutate(func(b []byte) []byte { b[records.OffAttributes+1] |= 5; return recrc(b) }), ErrInvalidRecord},
+		{"control not transactional", mutate(func(b []byte) []byte { b[records.OffAttributes+1] |= records.AttrControl; return recrc(b) }), ErrInvalidRecord},
 		{"too large", batchtest.Sized(3, 3000), ErrMessageTooLarge},
 		{"second batch bad", append(append([]byte(nil), good...), good[:70]...), ErrCorruptMessage},
+		// The first bad batch is reported even when a later one is
+		// truncated: framing all batches first must not change that.
+		{"first bad, second truncated", append(mutate(func(b []byte) []byte { b[records.OffMagic] = 1; return b }), good[:70]...), ErrUnsupportedVersion},
 		{"empty", nil, ErrCorruptMessage},
 	}
 	for _, c := range cases {
@@ -325,7 +329,7 @@ func TestLogAppendTimeRewritesBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bs[0].MaxTimestamp != res.LogAppendTime || bs[0].Attributes&attrLogAppendTime == 0 {
+	if bs[0].MaxTimestamp != res.LogAppendTime || bs[0].Attributes&records.AttrLogAppendTime == 0 {
 		t.Fatalf("batch not stamped: %+v", bs[0])
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // FuzzValidateBatches feeds arbitrary bytes to the produce-path validator.
@@ -24,8 +25,8 @@ func FuzzValidateBatches(f *testing.F) {
 	huge := append([]byte(nil), good...)
 	binary.BigEndian.PutUint32(huge[8:], 0x7fffffff) // batchLength claiming 2 GiB
 	f.Add(huge)
-	f.Fuzz(func(t *testing.T, records []byte) {
-		hdrs, err := validateBatches(records, 1<<20)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		hdrs, err := validateBatches(in, 1<<20)
 		if err != nil {
 			if !errors.Is(err, ErrCorruptMessage) && !errors.Is(err, ErrInvalidRecord) &&
 				!errors.Is(err, ErrUnsupportedVersion) && !errors.Is(err, ErrMessageTooLarge) {
@@ -33,13 +34,13 @@ func FuzzValidateBatches(f *testing.F) {
 			}
 			return
 		}
-		rest := records
+		rest := in
 		for _, h := range hdrs {
 			if len(rest) < 12 {
-				t.Fatalf("accepted %d batches over %d bytes", len(hdrs), len(records))
+				t.Fatalf("accepted %d batches over %d bytes", len(hdrs), len(in))
 			}
 			n := 12 + int(binary.BigEndian.Uint32(rest[8:]))
-			if n > len(rest) || crc32c(rest[21:n]) != binary.BigEndian.Uint32(rest[17:]) {
+			if n > len(rest) || records.CRC32C(rest[21:n]) != binary.BigEndian.Uint32(rest[17:]) {
 				t.Fatalf("accepted a batch with a bad length or CRC")
 			}
 			_ = h

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
@@ -132,31 +133,38 @@ func (w *waiter) finish(err error) {
 // rewritten in place. Nothing is written if any batch is invalid. While
 // the data directory's free space is below the threshold it refuses with
 // ErrDiskFull (diskspace.go).
-func (p *Partition) Append(records []byte) (AppendWaiter, error) {
-	if err := p.e.disk.admit(int64(len(records))); err != nil {
+func (p *Partition) Append(b []byte) (AppendWaiter, error) {
+	return p.AppendParsed(records.ParseSet(b))
+}
+
+// AppendParsed is Append for batches the caller already framed (the
+// produce handler parses a partition's records once and hands the view
+// down): set.Raw is taken over as Append takes its bytes.
+func (p *Partition) AppendParsed(set records.Set) (AppendWaiter, error) {
+	if err := p.e.disk.admit(int64(len(set.Raw))); err != nil {
 		return nil, err
 	}
-	return p.append(records)
+	return p.append(set)
 }
 
 // AppendInternal is Append for the broker's own records (group offsets,
 // transaction state): they are small and keep groups and transactions
 // working on a full disk, so they draw from the space the threshold
 // reserves instead of being refused.
-func (p *Partition) AppendInternal(records []byte) (AppendWaiter, error) {
-	return p.append(records)
+func (p *Partition) AppendInternal(b []byte) (AppendWaiter, error) {
+	return p.append(records.ParseSet(b))
 }
 
-func (p *Partition) append(records []byte) (AppendWaiter, error) {
+func (p *Partition) append(set records.Set) (AppendWaiter, error) {
 	cfg := p.topic.config()
-	hs, err := validateBatches(records, cfg.MaxMessageBytes)
+	hs, err := validateSet(set, cfg.MaxMessageBytes)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkClientBatches(records, hs, cfg); err != nil {
+	if err := checkClientBatches(set.Batches, cfg); err != nil {
 		return nil, err
 	}
-	phs, err := parseProducerHeaders(records, hs)
+	phs, err := parseProducerHeaders(set.Batches)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +206,7 @@ func (p *Partition) append(records []byte) (AppendWaiter, error) {
 		}
 		return p.duplicateWaiter(d.Duplicate), nil
 	}
-	w, err := p.appendLocked(records, hs, true)
+	w, err := p.appendLocked(set.Raw, hs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -646,16 +654,19 @@ func (s *segment) firstRecordAtOrAfter(pos int64, h batchHeader, ts int64) (int6
 	if _, err := s.log.ReadAt(b, pos); err != nil {
 		return -1, -1, fmt.Errorf("%w: read %s at %d: %v", ErrStorage, s.path(logSuffix), pos, err)
 	}
-	attrs := be.Uint16(b[offAttributes:])
-	base := int64(be.Uint64(b[offBaseTimestamp:]))
+	bh, err := records.ParseHeader(b)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: %s at byte %d: %v", ErrCorruptLog, s.path(logSuffix), pos, err)
+	}
+	base := bh.BaseTimestamp
 	found := false
 	off, at := h.baseOffset, h.maxTimestamp
-	_, err := eachRecord(b, nil, func(o int64, r record) error {
+	_, err = eachRecord(b, nil, func(o int64, r record) error {
 		if found {
 			return nil
 		}
 		rts := base + r.timestampDelta
-		if attrs&attrLogAppendTime != 0 {
+		if bh.IsLogAppendTime() {
 			rts = h.maxTimestamp
 		}
 		if rts >= ts {

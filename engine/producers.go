@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // This file wires per-partition producer state (package producerstate)
@@ -109,7 +110,7 @@ func (p *Partition) newProducerState() (*producerstate.State, error) {
 // replayProducers applies every batch at or after from, up to the log
 // end, to st. Lock must be held (or the partition not yet shared).
 func (p *Partition) replayProducers(st *producerstate.State, from int64) error {
-	var hdr [batchHeaderSize]byte
+	var hdr [records.HeaderSize]byte
 	for _, s := range p.segs {
 		if s.next <= from && s != p.active() {
 			continue
@@ -122,13 +123,14 @@ func (p *Partition) replayProducers(st *producerstate.State, from int64) error {
 			if _, err := s.log.ReadAt(hdr[:], pos); err != nil {
 				return fmt.Errorf("%w: replaying producer state from %s at %d: %v", ErrStorage, s.path(logSuffix), pos, err)
 			}
-			h := parseHeader(hdr[:])
-			if h.size < batchHeaderSize || pos+int64(h.size) > s.size {
+			rh, _ := records.ParseHeader(hdr[:])
+			h := headerOf(rh)
+			if h.size < records.HeaderSize || pos+int64(h.size) > s.size {
 				return fmt.Errorf("%w: replaying producer state: batch of %d bytes at %d in %s", ErrCorruptLog, h.size, pos, s.path(logSuffix))
 			}
 			if h.lastOffset() >= from {
 				buf := hdr[:]
-				if be.Uint16(hdr[offAttributes:])&attrControl != 0 {
+				if rh.IsControl() {
 					buf = make([]byte, h.size)
 					if _, err := s.log.ReadAt(buf, pos); err != nil {
 						return fmt.Errorf("%w: replaying producer state: %v", ErrStorage, err)
@@ -170,16 +172,14 @@ func (p *Partition) writeProducerSnapshot() {
 }
 
 // parseProducerHeaders returns the producer view of each validated batch.
-func parseProducerHeaders(records []byte, hs []batchHeader) ([]producerstate.BatchHeader, error) {
-	out := make([]producerstate.BatchHeader, len(hs))
-	pos := 0
-	for i, h := range hs {
-		ph, err := producerstate.ParseBatch(records[pos : pos+int(h.size)])
+func parseProducerHeaders(batches []records.Batch) ([]producerstate.BatchHeader, error) {
+	out := make([]producerstate.BatchHeader, len(batches))
+	for i, bt := range batches {
+		ph, err := producerstate.FromBatch(bt)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrCorruptMessage, err)
 		}
 		out[i] = ph
-		pos += int(h.size)
 	}
 	return out, nil
 }
@@ -262,52 +262,17 @@ func (p *Partition) AppendMarker(m producerstate.Marker) (AppendWaiter, error) {
 // encodeMarkerBatch builds a control batch holding one end-transaction
 // marker: key (version 0, type), value (version 0, coordinator epoch).
 func encodeMarkerBatch(m producerstate.Marker, nowMs int64) []byte {
-	ctype := producerstate.ControlAbort
+	ctype := records.ControlAbort
 	if m.Commit {
-		ctype = producerstate.ControlCommit
+		ctype = records.ControlCommit
 	}
-	key := []byte{0, 0, byte(uint16(ctype) >> 8), byte(ctype)}
-	value := []byte{0, 0, 0, 0, 0, 0}
-	be.PutUint32(value[2:], uint32(m.CoordinatorEpoch))
-	// Record body: attributes, timestampDelta, offsetDelta, key, value,
-	// header count; each length a zigzag varint.
-	var rec []byte
-	rec = append(rec, 0)    // attributes
-	rec = append(rec, 0, 0) // timestampDelta 0, offsetDelta 0
-	rec = appendVarint(rec, int64(len(key)))
-	rec = append(rec, key...)
-	rec = appendVarint(rec, int64(len(value)))
-	rec = append(rec, value...)
-	rec = appendVarint(rec, 0)
-	var body []byte
-	body = appendVarint(body, int64(len(rec)))
-	body = append(body, rec...)
-
-	b := make([]byte, batchHeaderSize, batchHeaderSize+len(body))
-	be.PutUint64(b[offBaseOffset:], 0)
-	be.PutUint32(b[offBatchLength:], uint32(batchHeaderSize-logOverhead+len(body)))
-	be.PutUint32(b[offLeaderEpoch:], ^uint32(0))
-	b[offMagic] = 2
-	be.PutUint16(b[offAttributes:], attrTransactional|attrControl)
-	be.PutUint32(b[offLastOffsetDelta:], 0)
-	be.PutUint64(b[offBaseTimestamp:], uint64(nowMs))
-	be.PutUint64(b[offMaxTimestamp:], uint64(nowMs))
-	be.PutUint64(b[43:], uint64(m.ProducerID))
-	be.PutUint16(b[51:], uint16(m.ProducerEpoch))
-	be.PutUint32(b[53:], ^uint32(0)) // baseSequence -1
-	be.PutUint32(b[offRecordCount:], 1)
-	b = append(b, body...)
-	be.PutUint32(b[offCRC:], crc32c(b[offAttributes:]))
-	return b
-}
-
-func appendVarint(b []byte, v int64) []byte {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	for u >= 0x80 {
-		b = append(b, byte(u)|0x80)
-		u >>= 7
-	}
-	return append(b, byte(u))
+	return records.EncodeMarker(records.Marker{
+		ProducerID:       m.ProducerID,
+		ProducerEpoch:    m.ProducerEpoch,
+		Type:             ctype,
+		CoordinatorEpoch: m.CoordinatorEpoch,
+		Timestamp:        nowMs,
+	})
 }
 
 // LastStableOffset is the offset read_committed consumers read up to.

@@ -1,32 +1,20 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/ringlog/ringlog/internal/codec"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // Record-level access to batches: the engine otherwise handles batches as
 // opaque bytes, but compaction keeps records by key and compacted topics
-// refuse records without one. Record (magic 2), inside the possibly
-// compressed records section of a batch:
-//
-//	varint   length (of the rest of the record)
-//	int8     attributes (unused)
-//	varlong  timestampDelta
-//	varint   offsetDelta
-//	varint   keyLength (-1: null) + key
-//	varint   valueLength (-1: null, a tombstone) + value
-//	varint   header count + headers
+// refuse records without one. The record format is internal/records'.
 
-const (
-	offProducerID = 43
-)
-
-var errBadRecord = errors.New("malformed record")
+// errBadRecord is a record whose fields do not fit its length.
+var errBadRecord = records.ErrBadRecord
 
 // record is one parsed record of a batch; the slices alias the batch (or
 // its decompressed records).
@@ -41,48 +29,18 @@ type record struct {
 
 // nextRecord parses the record at the start of b.
 func nextRecord(b []byte) (record, []byte, error) {
-	length, n := binary.Varint(b)
-	if n <= 0 || length < 1 || length > int64(len(b)-n) {
-		return record{}, nil, errBadRecord
+	r, rest, err := records.NextRecord(b)
+	if err != nil {
+		return record{}, nil, err
 	}
-	end := n + int(length)
-	r := record{raw: b[:end]}
-	// Past the attributes, then the timestampDelta.
-	body := b[n+1 : end]
-	if r.timestampDelta, n = binary.Varint(body); n <= 0 {
-		return record{}, nil, errBadRecord
-	}
-	body = body[n:]
-	delta, n := binary.Varint(body)
-	if n <= 0 || delta < 0 || delta > 1<<31-1 {
-		return record{}, nil, errBadRecord
-	}
-	r.offsetDelta = int32(delta)
-	body = body[n:]
-	var ok bool
-	if r.key, body, ok = nullableBytes(body); !ok {
-		return record{}, nil, errBadRecord
-	}
-	if r.value, _, ok = nullableBytes(body); !ok {
-		return record{}, nil, errBadRecord
-	}
-	r.tombstone = r.value == nil
-	return r, b[end:], nil
-}
-
-// nullableBytes splits a varint length (-1: null) and that many bytes off
-// the front of b (a part of a non-nil slice): the field, nil only when
-// null and otherwise capped at its length, and the rest of b.
-func nullableBytes(b []byte) (field, rest []byte, ok bool) {
-	l, n := binary.Varint(b)
-	if n <= 0 || l < -1 || l > int64(len(b)-n) {
-		return nil, nil, false
-	}
-	b = b[n:]
-	if l < 0 {
-		return nil, b, true
-	}
-	return b[:l:l], b[l:], true
+	return record{
+		raw:            r.Raw,
+		timestampDelta: r.TimestampDelta,
+		offsetDelta:    r.OffsetDelta,
+		key:            r.Key,
+		value:          r.Value,
+		tombstone:      r.Value == nil,
+	}, rest, nil
 }
 
 // batchInfo is what compaction needs from a batch header.
@@ -103,19 +61,22 @@ type batchInfo struct {
 	lastOffset int64
 }
 
+// parseBatchInfo reads the header of b, a batch checkBatch accepted.
 func parseBatchInfo(b []byte) batchInfo {
-	attrs := be.Uint16(b[offAttributes:])
-	pid := int64(be.Uint64(b[offProducerID:]))
-	txnOrControl := attrs&(attrTransactional|attrControl) != 0
+	h, err := records.ParseHeader(b)
+	if err != nil {
+		panic(fmt.Sprintf("engine: parseBatchInfo of %d bytes", len(b)))
+	}
+	txnOrControl := h.IsTransactional() || h.IsControl()
 	return batchInfo{
-		baseOffset: int64(be.Uint64(b[offBaseOffset:])),
-		count:      int32(be.Uint32(b[offRecordCount:])),
-		codec:      codec.Codec(attrs & attrCodecMask),
+		baseOffset: h.BaseOffset,
+		count:      h.RecordCount,
+		codec:      h.Codec(),
 		producer:   txnOrControl,
-		control:    attrs&attrControl != 0,
-		idempotent: pid >= 0 && !txnOrControl,
-		producerID: pid,
-		lastOffset: int64(be.Uint64(b[offBaseOffset:])) + int64(int32(be.Uint32(b[offLastOffsetDelta:]))),
+		control:    h.IsControl(),
+		idempotent: h.HasProducer() && !txnOrControl,
+		producerID: h.ProducerID,
+		lastOffset: h.LastOffset(),
 	}
 }
 
@@ -123,9 +84,9 @@ func parseBatchInfo(b []byte) batchInfo {
 // (reused) when the batch is compressed.
 func batchRecords(b []byte, bi batchInfo, buf []byte) ([]byte, []byte, error) {
 	if bi.codec == codec.None {
-		return b[batchHeaderSize:], buf, nil
+		return b[records.HeaderSize:], buf, nil
 	}
-	out, err := codec.Decompress(bi.codec, buf[:0], b[batchHeaderSize:])
+	out, err := codec.Decompress(bi.codec, buf[:0], b[records.HeaderSize:])
 	if err != nil {
 		return nil, buf, err
 	}
@@ -158,20 +119,17 @@ func eachRecord(b []byte, buf []byte, fn func(offset int64, r record) error) ([]
 // a log): a batch holds exactly lastOffsetDelta+1 records, and a topic
 // with cleanup.policy compact takes no record without a key (Kafka:
 // INVALID_RECORD), since compaction could never remove it.
-func checkClientBatches(records []byte, hs []batchHeader, cfg TopicConfig) error {
-	pos := 0
+func checkClientBatches(batches []records.Batch, cfg TopicConfig) error {
 	var buf []byte
-	for i, h := range hs {
-		b := records[pos : pos+int(h.size)]
-		pos += int(h.size)
-		if count := int32(be.Uint32(b[offRecordCount:])); h.lastOffsetDelta != count-1 {
-			return fmt.Errorf("%w: batch %d: %d records with lastOffsetDelta %d", ErrInvalidRecord, i, count, h.lastOffsetDelta)
+	for i, bt := range batches {
+		if count := bt.RecordCount; bt.LastOffsetDelta != count-1 {
+			return fmt.Errorf("%w: batch %d: %d records with lastOffsetDelta %d", ErrInvalidRecord, i, count, bt.LastOffsetDelta)
 		}
-		if !cfg.Compact() || be.Uint16(b[offAttributes:])&attrControl != 0 {
+		if !cfg.Compact() || bt.IsControl() {
 			continue
 		}
 		var err error
-		buf, err = eachRecord(b, buf, func(offset int64, r record) error {
+		buf, err = eachRecord(bt.Raw, buf, func(offset int64, r record) error {
 			if r.key == nil {
 				return fmt.Errorf("%w: compacted topic: record %d of batch %d has no key", ErrInvalidRecord, offset, i)
 			}
@@ -228,32 +186,28 @@ func filterBatch(b []byte, buf []byte, keep func(offset int64, r record) bool, r
 	if len(kept) == 0 {
 		// Kafka's empty batch: the header alone, uncompressed, with the
 		// producer id, epoch, base sequence and lastOffsetDelta intact.
-		out = slices.Clone(b[:batchHeaderSize])
-		attrs := be.Uint16(out[offAttributes:]) &^ attrCodecMask
-		be.PutUint16(out[offAttributes:], attrs)
-		be.PutUint32(out[offBatchLength:], uint32(len(out)-logOverhead))
-		be.PutUint32(out[offRecordCount:], 0)
-		be.PutUint32(out[offCRC:], crc32c(out[offAttributes:]))
+		out = slices.Clone(b[:records.HeaderSize])
+		h, _ := records.ParseHeader(out)
+		records.SetAttributes(out, h.Attributes&^records.AttrCodecMask)
+		records.Reseal(out, 0)
 		return out, dropped, buf, nil
 	}
 	plain := make([]byte, 0, n)
 	for _, r := range kept {
 		plain = append(plain, r...)
 	}
-	out = make([]byte, batchHeaderSize, batchHeaderSize+n)
-	copy(out, b[:batchHeaderSize])
+	out = make([]byte, records.HeaderSize, records.HeaderSize+n)
+	copy(out, b[:records.HeaderSize])
 	switch {
 	case bi.codec == codec.None:
 		out = append(out, plain...)
-	case bi.codec == codec.Snappy && codec.IsXerial(b[batchHeaderSize:]):
+	case bi.codec == codec.Snappy && codec.IsXerial(b[records.HeaderSize:]):
 		out = codec.CompressXerial(out, plain)
 	default:
 		if out, err = codec.Compress(bi.codec, out, plain); err != nil {
 			return nil, 0, buf, err
 		}
 	}
-	be.PutUint32(out[offBatchLength:], uint32(len(out)-logOverhead))
-	be.PutUint32(out[offRecordCount:], uint32(len(kept)))
-	be.PutUint32(out[offCRC:], crc32c(out[offAttributes:]))
+	records.Reseal(out, int32(len(kept)))
 	return out, dropped, buf, nil
 }

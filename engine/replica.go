@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
@@ -217,8 +218,9 @@ func (p *Partition) AssignLeaderEpoch(epoch int32) error {
 // AppendReplicated appends whole batches as the leader wrote them (offsets
 // and leader epochs kept; the first must start at the log end) and records
 // their epochs in the cache.
-func (p *Partition) AppendReplicated(records []byte) (ReplicaPending, error) {
-	hs, err := validateBatches(records, max(p.topic.config().MaxMessageBytes, 1<<30))
+func (p *Partition) AppendReplicated(b []byte) (ReplicaPending, error) {
+	set := records.ParseSet(b)
+	hs, err := validateSet(set, max(p.topic.config().MaxMessageBytes, 1<<30))
 	if err != nil {
 		return nil, err
 	}
@@ -229,23 +231,21 @@ func (p *Partition) AppendReplicated(records []byte) (ReplicaPending, error) {
 	}
 	// The cache first: an entry above the log end is trimmed by recovery,
 	// while a batch without its entry would be misplaced by epoch.
-	if err := p.epochs.AssignFromBatches(records); err != nil {
+	if err := p.epochs.AssignFromBatches(b); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStorage, err)
 	}
-	w, err := p.appendLocked(records, hs, false)
+	w, err := p.appendLocked(b, hs, false)
 	if err != nil {
 		return nil, err
 	}
 	// The leader checked these batches; a follower only records them so
 	// it can take over deduplication and transactions as a leader.
-	pos := 0
-	for _, h := range hs {
-		if ph, err := producerstate.ParseBatch(records[pos : pos+int(h.size)]); err == nil {
+	for _, bt := range set.Batches {
+		if ph, err := producerstate.FromBatch(bt); err == nil {
 			p.ps.ApplyBatch(ph)
 		} else {
-			p.e.log.Warn("replicated batch without a readable producer header", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "offset", h.baseOffset, "err", err)
+			p.e.log.Warn("replicated batch without a readable producer header", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "offset", bt.BaseOffset, "err", err)
 		}
-		pos += int(h.size)
 	}
 	return replicaPending{w}, nil
 }

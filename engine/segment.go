@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // File names; see doc.go for their formats.
@@ -118,7 +119,7 @@ func (s *segment) lookupPos(pos int64) int64 {
 
 // readHeader reads the header of the batch at pos without validating it.
 func (s *segment) readHeader(pos int64) (batchHeader, error) {
-	var buf [batchHeaderSize]byte
+	var buf [records.HeaderSize]byte
 	if _, err := s.log.ReadAt(buf[:], pos); err != nil {
 		return batchHeader{}, fmt.Errorf("%w: read %s at %d: %v", ErrStorage, s.path(logSuffix), pos, err)
 	}
@@ -131,7 +132,7 @@ func (s *segment) readHeader(pos int64) (batchHeader, error) {
 // restarted more often than segment.ms would never roll by time. A
 // timestamp in the future (client clock) keeps now.
 func (s *segment) restoreRollClock(nowMs int64) error {
-	if s.size < batchHeaderSize {
+	if s.size < records.HeaderSize {
 		return nil
 	}
 	h, err := s.readHeader(0)
@@ -209,14 +210,14 @@ func (s *segment) loadIndexes() bool {
 func (s *segment) scan(pos, fileSize int64, validate bool, indexInterval int32) (badPos int64, why error) {
 	var buf []byte
 	for pos < fileSize {
-		if fileSize-pos < batchHeaderSize {
+		if fileSize-pos < records.HeaderSize {
 			return pos, fmt.Errorf("%w: %d trailing bytes", ErrCorruptMessage, fileSize-pos)
 		}
 		h, err := s.readHeader(pos)
 		if err != nil {
 			return pos, err
 		}
-		if h.size < batchHeaderSize || int64(h.size) > fileSize-pos {
+		if h.size < records.HeaderSize || int64(h.size) > fileSize-pos {
 			return pos, fmt.Errorf("%w: batch length %d with %d bytes left", ErrCorruptMessage, h.size, fileSize-pos)
 		}
 		// Offsets only grow (baseOffset is not covered by the CRC); gaps

@@ -3,10 +3,10 @@ package loadgen
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"strings"
 
 	"github.com/ringlog/ringlog/internal/codec"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // Codec is a Kafka record-batch compression codec (attribute bits 0-2);
@@ -37,16 +37,6 @@ func ParseCodec(s string) (Codec, error) {
 	}
 	return 0, fmt.Errorf("unknown compression %q (none|gzip|snappy|lz4|zstd)", s)
 }
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// Offsets inside a v2 record batch.
-const (
-	batchLengthAt  = 8
-	batchCRCAt     = 17
-	batchAttrsAt   = 21
-	batchHeaderLen = 61
-)
 
 // produceFrame builds one Produce request (v3-v8, one topic, one partition,
 // one v2 record batch) directly into a reusable byte slice, so the steady
@@ -97,7 +87,7 @@ func (f *produceFrame) reset(version int16, acks int16, timeoutMs int32, topic s
 	b = binary.BigEndian.AppendUint32(b, uint32(partition))
 	b = append(b, 0, 0, 0, 0) // records length, patched in finish
 	f.batchAt = len(b)
-	b = append(b, make([]byte, batchHeaderLen)...)
+	b = append(b, make([]byte, records.HeaderSize)...) // filled by finish
 	f.recsAt = len(b)
 	f.buf = b
 	f.scratch = f.scratch[:0]
@@ -111,16 +101,6 @@ func (f *produceFrame) reset(version int16, acks int16, timeoutMs int32, topic s
 // size is the request's current length in bytes (uncompressed records).
 func (f *produceFrame) size() int { return len(f.buf) + len(f.scratch) }
 
-func varintLen(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
-}
-
 // appendRecord adds one record (key may be nil for a null key).
 // The value is head followed by tail, so callers need not assemble it.
 func (f *produceFrame) appendRecord(tsMs int64, key, head, tail []byte, intended int64) {
@@ -130,28 +110,11 @@ func (f *produceFrame) appendRecord(tsMs int64, key, head, tail []byte, intended
 	if tsMs > f.maxTs || f.count == 0 {
 		f.maxTs = tsMs
 	}
-	tsDelta := tsMs - f.firstTs
-	offDelta := int64(f.count)
-	keyLen := int64(-1)
-	if key != nil {
-		keyLen = int64(len(key))
-	}
-	bodyLen := 1 + varintLen(tsDelta) + varintLen(offDelta) + varintLen(keyLen) + len(key) +
-		varintLen(int64(len(head)+len(tail))) + len(head) + len(tail) + 1
 	b := f.buf
 	if f.codec != CodecNone {
 		b = f.scratch
 	}
-	b = binary.AppendVarint(b, int64(bodyLen))
-	b = append(b, 0) // attributes
-	b = binary.AppendVarint(b, tsDelta)
-	b = binary.AppendVarint(b, offDelta)
-	b = binary.AppendVarint(b, keyLen)
-	b = append(b, key...)
-	b = binary.AppendVarint(b, int64(len(head)+len(tail)))
-	b = append(b, head...)
-	b = append(b, tail...)
-	b = append(b, 0) // no headers
+	b = records.AppendSplitRecord(b, tsMs-f.firstTs, f.count, key, head, tail)
 	if f.codec != CodecNone {
 		f.scratch = b
 	} else {
@@ -172,21 +135,12 @@ func (f *produceFrame) finish(corr int32) error {
 		f.buf = out
 	}
 	b := f.buf
-	h := b[f.batchAt:]
-	binary.BigEndian.PutUint64(h[0:], 0)                             // base offset
-	binary.BigEndian.PutUint32(h[batchLengthAt:], uint32(len(h)-12)) // bytes after the length field
-	binary.BigEndian.PutUint32(h[12:], 0xffffffff)                   // partition leader epoch
-	h[16] = 2                                                        // magic
-	binary.BigEndian.PutUint16(h[batchAttrsAt:], uint16(f.codec))
-	binary.BigEndian.PutUint32(h[23:], uint32(f.count-1)) // last offset delta
-	binary.BigEndian.PutUint64(h[27:], uint64(f.firstTs))
-	binary.BigEndian.PutUint64(h[35:], uint64(f.maxTs))
-	binary.BigEndian.PutUint64(h[43:], 0xffffffffffffffff) // producer id -1
-	binary.BigEndian.PutUint16(h[51:], 0xffff)             // producer epoch -1
-	binary.BigEndian.PutUint32(h[53:], 0xffffffff)         // base sequence -1
-	binary.BigEndian.PutUint32(h[57:], uint32(f.count))
-	binary.BigEndian.PutUint32(h[batchCRCAt:], crc32.Checksum(h[batchAttrsAt:], castagnoli))
-	binary.BigEndian.PutUint32(b[f.batchAt-4:], uint32(len(h)))
+	h := records.Plain(int16(f.codec), f.firstTs, f.maxTs)
+	h.PartitionLeaderEpoch = -1
+	h.LastOffsetDelta = f.count - 1
+	h.RecordCount = f.count
+	records.Seal(b[f.batchAt:], h)
+	binary.BigEndian.PutUint32(b[f.batchAt-4:], uint32(len(b)-f.batchAt))
 	binary.BigEndian.PutUint32(b[0:], uint32(len(b)-4))
 	binary.BigEndian.PutUint32(b[f.corrAt:], uint32(corr))
 	return nil

@@ -1,12 +1,12 @@
 package netpath
 
 import (
-	"encoding/binary"
 	"fmt"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -55,6 +55,10 @@ func handleProduce(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
+	// Each partition's records are framed once, here; the view serves the
+	// transactional check below and the engine's append (validation and
+	// producer state).
+	sets := parseProduceRecords(req)
 	var topLevel int16
 	var topMsg string
 	switch {
@@ -62,7 +66,7 @@ func handleProduce(s *Server, r *request) reply {
 		topLevel, topMsg = kerr.UnsupportedVersion.Code, "produce v0-v2 (message sets) is not supported; use v3+"
 	case req.Acks != -1 && req.Acks != 0 && req.Acks != 1:
 		topLevel, topMsg = kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks %d must be -1, 0 or 1", req.Acks)
-	case req.TransactionID == nil && hasTransactionalBatches(req):
+	case req.TransactionID == nil && hasTransactionalBatches(sets):
 		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "transactional batches need a transactional id"
 	case req.TransactionID != nil && !s.authorize(r, metadata.OpWrite, metadata.ResourceTransactionalID, *req.TransactionID):
 		topLevel, topMsg = kerr.TransactionalIDAuthorizationFailed.Code, "not authorized to write with this transactional id"
@@ -157,7 +161,7 @@ func handleProduce(s *Server, r *request) reply {
 			}
 			// The engine takes ownership of Records: the request frame
 			// is not reused after decoding, so no copy is needed.
-			w, err := part.Append(rp.Records)
+			w, err := part.AppendParsed(sets[ti][pi])
 			if err != nil {
 				setErr(errorCode(err), err.Error())
 				continue
@@ -242,22 +246,37 @@ func handleProduce(s *Server, r *request) reply {
 	}}
 }
 
+// parseProduceRecords frames the record batches of every partition of a
+// v3+ request (older versions carry message sets, which the handler
+// refuses), indexed like req.Topics[ti].Partitions[pi].
+func parseProduceRecords(req *kmsg.ProduceRequest) [][]records.Set {
+	if req.Version < 3 {
+		return nil
+	}
+	n := 0
+	for ti := range req.Topics {
+		n += len(req.Topics[ti].Partitions)
+	}
+	flat := make([]records.Set, n) // one allocation for the request
+	sets := make([][]records.Set, len(req.Topics))
+	for ti := range req.Topics {
+		ps := req.Topics[ti].Partitions
+		sets[ti], flat = flat[:len(ps):len(ps)], flat[len(ps):]
+		for pi := range ps {
+			sets[ti][pi] = records.ParseSet(ps[pi].Records)
+		}
+	}
+	return sets
+}
+
 // hasTransactionalBatches reports whether any batch of the request has the
 // transactional attribute. Sizes are not trusted: a malformed tail ends
 // the scan and is left for the engine's validation to refuse.
-func hasTransactionalBatches(req *kmsg.ProduceRequest) bool {
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			b := p.Records
-			for len(b) >= 61 {
-				if binary.BigEndian.Uint16(b[21:])&attrTransactional != 0 {
-					return true
-				}
-				size := int64(binary.BigEndian.Uint32(b[8:])) + 12
-				if size < 61 || size > int64(len(b)) {
-					break
-				}
-				b = b[size:]
+func hasTransactionalBatches(sets [][]records.Set) bool {
+	for _, t := range sets {
+		for _, p := range t {
+			if p.HasTransactional() {
+				return true
 			}
 		}
 	}

@@ -2,10 +2,8 @@ package netpath
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"iter"
 	"strconv"
 	"sync"
@@ -15,6 +13,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -460,14 +459,6 @@ func readRecords(part *engine.Partition, toEnd, markers bool) iter.Seq2[group.KV
 	}
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// Record batch attribute bits.
-const (
-	attrTransactional = 0x10
-	attrControl       = 0x20
-)
-
 // encodeBatch builds one uncompressed magic-2 record batch (base offset 0:
 // the engine assigns offsets) holding kvs, all stamped ts, without a
 // producer. A nil Value is a null value (a tombstone).
@@ -478,46 +469,24 @@ func encodeBatch(kvs []group.KV, ts int64) []byte {
 // encodeProducerBatch is encodeBatch for producer pid/epoch at base
 // sequence seq, transactional or not.
 func encodeProducerBatch(kvs []group.KV, ts int64, pid int64, epoch int16, seq int32, transactional bool) []byte {
-	const headerSize = 61
-	b := make([]byte, headerSize, headerSize+len(kvs)*64)
-	be := binary.BigEndian
-	var attrs uint16 // no codec, CreateTime
+	var attrs int16 // no codec, CreateTime
 	if transactional {
-		attrs |= attrTransactional
+		attrs |= records.AttrTransactional
 	}
 	// baseOffset 0, partitionLeaderEpoch 0 (both rewritten by the engine)
-	b[16] = 2 // magic
-	be.PutUint16(b[21:], attrs)
-	be.PutUint32(b[23:], uint32(len(kvs)-1)) // lastOffsetDelta
-	be.PutUint64(b[27:], uint64(ts))         // baseTimestamp
-	be.PutUint64(b[35:], uint64(ts))         // maxTimestamp
-	be.PutUint64(b[43:], uint64(pid))
-	be.PutUint16(b[51:], uint16(epoch))
-	be.PutUint32(b[53:], uint32(seq))
-	be.PutUint32(b[57:], uint32(len(kvs))) // record count
-	var rec []byte
+	h := records.Header{
+		Attributes:    attrs,
+		BaseTimestamp: ts,
+		MaxTimestamp:  ts,
+		ProducerID:    pid,
+		ProducerEpoch: epoch,
+		BaseSequence:  seq,
+	}
+	recs := make([]records.Record, len(kvs))
 	for i, kv := range kvs {
-		rec = rec[:0]
-		rec = append(rec, 0)              // record attributes
-		rec = binary.AppendVarint(rec, 0) // timestamp delta
-		rec = binary.AppendVarint(rec, int64(i))
-		rec = appendVarBytes(rec, kv.Key)
-		rec = appendVarBytes(rec, kv.Value)
-		rec = binary.AppendVarint(rec, 0) // headers
-		b = binary.AppendVarint(b, int64(len(rec)))
-		b = append(b, rec...)
+		recs[i] = records.Record{OffsetDelta: int32(i), Key: kv.Key, Value: kv.Value}
 	}
-	be.PutUint32(b[8:], uint32(len(b)-12))
-	be.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
-	return b
-}
-
-func appendVarBytes(b, v []byte) []byte {
-	if v == nil {
-		return binary.AppendVarint(b, -1)
-	}
-	b = binary.AppendVarint(b, int64(len(v)))
-	return append(b, v...)
+	return records.Encode(h, recs...)
 }
 
 // decodeBatches yields the records of the whole batches in buf with
@@ -528,41 +497,36 @@ func appendVarBytes(b, v []byte) []byte {
 // int16 type, 0 abort, 1 commit) is yielded with Control set; other
 // control records, and all of them without markers, are skipped.
 func decodeBatches(topic string, buf []byte, from int64, markers bool, yield func(group.KV, error) bool) (int64, error) {
-	be := binary.BigEndian
 	next := from
-	for len(buf) >= 61 {
-		base := int64(be.Uint64(buf[0:]))
-		size := int(be.Uint32(buf[8:])) + 12
-		if size < 61 || size > len(buf) {
+	for len(buf) > 0 {
+		batch, err := records.Parse(buf)
+		if err != nil {
 			break // a partial batch at the end of the range
 		}
-		batch := buf[:size]
-		buf = buf[size:]
-		if batch[16] != 2 {
-			return 0, fmt.Errorf("%s: batch at offset %d has magic %d", topic, base, batch[16])
+		buf = buf[len(batch.Raw):]
+		base := batch.BaseOffset
+		if batch.Magic != records.Magic {
+			return 0, fmt.Errorf("%s: batch at offset %d has magic %d", topic, base, batch.Magic)
 		}
-		if crc32.Checksum(batch[21:], castagnoli) != be.Uint32(batch[17:]) {
+		if !batch.CRCValid() {
 			return 0, fmt.Errorf("%s: batch at offset %d fails its CRC", topic, base)
 		}
-		attrs := be.Uint16(batch[21:])
-		last := base + int64(be.Uint32(batch[23:]))
-		next = last + 1
-		control := attrs&attrControl != 0
+		next = batch.LastOffset() + 1
+		control := batch.IsControl()
 		if control && !markers {
 			continue
 		}
-		if attrs&0x07 != 0 {
-			return 0, fmt.Errorf("%s: batch at offset %d is compressed (codec %d); only the broker writes this topic", topic, base, attrs&0x07)
+		if c := batch.Codec(); c != 0 {
+			return 0, fmt.Errorf("%s: batch at offset %d is compressed (codec %d); only the broker writes this topic", topic, base, c)
 		}
 		var ctx group.KV
 		if markers {
-			ctx.Transactional = attrs&attrTransactional != 0
-			ctx.ProducerID = int64(be.Uint64(batch[43:]))
-			ctx.ProducerEpoch = int16(be.Uint16(batch[51:]))
+			ctx.Transactional = batch.IsTransactional()
+			ctx.ProducerID = batch.ProducerID
+			ctx.ProducerEpoch = batch.ProducerEpoch
 		}
-		count := int(int32(be.Uint32(batch[57:])))
-		r := batch[61:]
-		for i := 0; i < count; i++ {
+		r := batch.Body()
+		for i := 0; i < int(batch.RecordCount); i++ {
 			kv, rest, delta, err := decodeRecord(r)
 			if err != nil {
 				return 0, fmt.Errorf("%s: batch at offset %d, record %d: %w", topic, base, i, err)
@@ -573,13 +537,14 @@ func decodeBatches(topic string, buf []byte, from int64, markers bool, yield fun
 			}
 			kv.Transactional, kv.ProducerID, kv.ProducerEpoch = ctx.Transactional, ctx.ProducerID, ctx.ProducerEpoch
 			if control {
-				if len(kv.Key) < 4 {
+				c, err := records.ParseControlKey(kv.Key, kv.Value)
+				if err != nil {
 					return 0, fmt.Errorf("%s: control record at offset %d has a %d-byte key", topic, base+delta, len(kv.Key))
 				}
-				switch be.Uint16(kv.Key[2:]) {
-				case 0:
+				switch c.Type {
+				case records.ControlAbort:
 					kv.Control = &group.TxnMarker{Commit: false}
-				case 1:
+				case records.ControlCommit:
 					kv.Control = &group.TxnMarker{Commit: true}
 				default:
 					continue // not a transaction marker
@@ -595,42 +560,20 @@ func decodeBatches(topic string, buf []byte, from int64, markers bool, yield fun
 
 var errShortRecord = errors.New("truncated record")
 
+// decodeRecord parses the record at the start of b and returns it with
+// its key and value copied (b is a reused read buffer), the rest of b and
+// the record's offset delta.
 func decodeRecord(b []byte) (group.KV, []byte, int64, error) {
-	length, n := binary.Varint(b)
-	if n <= 0 || length < 0 || int64(len(b)-n) < length {
+	r, rest, err := records.NextRecord(b)
+	if err != nil {
 		return group.KV{}, nil, 0, errShortRecord
-	}
-	rest := b[n+int(length):]
-	r := b[n : n+int(length)]
-	if len(r) < 1 {
-		return group.KV{}, nil, 0, errShortRecord
-	}
-	r = r[1:] // attributes
-	var vals [2]int64
-	for i := range vals { // timestamp delta, offset delta
-		v, n := binary.Varint(r)
-		if n <= 0 {
-			return group.KV{}, nil, 0, errShortRecord
-		}
-		vals[i], r = v, r[n:]
 	}
 	var kv group.KV
-	for i := 0; i < 2; i++ {
-		l, n := binary.Varint(r)
-		if n <= 0 || l < -1 || int64(len(r)-n) < l {
-			return group.KV{}, nil, 0, errShortRecord
-		}
-		r = r[n:]
-		var v []byte
-		if l >= 0 {
-			v = append([]byte{}, r[:l]...)
-			r = r[l:]
-		}
-		if i == 0 {
-			kv.Key = v
-		} else {
-			kv.Value = v
-		}
+	if r.Key != nil {
+		kv.Key = append([]byte{}, r.Key...)
 	}
-	return kv, rest, vals[1], nil
+	if r.Value != nil {
+		kv.Value = append([]byte{}, r.Value...)
+	}
+	return kv, rest, int64(r.OffsetDelta), nil
 }

@@ -1,24 +1,20 @@
 package netpath
 
 import (
-	"encoding/binary"
-	"hash/crc32"
 	"testing"
 
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // markerBatch is a control batch holding one transaction marker, as the
 // engine's AppendMarker writes it.
 func markerBatch(pid int64, epoch int16, commit bool) []byte {
-	key := []byte{0, 0, 0, 0}
+	typ := records.ControlAbort
 	if commit {
-		key[3] = 1
+		typ = records.ControlCommit
 	}
-	b := encodeProducerBatch([]group.KV{{Key: key, Value: []byte{0, 0, 0, 0, 0, 7}}}, 1, pid, epoch, -1, true)
-	binary.BigEndian.PutUint16(b[21:], attrTransactional|attrControl)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
-	return b
+	return records.EncodeMarker(records.Marker{ProducerID: pid, ProducerEpoch: epoch, Type: typ, CoordinatorEpoch: 7, Timestamp: 1})
 }
 
 // withOffsets gives each batch consecutive offsets from 0, as a log would.
@@ -26,8 +22,12 @@ func withOffsets(batches ...[]byte) []byte {
 	var out []byte
 	off := int64(0)
 	for _, b := range batches {
-		binary.BigEndian.PutUint64(b, uint64(off))
-		off += int64(binary.BigEndian.Uint32(b[23:])) + 1
+		bt, err := records.Parse(b)
+		if err != nil {
+			panic(err)
+		}
+		bt.SetBaseOffset(off)
+		off = bt.LastOffset() + 1
 		out = append(out, b...)
 	}
 	return out

@@ -1,7 +1,6 @@
 package netpath
 
 import (
-	"encoding/binary"
 	"maps"
 	"strconv"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ringlog/ringlog/internal/records"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -241,19 +241,14 @@ func errorSlot(code int16) int {
 	return int(code) + 1
 }
 
-// batchRecordCount sums the record counts of the v2 batch headers in b
-// (offset 57 of each batch), stopping at anything that does not parse.
+// batchRecordCount sums the record counts of the v2 batch headers in b,
+// stopping at anything that does not parse.
 func batchRecordCount(b []byte) uint64 {
-	const headerLen, countAt = 61, 57
 	var n uint64
-	for len(b) >= headerLen {
-		size := int(int32(binary.BigEndian.Uint32(b[8:12]))) + 12
-		if size < headerLen || size > len(b) {
-			break
-		}
-		n += uint64(binary.BigEndian.Uint32(b[countAt:]))
-		b = b[size:]
-	}
+	records.Walk(b, func(bt records.Batch) bool {
+		n += uint64(uint32(bt.RecordCount))
+		return true
+	})
 	return n
 }
 

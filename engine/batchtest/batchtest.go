@@ -1,22 +1,18 @@
 // Package batchtest encodes and decodes Kafka record batches (magic 2,
-// uncompressed) for tests of the engine and of the wire server.
+// uncompressed) for tests of the engine and of the wire server: a
+// test-friendly face (absolute timestamps and offsets) on internal/records.
 package batchtest
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/records"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Header is a record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+type Header = records.RecordHeader
 
 // Record is one record. A nil Key or Value encodes as null.
 type Record struct {
@@ -40,59 +36,32 @@ type Options struct {
 }
 
 // Encode returns one record batch holding records (at least one).
-func Encode(opts Options, records ...Record) []byte {
-	if len(records) == 0 {
+func Encode(opts Options, recs ...Record) []byte {
+	if len(recs) == 0 {
 		panic("batchtest: a batch needs at least one record")
 	}
-	baseTs, maxTs := records[0].Timestamp, records[0].Timestamp
-	for _, r := range records {
+	baseTs, maxTs := recs[0].Timestamp, recs[0].Timestamp
+	for _, r := range recs {
 		baseTs = min(baseTs, r.Timestamp)
 		maxTs = max(maxTs, r.Timestamp)
 	}
-	b := make([]byte, 61, 61+len(records)*32)
-	be := binary.BigEndian
-	be.PutUint64(b[0:], uint64(opts.BaseOffset))
-	be.PutUint32(b[12:], uint32(opts.PartitionLeaderEpoch))
-	b[16] = 2
-	be.PutUint16(b[21:], uint16(opts.Attributes))
-	be.PutUint32(b[23:], uint32(len(records)-1))
-	be.PutUint64(b[27:], uint64(baseTs))
-	be.PutUint64(b[35:], uint64(maxTs))
-	pid, epoch, seq := int64(-1), int16(-1), int32(-1)
+	h := records.Plain(opts.Attributes, baseTs, maxTs)
+	h.BaseOffset = opts.BaseOffset
+	h.PartitionLeaderEpoch = opts.PartitionLeaderEpoch
 	if opts.Idempotent {
-		pid, epoch, seq = opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence = opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence
 	}
-	be.PutUint64(b[43:], uint64(pid))
-	be.PutUint16(b[51:], uint16(epoch))
-	be.PutUint32(b[53:], uint32(seq))
-	be.PutUint32(b[57:], uint32(len(records)))
-	var body []byte
-	for i, r := range records {
-		body = body[:0]
-		body = append(body, 0) // record attributes
-		body = binary.AppendVarint(body, r.Timestamp-baseTs)
-		body = binary.AppendVarint(body, int64(i))
-		body = appendBytes(body, r.Key)
-		body = appendBytes(body, r.Value)
-		body = binary.AppendVarint(body, int64(len(r.Headers)))
-		for _, h := range r.Headers {
-			body = appendBytes(body, []byte(h.Key))
-			body = appendBytes(body, h.Value)
+	rs := make([]records.Record, len(recs))
+	for i, r := range recs {
+		rs[i] = records.Record{
+			TimestampDelta: r.Timestamp - baseTs,
+			OffsetDelta:    int32(i),
+			Key:            r.Key,
+			Value:          r.Value,
+			Headers:        r.Headers,
 		}
-		b = binary.AppendVarint(b, int64(len(body)))
-		b = append(b, body...)
 	}
-	be.PutUint32(b[8:], uint32(len(b)-12))
-	be.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
-	return b
-}
-
-func appendBytes(b, v []byte) []byte {
-	if v == nil {
-		return binary.AppendVarint(b, -1)
-	}
-	b = binary.AppendVarint(b, int64(len(v)))
-	return append(b, v...)
+	return records.Encode(h, rs...)
 }
 
 // Values returns a batch of one record per value, keys "k<i>", timestamps now.
@@ -146,96 +115,51 @@ type DecodedRecord struct {
 // trailing partial batch is an error.
 func Decode(b []byte) ([]Batch, error) {
 	var out []Batch
-	be := binary.BigEndian
 	for len(b) > 0 {
-		if len(b) < 61 {
-			return out, errors.New("batchtest: short batch header")
+		raw, err := records.Parse(b)
+		if err != nil {
+			return out, fmt.Errorf("batchtest: %v", err)
 		}
-		size := 12 + int(int32(be.Uint32(b[8:])))
-		if size < 61 || size > len(b) {
-			return out, fmt.Errorf("batchtest: batch length %d with %d bytes left", size, len(b))
+		b = b[len(raw.Raw):]
+		if raw.Magic != records.Magic {
+			return out, fmt.Errorf("batchtest: magic %d", raw.Magic)
 		}
-		raw := b[:size]
-		b = b[size:]
-		if raw[16] != 2 {
-			return out, fmt.Errorf("batchtest: magic %d", raw[16])
-		}
-		if crc32.Checksum(raw[21:], castagnoli) != be.Uint32(raw[17:]) {
+		if !raw.CRCValid() {
 			return out, errors.New("batchtest: crc mismatch")
 		}
 		bt := Batch{
-			BaseOffset:           int64(be.Uint64(raw[0:])),
-			PartitionLeaderEpoch: int32(be.Uint32(raw[12:])),
-			Attributes:           int16(be.Uint16(raw[21:])),
-			LastOffsetDelta:      int32(be.Uint32(raw[23:])),
-			BaseTimestamp:        int64(be.Uint64(raw[27:])),
-			MaxTimestamp:         int64(be.Uint64(raw[35:])),
-			ProducerID:           int64(be.Uint64(raw[43:])),
-			Size:                 size,
+			BaseOffset:           raw.BaseOffset,
+			PartitionLeaderEpoch: raw.PartitionLeaderEpoch,
+			Attributes:           raw.Attributes,
+			LastOffsetDelta:      raw.LastOffsetDelta,
+			BaseTimestamp:        raw.BaseTimestamp,
+			MaxTimestamp:         raw.MaxTimestamp,
+			ProducerID:           raw.ProducerID,
+			Size:                 len(raw.Raw),
 		}
-		if bt.Attributes&7 != 0 {
+		if raw.Codec() != 0 {
 			return out, errors.New("batchtest: compressed batches are not decoded")
 		}
-		n := int(int32(be.Uint32(raw[57:])))
-		rd := reader{b: raw[61:]}
-		for range n {
-			rd.varint() // record length: fields are self-delimiting
-			rd.byte1()
-			ts := rd.varint()
-			od := rd.varint()
-			r := DecodedRecord{Offset: bt.BaseOffset + od, Timestamp: bt.BaseTimestamp + ts}
-			r.Key = rd.bytes()
-			r.Value = rd.bytes()
-			nh := rd.varint()
-			for range nh {
-				k := rd.bytes()
-				r.Headers = append(r.Headers, Header{Key: string(k), Value: rd.bytes()})
+		rest := raw.Body()
+		for range raw.RecordCount {
+			r, next, err := records.NextRecord(rest)
+			if err != nil {
+				return out, fmt.Errorf("batchtest: %v", err)
 			}
-			if rd.err != nil {
-				return out, rd.err
+			rest = next
+			hs, err := r.ParseHeaders()
+			if err != nil {
+				return out, fmt.Errorf("batchtest: %v", err)
 			}
-			bt.Records = append(bt.Records, r)
+			bt.Records = append(bt.Records, DecodedRecord{
+				Offset:    bt.BaseOffset + int64(r.OffsetDelta),
+				Timestamp: bt.BaseTimestamp + r.TimestampDelta,
+				Key:       r.Key,
+				Value:     r.Value,
+				Headers:   hs,
+			})
 		}
 		out = append(out, bt)
 	}
 	return out, nil
-}
-
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err = errors.New("batchtest: bad varint")
-		r.b = nil
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) byte1() {
-	if len(r.b) == 0 {
-		r.err = errors.New("batchtest: short record")
-		return
-	}
-	r.b = r.b[1:]
-}
-
-func (r *reader) bytes() []byte {
-	n := r.varint()
-	if n < 0 || r.err != nil {
-		return nil
-	}
-	if int(n) > len(r.b) {
-		r.err = errors.New("batchtest: short record")
-		r.b = nil
-		return nil
-	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v
 }

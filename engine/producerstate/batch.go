@@ -1,38 +1,25 @@
 package producerstate
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/ringlog/ringlog/internal/records"
 )
 
-// Header field positions of a magic-2 record batch (engine/doc.go).
-const (
-	offBaseOffset      = 0
-	offAttributes      = 21
-	offLastOffsetDelta = 23
-	offMaxTimestamp    = 35
-	offProducerID      = 43
-	offProducerEpoch   = 51
-	offBaseSequence    = 53
-	offRecordCount     = 57
-	// HeaderSize is the length of the batch header before the records.
-	HeaderSize = 61
-
-	attrTransactional = 1 << 4
-	attrControl       = 1 << 5
-)
+// HeaderSize is the length of the batch header before the records.
+const HeaderSize = records.HeaderSize
 
 // NoProducerID is the producer id of a non-idempotent batch.
-const NoProducerID = -1
+const NoProducerID = records.NoProducerID
 
 // ControlType is the type field of a control record's key.
-type ControlType int16
+type ControlType = records.ControlType
 
 // Control record types (Kafka's ControlRecordType).
 const (
-	ControlAbort  ControlType = 0
-	ControlCommit ControlType = 1
+	ControlAbort  = records.ControlAbort
+	ControlCommit = records.ControlCommit
 )
 
 // BatchHeader is what producer state needs from one record batch.
@@ -81,88 +68,33 @@ func inSequence(last, next int32) bool {
 // never compressed and hold one record), so b must hold the whole batch;
 // for other batches HeaderSize bytes are enough.
 func ParseBatch(b []byte) (BatchHeader, error) {
-	if len(b) < HeaderSize {
+	h, err := records.ParseHeader(b)
+	if err != nil {
 		return BatchHeader{}, fmt.Errorf("%w: %d bytes, header needs %d", ErrCorruptBatch, len(b), HeaderSize)
 	}
-	be := binary.BigEndian
-	attrs := int16(be.Uint16(b[offAttributes:]))
+	return FromBatch(records.Batch{Header: h, Raw: b})
+}
+
+// FromBatch is the producer view of a parsed batch; as for ParseBatch,
+// bt.Raw must hold the whole batch when it is a control batch.
+func FromBatch(bt records.Batch) (BatchHeader, error) {
 	h := BatchHeader{
-		BaseOffset:      int64(be.Uint64(b[offBaseOffset:])),
-		LastOffsetDelta: int32(be.Uint32(b[offLastOffsetDelta:])),
-		MaxTimestamp:    int64(be.Uint64(b[offMaxTimestamp:])),
-		ProducerID:      int64(be.Uint64(b[offProducerID:])),
-		ProducerEpoch:   int16(be.Uint16(b[offProducerEpoch:])),
-		BaseSequence:    int32(be.Uint32(b[offBaseSequence:])),
-		Transactional:   attrs&attrTransactional != 0,
-		Control:         attrs&attrControl != 0,
+		BaseOffset:      bt.BaseOffset,
+		LastOffsetDelta: bt.LastOffsetDelta,
+		MaxTimestamp:    bt.MaxTimestamp,
+		ProducerID:      bt.ProducerID,
+		ProducerEpoch:   bt.ProducerEpoch,
+		BaseSequence:    bt.BaseSequence,
+		Transactional:   bt.IsTransactional(),
+		Control:         bt.IsControl(),
 	}
 	if !h.Control {
 		return h, nil
 	}
-	if n := int32(be.Uint32(b[offRecordCount:])); n < 1 {
-		return h, fmt.Errorf("%w: control batch with %d records", ErrCorruptBatch, n)
-	}
-	key, value, err := firstRecordKV(b[HeaderSize:])
+	c, err := bt.Control()
 	if err != nil {
-		return h, fmt.Errorf("%w: control record: %v", ErrCorruptBatch, err)
+		return h, fmt.Errorf("%w: %v", ErrCorruptBatch, err)
 	}
-	if len(key) < 4 {
-		return h, fmt.Errorf("%w: control record key of %d bytes", ErrCorruptBatch, len(key))
-	}
-	h.ControlType = ControlType(be.Uint16(key[2:]))
-	// EndTxnMarker value: version int16, coordinatorEpoch int32. Other
-	// control types (e.g. KRaft's) may carry anything; only markers need it.
-	if len(value) >= 6 {
-		h.CoordinatorEpoch = int32(be.Uint32(value[2:]))
-	}
+	h.ControlType, h.CoordinatorEpoch = c.Type, c.CoordinatorEpoch
 	return h, nil
-}
-
-// firstRecordKV returns the key and value of the first record in rec:
-// varint length, int8 attributes, varlong timestampDelta, varint
-// offsetDelta, varint keyLength + key, varint valueLength + value.
-func firstRecordKV(rec []byte) (key, value []byte, err error) {
-	r := rec
-	next := func() int64 {
-		if err != nil {
-			return 0
-		}
-		v, n := binary.Varint(r)
-		if n <= 0 {
-			err = fmt.Errorf("bad varint")
-			return 0
-		}
-		r = r[n:]
-		return v
-	}
-	length := next()
-	if err == nil && (length < 0 || length > int64(len(r))) {
-		return nil, nil, fmt.Errorf("record length %d with %d bytes", length, len(r))
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	r = r[:length]
-	if len(r) < 1 {
-		return nil, nil, fmt.Errorf("empty record")
-	}
-	r = r[1:] // attributes
-	next()    // timestampDelta
-	next()    // offsetDelta
-	bytesField := func() []byte {
-		n := next()
-		if err != nil || n < 0 {
-			return nil
-		}
-		if n > int64(len(r)) {
-			err = fmt.Errorf("field of %d bytes with %d left", n, len(r))
-			return nil
-		}
-		p := r[:n]
-		r = r[n:]
-		return p
-	}
-	key = bytesField()
-	value = bytesField()
-	return key, value, err
 }

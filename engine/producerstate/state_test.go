@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 func newState(t *testing.T) *State {
@@ -94,7 +95,7 @@ func (a *appender) marker(pid int64, epoch int16, commit bool) (int64, *AbortedT
 func encodeData(h BatchHeader, base, ts int64) []byte {
 	var attrs int16
 	if h.Transactional {
-		attrs |= attrTransactional
+		attrs |= records.AttrTransactional
 	}
 	recs := make([]batchtest.Record, h.LastOffsetDelta+1)
 	for i := range recs {
@@ -114,7 +115,7 @@ func encodeMarker(m Marker, off, ts int64) []byte {
 	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
 	val := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(m.CoordinatorEpoch))
 	return batchtest.Encode(batchtest.Options{
-		BaseOffset: off, Attributes: attrTransactional | attrControl, Idempotent: true,
+		BaseOffset: off, Attributes: records.AttrTransactional | records.AttrControl, Idempotent: true,
 		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, BaseSequence: -1,
 	}, batchtest.Record{Key: key, Value: val, Timestamp: ts})
 }

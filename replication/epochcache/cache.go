@@ -22,7 +22,6 @@
 package epochcache
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +32,7 @@ import (
 	"sync"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // FileName is the checkpoint's name inside a partition directory.
@@ -204,27 +204,21 @@ func (c *Cache) Assign(epoch int32, startOffset int64) error {
 }
 
 // AssignFromBatches assigns the partitionLeaderEpoch of every record batch
-// in b (whole v2 batches back to back: baseOffset at byte 0, batchLength at
-// 8, partitionLeaderEpoch at 12), writing the file at most once. The
+// in b (whole batches back to back), writing the file at most once. The
 // engine calls it on the follower path with the bytes it just appended.
 func (c *Cache) AssignFromBatches(b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	changed := false
 	for len(b) > 0 {
-		if len(b) < 17 {
-			return fmt.Errorf("epochcache: truncated batch header (%d bytes)", len(b))
+		bt, err := records.Parse(b)
+		if err != nil {
+			return fmt.Errorf("epochcache: %v", err)
 		}
-		base := int64(binary.BigEndian.Uint64(b[0:]))
-		size := int64(int32(binary.BigEndian.Uint32(b[8:]))) + 12
-		epoch := int32(binary.BigEndian.Uint32(b[12:]))
-		if size < 17 || size > int64(len(b)) {
-			return fmt.Errorf("epochcache: batch at offset %d claims %d bytes, %d left", base, size, len(b))
-		}
-		if c.assign(epoch, base) {
+		if c.assign(bt.PartitionLeaderEpoch, bt.BaseOffset) {
 			changed = true
 		}
-		b = b[size:]
+		b = b[len(bt.Raw):]
 	}
 	if !changed {
 		return nil
