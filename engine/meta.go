@@ -102,7 +102,7 @@ func (m *metaStore) save(topics []metaTopic) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(m.fs, m.path, b, true)
+	return vfs.WriteFileAtomic(m.fs, m.path, b, 0o644)
 }
 
 func newTopicID() [16]byte {

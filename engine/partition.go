@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
 // Partition is one log. Append, Read and the other methods are safe for

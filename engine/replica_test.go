@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/replication/epochcache"
+	"github.com/ringlog/ringlog/engine/epochcache"
 )
 
 // leaderBytes appends values as a leader in epoch and returns the stored
