@@ -760,7 +760,7 @@ func (e *Engine) readCheckpoint() (map[string]int64, error) {
 // text format); a missing file is (nil, nil).
 func (e *Engine) readOffsetsFile(name string) (map[string]int64, error) {
 	path := filepath.Join(e.cfg.Dir, name)
-	b, err := readFile(e.fs, path)
+	b, err := vfs.ReadFile(e.fs, path, 0)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}

@@ -82,7 +82,7 @@ func newMetaStore(fs vfs.FS, dataDir string) (*metaStore, error) {
 }
 
 func (m *metaStore) load() ([]metaTopic, error) {
-	b, err := readFile(m.fs, m.path)
+	b, err := vfs.ReadFile(m.fs, m.path, 0)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}

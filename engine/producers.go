@@ -79,7 +79,7 @@ func (p *Partition) loadProducers() error {
 			p.e.fs.Remove(p.snapshotPath(off))
 			continue
 		}
-		b, err := readFile(p.e.fs, p.snapshotPath(off))
+		b, err := vfs.ReadFile(p.e.fs, p.snapshotPath(off), 0)
 		if err == nil {
 			err = st.Restore(b)
 		}

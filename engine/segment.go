@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -175,8 +174,8 @@ func (s *segment) writeIndexes() error {
 // loadIndexes reads the index files and checks them against the log size.
 // It reports false when they are missing or implausible.
 func (s *segment) loadIndexes() bool {
-	ib, err1 := readFile(s.fs, s.path(indexSuffix))
-	tb, err2 := readFile(s.fs, s.path(timeIndexSuffix))
+	ib, err1 := vfs.ReadFile(s.fs, s.path(indexSuffix), 0)
+	tb, err2 := vfs.ReadFile(s.fs, s.path(timeIndexSuffix), 0)
 	if err1 != nil || err2 != nil || len(ib)%indexEntrySize != 0 || len(tb)%timeIndexEntSize != 0 {
 		return false
 	}
@@ -272,23 +271,6 @@ func listSegments(fs vfs.FS, dir string) ([]int64, error) {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	return bases, nil
-}
-
-func readFile(fs vfs.FS, name string) ([]byte, error) {
-	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return b, nil
 }
 
 // fileRange implements FileRange over a segment.

@@ -62,23 +62,13 @@ func New() *Cache { return &Cache{} }
 // changes there.
 func Open(fs vfs.FS, path string) (*Cache, error) {
 	c := &Cache{fs: fs, path: path}
-	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	buf, err := vfs.ReadFile(fs, path, 64<<20)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return c, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("epochcache: open %s: %w", path, err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, fmt.Errorf("epochcache: stat %s: %w", path, err)
-	}
-	if size > 64<<20 {
-		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, path, size)
-	}
-	buf := make([]byte, size)
-	if n, err := f.ReadAt(buf, 0); n != len(buf) {
+	case errors.Is(err, vfs.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	case err != nil:
 		return nil, fmt.Errorf("epochcache: read %s: %w", path, err)
 	}
 	c.entries, err = parse(buf)

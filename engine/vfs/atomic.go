@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,32 @@ const TempSuffix = ".tmp"
 // ErrDirSync marks an AtomicFile.Commit error that came after the rename:
 // the new file is in place and open, but its name may not survive a crash.
 var ErrDirSync = errors.New("vfs: directory sync after rename failed")
+
+// ErrTooLarge marks a ReadFile of a file over the caller's limit.
+var ErrTooLarge = errors.New("vfs: file too large")
+
+// ReadFile returns the contents of name. With limit > 0 a larger file is
+// not read: the error wraps ErrTooLarge (a damaged or foreign file must
+// not make the caller allocate without bound).
+func ReadFile(fs FS, name string, limit int64) ([]byte, error) {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if limit > 0 && n > limit {
+		return nil, fmt.Errorf("%w: %s is %d bytes, more than %d", ErrTooLarge, name, n, limit)
+	}
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
+}
 
 // WriteFileAtomic replaces path with data durably: it writes
 // path+TempSuffix, fsyncs it, renames it over path and fsyncs the

@@ -191,3 +191,20 @@ func TestAtomicFileDirSyncError(t *testing.T) {
 		t.Fatalf("after abort %q", got)
 	}
 }
+
+func TestReadFileLimit(t *testing.T) {
+	fs := memDir(t)
+	WriteFileAtomic(fs, "/d/f", []byte("twelve bytes"), 0o644)
+	if b, err := ReadFile(fs, "/d/f", 12); err != nil || string(b) != "twelve bytes" {
+		t.Fatalf("%q %v", b, err)
+	}
+	if b, err := ReadFile(fs, "/d/f", 0); err != nil || len(b) != 12 {
+		t.Fatalf("no limit: %q %v", b, err)
+	}
+	if _, err := ReadFile(fs, "/d/f", 11); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over the limit: %v", err)
+	}
+	if _, err := ReadFile(fs, "/d/missing", 0); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,7 +25,7 @@ type Meta struct {
 // ReadMeta reads dir/meta.properties; found is false when there is none.
 func ReadMeta(fs vfs.FS, dir string) (m Meta, found bool, err error) {
 	path := filepath.Join(dir, MetaFile)
-	b, err := readSmallFile(fs, path)
+	b, err := vfs.ReadFile(fs, path, maxMetaSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return Meta{}, false, nil
 	}
@@ -93,7 +92,7 @@ func OpenMeta(fs vfs.FS, dir string, nodeID int32) (Meta, error) {
 
 func adoptLegacyClusterID(fs vfs.FS, dir string, m *Meta) error {
 	legacy := filepath.Join(dir, LegacyClusterIDFile)
-	b, err := readSmallFile(fs, legacy)
+	b, err := vfs.ReadFile(fs, legacy, maxMetaSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -120,23 +119,3 @@ func adoptLegacyClusterID(fs vfs.FS, dir string, m *Meta) error {
 
 // maxMetaSize bounds what ReadMeta reads: the real files are tens of bytes.
 const maxMetaSize = 64 << 10
-
-func readSmallFile(fs vfs.FS, path string) ([]byte, error) {
-	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	if n > maxMetaSize {
-		return nil, fmt.Errorf("%s: %d bytes, more than the %d an identity file can be", path, n, maxMetaSize)
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, nil
-}

@@ -130,7 +130,7 @@ func TestOpenMetaRefusesBadFiles(t *testing.T) {
 		{"node.id=4\n", "belongs to node 4"},
 		{"# no id\ncluster.id=x\n", "missing node.id"},
 		{"node.id=one\n", "bad node.id"},
-		{strings.Repeat("#", maxMetaSize+1), "bytes, more than"},
+		{strings.Repeat("#", maxMetaSize+1), "more than"},
 	} {
 		fs := dataDir(t)
 		writeRaw(t, fs, "/data/"+MetaFile, c.content)
