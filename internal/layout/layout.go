@@ -16,7 +16,8 @@
 //	        ....index, ....timeindex          IndexSuffix, TimeIndexSuffix
 //	        <offset, 20 digits>.snapshot      SnapshotSuffix
 //	        leader-epoch-checkpoint           LeaderEpochCheckpoint
-//	        *.log.cleaned.tmp                 CleanedSuffix (the cleaner's copy)
+//	        <base>.log.cleaned.tmp            CleanedSuffix: the cleaner's segment copy
+//	        <base>.log.tmp                    a follower truncation's segment copy
 //	    *.tmp                                 TmpSuffix: an interrupted atomic write
 package layout
 
