@@ -69,7 +69,8 @@ func WriteMeta(fs vfs.FS, dir string, m Meta) error {
 }
 
 // OpenMeta returns the identity of data dir dir for node nodeID, creating
-// meta.properties on first start and refusing a dir of another node. A dir
+// meta.properties on first start (durably, with dir's entry in its parent)
+// and refusing a dir of another node. A dir
 // written before meta.properties held the cluster id may have it in
 // LegacyClusterIDFile: OpenMeta moves it into meta.properties and removes
 // the old file, so from then on there is one.
@@ -81,6 +82,11 @@ func OpenMeta(fs vfs.FS, dir string, nodeID int32) (Meta, error) {
 	if !found {
 		m = Meta{NodeID: nodeID}
 		if err := WriteMeta(fs, dir, m); err != nil {
+			return m, err
+		}
+		// A first start usually made dir just before (MkdirAll): make its
+		// own entry durable too, or a power cut could take the whole dir.
+		if err := fs.SyncDir(filepath.Dir(filepath.Clean(dir))); err != nil {
 			return m, err
 		}
 	}

@@ -34,22 +34,26 @@ func writeRaw(t *testing.T, fs vfs.FS, name, data string) {
 	fs.SyncDir("/data")
 }
 
-// The first start of a node creates meta.properties and, once it learns
-// the cluster id, writes it there; a power cut right after must find both.
-// (The coordinator's old cluster.id writer, WriteFile+Rename without any
-// fsync, loses the file here.)
+// The first start of a node creates its data dir and meta.properties and,
+// once it learns the cluster id, writes it there; a power cut right after
+// must find both. (The coordinator's old cluster.id writer, WriteFile and
+// Rename without any fsync, loses the file here.)
 func TestClusterIDSurvivesPowerCutAfterFirstStart(t *testing.T) {
 	for _, torn := range []bool{false, true} {
-		fs := dataDir(t)
-		m, err := OpenMeta(fs, "/data", 3)
+		fs := vfs.NewMem()
+		if err := fs.MkdirAll("/srv/data", 0o755); err != nil { // as serve does: no sync
+			t.Fatal(err)
+		}
+		fs.SyncDir("/")
+		m, err := OpenMeta(fs, "/srv/data", 3)
 		if err != nil || m != (Meta{NodeID: 3}) {
 			t.Fatalf("first start: %+v %v", m, err)
 		}
-		if err := WriteMeta(fs, "/data", Meta{NodeID: 3, ClusterID: "Zm9vYmFyYmF6cXV4"}); err != nil {
+		if err := WriteMeta(fs, "/srv/data", Meta{NodeID: 3, ClusterID: "Zm9vYmFyYmF6cXV4"}); err != nil {
 			t.Fatal(err)
 		}
 		after := fs.Crash(vfs.CrashOptions{TornTail: torn, Seed: 7})
-		m, found, err := ReadMeta(after, "/data")
+		m, found, err := ReadMeta(after, "/srv/data")
 		if err != nil || !found || m != (Meta{NodeID: 3, ClusterID: "Zm9vYmFyYmF6cXV4"}) {
 			t.Fatalf("after power cut (torn %v): %+v found %v err %v", torn, m, found, err)
 		}
