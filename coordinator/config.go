@@ -46,7 +46,8 @@ func ParseVoters(s string) ([]Voter, error) {
 type Config struct {
 	// NodeID is this node's broker id, and its raft server id.
 	NodeID int32
-	// DataDir holds the raft log (raft.db), snapshots and cluster.id.
+	// DataDir holds the raft log (raft/raft.db), snapshots and, unless
+	// ClusterIDStore is set, meta.properties with the cluster id.
 	DataDir string
 	// ControllerListen is where raft and the controller RPC listen, and the
 	// address peers dial, so it must be reachable by them. Empty together
@@ -60,12 +61,13 @@ type Config struct {
 	// ClusterID, when set, is the id the first leader fixes at bootstrap,
 	// and the id this node insists on when joining. Empty: a new cluster
 	// draws one, and a new node adopts the cluster's (then remembers it in
-	// DataDir/cluster.id).
+	// DataDir/meta.properties, written durably by package layout).
 	ClusterID string
-	// ClusterIDStore, when set, replaces DataDir/cluster.id: the caller
-	// passes the id it has on disk as ClusterID, and Save is called once
-	// this node learns the cluster's id at its first registration. ringlog
-	// keeps it in meta.properties, so a data dir has one cluster id file.
+	// ClusterIDStore, when set, replaces the node's own reading and
+	// writing of DataDir/meta.properties: the caller passes the id it has
+	// on disk as ClusterID, and the store is called once this node learns
+	// the cluster's id at its first registration. Either way a data dir
+	// has one cluster id file, meta.properties (layout.OpenMeta/WriteMeta).
 	ClusterIDStore func(id string) error
 	// Endpoints and Rack are registered for this broker.
 	Endpoints []metadata.Endpoint

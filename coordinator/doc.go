@@ -16,9 +16,10 @@
 // On first start each voter bootstraps raft with the same static voter set.
 // The first leader appends InitCluster with Config.ClusterID (or a new
 // random id). Every broker registers through the controller with the cluster
-// id it knows (Config.ClusterID, else DataDir/cluster.id, else none on its
-// first start, when it adopts the cluster's; Config.ClusterIDStore lets
-// the caller keep it in its own file instead); a different id is refused
+// id it knows (Config.ClusterID, else DataDir/meta.properties, else none on
+// its first start, when it adopts the cluster's and writes it there
+// durably; an older data dir's cluster.id file is adopted and removed;
+// Config.ClusterIDStore lets the caller do the writing); a different id is refused
 // with metadata.ErrClusterIDMismatch before a non-voter is added to raft.
 //
 // # Transport: one port, two protocols

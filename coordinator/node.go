@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +19,8 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/layout"
 )
 
 // Errors of the controller node; the metadata package's errors (wrapped
@@ -40,11 +41,8 @@ var (
 	ErrNoSpace = errors.New("controller metadata log: no space left on device")
 )
 
-// File names under Config.DataDir.
+// File names under Config.DataDir are in package layout.
 const (
-	raftDirName      = "raft"    // raft.db (raft-boltdb) and snapshots/
-	raftDBName       = "raft.db" // log and stable store
-	clusterIDName    = "cluster.id"
 	snapshotsRetain  = 2
 	localRaftAddress = "local" // single-node mode's in-memory raft address
 )
@@ -185,11 +183,11 @@ func (n *Node) start(_ context.Context) error {
 		mem := raft.NewInmemStore()
 		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
 	} else {
-		dir := filepath.Join(cfg.DataDir, raftDirName)
+		dir := filepath.Join(cfg.DataDir, layout.RaftDir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("coordinator: %w", err)
 		}
-		bolt, err := raftboltdb.NewBoltStore(filepath.Join(dir, raftDBName))
+		bolt, err := raftboltdb.NewBoltStore(filepath.Join(dir, layout.RaftDBFile))
 		if err != nil {
 			return fmt.Errorf("coordinator: open raft log: %w", err)
 		}
@@ -260,50 +258,47 @@ func (n *Node) voterAddrs() []string {
 	return out
 }
 
+// loadClusterID reads the id this data dir joined from meta.properties
+// (layout.OpenMeta, which also adopts a cluster.id file of older
+// versions), unless the caller keeps it (Config.ClusterIDStore).
 func (n *Node) loadClusterID() error {
 	if n.cfg.DataDir == "" || n.cfg.ClusterIDStore != nil {
 		return nil
 	}
-	b, err := os.ReadFile(filepath.Join(n.cfg.DataDir, clusterIDName))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	m, err := layout.OpenMeta(vfs.Default, n.cfg.DataDir, n.cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	id := strings.TrimSpace(string(b))
-	if n.cfg.ClusterID != "" && id != n.cfg.ClusterID {
-		return fmt.Errorf("coordinator: %w: data dir belongs to cluster %q, configured %q", metadata.ErrClusterIDMismatch, id, n.cfg.ClusterID)
+	if m.ClusterID == "" {
+		return nil
+	}
+	if n.cfg.ClusterID != "" && m.ClusterID != n.cfg.ClusterID {
+		return fmt.Errorf("coordinator: %w: data dir belongs to cluster %q, configured %q", metadata.ErrClusterIDMismatch, m.ClusterID, n.cfg.ClusterID)
 	}
 	n.mu.Lock()
-	n.clusterID = id
+	n.clusterID = m.ClusterID
 	n.mu.Unlock()
 	return nil
 }
 
+// saveClusterID remembers the cluster's id once this node learns it, in
+// meta.properties (durably: a power cut right after the first start must
+// not lose it) or through Config.ClusterIDStore.
 func (n *Node) saveClusterID(id string) error {
 	n.mu.Lock()
 	known := n.clusterID
 	n.clusterID = id
 	n.mu.Unlock()
+	if known == id {
+		return nil
+	}
 	if n.cfg.ClusterIDStore != nil {
-		if known == id {
-			return nil
-		}
 		return n.cfg.ClusterIDStore(id)
 	}
 	if n.cfg.DataDir == "" {
 		return nil
 	}
-	path := filepath.Join(n.cfg.DataDir, clusterIDName)
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return layout.WriteMeta(vfs.Default, n.cfg.DataDir, layout.Meta{NodeID: n.cfg.NodeID, ClusterID: id})
 }
 
 // Close stops the node: raft, listener, loops. It is idempotent.

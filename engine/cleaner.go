@@ -87,9 +87,6 @@ import (
 // writes.
 
 const (
-	// cleanedSuffix names a segment's cleaned copy until it is renamed
-	// over the .log; it ends in tmpSuffix so Open removes leftovers.
-	cleanedSuffix = logSuffix + ".cleaned" + tmpSuffix
 	// cleanerMaxKeys bounds the key map of one cleaning (Kafka's dedupe
 	// buffer): a cleaning covers the segments that fit and leaves the rest.
 	cleanerMaxKeys = 4 << 20
@@ -461,12 +458,11 @@ func (p *Partition) cleanSegment(s *segment, size int64, gen uint64, indexInterv
 	keep func(int64, record) bool, retainEmpty func(batchInfo) bool, buf *[]byte) (cleanSegmentResult, error) {
 	var res cleanSegmentResult
 	fs := p.e.fs
-	tmpPath := s.path(cleanedSuffix)
+	var cleaned *vfs.AtomicFile // the cleaned copy, made at the first change
 	var out *fileWriter
 	discard := func() {
-		if out != nil {
-			out.f.Close()
-			fs.Remove(tmpPath)
+		if cleaned != nil {
+			cleaned.Abort()
 		}
 	}
 	err := forEachBatch(s, size, func(pos int64, b []byte) error {
@@ -483,11 +479,13 @@ func (p *Partition) cleanSegment(s *segment, size int64, gen uint64, indexInterv
 			if dropped == 0 {
 				return nil // unchanged so far: no copy yet
 			}
-			f, err := fs.OpenFile(tmpPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err != nil {
+			// Its own temporary name: a follower truncation may copy
+			// this segment (to <name>.log.tmp) while the lock is free.
+			var err error
+			if cleaned, err = vfs.CreateAtomic(fs, s.path(logSuffix), s.path(cleanedSuffix), 0o644); err != nil {
 				return err
 			}
-			out = &fileWriter{f: f, buf: make([]byte, 0, cleanerIOBuf)}
+			out = &fileWriter{f: cleaned.File(), buf: make([]byte, 0, cleanerIOBuf)}
 			// The batches before this one are kept as they are.
 			if err := out.copyFrom(s.log, pos); err != nil {
 				return err
@@ -505,7 +503,8 @@ func (p *Partition) cleanSegment(s *segment, size int64, gen uint64, indexInterv
 	if out == nil {
 		return res, nil // nothing to remove
 	}
-	if err := out.f.Sync(); err != nil {
+	// Flushed outside the lock; Commit's own sync then has nothing to do.
+	if err := cleaned.Sync(); err != nil {
 		discard()
 		return cleanSegmentResult{}, err
 	}
@@ -536,9 +535,10 @@ func (p *Partition) cleanSegment(s *segment, size int64, gen uint64, indexInterv
 		discard()
 		return cleanSegmentResult{}, errCleanRaced
 	}
-	if err := fs.Rename(tmpPath, s.path(logSuffix)); err != nil {
+	dirErr := cleaned.Commit()
+	if dirErr != nil && !errors.Is(dirErr, vfs.ErrDirSync) {
 		discard()
-		return cleanSegmentResult{}, err
+		return cleanSegmentResult{}, dirErr
 	}
 	// From here the file at the segment's path is the copy: the segment
 	// object must follow it whatever fails next.
@@ -553,8 +553,8 @@ func (p *Partition) cleanSegment(s *segment, size int64, gen uint64, indexInterv
 	}
 	s.release() // the partition's reference; readers keep theirs
 	res.rewritten, res.after = true, ns.size
-	if err := fs.SyncDir(p.dir); err != nil {
-		return res, err
+	if dirErr != nil {
+		return res, dirErr
 	}
 	if err := ns.writeIndexes(); err != nil {
 		p.e.log.Warn("writing indexes of a cleaned segment; rebuilt at the next start", "path", ns.path(logSuffix), "err", err)

@@ -2,19 +2,51 @@
 //
 // # On-disk layout
 //
+// Every name below is spelled once, in internal/layout. A broker's data
+// dir (the engine's Config.Dir is the same directory):
+//
+//	<dir>/meta.properties                    node.id and cluster.id ("k=v" lines),
+//	                                         the dir's identity: written at first
+//	                                         start and when the node learns the
+//	                                         cluster id (layout.OpenMeta, WriteMeta),
+//	                                         never by the engine
+//	<dir>/raft/raft.db                       controller raft log and stable store
+//	                                         (raft-boltdb; package coordinator)
+//	<dir>/raft/snapshots/<id>/               controller FSM snapshots (hashicorp/raft
+//	                                         file store: meta.json, state.bin; 2 kept)
 //	<dir>/__meta/topics.json                 topic metadata
 //	<dir>/recovery-point-offset-checkpoint   per-partition flushed offset
+//	<dir>/replication-offset-checkpoint      per-partition high watermark (replica.go)
 //	<dir>/.ringlog-clean-shutdown            present only after a clean Close
 //	<dir>/<topic>-<partition>/
 //	    00000000000000000000.log             record batches
 //	    00000000000000000000.index           sparse offset index
 //	    00000000000000000000.timeindex       sparse time index
+//	    00000000000000001234.snapshot        producer state as of offset 1234
+//	                                         (producerstate/doc.go; the newest 3 kept)
+//	    leader-epoch-checkpoint              leader epoch -> start offset (epochcache)
+//	    00000000000000000000.log.cleaned.tmp the cleaner's copy of a segment, until
+//	                                         it is renamed over the .log (cleaner.go)
+//	    00000000000000000000.log.tmp         a follower truncation's copy of a
+//	                                         segment prefix (replica.go)
 //
-// Segment files are named by the segment's base offset, 20 decimal digits.
-// Files ending in ".tmp" are interrupted atomic writes and are removed on
-// Open. Every small file (topics.json, checkpoint, indexes, marker) is
-// written to "<name>.tmp", fsynced, renamed over the old one and, except
-// the indexes, followed by an fsync of the directory.
+// Segment and snapshot files are named by an offset, 20 decimal digits.
+// A file ending in ".tmp" is an interrupted atomic write: Open removes
+// those in partition directories; one beside a data dir file is replaced
+// by that file's next write. A data dir of an older version may hold
+// cluster.id, which layout.OpenMeta moves into meta.properties. There is
+// no ".deleted" or ".txnindex" file: segments past retention and deleted
+// topics are removed at once (a topic directory that topics.json does not
+// list is removed on Open, finishing a deletion cut by a crash), and the
+// aborted-transaction list lives in the producer snapshots.
+//
+// Every small file (meta.properties, topics.json, both checkpoints, the
+// leader-epoch checkpoint, indexes, producer snapshots, the marker) is
+// replaced through package vfs: written to "<name>.tmp", fsynced, renamed
+// over the old one and, except for indexes and snapshots (rebuilt when
+// missing), followed by an fsync of the directory (vfs.WriteFileAtomic,
+// vfs.ReplaceFile). The cleaner's and truncation's segment copies use the
+// streaming form, vfs.AtomicFile.
 //
 // # .log
 //
@@ -60,16 +92,20 @@
 // Close. On Open they are checked (sizes, monotonic, within the log) and
 // rebuilt from the batch headers when missing or implausible.
 //
-// # Checkpoint and marker
+// # Checkpoints and marker
 //
-// recovery-point-offset-checkpoint (Kafka's text format):
+// recovery-point-offset-checkpoint and replication-offset-checkpoint
+// (Kafka's text format):
 //
 //	0
 //	<count>
 //	<topic> <partition> <offset>     one line per partition
 //
-// offset is known flushed: everything below it is durable. It is written
-// on segment roll, every Config.CheckpointInterval and at Close.
+// In the recovery point file, offset is known flushed: everything below it
+// is durable. It is written on segment roll, every
+// Config.CheckpointInterval and at Close. The replication file holds the
+// high watermark instead, written every Config.HWCheckpointInterval and at
+// Close (replica.go).
 // .ringlog-clean-shutdown is empty; Close writes it last when every
 // partition flushed successfully, and Open deletes it after loading.
 //

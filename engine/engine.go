@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/ratelog"
 	"github.com/ringlog/ringlog/iouring"
 )
@@ -290,7 +291,7 @@ func (e *Engine) load(clean bool) error {
 	return nil
 }
 
-func partitionDirName(topic string, p int32) string { return topic + "-" + strconv.Itoa(int(p)) }
+func partitionDirName(topic string, p int32) string { return layout.PartitionDir(topic, p) }
 
 func (e *Engine) createSegment(dir string, base, nowMs int64) (*segment, error) {
 	s := &segment{base: base, next: base, dir: dir, fs: e.fs, maxTs: -1, maxTsAt: -1, createdMs: nowMs}
@@ -759,7 +760,7 @@ func (e *Engine) readCheckpoint() (map[string]int64, error) {
 // text format); a missing file is (nil, nil).
 func (e *Engine) readOffsetsFile(name string) (map[string]int64, error) {
 	path := filepath.Join(e.cfg.Dir, name)
-	b, err := readFile(e.fs, path)
+	b, err := vfs.ReadFile(e.fs, path, 0)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}
@@ -797,7 +798,7 @@ func (e *Engine) writeCheckpoint() error {
 		fmt.Fprintf(&buf, "%s %d %d\n", p.topic.name, p.idx, p.durable)
 		p.mu.RUnlock()
 	}
-	err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, checkpointName), buf.Bytes(), true)
+	err := vfs.WriteFileAtomic(e.fs, filepath.Join(e.cfg.Dir, checkpointName), buf.Bytes(), 0o644)
 	if !e.closed.Load() {
 		e.ckFail.Report(err)
 	}
@@ -848,7 +849,7 @@ func (e *Engine) close() error {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 && !offline {
-		if err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, cleanMarkerName), nil, true); err != nil {
+		if err := vfs.WriteFileAtomic(e.fs, filepath.Join(e.cfg.Dir, cleanMarkerName), nil, 0o644); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -82,7 +82,7 @@ func newMetaStore(fs vfs.FS, dataDir string) (*metaStore, error) {
 }
 
 func (m *metaStore) load() ([]metaTopic, error) {
-	b, err := readFile(m.fs, m.path)
+	b, err := vfs.ReadFile(m.fs, m.path, 0)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}
@@ -102,7 +102,7 @@ func (m *metaStore) save(topics []metaTopic) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(m.fs, m.path, b, true)
+	return vfs.WriteFileAtomic(m.fs, m.path, b, 0o644)
 }
 
 func newTopicID() [16]byte {

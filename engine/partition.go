@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/internal/records"
-	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
 // Partition is one log. Append, Read and the other methods are safe for

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/records"
 )
 
@@ -44,10 +46,10 @@ func (p *Partition) listSnapshots() []int64 {
 	}
 	var offs []int64
 	for _, n := range names {
-		if !strings.HasSuffix(n, producerstate.SnapshotSuffix) || len(n) != 20+len(producerstate.SnapshotSuffix) {
+		if !strings.HasSuffix(n, layout.SnapshotSuffix) || len(n) != offsetNameDigits+len(layout.SnapshotSuffix) {
 			continue
 		}
-		off, err := strconv.ParseInt(n[:20], 10, 64)
+		off, err := strconv.ParseInt(n[:offsetNameDigits], 10, 64)
 		if err != nil {
 			continue
 		}
@@ -58,7 +60,7 @@ func (p *Partition) listSnapshots() []int64 {
 }
 
 func (p *Partition) snapshotPath(off int64) string {
-	return filepath.Join(p.dir, producerstate.SnapshotFileName(off))
+	return filepath.Join(p.dir, layout.OffsetFileName(off, layout.SnapshotSuffix))
 }
 
 // loadProducers builds the producer state for a log ending at p.logEnd:
@@ -78,7 +80,7 @@ func (p *Partition) loadProducers() error {
 			p.e.fs.Remove(p.snapshotPath(off))
 			continue
 		}
-		b, err := readFile(p.e.fs, p.snapshotPath(off))
+		b, err := vfs.ReadFile(p.e.fs, p.snapshotPath(off), 0)
 		if err == nil {
 			err = st.Restore(b)
 		}
@@ -160,7 +162,7 @@ func (p *Partition) writeProducerSnapshot() {
 	if off <= 0 {
 		return
 	}
-	if err := writeFileAtomic(p.e.fs, p.snapshotPath(off), p.ps.Snapshot(), false); err != nil {
+	if err := vfs.ReplaceFile(p.e.fs, p.snapshotPath(off), p.ps.Snapshot(), 0o644); err != nil {
 		p.e.log.Warn("writing producer state snapshot", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "offset", off, "err", err)
 		return
 	}

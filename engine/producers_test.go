@@ -9,6 +9,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/internal/layout"
 )
 
 // idem encodes an idempotent (or, with txn, transactional) batch of n
@@ -87,7 +88,7 @@ func TestProducerStateSurvivesRestart(t *testing.T) {
 			} else {
 				crashClose(e) // no final snapshot, no clean marker
 			}
-			snaps, _ := filepath.Glob(filepath.Join(dir, "t-0", "*"+producerstate.SnapshotSuffix))
+			snaps, _ := filepath.Glob(filepath.Join(dir, "t-0", "*"+layout.SnapshotSuffix))
 			if len(snaps) == 0 {
 				t.Fatal("no producer state snapshot written")
 			}

@@ -8,9 +8,11 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/records"
-	"github.com/ringlog/ringlog/replication/epochcache"
 )
 
 // This file is the engine's side of replication: the methods package
@@ -62,7 +64,7 @@ func (r replicaPending) Err() error            { <-r.w.done; return r.w.err }
 // openEpochs loads the partition's leader-epoch checkpoint and trims it to
 // the log. Called from Open/create before the partition is shared.
 func (p *Partition) openEpochs() error {
-	c, err := epochcache.Open(p.e.fs, filepath.Join(p.dir, epochcache.FileName))
+	c, err := epochcache.Open(p.e.fs, filepath.Join(p.dir, layout.LeaderEpochCheckpoint))
 	if err != nil {
 		return err
 	}
@@ -104,9 +106,6 @@ func (p *Partition) SetReplicated(on bool) {
 	}
 }
 
-// hwCheckpointName is the high-watermark checkpoint file in the data dir.
-const hwCheckpointName = "replication-offset-checkpoint"
-
 func (e *Engine) readHWCheckpoint() (map[string]int64, error) {
 	return e.readOffsetsFile(hwCheckpointName)
 }
@@ -146,7 +145,7 @@ func (e *Engine) writeHWCheckpoint() error {
 		fmt.Fprintf(&buf, "%s %d %d\n", p.topic.name, p.idx, p.checkpointHW())
 		p.mu.RUnlock()
 	}
-	err := writeFileAtomic(e.fs, filepath.Join(e.cfg.Dir, hwCheckpointName), buf.Bytes(), true)
+	err := vfs.WriteFileAtomic(e.fs, filepath.Join(e.cfg.Dir, hwCheckpointName), buf.Bytes(), 0o644)
 	if !e.closed.Load() {
 		e.hwFail.Report(err)
 	}
@@ -427,39 +426,29 @@ func (p *Partition) truncateAt(i int, pos, newEnd int64, shared bool) error {
 	return nil
 }
 
-// copySegmentPrefix writes the first n bytes of seg to a new file, syncs
-// it and renames it over seg's log: a crash leaves either the old file
-// whole (the truncation is redone by the leader) or the new one. The new
-// segment has no indexes yet; the caller rescans it. Lock must be held.
+// copySegmentPrefix writes the first n bytes of seg to a new file and
+// moves it over seg's log (vfs.AtomicFile): a crash leaves either the old
+// file whole (the truncation is redone by the leader) or the new one. The
+// new segment has no indexes yet; the caller rescans it. Lock must be held.
 func (p *Partition) copySegmentPrefix(seg *segment, n int64) (*segment, error) {
-	tmp := seg.path(logSuffix) + tmpSuffix
-	f, err := p.e.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	a, err := vfs.CreateAtomic(p.e.fs, seg.path(logSuffix), "", 0o644)
 	if err != nil {
 		return nil, err
 	}
+	defer a.Abort()
+	f := a.File()
 	buf := make([]byte, min(n, 1<<20))
 	for off := int64(0); off < n; {
 		m := min(int64(len(buf)), n-off)
 		if _, err := seg.log.ReadAt(buf[:m], off); err != nil {
-			f.Close()
 			return nil, fmt.Errorf("%w: copying %s: %v", ErrStorage, seg.path(logSuffix), err)
 		}
 		if _, err := f.WriteAt(buf[:m], off); err != nil {
-			f.Close()
 			return nil, fmt.Errorf("%w: copying %s: %v", ErrStorage, seg.path(logSuffix), err)
 		}
 		off += m
 	}
-	if err := f.Datasync(); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := p.e.fs.Rename(tmp, seg.path(logSuffix)); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := p.e.fs.SyncDir(p.dir); err != nil {
-		f.Close()
+	if err := a.Commit(); err != nil {
 		return nil, err
 	}
 	ns := &segment{base: seg.base, next: seg.base, dir: seg.dir, fs: seg.fs, log: f, size: n, maxTs: -1, maxTsAt: -1, createdMs: seg.createdMs}

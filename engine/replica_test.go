@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/replication/epochcache"
+	"github.com/ringlog/ringlog/engine/epochcache"
+	"github.com/ringlog/ringlog/engine/vfs"
 )
 
 // leaderBytes appends values as a leader in epoch and returns the stored
@@ -224,7 +225,7 @@ func TestHighWatermarkCheckpoint(t *testing.T) {
 	if err := e.writeHWCheckpoint(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := readFile(e.fs, dir+"/"+hwCheckpointName)
+	b, err := vfs.ReadFile(e.fs, dir+"/"+hwCheckpointName, 0)
 	if err != nil || !bytes.Contains(b, []byte("repl 0 3\n")) {
 		t.Fatalf("checkpoint %q, %v", b, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -13,25 +12,30 @@ import (
 	"sync/atomic"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/records"
 )
 
-// File names; see doc.go for their formats.
+// File names are spelled once, in package layout; these short names are
+// the engine's for them. doc.go describes the formats.
 const (
-	logSuffix        = ".log"
-	indexSuffix      = ".index"
-	timeIndexSuffix  = ".timeindex"
-	tmpSuffix        = ".tmp"
-	metaDirName      = "__meta"
-	topicsFileName   = "topics.json"
-	checkpointName   = "recovery-point-offset-checkpoint"
-	cleanMarkerName  = ".ringlog-clean-shutdown"
+	logSuffix        = layout.LogSuffix
+	indexSuffix      = layout.IndexSuffix
+	timeIndexSuffix  = layout.TimeIndexSuffix
+	tmpSuffix        = layout.TmpSuffix
+	cleanedSuffix    = layout.CleanedSuffix
+	metaDirName      = layout.MetaDir
+	topicsFileName   = layout.TopicsFile
+	checkpointName   = layout.RecoveryPointCheckpoint
+	hwCheckpointName = layout.ReplicationOffsetCheckpoint
+	cleanMarkerName  = layout.CleanShutdownMarker
+	offsetNameDigits = layout.OffsetNameDigits
 	indexEntrySize   = 8
 	timeIndexEntSize = 12
 )
 
 func segmentName(base int64, suffix string) string {
-	return fmt.Sprintf("%020d%s", base, suffix)
+	return layout.OffsetFileName(base, suffix)
 }
 
 type indexEntry struct {
@@ -162,17 +166,17 @@ func (s *segment) writeIndexes() error {
 		tb = be.AppendUint64(tb, uint64(e.ts))
 		tb = be.AppendUint32(tb, e.rel)
 	}
-	if err := writeFileAtomic(s.fs, s.path(indexSuffix), ib, false); err != nil {
+	if err := vfs.ReplaceFile(s.fs, s.path(indexSuffix), ib, 0o644); err != nil {
 		return err
 	}
-	return writeFileAtomic(s.fs, s.path(timeIndexSuffix), tb, false)
+	return vfs.ReplaceFile(s.fs, s.path(timeIndexSuffix), tb, 0o644)
 }
 
 // loadIndexes reads the index files and checks them against the log size.
 // It reports false when they are missing or implausible.
 func (s *segment) loadIndexes() bool {
-	ib, err1 := readFile(s.fs, s.path(indexSuffix))
-	tb, err2 := readFile(s.fs, s.path(timeIndexSuffix))
+	ib, err1 := vfs.ReadFile(s.fs, s.path(indexSuffix), 0)
+	tb, err2 := vfs.ReadFile(s.fs, s.path(timeIndexSuffix), 0)
 	if err1 != nil || err2 != nil || len(ib)%indexEntrySize != 0 || len(tb)%timeIndexEntSize != 0 {
 		return false
 	}
@@ -257,10 +261,10 @@ func listSegments(fs vfs.FS, dir string) ([]int64, error) {
 			fs.Remove(filepath.Join(dir, n))
 			continue
 		}
-		if filepath.Ext(n) != logSuffix || len(n) != 20+len(logSuffix) {
+		if filepath.Ext(n) != logSuffix || len(n) != offsetNameDigits+len(logSuffix) {
 			continue
 		}
-		base, err := strconv.ParseInt(n[:20], 10, 64)
+		base, err := strconv.ParseInt(n[:offsetNameDigits], 10, 64)
 		if err != nil {
 			continue
 		}
@@ -268,57 +272,6 @@ func listSegments(fs vfs.FS, dir string) ([]int64, error) {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	return bases, nil
-}
-
-func readFile(fs vfs.FS, name string) ([]byte, error) {
-	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return b, nil
-}
-
-// writeFileAtomic replaces name with data: temp file, fsync, rename and,
-// when syncDir, an fsync of the directory so the rename is durable too.
-// A failed attempt removes its temp file, so a full disk is not made
-// fuller by half-written checkpoints, and the old file stays in place.
-func writeFileAtomic(fs vfs.FS, name string, data []byte, syncDir bool) error {
-	tmp := name + tmpSuffix
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error {
-		fs.Remove(tmp)
-		return err
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		return fail(err)
-	}
-	if err := fs.Rename(tmp, name); err != nil {
-		return fail(err)
-	}
-	if syncDir {
-		return fs.SyncDir(filepath.Dir(name))
-	}
-	return nil
 }
 
 // fileRange implements FileRange over a segment.

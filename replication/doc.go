@@ -2,7 +2,7 @@
 // pure state machines for the leader (ISR, high watermark, AlterPartition)
 // and the follower (fetch building, truncation by leader epoch), the
 // acks=all purgatory, and a goroutine driver for follower fetching.
-// Subpackage epochcache holds the leader-epoch checkpoint.
+// The leader-epoch checkpoint is package engine/epochcache.
 //
 // # Seams
 //

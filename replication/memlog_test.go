@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/ringlog/ringlog/replication/epochcache"
+	"github.com/ringlog/ringlog/engine/epochcache"
 )
 
 // memLog is an in-memory Log for tests: one record per batch, whose value

@@ -7,19 +7,15 @@ import (
 	"slices"
 )
 
-// Snapshot file naming and format constants (layout in doc.go).
+// Snapshot format constants (layout in doc.go; the file name is
+// layout.SnapshotSuffix, named by the map end offset).
 const (
-	SnapshotSuffix  = ".snapshot"
 	snapshotMagic   = "RLPS"
 	snapshotVersion = 1
 	snapshotHdr     = 10 // magic + version + crc
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// SnapshotFileName names the snapshot taken at offset (its map end
-// offset), like segment files: 20 decimal digits.
-func SnapshotFileName(offset int64) string { return fmt.Sprintf("%020d%s", offset, SnapshotSuffix) }
 
 // Snapshot encodes the whole state. Producers are sorted by id, so equal
 // states give equal bytes (tests compare a replayed state this way).

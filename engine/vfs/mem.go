@@ -65,6 +65,11 @@ func (fs *MemFS) Crash(opts CrashOptions) *MemFS {
 	sort.Strings(names) // map order is random; the seed must decide alone
 	out := &MemFS{cur: map[string]*memNode{}, durable: map[string]*memNode{}}
 	for _, name := range names {
+		// An entry in a directory whose own entry was lost is lost with
+		// it (sorted, a parent comes before its children).
+		if p, ok := out.cur[filepath.Dir(name)]; name != "/" && (!ok || !p.isDir) {
+			continue
+		}
 		n := fs.durable[name]
 		c := &memNode{isDir: n.isDir, mtime: n.mtime}
 		if !n.isDir {

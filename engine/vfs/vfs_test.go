@@ -89,3 +89,20 @@ func TestErrorFSInjectsOnNth(t *testing.T) {
 	}
 	f.Close()
 }
+
+// A file synced into a directory whose own entry was never synced is lost
+// with the directory.
+func TestMemCrashDropsChildrenOfLostDir(t *testing.T) {
+	fs := NewMem()
+	fs.MkdirAll("/a/b", 0o755)
+	fs.SyncDir("/") // /a durable, /a/b not
+	write(t, fs, "/a/b/f", "synced", true).Close()
+	fs.SyncDir("/a/b")
+	after := fs.Crash(CrashOptions{})
+	if _, err := after.Stat("/a/b/f"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("file under a lost directory: %v", err)
+	}
+	if names, _ := after.ReadDir("/a"); len(names) != 0 {
+		t.Fatalf("/a after crash: %v", names)
+	}
+}

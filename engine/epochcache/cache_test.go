@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/layout"
 )
 
 func TestAssignAndLookup(t *testing.T) {
@@ -104,7 +105,8 @@ func TestCheckpointFile(t *testing.T) {
 	if err := fs.MkdirAll("/p", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	path := "/p/" + FileName
+	fs.SyncDir("/") // the partition directory itself is durable (the engine's job)
+	path := "/p/" + layout.LeaderEpochCheckpoint
 	c, err := Open(fs, path)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +144,7 @@ func TestCheckpointFile(t *testing.T) {
 func TestCheckpointWriteFailure(t *testing.T) {
 	fs := vfs.NewMem()
 	_ = fs.MkdirAll("/p", 0o755)
-	c, _ := Open(fs, "/p/"+FileName)
+	c, _ := Open(fs, "/p/"+layout.LeaderEpochCheckpoint)
 	_ = c.Assign(0, 0)
 	fs.Crash(vfs.CrashOptions{}) // the old fs now fails every call
 	if err := c.Assign(1, 5); err == nil {

@@ -1,7 +1,7 @@
 // Package epochcache is a partition's leader-epoch cache: the start offset
 // of every leader epoch present in the log, persisted as Kafka's
-// leader-epoch-checkpoint file. It imports only engine/vfs so the engine
-// can own one per partition without depending on package replication.
+// leader-epoch-checkpoint file (layout.LeaderEpochCheckpoint), one per
+// partition directory, owned by the engine.
 //
 // # File format (Kafka's, text, '\n'-terminated lines)
 //
@@ -9,9 +9,9 @@
 //	<count>                 number of entries
 //	<epoch> <startOffset>   count lines, epochs and offsets strictly increasing
 //
-// The file is rewritten whole on every change: "<name>.tmp" is written,
-// fsynced, renamed over the old file, and the directory fsynced, so a crash
-// leaves the old or the new version, never a mix. Changes are rare (leader
+// The file is rewritten whole on every change with vfs.WriteFileAtomic
+// (temporary file, fsync, rename, directory fsync), so a crash leaves the
+// old or the new version, never a mix. Changes are rare (leader
 // changes, truncation, retention), so the cost does not matter.
 //
 // # Crash consistency (the engine's duty)
@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,9 +33,6 @@ import (
 	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/records"
 )
-
-// FileName is the checkpoint's name inside a partition directory.
-const FileName = "leader-epoch-checkpoint"
 
 // Undefined is both "no epoch" and "no offset" (Kafka's -1 sentinels).
 const Undefined = -1
@@ -66,23 +62,13 @@ func New() *Cache { return &Cache{} }
 // changes there.
 func Open(fs vfs.FS, path string) (*Cache, error) {
 	c := &Cache{fs: fs, path: path}
-	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
-	if errors.Is(err, os.ErrNotExist) {
+	buf, err := vfs.ReadFile(fs, path, 64<<20)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
 		return c, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("epochcache: open %s: %w", path, err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, fmt.Errorf("epochcache: stat %s: %w", path, err)
-	}
-	if size > 64<<20 {
-		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, path, size)
-	}
-	buf := make([]byte, size)
-	if n, err := f.ReadAt(buf, 0); n != len(buf) {
+	case errors.Is(err, vfs.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	case err != nil:
 		return nil, fmt.Errorf("epochcache: read %s: %w", path, err)
 	}
 	c.entries, err = parse(buf)
@@ -143,25 +129,7 @@ func (c *Cache) persist() error {
 	if c.fs == nil {
 		return nil
 	}
-	tmp := c.path + ".tmp"
-	f, err := c.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("epochcache: %w", err)
-	}
-	data := format(c.entries)
-	_, err = f.WriteAt(data, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = c.fs.Rename(tmp, c.path)
-	}
-	if err == nil {
-		err = c.fs.SyncDir(filepath.Dir(c.path))
-	}
+	err := vfs.WriteFileAtomic(c.fs, c.path, format(c.entries), 0o644)
 	if err != nil {
 		return fmt.Errorf("epochcache: write %s: %w", c.path, err)
 	}
