@@ -29,6 +29,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/netpath"
 )
 
@@ -73,9 +74,12 @@ func New(cfg Config) (_ *Broker, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if err := cfg.bindMeta(); err != nil {
+		return nil, err
+	}
 	// A data dir without raft state but with topics was written by a
 	// ringlog that predates the controller: Start adopts its topics.
-	_, statErr := os.Stat(filepath.Join(cfg.DataDir, "raft"))
+	_, statErr := os.Stat(filepath.Join(cfg.DataDir, layout.RaftDir))
 	b.freshRaft = errors.Is(statErr, os.ErrNotExist)
 
 	if b.eng, err = engine.Open(cfg.Engine); err != nil {

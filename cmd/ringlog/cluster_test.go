@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -302,7 +303,7 @@ func TestClusterPlacementRedirectDelete(t *testing.T) {
 
 	// A data dir of another cluster is refused when it tries to join.
 	other := t.TempDir()
-	os.WriteFile(filepath.Join(other, metaFile), []byte("node.id=4\ncluster.id=some-other-cluster\n"), 0o644)
+	os.WriteFile(filepath.Join(other, layout.MetaFile), []byte("node.id=4\ncluster.id=some-other-cluster\n"), 0o644)
 	b4 := &brokerProc{t: t, dataDir: other, addr: freePort(t), admin: freePort(t)}
 	b4.args = []string{"serve", "--node-id", "4", "--listen", b4.addr, "--admin-listen", b4.admin,
 		"--controller-listen", freePort(t), "--controller-voters", c.voters, "--data-dir", other, "--io", ioMode()}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -128,9 +127,6 @@ func runServe(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if err := bindMeta(&cfg); err != nil {
-		return err
-	}
 	if cfg.Engine.FS != nil {
 		log.Warn("fault injection on (--fault-injection): a test facility, do not use in production")
 	}
@@ -190,7 +186,7 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 		return cfg, fmt.Errorf("--controller-voters: %w", err)
 	}
 	ctl.ControllerListen = c.String("controller-listen")
-	ctl.ClusterID = c.String("cluster-id") // bindMeta checks it against the data dir's
+	ctl.ClusterID = c.String("cluster-id") // broker.New checks it against the data dir's
 	ctl.Rack = c.String("rack")
 	ctl.BrokerSessionTimeout = c.Duration("broker-session-timeout")
 	ctl.UncleanLeaderElection = c.Bool("unclean-leader-election")
@@ -267,31 +263,4 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 		}
 	}
 	return cfg, nil
-}
-
-// bindMeta ties cfg to its data dir's meta.properties (created on first
-// start): the node id must match, and the cluster id asked for
-// (--cluster-id), if any, must be the one the data dir belongs to. The
-// controller gets the data dir's cluster id and stores a newly learned
-// one there.
-func bindMeta(cfg *broker.Config) error {
-	dataDir, nodeID := cfg.DataDir, cfg.NodeID
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	meta, err := loadOrCreateMeta(dataDir, nodeID)
-	if err != nil {
-		return err
-	}
-	if id := cfg.Controller.ClusterID; id != "" {
-		if meta.clusterID != "" && meta.clusterID != id {
-			return fmt.Errorf("%s belongs to cluster %q, but --cluster-id is %q", filepath.Join(dataDir, metaFile), meta.clusterID, id)
-		}
-		meta.clusterID = id
-	}
-	cfg.Controller.ClusterID = meta.clusterID
-	cfg.Controller.ClusterIDStore = func(id string) error {
-		return writeMeta(dataDir, brokerMeta{nodeID: nodeID, clusterID: id})
-	}
-	return nil
 }

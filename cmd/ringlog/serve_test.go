@@ -12,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/urfave/cli/v2"
 )
@@ -67,7 +68,7 @@ func TestServeConfiguredByEnv(t *testing.T) {
 	if h["fsync"] != "never" || h["node_id"] != float64(7) {
 		t.Fatalf("/healthz fsync %v node_id %v, want never and 7 from the environment", h["fsync"], h["node_id"])
 	}
-	if _, err := os.Stat(filepath.Join(dir, metaFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, layout.MetaFile)); err != nil {
 		t.Fatalf("RINGLOG_DATA_DIR not used: %v", err)
 	}
 
