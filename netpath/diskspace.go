@@ -51,7 +51,7 @@ func (s *Server) createRollback(t metadata.Topic, recErr error) error {
 		s.log.Error("rolling back a topic whose logs could not be created", "topic", t.Name, "err", err, "cause", recErr)
 		return fmt.Errorf("%w (rolling the topic back failed too: %v)", cause, err)
 	}
-	if err := s.reconcile(); err != nil {
+	if err := s.cluster.Reconcile(); err != nil {
 		s.log.Warn("reconcile after rolling back a topic", "topic", t.Name, "err", err)
 	}
 	s.log.Warn("rolled back a topic whose logs could not be created", "topic", t.Name, "err", recErr)

@@ -53,7 +53,7 @@ func profilingFlags() []cli.Flag {
 
 // setupProfiling applies the always-on profile rates and, with --pprof,
 // registers the profiling endpoints on mux.
-func setupProfiling(c *cli.Context, mux *http.ServeMux, nodeID int32, srv *netpath.Server, eng *engine.Engine, log *slog.Logger) {
+func setupProfiling(c *cli.Context, mux *http.ServeMux, nodeID int32, srv wireStats, eng *engine.Engine, log *slog.Logger) {
 	pw := &profileWindows{
 		mutexFraction: c.Int("mutex-profile-fraction"),
 		blockRate:     c.Duration("block-profile-rate"),
@@ -104,9 +104,12 @@ type profileWindows struct {
 	mutexFraction int           // the broker's own setting, restored after a window
 	blockRate     time.Duration // likewise
 	nodeID        int32
-	srv           *netpath.Server
+	srv           wireStats
 	eng           *engine.Engine
 }
+
+// wireStats is the wire server as a profile window reads it.
+type wireStats interface{ Stats() netpath.Stats }
 
 // windowDoc is window.json in the zip a profiling window returns.
 type windowDoc struct {

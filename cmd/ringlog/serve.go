@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/ringlog/ringlog/broker"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -190,7 +191,8 @@ func runServe(c *cli.Context) error {
 	}
 	log.Info("storage opened", "data_dir", dataDir, "io_path", eng.IOPath(), "fsync", c.String("fsync"), "topics", len(eng.Topics()))
 
-	ncfg := netpath.DefaultConfig()
+	wcfg := broker.DefaultWireConfig()
+	ncfg := &wcfg.Wire
 	ncfg.NodeID = nodeID
 	ncfg.DefaultReplicationFactor = int16(c.Int("default-replication-factor"))
 	ncfg.AdvertisedAddr = c.String("advertised-addr")
@@ -199,17 +201,17 @@ func runServe(c *cli.Context) error {
 	ncfg.DefaultPartitions = int32(c.Int("default-partitions"))
 	ncfg.MaxRequestBytes = int32(c.Int("max-request-bytes"))
 	ncfg.FetchCopy = c.Bool("fetch-copy")
-	ncfg.Groups.OffsetsTopicPartitions = c.Int("offsets-topic-partitions")
-	ncfg.OffsetsReplicationFactor = int16(c.Int("offsets-replication-factor"))
-	ncfg.OffsetsTopicSegmentBytes = c.Int64("offsets-topic-segment-bytes")
-	ncfg.Groups.InitialRebalanceDelay = c.Duration("group-initial-rebalance-delay")
-	ncfg.Groups.OffsetsRetention = c.Duration("offsets-retention")
-	ncfg.Groups.OffsetsRetentionCheckInterval = min(c.Duration("offsets-retention-check-interval"), c.Duration("offsets-retention"))
-	ncfg.Groups.MinSessionTimeout = c.Duration("group-min-session-timeout")
-	ncfg.Transactions.TransactionLogPartitions = c.Int("transaction-state-partitions")
-	ncfg.TransactionStateReplicationFactor = int16(c.Int("transaction-state-replication-factor"))
-	ncfg.TransactionStateSegmentBytes = c.Int64("transaction-state-segment-bytes")
-	ncfg.Transactions.MaxTransactionTimeout = c.Duration("transaction-max-timeout")
+	wcfg.Groups.OffsetsTopicPartitions = c.Int("offsets-topic-partitions")
+	wcfg.OffsetsReplicationFactor = int16(c.Int("offsets-replication-factor"))
+	wcfg.OffsetsTopicSegmentBytes = c.Int64("offsets-topic-segment-bytes")
+	wcfg.Groups.InitialRebalanceDelay = c.Duration("group-initial-rebalance-delay")
+	wcfg.Groups.OffsetsRetention = c.Duration("offsets-retention")
+	wcfg.Groups.OffsetsRetentionCheckInterval = min(c.Duration("offsets-retention-check-interval"), c.Duration("offsets-retention"))
+	wcfg.Groups.MinSessionTimeout = c.Duration("group-min-session-timeout")
+	wcfg.Transactions.TransactionLogPartitions = c.Int("transaction-state-partitions")
+	wcfg.TransactionStateReplicationFactor = int16(c.Int("transaction-state-replication-factor"))
+	wcfg.TransactionStateSegmentBytes = c.Int64("transaction-state-segment-bytes")
+	wcfg.Transactions.MaxTransactionTimeout = c.Duration("transaction-max-timeout")
 	ncfg.MaxConnections = c.Int("max-connections")
 	ncfg.MaxConnectionsPerIP = c.Int("max-connections-per-ip")
 	ncfg.IdleTimeout = c.Duration("connections-max-idle")
@@ -225,7 +227,7 @@ func runServe(c *cli.Context) error {
 	ncfg.Security.InterBrokerUser = c.String("inter-broker-user")
 	ncfg.Security.InterBrokerPassword = c.String("inter-broker-password")
 	ncfg.Logger = log
-	srv, err := netpath.New(ncfg, eng)
+	srv, err := broker.NewWireServer(wcfg, eng)
 	if err != nil {
 		eng.Close()
 		return err
