@@ -32,7 +32,7 @@ import (
 //     to keep sending full requests; an unknown session id gets
 //     FETCH_SESSION_ID_NOT_FOUND.
 //   - Replica fetches (replica_id >= 0) of replicated partitions go
-//     through the leader's replication state (replicas.go): the follower's
+//     through the leader's replication state (Replicas, broker/replicas.go): the follower's
 //     progress moves the HW and the ISR, a diverged follower gets
 //     DivergingEpoch and no records, and records are read up to the log
 //     end rather than the high watermark.

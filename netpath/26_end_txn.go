@@ -12,7 +12,7 @@ import (
 //   - Bridged to txn.Manager.EndTxn on the transactional id's coordinator:
 //     an Ongoing transaction moves to PrepareCommit/PrepareAbort, and the
 //     answer comes (in resolve) once that record is durable. The markers
-//     (txn_markers.go) and the Complete record follow in the background;
+//     (broker/txn_markers.go) and the Complete record follow in the background;
 //     until they are done the id answers CONCURRENT_TRANSACTIONS, which
 //     clients retry. Consumers reading read_committed see the outcome as
 //     each partition's marker lands.

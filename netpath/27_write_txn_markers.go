@@ -15,9 +15,9 @@ import (
 //
 // Behavior:
 //   - Broker to broker only: a transaction coordinator on another broker
-//     (txn_markers.go, client id "ringlog-txn-markers", plaintext
-//     listener) sends the commit/abort marker of a transaction to the
-//     leader of its partitions. Anything else gets
+//     (broker/txn_markers.go over netpath/peer, client id
+//     "ringlog-txn-markers", plaintext listener) sends the commit/abort
+//     marker of a transaction to the leader of its partitions. Anything else gets
 //     CLUSTER_AUTHORIZATION_FAILED on every partition (Kafka requires
 //     CLUSTER_ACTION, which is checked too when ACLs are on; the client id
 //     alone guards against misdirected requests, it authenticates nothing).

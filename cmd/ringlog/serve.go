@@ -23,7 +23,6 @@ import (
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/vfs"
-	"github.com/ringlog/ringlog/netpath"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/urfave/cli/v2"
 )
@@ -279,16 +278,16 @@ func runServe(c *cli.Context) error {
 	}
 
 	var ready atomic.Bool
-	var admin *netpath.AdminServer
+	var admin *broker.AdminServer
 	if a := c.String("admin-listen"); a != "" {
-		admin, err = netpath.StartAdmin(a, func() netpath.Health {
+		admin, err = broker.StartAdmin(a, func() broker.Health {
 			status := "starting"
 			if ready.Load() {
 				status = "ok"
 			}
 			members, _ := node.Members()
 			disk := eng.DiskStatus()
-			return netpath.Health{
+			return broker.Health{
 				Status:       status,
 				NodeID:       nodeID,
 				ClusterID:    node.MetadataImage().ClusterID(),
