@@ -94,17 +94,6 @@ func containsAll(set, sub []int32) bool {
 	return true
 }
 
-// replicationCollector collects the replication series.
-type replicationCollector struct{ s *wireServer }
-
-func (c replicationCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range replicationDescs {
-		ch <- d
-	}
-}
-
-func (c replicationCollector) Collect(ch chan<- prometheus.Metric) { c.s.collectReplication(ch) }
-
 func (s *wireServer) collectReplication(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)

@@ -88,17 +88,6 @@ func (s *wireServer) collectDisk(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDiskRefused, prometheus.CounterValue, float64(d.RefusedAppends))
 }
 
-// storageCollector collects the storage series.
-type storageCollector struct{ s *wireServer }
-
-func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range storageDescs {
-		ch <- d
-	}
-}
-
-func (c storageCollector) Collect(ch chan<- prometheus.Metric) { c.s.collectStorage(ch) }
-
 func (s *wireServer) collectStorage(ch chan<- prometheus.Metric) {
 	e := s.engine
 	if e == nil {

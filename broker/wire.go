@@ -230,8 +230,24 @@ func (s *wireServer) Close() error {
 // Collector returns the metrics of the wire server and of what runs
 // behind it (storage, replication).
 func (s *wireServer) Collector() prometheus.Collector {
-	return collectors{s.srv.Collector(), storageCollector{s}, replicationCollector{s}}
+	return collectors{s.srv.Collector(),
+		seriesCollector{storageDescs, s.collectStorage},
+		seriesCollector{replicationDescs, s.collectReplication}}
 }
+
+// seriesCollector is a fixed set of series computed at scrape time.
+type seriesCollector struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c seriesCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c seriesCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
 // collectors is several collectors as one.
 type collectors []prometheus.Collector

@@ -368,8 +368,11 @@ func (m *serverMetrics) collect(s *Server, ch chan<- prometheus.Metric) {
 	gauge(descPurgatory, float64(m.resolving[0].Load()), "produce")
 	gauge(descPurgatory, float64(m.resolving[1].Load()), "fetch")
 	gauge(descPurgatory, float64(m.resolving[11].Load()), "join_group")
-	if s.repl != nil {
-		gauge(descPurgatory, float64(s.repl.Waiting()), "replication")
+	s.mu.Lock()
+	repl := s.repl
+	s.mu.Unlock()
+	if repl != nil {
+		gauge(descPurgatory, float64(repl.Waiting()), "replication")
 	}
 	hosted := func(name string) bool {
 		if s.engine == nil {

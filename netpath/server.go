@@ -186,7 +186,8 @@ type Server struct {
 	groups Groups
 	txns   Transactions
 	pids   ProducerIDs
-	// repl is partition replication (set by Start); nil when off.
+	// repl is partition replication (set by Start); nil when off. The
+	// metrics collector reads it under mu.
 	repl Replicas
 	// metrics holds the request-path instruments behind /metrics
 	// (request_metrics.go); its zero value is ready.
@@ -332,9 +333,11 @@ func (s *Server) accept(l *listener) {
 // exist only once the broker has joined the cluster, and starts accepting
 // on every listener bound so far.
 func (s *Server) Start(node Metadata, repl Replicas) error {
-	s.node, s.repl = node, repl
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Set under mu for the metrics collector; handlers run on connection
+	// goroutines started below, after these writes.
+	s.node, s.repl = node, repl
 	s.started = true
 	for _, l := range s.listeners {
 		s.accept(l)
