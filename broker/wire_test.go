@@ -99,7 +99,7 @@ func TestPeerClientAgainstWireServer(t *testing.T) {
 		resp, err := s.peers.Fetch(ctx, 1, &replication.FetchRequest{
 			ReplicaID: 2, MaxWait: 10 * time.Millisecond, MinBytes: 1, MaxBytes: 1 << 20,
 			Partitions: []replication.FetchPartition{{
-				TopicPartition: replication.TopicPartition{Topic: "t", TopicID: topic.ID, Partition: part},
+				TopicPartition:     replication.TopicPartition{Topic: "t", TopicID: topic.ID, Partition: part},
 				CurrentLeaderEpoch: -1, LastFetchedEpoch: -1, MaxBytes: 1 << 20,
 			}},
 		})
