@@ -191,7 +191,7 @@ func (s *Server) autoCreate(topic string) (*metadata.Image, error) {
 	if rerr := s.cluster.Reconcile(); rerr != nil {
 		s.log.Warn("reconcile after auto-create", "err", rerr)
 		if err == nil {
-			if err := s.createRollback(t, rerr); err != nil {
+			if err := s.cluster.RollbackCreate(t, rerr); err != nil {
 				return nil, err
 			}
 		}

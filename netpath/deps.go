@@ -65,6 +65,11 @@ type Cluster interface {
 	// (bounded) for a read barrier and looks again in the newer image,
 	// which it returns.
 	LookupTopic(img *metadata.Image, name string) (metadata.Topic, *metadata.Image, bool)
+	// RollbackCreate deletes topic t again when reconcile (which failed
+	// with recErr) could not create this broker's logs of it, and returns
+	// the error the client gets (wrapping engine.ErrStorage); nil when
+	// every log is there.
+	RollbackCreate(t metadata.Topic, recErr error) error
 }
 
 // Replicas is partition replication on this broker; nil when replication

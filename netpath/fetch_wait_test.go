@@ -39,6 +39,8 @@ func (c *testCluster) Reconcile() error {
 	return nil
 }
 
+func (c *testCluster) RollbackCreate(metadata.Topic, error) error { return nil }
+
 func (c *testCluster) LookupTopic(img *metadata.Image, name string) (metadata.Topic, *metadata.Image, bool) {
 	t, ok := img.Topic(name)
 	return t, img, ok
