@@ -43,6 +43,7 @@ type tpKey struct {
 // leaderPart is one partition this broker leads. mu serialises every call
 // into st.
 type leaderPart struct {
+	m    *replicaManager
 	tp   replication.TopicPartition
 	part *engine.Partition
 	stop chan struct{}
@@ -247,7 +248,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 			return
 		}
 		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
-		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{}),
+		lp = &leaderPart{m: m, tp: tp, part: part, st: st, gen: true, stop: make(chan struct{}),
 			reportedISR: st.MaximalISRSize(), reportedMin: st.MinInsync()}
 		// The purgatory learns the new leadership's HW now: apply only
 		// reports HW moves, and a HW that never moves must still answer
@@ -422,15 +423,9 @@ func (lp *leaderPart) Ended() <-chan struct{} { return lp.stop }
 // or nil when this broker does not lead it in replication (yet).
 func (m *replicaManager) Leader(topic string, idx int32) netpath.Leadership {
 	if lp := m.leader(topic, idx); lp != nil {
-		return leadership{m, lp}
+		return lp
 	}
 	return nil
-}
-
-// leadership is a led partition as netpath.Leadership.
-type leadership struct {
-	m *replicaManager
-	*leaderPart
 }
 
 // AwaitHW parks an acks=all wait for an append ending at lastOffset, made
@@ -438,8 +433,8 @@ type leadership struct {
 // the deadline at the latest; if the epoch already ended (the leadership
 // was dropped while the local write ran) it fails at once with
 // NOT_LEADER_OR_FOLLOWER. arrived is when the request came in.
-func (l leadership) AwaitHW(epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter {
-	return l.m.awaitHW(l.leaderPart, epoch, lastOffset, arrived, deadline)
+func (lp *leaderPart) AwaitHW(epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter {
+	return lp.m.awaitHW(lp, epoch, lastOffset, arrived, deadline)
 }
 
 // Cancel withdraws a wait from the purgatory (the requester went away or

@@ -103,7 +103,7 @@ var pathRules = []struct {
 	{"responses: encode + write (all APIs)", []string{"netpath.(*conn).writeResponse"}},
 	{"storage write path (ring owner, completer, flusher)", []string{"engine.(*uringQueue)", "engine.(*syncQueue)", "engine.flushPartition"}},
 	{"replication: follower fetcher", []string{"replication.(*Fetcher", "peer.(*Client).Fetch", "peer.(*conn)"}},
-	{"replication: leader state, high watermark", []string{"broker.(*replicaManager)", "broker.leadership", "replication.(*Purgatory)"}},
+	{"replication: leader state, high watermark", []string{"broker.(*replicaManager)", "broker.(*leaderPart)", "replication.(*Purgatory)"}},
 	{"consumer groups", []string{"coordinator/group.", "broker.(*groupBridge)"}},
 	{"requests: read, decode, dispatch (other APIs)", []string{"netpath.(*conn)."}},
 	{"controller: raft + metadata", []string{"hashicorp/raft", "ringlog/ringlog/coordinator"}},
