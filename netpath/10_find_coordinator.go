@@ -94,10 +94,11 @@ func (s *Server) fillCoordinator(c *kmsg.FindCoordinatorResponseCoordinator, l *
 	if err != nil {
 		return kerr.CoordinatorNotAvailable.Code, err
 	}
-	be, ok := s.coordinatorEndpoint(s.node.MetadataImage(), l, id)
-	if !ok {
-		return kerr.CoordinatorNotAvailable.Code, fmt.Errorf("coordinator broker %d is not available", id)
+	for _, be := range s.liveBrokers(s.node.MetadataImage(), l) {
+		if be.id == id {
+			c.NodeID, c.Host, c.Port = be.id, be.host, be.port
+			return 0, nil
+		}
 	}
-	c.NodeID, c.Host, c.Port = be.id, be.host, be.port
-	return 0, nil
+	return kerr.CoordinatorNotAvailable.Code, fmt.Errorf("coordinator broker %d is not available", id)
 }

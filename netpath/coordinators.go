@@ -4,21 +4,9 @@ import (
 	"net"
 
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 )
 
 // Helpers of the group and transaction handlers (08-16, 22-28, 42, 47).
-
-// coordinatorEndpoint returns the endpoint of coordinator broker id for
-// listener l, as FindCoordinator answers it.
-func (s *Server) coordinatorEndpoint(img *metadata.Image, l *listener, id int32) (brokerEndpoint, bool) {
-	for _, be := range s.liveBrokers(img, l) {
-		if be.id == id {
-			return be, true
-		}
-	}
-	return brokerEndpoint{}, false
-}
 
 // clientHost is the remote host of a connection, as DescribeGroups shows.
 func clientHost(c *conn) string {
