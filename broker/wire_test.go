@@ -3,14 +3,12 @@ package broker
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/internal/brokertest"
 	"github.com/ringlog/ringlog/netpath/peer"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,17 +19,8 @@ import (
 // replication enabled, listening on loopback.
 func startWire(t *testing.T) (*wireServer, *coordinator.Node, string) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ecfg := engine.DefaultConfig()
-	ecfg.Dir = t.TempDir()
-	ecfg.IOMode = "sync"
-	ecfg.Fsync = engine.FsyncNever
-	ecfg.Logger = logger
-	eng, err := engine.Open(ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	logger := brokertest.Logger()
+	eng := brokertest.Engine(t, logger)
 	wcfg := DefaultWireConfig()
 	wcfg.Wire.NodeID = 1
 	wcfg.Wire.Logger = logger
@@ -47,24 +36,7 @@ func startWire(t *testing.T) (*wireServer, *coordinator.Node, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ccfg := coordinator.DefaultConfig()
-	ccfg.NodeID = 1
-	ccfg.DataDir = t.TempDir()
-	ccfg.Endpoints = s.Endpoints()
-	ccfg.Logger = logger
-	node, err := coordinator.New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := node.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	if err := node.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	node := brokertest.Node(t, s.Endpoints(), logger)
 	if err := s.Start(node); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,12 @@
 package netpath
 
 import (
-	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"sync"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )

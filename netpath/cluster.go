@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"slices"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"io"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

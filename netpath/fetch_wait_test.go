@@ -2,8 +2,6 @@ package netpath
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/brokertest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -51,17 +50,8 @@ func (c *testCluster) LookupTopic(img *metadata.Image, name string) (metadata.To
 // wire server over a one-broker Cluster, with topic created (one partition, RF=1).
 func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ecfg := engine.DefaultConfig()
-	ecfg.Dir = t.TempDir()
-	ecfg.IOMode = "sync"
-	ecfg.Fsync = engine.FsyncNever
-	ecfg.Logger = logger
-	eng, err := engine.Open(ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	logger := brokertest.Logger()
+	eng := brokertest.Engine(t, logger)
 	ncfg := DefaultConfig()
 	ncfg.NodeID = 1
 	ncfg.Logger = logger
@@ -74,28 +64,13 @@ func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	if _, err := srv.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	ccfg := coordinator.DefaultConfig()
-	ccfg.NodeID = 1
-	ccfg.DataDir = t.TempDir()
-	ccfg.Endpoints = srv.Endpoints()
-	ccfg.Logger = logger
-	node, err := coordinator.New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := node.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	if err := node.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	node := brokertest.Node(t, srv.Endpoints(), logger)
 	cl.node = node
 	if err := srv.Start(node, nil); err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: topic, Partitions: 1, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
