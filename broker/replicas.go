@@ -23,8 +23,9 @@ import (
 //     (LeaderState, epoch stamped into the log's epoch cache) or a
 //     follower (a Fetcher per leader broker over the peer client).
 //   - Leader side: follower fetches go through LeaderState.OnFollowerFetch
-//     (netpath's Fetch handler calls FollowerFetch); local flushes through OnLocalAppend (a watcher per
-//     led partition); Tick every tickInterval. HW changes are set on the
+//     (netpath's Fetch handler calls FollowerFetch); local flushes
+//     through OnLocalAppend (a watcher per led partition); Tick every
+//     tickInterval. HW changes are set on the
 //     log and advance the acks=all purgatory; AlterPartition proposals go
 //     to the controller, each answered by exactly one OnAlterResult.
 //   - Losing leadership fails the partition's acks=all waiters with

@@ -19,9 +19,9 @@ import (
 //     partitions' state accepts an unknown producer at any sequence.
 //   - With a transactional id: the transaction coordinator (the leader of
 //     the id's __transaction_state partition; NOT_COORDINATOR elsewhere)
-//     answers once its record is durable; see txn.go. The epoch bump fences
-//     older producers of the id; an open transaction of theirs is aborted
-//     first (CONCURRENT_TRANSACTIONS meanwhile). v0-3 get
+//     answers once its record is durable; see broker/txn.go. The epoch
+//     bump fences older producers of the id; an open transaction of
+//     theirs is aborted first (CONCURRENT_TRANSACTIONS meanwhile). v0-3 get
 //     INVALID_PRODUCER_EPOCH instead of PRODUCER_FENCED (KIP-588).
 //   - Runs in resolve: fetching an id block waits for the controller
 //     without blocking the connection's reads.
