@@ -1,12 +1,3 @@
-// Package broker is ringlog's composition root: it builds a broker's
-// subsystems from one Config and owns their lifecycle.
-//
-// New opens the storage engine, builds the Kafka server, binds its
-// listeners, builds and starts the controller node and starts the HTTP
-// admin listener; Start joins the cluster and starts serving; Drain moves
-// leaderships away and answers what the connections have in flight; Close
-// tears down everything New opened, once, in one place. A failing New
-// closes what it had opened before returning.
 package broker
 
 import (
@@ -48,7 +39,7 @@ type Broker struct {
 	addr    net.Addr
 	tlsAddr net.Addr
 	node    *coordinator.Node
-	admin   *netpath.AdminServer
+	admin   *AdminServer
 
 	ready     atomic.Bool
 	closeOnce sync.Once
@@ -121,7 +112,7 @@ func New(cfg Config) (_ *Broker, err error) {
 	}
 
 	if cfg.AdminListen != "" {
-		if b.admin, err = netpath.StartAdmin(cfg.AdminListen, b.health, b.log); err != nil {
+		if b.admin, err = StartAdmin(cfg.AdminListen, b.health, b.log); err != nil {
 			return nil, fmt.Errorf("admin listener %s: %w", cfg.AdminListen, err)
 		}
 		reg := prometheus.NewRegistry()
@@ -246,14 +237,14 @@ func (b *Broker) Engine() *engine.Engine { return b.eng }
 func (b *Broker) Stats() netpath.Stats { return b.srv.Stats() }
 
 // health is the /healthz document, built per request.
-func (b *Broker) health() netpath.Health {
+func (b *Broker) health() Health {
 	status := "starting"
 	if b.ready.Load() {
 		status = "ok"
 	}
 	members, _ := b.node.Members()
 	disk := b.eng.DiskStatus()
-	return netpath.Health{
+	return Health{
 		Status:       status,
 		NodeID:       b.cfg.NodeID,
 		ClusterID:    b.ClusterID(),

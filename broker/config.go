@@ -8,10 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/netpath"
 	"github.com/ringlog/ringlog/replication"
 )
 
@@ -92,7 +89,7 @@ type TLSConfig struct {
 // DefaultConfig returns the broker's defaults.
 func DefaultConfig() Config {
 	return Config{
-		WireConfig:  defaultWireConfig(),
+		WireConfig:  DefaultWireConfig(),
 		NodeID:      1,
 		DataDir:     "./data",
 		Listen:      "127.0.0.1:9092",
@@ -106,16 +103,6 @@ func DefaultConfig() Config {
 		DrainTimeout:              time.Second,
 		DrainQuiet:                100 * time.Millisecond,
 		Version:                   "dev",
-	}
-}
-
-func defaultWireConfig() WireConfig {
-	return WireConfig{
-		Wire:                         netpath.DefaultConfig(),
-		Groups:                       group.DefaultConfig(),
-		Transactions:                 txn.DefaultConfig(),
-		OffsetsTopicSegmentBytes:     100 << 20,
-		TransactionStateSegmentBytes: 100 << 20,
 	}
 }
 

@@ -1,15 +1,14 @@
 package broker
 
-// TEMPORARY (issue 16, LIFE branch): this file stands in for GLUE's
-// broker/wire.go, which replaces it at merge. It keeps the contract's
-// shape (WireConfig, newWireServer, the wireServer methods) over today's
-// netpath.Server, which still builds its own groups, transactions and
-// producer ids.
-
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"math"
 	"net"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,25 +18,28 @@ import (
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
+	"github.com/ringlog/ringlog/netpath/peer"
 	"github.com/ringlog/ringlog/replication"
 )
 
 // WireConfig is the part of broker.Config the Kafka server and its
 // collaborators use.
 type WireConfig struct {
-	// Wire configures framing, listeners, limits and authentication.
+	// Wire configures framing, listeners, limits and authentication: what
+	// stays in netpath. Wire.NodeID is this broker's id.
 	Wire netpath.Config
-	// Groups configures the consumer group coordinator.
+	// Groups configures the consumer group coordinator (groups.go).
 	Groups group.Config
-	// Transactions configures the transaction coordinator; its
-	// OffsetsTopicPartitions is taken from Groups.
+	// Transactions configures the transaction coordinator (txn.go). Its
+	// OffsetsTopicPartitions is taken from Groups by newWireServer.
 	Transactions txn.Config
 	// OffsetsReplicationFactor is the replication factor of
 	// __consumer_offsets when it is created; <= 0 means min(3, live
 	// brokers) (offsets.topic.replication.factor).
 	OffsetsReplicationFactor int16
 	// OffsetsTopicSegmentBytes is segment.bytes of __consumer_offsets
-	// when it is created (offsets.topic.segment.bytes, 100 MiB).
+	// when it is created (offsets.topic.segment.bytes, 100 MiB): only
+	// sealed segments are compacted.
 	OffsetsTopicSegmentBytes int64
 	// TransactionStateReplicationFactor is the replication factor of
 	// __transaction_state when it is created; <= 0 means min(3, live
@@ -49,37 +51,222 @@ type WireConfig struct {
 	TransactionStateSegmentBytes int64
 }
 
-// wireServer is the Kafka server as the broker drives it.
-type wireServer struct {
-	s *netpath.Server
+// DefaultWireConfig returns the defaults of the wire server and its
+// coordinators.
+func DefaultWireConfig() WireConfig {
+	return WireConfig{
+		Wire:                         netpath.DefaultConfig(),
+		Groups:                       group.DefaultConfig(),
+		Transactions:                 txn.DefaultConfig(),
+		OffsetsTopicSegmentBytes:     100 << 20,
+		TransactionStateSegmentBytes: 100 << 20,
+	}
 }
 
+// Validate checks the configuration.
+func (c WireConfig) Validate() error {
+	if err := c.Wire.Validate(); err != nil {
+		return err
+	}
+	// segment.bytes' range (engine.ParseTopicConfig).
+	if c.OffsetsTopicSegmentBytes < 14 || c.OffsetsTopicSegmentBytes > math.MaxInt32 {
+		return fmt.Errorf("offsets topic segment bytes %d must be in [14, %d]", c.OffsetsTopicSegmentBytes, math.MaxInt32)
+	}
+	if c.TransactionStateSegmentBytes < 14 || c.TransactionStateSegmentBytes > math.MaxInt32 {
+		return fmt.Errorf("transaction state segment bytes %d must be in [14, %d]", c.TransactionStateSegmentBytes, math.MaxInt32)
+	}
+	if err := c.Groups.Validate(); err != nil {
+		return err
+	}
+	return c.Transactions.Validate()
+}
+
+// wireServer is the Kafka server with everything behind it on this
+// broker: it builds the group and transaction coordinators, the producer
+// id allocator, the replica manager and the inter-broker client, keeps
+// the engine reconciled with the metadata image, and hands them to the
+// netpath server through its narrow interfaces.
+type wireServer struct {
+	cfg    WireConfig
+	nodeID int32
+	log    *slog.Logger
+	engine *engine.Engine
+	srv    *netpath.Server
+	// node is the cluster metadata (set by Start).
+	node *coordinator.Node
+	// peers is the one client to other brokers (follower fetches,
+	// transaction markers).
+	peers *peer.Client
+	// recMu serializes reconcile (engine <- image).
+	recMu sync.Mutex
+	// groups is the consumer group coordinator and its offsets topic.
+	groups *groupBridge
+	// txns is the transaction coordinator, its __transaction_state topic
+	// and the transaction marker writer.
+	txns *txnBridge
+	// pids hands out producer ids from controller-allocated blocks.
+	pids *producerIDs
+	// repl drives partition replication (replicas.go); nil until
+	// EnableReplication.
+	repl *replicaManager
+	// isr counts committed ISR changes (replication_metrics.go).
+	isr isrCounters
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newWireServer creates the wire server and its collaborators over an
+// open engine.
 func newWireServer(cfg WireConfig, eng *engine.Engine) (*wireServer, error) {
-	n := cfg.Wire
-	n.Groups = cfg.Groups
-	n.Transactions = cfg.Transactions
-	n.OffsetsReplicationFactor = cfg.OffsetsReplicationFactor
-	n.OffsetsTopicSegmentBytes = cfg.OffsetsTopicSegmentBytes
-	n.TransactionStateReplicationFactor = cfg.TransactionStateReplicationFactor
-	n.TransactionStateSegmentBytes = cfg.TransactionStateSegmentBytes
-	s, err := netpath.New(n, eng)
-	if err != nil {
+	// AddOffsetsToTxn must name the partition the group coordinator uses.
+	cfg.Transactions.OffsetsTopicPartitions = cfg.Groups.OffsetsTopicPartitions
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &wireServer{s: s}, nil
+	if cfg.Wire.Logger == nil {
+		cfg.Wire.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &wireServer{
+		cfg:    cfg,
+		nodeID: cfg.Wire.NodeID,
+		log:    cfg.Wire.Logger,
+		engine: eng,
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	sec := cfg.Wire.Security
+	s.peers = peer.New(peer.Config{
+		Image: func() *metadata.Image { return s.node.MetadataImage() },
+		// Authenticate as the inter-broker user when the plaintext
+		// listener requires SASL.
+		SASL: slices.Contains(sec.SASLListeners, "plaintext") && sec.InterBrokerUser != "",
+		User: sec.InterBrokerUser, Password: sec.InterBrokerPassword,
+	})
+	context.AfterFunc(ctx, s.peers.Close)
+	var err error
+	s.pids = newProducerIDs(s)
+	if s.groups, err = newGroupBridge(s); err != nil {
+		cancel()
+		return nil, err
+	}
+	if s.txns, err = newTxnBridge(s); err != nil {
+		cancel()
+		return nil, err
+	}
+	s.srv, err = netpath.New(cfg.Wire, netpath.Deps{
+		Engine:       eng,
+		Cluster:      s,
+		Groups:       s.groups,
+		Transactions: s.txns,
+		ProducerIDs:  s.pids,
+	})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return s, nil
 }
 
-func (w *wireServer) Listen(addr string) (net.Addr, error) { return w.s.Listen(addr) }
-func (w *wireServer) ListenTLS(addr string, c *tls.Config) (net.Addr, error) {
-	return w.s.ListenTLS(addr, c)
+// Listen binds a plaintext listener; it accepts once Start has run.
+func (s *wireServer) Listen(addr string) (net.Addr, error) { return s.srv.Listen(addr) }
+
+// ListenTLS binds a TLS listener; it accepts once Start has run.
+func (s *wireServer) ListenTLS(addr string, cfg *tls.Config) (net.Addr, error) {
+	return s.srv.ListenTLS(addr, cfg)
 }
-func (w *wireServer) EnableReplication(c replication.Config) error { return w.s.EnableReplication(c) }
-func (w *wireServer) Endpoints() []metadata.Endpoint               { return w.s.Endpoints() }
-func (w *wireServer) Start(node *coordinator.Node) error           { return w.s.Start(node) }
-func (w *wireServer) Drain(ctx context.Context, quiet time.Duration) {
-	w.s.Drain(ctx, quiet)
+
+// Endpoints returns the advertised endpoint of every bound listener.
+func (s *wireServer) Endpoints() []metadata.Endpoint { return s.srv.Endpoints() }
+
+// FetchPaths reports the fetch path per listener.
+func (s *wireServer) FetchPaths() map[string]string { return s.srv.FetchPaths() }
+
+// Stats returns the wire server's counters.
+func (s *wireServer) Stats() netpath.Stats { return s.srv.Stats() }
+
+// Start attaches the cluster metadata node, brings the engine in line
+// with its image (call it once node.WaitReady has returned, so the image
+// is caught up), keeps reconciling on every metadata change, starts the
+// coordinators and then accepts on every listener bound so far.
+func (s *wireServer) Start(node *coordinator.Node) error {
+	s.node = node
+	if err := s.reconcile(); err != nil {
+		return err
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.reconcileLoop()
+	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.watchOffline()
+	}()
+	s.groups.start()
+	s.txns.start()
+	var repl netpath.Replicas
+	if s.repl != nil {
+		repl = s.repl
+	}
+	return s.srv.Start(node, repl)
 }
-func (w *wireServer) Close() error                    { return w.s.Close() }
-func (w *wireServer) FetchPaths() map[string]string   { return w.s.FetchPaths() }
-func (w *wireServer) Stats() netpath.Stats            { return w.s.Stats() }
-func (w *wireServer) Collector() prometheus.Collector { return w.s.Collector() }
+
+// Drain stops accepting and lets open connections finish (netpath.Server.Drain).
+func (s *wireServer) Drain(ctx context.Context, quiet time.Duration) { s.srv.Drain(ctx, quiet) }
+
+// Close closes the connections, stops the coordinators, replication and
+// reconciliation, and waits for their goroutines.
+func (s *wireServer) Close() error {
+	s.cancel()
+	err := s.srv.Close()
+	s.wg.Wait()
+	return err
+}
+
+// Collector returns the metrics of the wire server and of what runs
+// behind it (storage, replication).
+func (s *wireServer) Collector() prometheus.Collector {
+	return collectorSet{s.srv.Collector(),
+		seriesCollector{storageDescs, s.collectStorage},
+		seriesCollector{replicationDescs, s.collectReplication}}
+}
+
+// seriesCollector is a fixed set of series computed at scrape time.
+type seriesCollector struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c seriesCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c seriesCollector) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// collectorSet is several collectors as one.
+type collectorSet []prometheus.Collector
+
+func (cs collectorSet) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+func (cs collectorSet) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
+}
+
+// adminContext bounds a controller write by AdminTimeout.
+func (s *wireServer) adminContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.cfg.Wire.AdminTimeout)
+}
+
+var _ replication.FetchClient = (*peer.Client)(nil)

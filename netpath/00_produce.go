@@ -78,8 +78,8 @@ func handleProduce(s *Server, r *request) reply {
 	type waiting struct {
 		t, p  int
 		w     engine.AppendWaiter
-		lp    *leaderPart // acks=all on a replicated partition: wait for the HW
-		epoch int32       // lp's leader epoch when the append was made
+		lp    Leadership // acks=all on a replicated partition: wait for the HW
+		epoch int32      // lp's leader epoch when the append was made
 		// ended is closed when the leadership the append was made under
 		// ends (nil on an unreplicated partition): a local write still
 		// pending then (it may be truncated away) is answered at once.
@@ -122,7 +122,7 @@ func handleProduce(s *Server, r *request) reply {
 				continue
 			}
 			var ok bool
-			if _, img, ok = s.lookupTopic(img, rt.Topic); !ok {
+			if _, img, ok = s.cluster.LookupTopic(img, rt.Topic); !ok {
 				if !s.authorizeCluster(r, metadata.OpCreate) && !s.authorize(r, metadata.OpCreate, metadata.ResourceTopic, rt.Topic) {
 					setErr(kerr.TopicAuthorizationFailed.Code, "not authorized to create the topic")
 					continue
@@ -140,21 +140,21 @@ func handleProduce(s *Server, r *request) reply {
 				continue
 			}
 			part := lc.part
-			var lp *leaderPart
+			var lp Leadership
 			var epoch int32
 			var ended <-chan struct{}
 			if s.repl != nil && part.Replicated() {
-				if lp = s.repl.leader(rt.Topic, rp.Partition); lp == nil {
+				if lp = s.repl.Leader(rt.Topic, rp.Partition); lp == nil {
 					// The image says we lead, replication has not caught up.
 					setErr(kerr.NotLeaderForPartition.Code, "")
 					continue
 				}
 				var err error
-				if epoch, err = lp.checkProduce(req.Acks); err != nil {
+				if epoch, err = lp.CheckProduce(req.Acks); err != nil {
 					setErr(replErrorCode(err), err.Error())
 					continue
 				}
-				ended = lp.stop
+				ended = lp.Ended()
 				if req.Acks != -1 {
 					lp = nil
 				}
@@ -219,16 +219,16 @@ func handleProduce(s *Server, r *request) reply {
 			res, err := wt.w.Result()
 			if err == nil && wt.lp != nil && !timedOut {
 				// acks=all: wait until the HW passes our last offset.
-				pw := s.repl.awaitHW(wt.lp, wt.epoch, res.LastOffset, arrived, deadline)
+				pw := wt.lp.AwaitHW(wt.epoch, res.LastOffset, arrived, deadline)
 				select {
 				case <-pw.Done():
 					err = pw.Err()
 				case <-timer:
 					timedOut = true
-					s.repl.purg.Cancel(pw)
+					s.repl.Cancel(pw)
 					err = replication.ErrRequestTimedOut
 				case <-done:
-					s.repl.purg.Cancel(pw)
+					s.repl.Cancel(pw)
 					return nil
 				}
 			} else if err == nil && wt.lp != nil {

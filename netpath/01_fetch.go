@@ -32,7 +32,7 @@ import (
 //     to keep sending full requests; an unknown session id gets
 //     FETCH_SESSION_ID_NOT_FOUND.
 //   - Replica fetches (replica_id >= 0) of replicated partitions go
-//     through the leader's replication state (replicas.go): the follower's
+//     through the leader's replication state (Replicas, broker/replicas.go): the follower's
 //     progress moves the HW and the ISR, a diverged follower gets
 //     DivergingEpoch and no records, and records are read up to the log
 //     end rather than the high watermark.
@@ -198,8 +198,15 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 				}
 			}
 			if req.ReplicaID >= 0 && s.repl != nil && part.Replicated() {
-				code, div := s.repl.followerFetch(ft.name, rp, req.ReplicaID)
-				if code != 0 || div != nil {
+				div, err := s.repl.FollowerFetch(ft.name, rp.Partition, replication.FollowerFetch{
+					ReplicaID: req.ReplicaID, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+					FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch,
+				})
+				if err != nil || div != nil {
+					var code int16
+					if err != nil {
+						code = replErrorCode(err)
+					}
 					info := part.Info()
 					fp.errorCode, fp.diverging = code, div
 					fp.highWatermark, fp.lastStable, fp.logStart = info.HighWatermark, info.HighWatermark, info.LogStartOffset

@@ -68,7 +68,7 @@ func handleListOffsets(s *Server, r *request) reply {
 			// partition found caught up stays so for the read.
 			var lagging error
 			if s.repl != nil && part.Replicated() {
-				lagging = s.repl.offsetsAvailable(rt.Topic, rp.Partition, lc.info.LeaderEpoch)
+				lagging = s.repl.OffsetsAvailable(rt.Topic, rp.Partition, lc.info.LeaderEpoch)
 				if errors.Is(lagging, replication.ErrNotLeaderOrFollower) {
 					sp.ErrorCode = replErrorCode(lagging)
 					st.Partitions = append(st.Partitions, sp)

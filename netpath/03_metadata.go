@@ -93,7 +93,7 @@ func handleMetadata(s *Server, r *request) reply {
 		}
 		t, ok := img.Topic(name)
 		if !ok && fresh == nil && engine.ValidateTopicName(name) == nil {
-			t, img, ok = s.lookupTopic(img, name)
+			t, img, ok = s.cluster.LookupTopic(img, name)
 		}
 		if !ok {
 			st := kmsg.NewMetadataResponseTopic()

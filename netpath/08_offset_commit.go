@@ -71,7 +71,7 @@ func handleOffsetCommit(s *Server, r *request) reply {
 		}
 		return &response{msg: resp}
 	}
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		return reply{resolve: func(<-chan struct{}) *response { return fill(nil, err) }}
 	}
 	switch {
@@ -80,7 +80,7 @@ func handleOffsetCommit(s *Server, r *request) reply {
 	case len(cr.Offsets) == 0:
 		return immediate(fill(nil, nil).msg)
 	}
-	f := s.groups.mgr.CommitOffsets(cr)
+	f := s.groups.CommitOffsets(cr)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

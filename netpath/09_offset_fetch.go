@@ -33,7 +33,7 @@ func handleOffsetFetch(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	fetch := func(groupID string, topics []offsetFetchTopic, all bool) ([]group.FetchedOffset, error) {
-		if err := s.groups.stale(); err != nil {
+		if err := s.groups.Stale(); err != nil {
 			return nil, err
 		}
 		if !s.authorize(r, metadata.OpDescribe, metadata.ResourceGroup, groupID) {
@@ -48,7 +48,7 @@ func handleOffsetFetch(s *Server, r *request) reply {
 				}
 			}
 		}
-		offs, err := s.groups.mgr.FetchOffsetsOpts(groupID, tps, group.FetchOptions{RequireStable: req.Version >= 7 && req.RequireStable})
+		offs, err := s.groups.FetchOffsetsOpts(groupID, tps, group.FetchOptions{RequireStable: req.Version >= 7 && req.RequireStable})
 		if s.cfg.Security.Authorizer {
 			// Topics the principal may not DESCRIBE: named ones get
 			// TOPIC_AUTHORIZATION_FAILED, unnamed (all) are left out.

@@ -54,11 +54,8 @@ func handleFindCoordinator(s *Server, r *request) reply {
 					c.ErrorCode = errorCode(err)
 					break
 				}
-				var be brokerEndpoint
-				be, c.ErrorCode, err = s.groups.coordinatorFor(ctx, r.conn.l, key)
-				if c.ErrorCode == 0 {
-					c.NodeID, c.Host, c.Port = be.id, be.host, be.port
-				}
+				id, cerr := s.groups.Coordinator(ctx, key)
+				c.ErrorCode, err = s.fillCoordinator(&c, r.conn.l, id, cerr)
 			case 1:
 				if key == "" {
 					err = fmt.Errorf("%w: empty transactional id", txn.ErrInvalidRequest)
@@ -70,11 +67,8 @@ func handleFindCoordinator(s *Server, r *request) reply {
 					c.ErrorCode = errorCode(err)
 					break
 				}
-				var be brokerEndpoint
-				be, c.ErrorCode, err = s.txns.coordinatorFor(ctx, r.conn.l, key)
-				if c.ErrorCode == 0 {
-					c.NodeID, c.Host, c.Port = be.id, be.host, be.port
-				}
+				id, cerr := s.txns.Coordinator(ctx, key)
+				c.ErrorCode, err = s.fillCoordinator(&c, r.conn.l, id, cerr)
 			default:
 				c.ErrorCode = kerr.InvalidRequest.Code
 			}
@@ -91,4 +85,20 @@ func handleFindCoordinator(s *Server, r *request) reply {
 		}
 		return &response{msg: resp}
 	}}
+}
+
+// fillCoordinator puts coordinator broker id's endpoint for the request's
+// listener into c; a failure to find one is COORDINATOR_NOT_AVAILABLE
+// (retriable) with the reason.
+func (s *Server) fillCoordinator(c *kmsg.FindCoordinatorResponseCoordinator, l *listener, id int32, err error) (int16, error) {
+	if err != nil {
+		return kerr.CoordinatorNotAvailable.Code, err
+	}
+	for _, be := range s.liveBrokers(s.node.MetadataImage(), l) {
+		if be.id == id {
+			c.NodeID, c.Host, c.Port = be.id, be.host, be.port
+			return 0, nil
+		}
+	}
+	return kerr.CoordinatorNotAvailable.Code, fmt.Errorf("coordinator broker %d is not available", id)
 }

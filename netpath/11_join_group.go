@@ -31,7 +31,7 @@ func handleJoinGroup(s *Server, r *request) reply {
 		resp.MemberID = req.MemberID
 		return immediate(resp)
 	}
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		return fail(err)
 	}
 	if !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
@@ -56,7 +56,7 @@ func handleJoinGroup(s *Server, r *request) reply {
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	f := s.groups.mgr.Join(jr)
+	f := s.groups.Join(jr)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

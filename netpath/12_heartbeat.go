@@ -18,12 +18,12 @@ func init() { register(12, 0, 4, handleHeartbeat) }
 func handleHeartbeat(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-	err := s.groups.stale()
+	err := s.groups.Stale()
 	if err == nil && !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
 		err = errGroupAuthz
 	}
 	if err == nil {
-		err = s.groups.mgr.Heartbeat(group.HeartbeatRequest{
+		err = s.groups.Heartbeat(group.HeartbeatRequest{
 			Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 		})
 	}

@@ -27,13 +27,13 @@ func handleLeaveGroup(s *Server, r *request) reply {
 			members = append(members, group.LeaveMember{MemberID: m.MemberID, InstanceID: m.InstanceID})
 		}
 	}
-	err := s.groups.stale()
+	err := s.groups.Stale()
 	if err == nil && !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.Group) {
 		err = errGroupAuthz
 	}
 	var results []group.LeaveResult
 	if err == nil {
-		results, err = s.groups.mgr.Leave(req.Group, members)
+		results, err = s.groups.Leave(req.Group, members)
 	}
 	if err != nil {
 		resp.ErrorCode = errorCode(err)

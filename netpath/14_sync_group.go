@@ -19,7 +19,7 @@ func init() { register(14, 0, 5, handleSyncGroup) }
 func handleSyncGroup(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.SyncGroupRequest)
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		resp.ErrorCode = errorCode(err)
 		return immediate(resp)
 	}
@@ -41,7 +41,7 @@ func handleSyncGroup(s *Server, r *request) reply {
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}
-	f := s.groups.mgr.Sync(sr)
+	f := s.groups.Sync(sr)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

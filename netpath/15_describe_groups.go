@@ -22,14 +22,14 @@ func handleDescribeGroups(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	var descs []group.GroupDescription
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		for _, id := range req.Groups {
 			descs = append(descs, group.GroupDescription{Group: id, Err: err})
 		}
 	} else {
 		for _, id := range req.Groups {
 			if s.authorize(r, metadata.OpDescribe, metadata.ResourceGroup, id) {
-				descs = append(descs, s.groups.mgr.Describe([]string{id})...)
+				descs = append(descs, s.groups.Describe([]string{id})...)
 			} else {
 				descs = append(descs, group.GroupDescription{Group: id, Err: errGroupAuthz})
 			}

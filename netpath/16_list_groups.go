@@ -18,11 +18,11 @@ func init() { register(16, 0, 4, handleListGroups) }
 func handleListGroups(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.ListGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		resp.ErrorCode = errorCode(err)
 		return immediate(resp)
 	}
-	list, err := s.groups.mgr.List(req.StatesFilter)
+	list, err := s.groups.List(req.StatesFilter)
 	resp.ErrorCode = errorCode(err)
 	clusterOK := s.authorizeCluster(r, metadata.OpDescribe)
 	for _, l := range list {

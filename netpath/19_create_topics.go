@@ -132,9 +132,9 @@ func (s *Server) createTopic(r *request, req *kmsg.CreateTopicsRequest, rt kmsg.
 			return fail(errorCode(err), err.Error())
 		}
 		id = t.ID
-		if rerr := s.reconcile(); rerr != nil {
+		if rerr := s.cluster.Reconcile(); rerr != nil {
 			s.log.Warn("reconcile after create", "err", rerr)
-			if err := s.createRollback(t, rerr); err != nil {
+			if err := s.cluster.RollbackCreate(t, rerr); err != nil {
 				return fail(errorCode(err), err.Error())
 			}
 		}

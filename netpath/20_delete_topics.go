@@ -79,7 +79,7 @@ func handleDeleteTopics(s *Server, r *request) reply {
 				fail(errorCode(err), err.Error())
 				continue
 			}
-			if err := s.reconcile(); err != nil {
+			if err := s.cluster.Reconcile(); err != nil {
 				s.log.Warn("reconcile after delete", "err", err)
 			}
 			s.log.Info("deleted topic", "topic", name)

@@ -55,7 +55,7 @@ func handleAddPartitionsToTxn(s *Server, r *request) reply {
 		}
 		return &response{msg: resp}
 	}
-	if err := s.txns.stale(); err != nil {
+	if err := s.txns.Stale(); err != nil {
 		code := txnErrorCode(err, knowsFenced)
 		return reply{resolve: func(<-chan struct{}) *response {
 			return fill(func(txn.TopicPartition) int16 { return code })
@@ -76,7 +76,7 @@ func handleAddPartitionsToTxn(s *Server, r *request) reply {
 			}
 			continue
 		}
-		mt, newer, ok := s.lookupTopic(img, t.Topic)
+		mt, newer, ok := s.cluster.LookupTopic(img, t.Topic)
 		img = newer
 		for _, p := range t.Partitions {
 			tp := txn.TopicPartition{Topic: t.Topic, Partition: p}
@@ -99,7 +99,7 @@ func handleAddPartitionsToTxn(s *Server, r *request) reply {
 	areq := txn.AddPartitionsRequest{
 		TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Partitions: tps,
 	}
-	f := s.txns.mgr.AddPartitions(areq)
+	f := s.txns.AddPartitions(areq)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

@@ -26,7 +26,7 @@ func handleAddOffsetsToTxn(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	knowsFenced := req.Version >= 2
-	if err := s.txns.stale(); err != nil {
+	if err := s.txns.Stale(); err != nil {
 		resp.ErrorCode = txnErrorCode(err, knowsFenced)
 		return immediate(resp)
 	}
@@ -38,7 +38,7 @@ func handleAddOffsetsToTxn(s *Server, r *request) reply {
 		resp.ErrorCode = errorCode(errGroupAuthz)
 		return immediate(resp)
 	}
-	f := s.txns.mgr.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
+	f := s.txns.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		err, ok := waitFuture(f, done)
 		if !ok {

@@ -12,7 +12,7 @@ import (
 //   - Bridged to txn.Manager.EndTxn on the transactional id's coordinator:
 //     an Ongoing transaction moves to PrepareCommit/PrepareAbort, and the
 //     answer comes (in resolve) once that record is durable. The markers
-//     (txn_markers.go) and the Complete record follow in the background;
+//     (broker/txn_markers.go) and the Complete record follow in the background;
 //     until they are done the id answers CONCURRENT_TRANSACTIONS, which
 //     clients retry. Consumers reading read_committed see the outcome as
 //     each partition's marker lands.
@@ -38,7 +38,7 @@ func handleEndTxn(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	knowsFenced := req.Version >= 2
-	if err := s.txns.stale(); err != nil {
+	if err := s.txns.Stale(); err != nil {
 		resp.ErrorCode = txnErrorCode(err, knowsFenced)
 		return immediate(resp)
 	}
@@ -46,7 +46,7 @@ func handleEndTxn(s *Server, r *request) reply {
 		resp.ErrorCode = errorCode(errTxnIDAuthz)
 		return immediate(resp)
 	}
-	f := s.txns.mgr.EndTxn(txn.EndTxnRequest{
+	f := s.txns.EndTxn(txn.EndTxnRequest{
 		TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit,
 	})
 	return reply{resolve: func(done <-chan struct{}) *response {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -14,9 +15,9 @@ import (
 //
 // Behavior:
 //   - Broker to broker only: a transaction coordinator on another broker
-//     (txn_markers.go, client id "ringlog-txn-markers", plaintext
-//     listener) sends the commit/abort marker of a transaction to the
-//     leader of its partitions. Anything else gets
+//     (broker/txn_markers.go over netpath/peer, client id
+//     "ringlog-txn-markers", plaintext listener) sends the commit/abort
+//     marker of a transaction to the leader of its partitions. Anything else gets
 //     CLUSTER_AUTHORIZATION_FAILED on every partition (Kafka requires
 //     CLUSTER_ACTION, which is checked too when ACLs are on; the client id
 //     alone guards against misdirected requests, it authenticates nothing).
@@ -38,6 +39,10 @@ import (
 
 func init() { register(27, 0, 1, handleWriteTxnMarkers) }
 
+// writeMarkersTimeout bounds one marker write (append, flush, ISR); the
+// partition gets REQUEST_TIMED_OUT after it.
+const writeMarkersTimeout = 30 * time.Second
+
 func handleWriteTxnMarkers(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
@@ -56,7 +61,7 @@ func handleWriteTxnMarkers(s *Server, r *request) reply {
 		}
 		resp.Markers = append(resp.Markers, rm)
 	}
-	fromBroker := r.conn.l.tls == nil && r.hdr.clientID != nil && *r.hdr.clientID == markerClientID &&
+	fromBroker := r.conn.l.tls == nil && r.hdr.clientID != nil && *r.hdr.clientID == proto.MarkerClientID &&
 		s.authorizeCluster(r, metadata.OpClusterAction)
 	if !fromBroker {
 		for mi := range resp.Markers {
@@ -69,7 +74,7 @@ func handleWriteTxnMarkers(s *Server, r *request) reply {
 		return immediate(resp)
 	}
 	return reply{resolve: func(done <-chan struct{}) *response {
-		deadline := time.Now().Add(markerTimeout)
+		deadline := time.Now().Add(writeMarkersTimeout)
 		var wg sync.WaitGroup
 		for mi, m := range req.Markers {
 			mk := producerstate.Marker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, Commit: m.Committed, CoordinatorEpoch: m.CoordinatorEpoch}
@@ -79,7 +84,7 @@ func handleWriteTxnMarkers(s *Server, r *request) reply {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						if err := s.writeMarker(t.Topic, p, mk, deadline, done); err != nil {
+						if err := s.txns.WriteMarker(t.Topic, p, mk, deadline, done); err != nil {
 							rp.ErrorCode = replErrorCode(err)
 						}
 					}()

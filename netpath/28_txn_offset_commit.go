@@ -82,7 +82,7 @@ func handleTxnOffsetCommit(s *Server, r *request) reply {
 		}
 		return &response{msg: resp}
 	}
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		return reply{resolve: func(<-chan struct{}) *response { return fill(nil, err) }}
 	}
 	switch {
@@ -93,7 +93,7 @@ func handleTxnOffsetCommit(s *Server, r *request) reply {
 	case len(cr.Offsets) == 0:
 		return immediate(fill(nil, nil).msg)
 	}
-	f := s.groups.mgr.CommitTxnOffsets(cr)
+	f := s.groups.CommitTxnOffsets(cr)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

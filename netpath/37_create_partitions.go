@@ -60,7 +60,7 @@ func handleCreatePartitions(s *Server, r *request) reply {
 					fail(errorCode(err), err.Error())
 					break
 				}
-				if err := s.reconcile(); err != nil {
+				if err := s.cluster.Reconcile(); err != nil {
 					s.log.Warn("reconcile after create partitions", "err", err)
 				}
 				s.log.Info("added partitions", "topic", rt.Topic, "partitions", rt.Count)

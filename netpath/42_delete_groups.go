@@ -17,7 +17,7 @@ func init() { register(42, 0, 2, handleDeleteGroups) }
 func handleDeleteGroups(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		for _, id := range req.Groups {
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group, g.ErrorCode = id, errorCode(err)
@@ -35,7 +35,7 @@ func handleDeleteGroups(s *Server, r *request) reply {
 			resp.Groups = append(resp.Groups, g)
 		}
 	}
-	f := s.groups.mgr.DeleteGroups(allowed)
+	f := s.groups.DeleteGroups(allowed)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

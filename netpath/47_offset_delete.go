@@ -19,7 +19,7 @@ func init() { register(47, 0, 0, handleOffsetDelete) }
 func handleOffsetDelete(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
-	if err := s.groups.stale(); err != nil {
+	if err := s.groups.Stale(); err != nil {
 		resp.ErrorCode = errorCode(err)
 		return immediate(resp)
 	}
@@ -44,7 +44,7 @@ func handleOffsetDelete(s *Server, r *request) reply {
 			tps = append(tps, group.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 		}
 	}
-	f := s.groups.mgr.DeleteOffsets(req.Group, tps)
+	f := s.groups.DeleteOffsets(req.Group, tps)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		res, ok := waitFuture(f, done)
 		if !ok {

@@ -4,21 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/internal/ratelog"
+	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// This file connects the wire server to the cluster metadata: the engine
-// is reconciled with the controller's image, and handlers ask the image
-// (not the engine) which topics exist, who leads what, and which brokers
-// there are.
+// This file connects the handlers to the cluster metadata: they ask the
+// image (not the engine) which topics exist, who leads what, and which
+// brokers there are.
 //
 // Staleness: before answering from the image a handler calls Node.Fresh.
 // A broker whose image may be stale (fenced, not yet registered, or out of
@@ -29,13 +27,14 @@ import (
 //   - Produce, Fetch, ListOffsets: NOT_LEADER_OR_FOLLOWER per partition;
 //   - DescribeCluster: top-level LEADER_NOT_AVAILABLE.
 //
-// Partitions with more than one replica are replicated (replicas.go):
-// reconcile makes this broker their leader or follower per the image.
+// The broker package keeps the engine reconciled with the image (Cluster)
+// and drives replication; handlers reconcile after an admin write and
+// when the image is ahead of the broker's loop.
 
 // Endpoint listener names registered for each of our listener kinds.
 const (
-	endpointPlaintext = "PLAINTEXT"
-	endpointTLS       = "SSL"
+	endpointPlaintext = proto.EndpointPlaintext
+	endpointTLS       = proto.EndpointTLS
 )
 
 func endpointName(l *listener) string {
@@ -57,85 +56,6 @@ func (s *Server) Endpoints() []metadata.Endpoint {
 		out = append(out, metadata.Endpoint{Listener: endpointName(l), Host: host, Port: port})
 	}
 	return out
-}
-
-// reconcileLoop reconciles after every applied metadata entry. Changed is
-// taken before the image is read, so no change is missed.
-func (s *Server) reconcileLoop() {
-	// The loop runs after every metadata change, broker heartbeats
-	// included: a lasting cause such as a full disk is logged once a
-	// minute, not every time.
-	errLog := ratelog.New(s.log, slog.LevelError, "reconciling local logs with cluster metadata", time.Minute)
-	for {
-		ch := s.node.Changed()
-		if err := s.reconcile(); s.ctx.Err() == nil {
-			errLog.Report(err)
-		}
-		select {
-		case <-ch:
-		case <-s.ctx.Done():
-			return
-		}
-	}
-}
-
-// reconcile makes the engine hold exactly the partitions the image assigns
-// to this broker, with the image's topic ids and configs, and stamps each
-// hosted partition with its leader epoch. It is idempotent and cheap when
-// nothing changed. Only call it once the node is ready: an image that is
-// behind (before the node caught up after a restart) would delete logs of
-// topics it does not know yet.
-func (s *Server) reconcile() error {
-	s.recMu.Lock()
-	defer s.recMu.Unlock()
-	img := s.node.MetadataImage()
-	me := s.cfg.NodeID
-	keep := map[string]bool{}
-	seen := map[tpKey]bool{}
-	var errs []error
-	for _, t := range img.Topics() {
-		var hosted []int32
-		for i, p := range t.Partitions {
-			if slices.Contains(p.Replicas, me) {
-				hosted = append(hosted, int32(i))
-			}
-		}
-		if len(hosted) == 0 {
-			continue
-		}
-		keep[t.Name] = true
-		err := s.engine.SyncTopic(engine.TopicSpec{
-			Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Hosted: hosted, Configs: t.Configs,
-		})
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, i := range hosted {
-			part, err := s.engine.Partition(t.Name, i)
-			if err != nil {
-				continue
-			}
-			if s.repl != nil {
-				s.repl.syncPartition(t, i, t.Partitions[i], part, seen)
-			} else if e := t.Partitions[i].LeaderEpoch; part.LeaderEpoch() != e {
-				part.SetLeaderEpoch(e)
-			}
-		}
-	}
-	if s.repl != nil {
-		s.repl.forgetUnseen(seen)
-	}
-	for _, ti := range s.engine.Topics() {
-		if keep[ti.Name] {
-			continue
-		}
-		s.log.Info("deleting local logs no longer assigned here", "topic", ti.Name)
-		if err := s.engine.DeleteTopic(ti.Name); err != nil && !errors.Is(err, engine.ErrUnknownTopic) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // adminContext bounds a controller write by the request's timeout, or
@@ -219,7 +139,7 @@ func (s *Server) leaderPartition(img *metadata.Image, fresh error, topic string,
 	if err != nil {
 		// The image is ahead of the reconcile loop (a topic created a
 		// moment ago): catch up now rather than fail the request.
-		if rerr := s.reconcile(); rerr != nil {
+		if rerr := s.cluster.Reconcile(); rerr != nil {
 			s.log.Warn("reconcile", "err", rerr)
 		}
 		if part, err = s.engine.Partition(topic, idx); err != nil {
@@ -230,24 +150,6 @@ func (s *Server) leaderPartition(img *metadata.Image, fresh error, topic string,
 	}
 	c.part = part
 	return c
-}
-
-// lookupTopic finds topic in img, and when it is missing there asks the
-// controller for a read barrier (bounded) and looks again in the newer
-// image, which it returns: a topic created through another broker a moment
-// ago is then found rather than reported unknown.
-func (s *Server) lookupTopic(img *metadata.Image, name string) (metadata.Topic, *metadata.Image, bool) {
-	if t, ok := img.Topic(name); ok {
-		return t, img, true
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, min(2*time.Second, s.cfg.AdminTimeout))
-	defer cancel()
-	if err := s.node.Sync(ctx); err != nil {
-		return metadata.Topic{}, img, false
-	}
-	img = s.node.MetadataImage()
-	t, ok := img.Topic(name)
-	return t, img, ok
 }
 
 // topicByID finds a topic of the image by its id.
@@ -286,10 +188,10 @@ func (s *Server) autoCreate(topic string) (*metadata.Image, error) {
 	default:
 		return nil, err
 	}
-	if rerr := s.reconcile(); rerr != nil {
+	if rerr := s.cluster.Reconcile(); rerr != nil {
 		s.log.Warn("reconcile after auto-create", "err", rerr)
 		if err == nil {
-			if err := s.createRollback(t, rerr); err != nil {
+			if err := s.cluster.RollbackCreate(t, rerr); err != nil {
 				return nil, err
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -279,9 +280,9 @@ func parseRequestHeader(frame []byte) (requestHeader, []byte, error) {
 	if !headerIsFlexible(h.key, h.version) {
 		return h, rest, nil
 	}
-	rest, err := skipTaggedFields(rest)
+	rest, err := proto.SkipTags(rest)
 	if err != nil {
-		return h, nil, err
+		return h, nil, fmt.Errorf("%w: %w", errFrame, err)
 	}
 	return h, rest, nil
 }
@@ -298,33 +299,6 @@ func headerIsFlexible(key, version int16) bool {
 	}
 	req.SetVersion(version)
 	return req.IsFlexible()
-}
-
-// skipTaggedFields skips a tagged-field section without allocating, bounded
-// by the bytes that remain (a count claiming millions of fields fails fast).
-func skipTaggedFields(b []byte) ([]byte, error) {
-	count, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, fmt.Errorf("%w: bad tagged field count", errFrame)
-	}
-	b = b[n:]
-	// Each field needs at least two bytes (tag and size).
-	if count > uint64(len(b))/2 {
-		return nil, fmt.Errorf("%w: tagged field count %d exceeds frame", errFrame, count)
-	}
-	for i := uint64(0); i < count; i++ {
-		_, n := binary.Uvarint(b)
-		if n <= 0 {
-			return nil, fmt.Errorf("%w: bad tag", errFrame)
-		}
-		b = b[n:]
-		size, n := binary.Uvarint(b)
-		if n <= 0 || size > uint64(len(b)-n) {
-			return nil, fmt.Errorf("%w: bad tagged field size", errFrame)
-		}
-		b = b[n+int(size):]
-	}
-	return b, nil
 }
 
 func (c *conn) writeLoop() {

@@ -11,6 +11,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -23,8 +24,8 @@ var (
 )
 
 // errorCode maps an internal error to the Kafka error code a client sees.
-// It is the only place where engine and coordinator (and later
-// replication) errors become protocol codes.
+// This file is the only place where the errors of the engine, the
+// coordinators and replication (replErrorCode) become protocol codes.
 func errorCode(err error) int16 {
 	if err == nil {
 		return 0
@@ -244,4 +245,32 @@ func producerErrorCode(err error) int16 {
 		return kerr.CorruptMessage.Code
 	}
 	return 0
+}
+
+// replErrorCode maps replication's errors to Kafka codes, then the rest
+// through errorCode.
+func replErrorCode(err error) int16 {
+	pairs := []struct {
+		err  error
+		code int16
+	}{
+		{replication.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
+		{replication.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend.Code},
+		{replication.ErrInvalidRequiredAcks, kerr.InvalidRequiredAcks.Code},
+		{replication.ErrRequestTimedOut, kerr.RequestTimedOut.Code},
+		{replication.ErrClosed, kerr.RequestTimedOut.Code},
+		{replication.ErrNotLeaderOrFollower, kerr.NotLeaderForPartition.Code},
+		{replication.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
+		{replication.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+		{replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
+		{replication.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition.Code},
+		{replication.ErrStorage, kerr.KafkaStorageError.Code},
+		{replication.ErrOffsetNotAvailable, kerr.OffsetNotAvailable.Code},
+	}
+	for _, p := range pairs {
+		if errors.Is(err, p.err) {
+			return p.code
+		}
+	}
+	return errorCode(err)
 }

@@ -2,8 +2,6 @@ package netpath
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -12,31 +10,53 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/brokertest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// testCluster is a one-broker netpath.Cluster: the engine hosts every
+// partition of every topic in the image (the broker package's reconcile,
+// without replication or deletes).
+type testCluster struct {
+	eng  *engine.Engine
+	node *coordinator.Node
+}
+
+func (c *testCluster) Reconcile() error {
+	for _, t := range c.node.MetadataImage().Topics() {
+		hosted := make([]int32, len(t.Partitions))
+		for i := range hosted {
+			hosted[i] = int32(i)
+		}
+		if err := c.eng.SyncTopic(engine.TopicSpec{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Hosted: hosted, Configs: t.Configs}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *testCluster) RollbackCreate(metadata.Topic, error) error { return nil }
+
+func (c *testCluster) LookupTopic(img *metadata.Image, name string) (metadata.Topic, *metadata.Image, bool) {
+	t, ok := img.Topic(name)
+	return t, img, ok
+}
+
 // singleNodeServer starts a one-node cluster in process: engine (sync
 // write path, no fsync), controller node on its in-memory raft, and the
-// wire server, with topic created (one partition, RF=1).
+// wire server over a one-broker Cluster, with topic created (one partition, RF=1).
 func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ecfg := engine.DefaultConfig()
-	ecfg.Dir = t.TempDir()
-	ecfg.IOMode = "sync"
-	ecfg.Fsync = engine.FsyncNever
-	ecfg.Logger = logger
-	eng, err := engine.Open(ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
+	logger := brokertest.Logger()
+	eng := brokertest.Engine(t, logger)
 	ncfg := DefaultConfig()
 	ncfg.NodeID = 1
 	ncfg.Logger = logger
-	srv, err := New(ncfg, eng)
+	cl := &testCluster{eng: eng}
+	srv, err := New(ncfg, Deps{Engine: eng, Cluster: cl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,31 +64,17 @@ func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	if _, err := srv.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	ccfg := coordinator.DefaultConfig()
-	ccfg.NodeID = 1
-	ccfg.DataDir = t.TempDir()
-	ccfg.Endpoints = srv.Endpoints()
-	ccfg.Logger = logger
-	node, err := coordinator.New(ccfg)
-	if err != nil {
+	node := brokertest.Node(t, srv.Endpoints(), logger)
+	cl.node = node
+	if err := srv.Start(node, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := node.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	if err := node.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(node); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: topic, Partitions: 1, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.reconcile(); err != nil {
+	if err := cl.Reconcile(); err != nil {
 		t.Fatal(err)
 	}
 	part, err := eng.Partition(topic, 0)

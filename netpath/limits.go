@@ -139,3 +139,25 @@ func (s *Server) admit(remote net.Addr) (func(), error) {
 		s.mu.Unlock()
 	}, nil
 }
+
+// Bounds on how long a request may be parked, whatever it asks for.
+const (
+	// defaultProduceWait stands in for a produce timeout_ms <= 0 (the
+	// Java client's request.timeout.ms default).
+	defaultProduceWait = 30 * time.Second
+	// maxRequestWait caps produce timeout_ms and fetch max_wait_ms: no
+	// client waits longer for an answer (their request timeouts are
+	// 30-60 s), so a larger value would only hold broker resources.
+	maxRequestWait = 2 * time.Minute
+)
+
+// requestDeadline is when a request that arrived at arrived and asks to
+// wait up to ms milliseconds must be answered: ms <= 0 waits ifZero, and
+// no request waits more than maxRequestWait.
+func requestDeadline(arrived time.Time, ms int32, ifZero time.Duration) time.Time {
+	d := time.Duration(ms) * time.Millisecond
+	if d <= 0 {
+		d = ifZero
+	}
+	return arrived.Add(min(d, maxRequestWait))
+}

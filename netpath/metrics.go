@@ -8,9 +8,10 @@ import (
 // Metrics are read from the same atomic counters /healthz uses, at scrape
 // time (a prometheus.Collector of const metrics), so the request path pays
 // nothing extra for them. The request latency histograms and the counters
-// that only exist for /metrics are in request_metrics.go, storage
-// (fsync, io_uring) in storage_metrics.go, replication in
-// replication_metrics.go; docs/OBSERVABILITY.md lists every series.
+// that only exist for /metrics are in request_metrics.go. Storage (fsync,
+// io_uring) and replication series are the broker package's
+// (broker/storage_metrics.go, broker/replication_metrics.go);
+// docs/OBSERVABILITY.md lists every series.
 
 var (
 	descListenerInfo = prometheus.NewDesc("ringlog_listener_info",
@@ -42,12 +43,6 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descListenerInfo, descFetchBytes, descConnections, descBytesIn, descBytesOut, descRequests, descRejected, descTLSErrors} {
 		ch <- d
 	}
-	for _, d := range storageDescs {
-		ch <- d
-	}
-	for _, d := range replicationDescs {
-		ch <- d
-	}
 	c.s.metrics.describe(ch)
 }
 
@@ -76,6 +71,4 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRejected, s.stats.rejectedFrames.Load())
 	counter(descTLSErrors, s.stats.tlsHandshakeErrors.Load())
 	s.metrics.collect(s, ch)
-	s.collectStorage(ch)
-	s.collectReplication(ch)
 }

@@ -37,8 +37,6 @@ type serverMetrics struct {
 	// produce and fetch writers must not share a cache line.
 	resolving [maxAPIKey + 1]paddedInt64
 
-	isrShrinks, isrExpands atomic.Uint64
-
 	topicMu sync.Mutex // serializes topic map copies
 	topics  atomic.Pointer[map[string]*topicCounters]
 }
@@ -303,38 +301,6 @@ func (m *serverMetrics) responded(s *Server, p *pendingReply, resp *response) {
 	}
 }
 
-// countISRChange counts a committed ISR change of a partition this broker
-// leads: any member removed is a shrink, any added an expand.
-func (m *serverMetrics) countISRChange(before, after []int32) {
-	if containsAll(after, before) {
-		if !containsAll(before, after) {
-			m.isrExpands.Add(1)
-		}
-		return
-	}
-	m.isrShrinks.Add(1)
-	if !containsAll(before, after) {
-		m.isrExpands.Add(1)
-	}
-}
-
-// containsAll reports whether every id of sub is in set.
-func containsAll(set, sub []int32) bool {
-	for _, id := range sub {
-		found := false
-		for _, x := range set {
-			if x == id {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
 var (
 	descRejectedRequests = prometheus.NewDesc("ringlog_rejected_requests_total",
 		"Request frames refused, closing their connection, by reason (frame_size, unknown_api, unsupported_version, malformed, tls_handshake, unauthenticated).",
@@ -397,8 +363,11 @@ func (m *serverMetrics) collect(s *Server, ch chan<- prometheus.Metric) {
 	gauge(descPurgatory, float64(m.resolving[0].Load()), "produce")
 	gauge(descPurgatory, float64(m.resolving[1].Load()), "fetch")
 	gauge(descPurgatory, float64(m.resolving[11].Load()), "join_group")
-	if s.repl != nil {
-		gauge(descPurgatory, float64(s.repl.purg.Len()), "replication")
+	s.mu.Lock()
+	repl := s.repl
+	s.mu.Unlock()
+	if repl != nil {
+		gauge(descPurgatory, float64(repl.Waiting()), "replication")
 	}
 	hosted := func(name string) bool {
 		if s.engine == nil {

@@ -27,17 +27,6 @@ func TestBatchRecordCount(t *testing.T) {
 	}
 }
 
-func TestCountISRChange(t *testing.T) {
-	var m serverMetrics
-	m.countISRChange([]int32{1, 2, 3}, []int32{1, 2, 3}) // unchanged
-	m.countISRChange([]int32{1, 2, 3}, []int32{1, 3})    // shrink
-	m.countISRChange([]int32{1, 3}, []int32{3, 1, 2})    // expand
-	m.countISRChange([]int32{1, 2}, []int32{1, 3})       // both
-	if s, e := m.isrShrinks.Load(), m.isrExpands.Load(); s != 2 || e != 2 {
-		t.Fatalf("shrinks %d expands %d, want 2 and 2", s, e)
-	}
-}
-
 func TestErrorSlot(t *testing.T) {
 	for code, want := range map[int16]int{-1: 0, 0: 1, 6: 7, maxErrorCode: maxErrorCode + 1, 500: maxErrorCode + 1, -5: maxErrorCode + 1} {
 		if got := errorSlot(code); got != want {

@@ -53,7 +53,7 @@ func tcpPair(t *testing.T) (server, client *net.TCPConn) {
 // exits.
 func startWriter(t *testing.T, path string, nc net.Conn, fr *osRange, head []byte) (*Server, *conn, chan struct{}) {
 	t.Helper()
-	s, err := New(DefaultConfig(), nil)
+	s, err := New(DefaultConfig(), Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,18 @@
-// Package netpath is ringlog's Kafka wire server: framing, request headers,
-// one handler per API (files named NN_api.go by API key), response ordering
-// per connection, and the fetch path that sends segment bytes straight from
-// files to sockets.
+// Package netpath is ringlog's Kafka wire server: listeners, framing and
+// request headers, connection and memory limits, SASL authentication and
+// ACL checks, one handler per API (files named NN_api.go by API key),
+// response ordering per connection, and the fetch path that sends segment
+// bytes straight from files to sockets.
 //
-// Only this package (and client-side tools) speaks kmsg. Handlers translate
-// requests into engine calls on offsets and raw batch bytes, and map engine
-// errors to Kafka codes in errors.go.
+// It builds none of the broker's subsystems: the broker package hands it
+// the engine, the metadata node, replication, the group and transaction
+// coordinators and the producer-id allocator through the narrow
+// interfaces of deps.go. Handlers translate requests into calls on those
+// (offsets, epochs, raw batch bytes) and map the errors they return to
+// Kafka codes in errors.go, the one place that happens.
+//
+// Only this package, its sub-packages (peer: the inter-broker client) and
+// client-side tools speak kmsg.
 package netpath
 
 import (
@@ -14,16 +21,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 )
 
@@ -78,27 +81,6 @@ type Config struct {
 	// connections (queued.max.request.bytes); a reader blocks until there
 	// is room, which pushes back on the client through TCP.
 	QueuedMaxRequestBytes int64
-	// Groups configures the consumer group coordinator (groups.go).
-	Groups group.Config
-	// OffsetsReplicationFactor is the replication factor of
-	// __consumer_offsets when it is created; <= 0 means min(3, live
-	// brokers) (offsets.topic.replication.factor).
-	OffsetsReplicationFactor int16
-	// OffsetsTopicSegmentBytes is segment.bytes of __consumer_offsets
-	// when it is created (offsets.topic.segment.bytes, 100 MiB): only
-	// sealed segments are compacted.
-	OffsetsTopicSegmentBytes int64
-	// Transactions configures the transaction coordinator (txn.go). Its
-	// OffsetsTopicPartitions is taken from Groups by New.
-	Transactions txn.Config
-	// TransactionStateReplicationFactor is the replication factor of
-	// __transaction_state when it is created; <= 0 means min(3, live
-	// brokers) (transaction.state.log.replication.factor).
-	TransactionStateReplicationFactor int16
-	// TransactionStateSegmentBytes is segment.bytes of
-	// __transaction_state when it is created
-	// (transaction.state.log.segment.bytes, 100 MiB).
-	TransactionStateSegmentBytes int64
 	// Security configures SASL and ACLs (auth.go).
 	Security SecurityConfig
 	Logger   *slog.Logger
@@ -124,12 +106,7 @@ func DefaultConfig() Config {
 
 		TLSHandshakeTimeout: 10 * time.Second,
 
-		Groups:       group.DefaultConfig(),
-		Transactions: txn.DefaultConfig(),
-		Security:     DefaultSecurityConfig(),
-
-		OffsetsTopicSegmentBytes:     104857600,
-		TransactionStateSegmentBytes: 104857600,
+		Security: DefaultSecurityConfig(),
 	}
 }
 
@@ -160,24 +137,11 @@ func (c Config) Validate() error {
 	if c.DefaultReplicationFactor < 1 {
 		return fmt.Errorf("default replication factor %d must be >= 1", c.DefaultReplicationFactor)
 	}
-	// segment.bytes' range (engine.ParseTopicConfig).
-	if c.OffsetsTopicSegmentBytes < 14 || c.OffsetsTopicSegmentBytes > math.MaxInt32 {
-		return fmt.Errorf("offsets topic segment bytes %d must be in [14, %d]", c.OffsetsTopicSegmentBytes, math.MaxInt32)
-	}
-	if c.TransactionStateSegmentBytes < 14 || c.TransactionStateSegmentBytes > math.MaxInt32 {
-		return fmt.Errorf("transaction state segment bytes %d must be in [14, %d]", c.TransactionStateSegmentBytes, math.MaxInt32)
-	}
 	if c.AdminTimeout <= 0 {
 		return fmt.Errorf("admin timeout %v must be > 0", c.AdminTimeout)
 	}
 	if c.TLSHandshakeTimeout <= 0 {
 		return fmt.Errorf("tls handshake timeout %v must be > 0", c.TLSHandshakeTimeout)
-	}
-	if err := c.Groups.Validate(); err != nil {
-		return err
-	}
-	if err := c.Transactions.Validate(); err != nil {
-		return err
 	}
 	if c.QueuedMaxRequestBytes < int64(c.MaxRequestBytes) {
 		return fmt.Errorf("queued max request bytes %d must be at least the max request size %d", c.QueuedMaxRequestBytes, c.MaxRequestBytes)
@@ -214,19 +178,17 @@ type Server struct {
 	engine *engine.Engine
 	// node is the cluster metadata (set by Start): topics, leaders and
 	// brokers come from its image; admin writes go through it.
-	node *coordinator.Node
-	// recMu serializes reconcile (engine <- image).
-	recMu sync.Mutex
-	// groups is the consumer group coordinator and its offsets topic.
-	groups *groupBridge
-	// txns is the transaction coordinator, its __transaction_state topic
-	// and the transaction marker writer.
-	txns *txnBridge
-	// pids hands out producer ids from controller-allocated blocks.
-	pids *producerIDs
-	// repl drives partition replication (replicas.go); nil until
-	// EnableReplication.
-	repl *replicaManager
+	node Metadata
+	// cluster reconciles the engine with the image (Deps).
+	cluster Cluster
+	// groups, txns and pids are the coordinators and the producer-id
+	// allocator (Deps).
+	groups Groups
+	txns   Transactions
+	pids   ProducerIDs
+	// repl is partition replication (set by Start); nil when off. The
+	// metrics collector reads it under mu.
+	repl Replicas
 	// metrics holds the request-path instruments behind /metrics
 	// (request_metrics.go); its zero value is ready.
 	metrics serverMetrics
@@ -286,10 +248,8 @@ type listener struct {
 	copiedBytes   atomic.Uint64
 }
 
-// New creates a server over an open engine.
-func New(cfg Config, eng *engine.Engine) (*Server, error) {
-	// AddOffsetsToTxn must name the partition the group coordinator uses.
-	cfg.Transactions.OffsetsTopicPartitions = cfg.Groups.OffsetsTopicPartitions
+// New creates a server over its collaborators.
+func New(cfg Config, deps Deps) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -300,22 +260,18 @@ func New(cfg Config, eng *engine.Engine) (*Server, error) {
 	s := &Server{
 		cfg:    cfg,
 		log:    cfg.Logger,
-		engine: eng,
+		engine: deps.Engine,
+
+		cluster: deps.Cluster,
+		groups:  deps.Groups,
+		txns:    deps.Transactions,
+		pids:    deps.ProducerIDs,
+
 		ctx:    ctx,
 		cancel: cancel,
 		conns:  make(map[*conn]struct{}),
 		perIP:  make(map[string]int),
 		budget: newByteBudget(cfg.QueuedMaxRequestBytes),
-	}
-	var err error
-	s.pids = newProducerIDs(s)
-	if s.groups, err = newGroupBridge(s); err != nil {
-		cancel()
-		return nil, err
-	}
-	if s.txns, err = newTxnBridge(s); err != nil {
-		cancel()
-		return nil, err
 	}
 	return s, nil
 }
@@ -373,29 +329,15 @@ func (s *Server) accept(l *listener) {
 	}()
 }
 
-// Start attaches the cluster metadata node, brings the engine in line
-// with its image (call it once node.WaitReady has returned, so the image
-// is caught up), keeps reconciling on every metadata change, and starts
-// accepting on every listener bound so far.
-func (s *Server) Start(node *coordinator.Node) error {
-	s.node = node
-	if err := s.reconcile(); err != nil {
-		return err
-	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.reconcileLoop()
-	}()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.watchOffline()
-	}()
-	s.groups.start()
-	s.txns.start()
+// Start attaches the cluster metadata and replication (nil: off), which
+// exist only once the broker has joined the cluster, and starts accepting
+// on every listener bound so far.
+func (s *Server) Start(node Metadata, repl Replicas) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Set under mu for the metrics collector; handlers run on connection
+	// goroutines started below, after these writes.
+	s.node, s.repl = node, repl
 	s.started = true
 	for _, l := range s.listeners {
 		s.accept(l)

@@ -6,12 +6,15 @@
 //
 // # Seams
 //
-// No Kafka protocol types: netpath implements FetchClient and serves
-// follower fetches through LeaderState.OnFollowerFetch; the engine
-// implements Log (and owns an epochcache.Cache per partition); the
-// coordinator adapter implements Controller. Time is always passed in
-// (now arguments, or Clock for the goroutines), so every rule is testable
-// without sockets or sleeps.
+// No Kafka protocol types: netpath/peer implements FetchClient (Kafka
+// Fetch to the leader); the broker package drives the state machines
+// (broker/replicas.go: a LeaderState per led partition, whose
+// OnFollowerFetch takes the follower fetches netpath's Fetch handler
+// hands it, and Fetchers for followed ones) and adapts an engine
+// partition to Log (the engine owns an epochcache.Cache per partition);
+// coordinator.ReplicationController implements Controller. Time is
+// always passed in (now arguments, or Clock for the goroutines), so every
+// rule is testable without sockets or sleeps.
 //
 // # Rules (Kafka's, with the KIPs that fixed them)
 //

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// FetchClient sends replica fetches. netpath implements it with Kafka
+// FetchClient sends replica fetches. netpath/peer implements it with Kafka
 // Fetch requests (replica id set, v12+ so LastFetchedEpoch and
 // DivergingEpoch travel) and translates partition error codes into this
 // package's errors. Fetch may block up to req.MaxWait plus network time.

@@ -8,7 +8,7 @@ import (
 )
 
 // FetchRequest is one replica fetch to one leader, covering every
-// partition this broker follows there. netpath's FetchClient encodes it as
+// partition this broker follows there. netpath/peer's FetchClient encodes it as
 // a Kafka Fetch (v12+ for LastFetchedEpoch, replica id = ReplicaID).
 type FetchRequest struct {
 	ReplicaID  int32

@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/replication"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // This file is what a coordinator backed by an internal topic needs from
@@ -48,7 +47,7 @@ import (
 
 // coordLog is one coordinator's internal topic on this broker.
 type coordLog struct {
-	s     *Server
+	s     *wireServer
 	topic string
 	// what names the coordinator's state in log lines ("consumer groups").
 	what string
@@ -123,7 +122,7 @@ func (c *coordLog) syncOwnership() {
 	want := map[int32]int32{}
 	if t, ok := img.Topic(c.topic); ok {
 		for i, p := range t.Partitions {
-			if p.Leader == c.s.cfg.NodeID {
+			if p.Leader == c.s.nodeID {
 				want[int32(i)] = p.LeaderEpoch
 			}
 		}
@@ -191,7 +190,7 @@ func (c *coordLog) loadPartition(p, epoch int32) (int, error) {
 	replicated := c.s.repl != nil && ok && len(info.Replicas) > 1
 	deadline := time.Now().Add(10 * time.Second)
 	ready := func() (bool, error) {
-		if info, ok := c.s.node.MetadataImage().Partition(c.topic, p); !ok || info.Leader != c.s.cfg.NodeID || info.LeaderEpoch != epoch {
+		if info, ok := c.s.node.MetadataImage().Partition(c.topic, p); !ok || info.Leader != c.s.nodeID || info.LeaderEpoch != epoch {
 			return false, fmt.Errorf("%w: %s-%d: leadership moved during the load", c.notCoord, c.topic, p)
 		}
 		if !replicated {
@@ -245,7 +244,7 @@ func (c *coordLog) loadPartition(p, epoch int32) (int, error) {
 // coordinator to map (COORDINATOR_NOT_AVAILABLE in both).
 func (c *coordLog) append(p int32, batch []byte) group.Waiter {
 	fail := func(err error) group.Waiter { return group.WaiterFunc(func() error { return err }) }
-	if info, ok := c.s.node.MetadataImage().Partition(c.topic, p); !ok || info.Leader != c.s.cfg.NodeID {
+	if info, ok := c.s.node.MetadataImage().Partition(c.topic, p); !ok || info.Leader != c.s.nodeID {
 		return fail(fmt.Errorf("%w: %s-%d is led elsewhere", c.notCoord, c.topic, p))
 	}
 	part, err := c.s.engine.Partition(c.topic, p)
@@ -259,7 +258,7 @@ func (c *coordLog) append(p int32, batch []byte) group.Waiter {
 			return fail(fmt.Errorf("%w: %s-%d: not leading it in replication yet", c.notCoord, c.topic, p))
 		}
 		var err error
-		if epoch, err = lp.checkProduce(-1); err != nil {
+		if epoch, err = lp.CheckProduce(-1); err != nil {
 			return fail(c.persistErr(err))
 		}
 	}
@@ -311,39 +310,33 @@ func (c *coordLog) stale() error {
 	return nil
 }
 
-// coordinatorFor finds the broker coordinating key: the leader of its
+// coordinator finds the broker coordinating key: the leader of its
 // partition (partitionFor(key, partition count)), creating the topic on
-// first use. It returns the broker's endpoint for listener l, or an error
-// code.
-func (c *coordLog) coordinatorFor(ctx context.Context, l *listener, key string, partitionFor func(string, int) int32) (brokerEndpoint, int16, error) {
+// first use. When that is this broker it waits (briefly) for the
+// partition's load, so that the client's first request finds it loaded.
+func (c *coordLog) coordinator(ctx context.Context, key string, partitionFor func(string, int) int32) (int32, error) {
 	if err := c.s.node.Fresh(); err != nil {
-		return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, err
+		return -1, err
 	}
-	img := c.s.node.MetadataImage()
-	t, img, ok := c.s.lookupTopic(img, c.topic)
+	t, ok := c.s.lookupTopic(c.s.node.MetadataImage(), c.topic)
 	if !ok {
-		var err error
-		if img, err = c.createTopic(ctx); err != nil {
-			return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, err
+		img, err := c.createTopic(ctx)
+		if err != nil {
+			return -1, err
 		}
 		if t, ok = img.Topic(c.topic); !ok {
-			return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("%s not in metadata yet", c.topic)
+			return -1, fmt.Errorf("%s not in metadata yet", c.topic)
 		}
 	}
 	p := partitionFor(key, len(t.Partitions))
 	leader := t.Partitions[p].Leader
 	if leader == metadata.NoLeader {
-		return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("%s-%d has no leader", c.topic, p)
+		return -1, fmt.Errorf("%s-%d has no leader", c.topic, p)
 	}
-	if leader == c.s.cfg.NodeID {
+	if leader == c.s.nodeID {
 		c.awaitLoad(ctx, p, t.Partitions[p].LeaderEpoch)
 	}
-	for _, be := range c.s.liveBrokers(img, l) {
-		if be.id == leader {
-			return be, 0, nil
-		}
-	}
-	return brokerEndpoint{}, kerr.CoordinatorNotAvailable.Code, fmt.Errorf("coordinator broker %d is not available", leader)
+	return leader, nil
 }
 
 // coordLoadWait bounds how long FindCoordinator waits for this broker to

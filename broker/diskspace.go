@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"errors"
@@ -19,21 +19,22 @@ import (
 //
 // Creation can still fail after the controller registered the topic (the
 // disk filled up since the check, or another process filled it): then
-// createRollback deletes the topic again through the controller and the
+// RollbackCreate deletes the topic again through the controller and the
 // client gets KAFKA_STORAGE_ERROR with the cause, so nothing is left
 // half-registered.
 
-// createRollback checks that this broker holds every partition of t that
+// RollbackCreate checks that this broker holds every partition of t that
 // the image assigns to it; if one is missing (reconcile could not create
 // it) the topic is deleted again through the controller and an error
 // wrapping engine.ErrStorage is returned. recErr is reconcile's error.
-func (s *Server) createRollback(t metadata.Topic, recErr error) error {
+// The CreateTopics handler and auto-creation call it (netpath.Cluster).
+func (s *wireServer) RollbackCreate(t metadata.Topic, recErr error) error {
 	if recErr == nil {
 		return nil
 	}
 	missing := -1
 	for i, p := range t.Partitions {
-		if !slices.Contains(p.Replicas, s.cfg.NodeID) {
+		if !slices.Contains(p.Replicas, s.nodeID) {
 			continue
 		}
 		if _, err := s.engine.Partition(t.Name, int32(i)); err != nil {
@@ -45,7 +46,7 @@ func (s *Server) createRollback(t metadata.Topic, recErr error) error {
 		return nil
 	}
 	cause := fmt.Errorf("%w: creating the log of %s-%d: %v", engine.ErrStorage, t.Name, missing, recErr)
-	ctx, cancel := s.adminContext(0)
+	ctx, cancel := s.adminContext()
 	defer cancel()
 	if err := s.node.DeleteTopic(ctx, t.Name); err != nil && !errors.Is(err, metadata.ErrUnknownTopic) {
 		s.log.Error("rolling back a topic whose logs could not be created", "topic", t.Name, "err", err, "cause", recErr)

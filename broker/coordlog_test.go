@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"testing"

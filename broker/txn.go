@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"context"
@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/coordinator/txn"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // This file bridges the transaction coordinator (coordinator/txn) to the
@@ -22,7 +20,7 @@ import (
 //     their leader and unloaded when it stops being it;
 //   - the Persister appends the coordinator's records there, acknowledged
 //     once the ISR holds them;
-//   - producer ids come from the controller's blocks (s.pids);
+//   - producer ids come from the controller's blocks (producer_ids.go);
 //   - the MarkerWriter (txn_markers.go) writes the commit/abort markers to
 //     the transaction's partitions: locally when this broker leads one,
 //     otherwise with WriteTxnMarkers to its leader.
@@ -31,6 +29,9 @@ import (
 // (txn.PartitionFor); requests routed elsewhere get NOT_COORDINATOR from
 // the Manager, and a broker whose metadata may be stale answers
 // NOT_COORDINATOR to every transactional request.
+//
+// txnBridge is netpath.Transactions: the Manager's request methods are
+// promoted from the embedded *txn.Manager.
 
 // txnStateTimeout bounds the wait for the ISR on a __transaction_state
 // append; past it the request fails with COORDINATOR_NOT_AVAILABLE.
@@ -42,27 +43,27 @@ const txnTickInterval = 500 * time.Millisecond
 
 // txnBridge owns the transaction Manager and __transaction_state.
 type txnBridge struct {
-	s       *Server
-	mgr     *txn.Manager
+	*txn.Manager
+	s       *wireServer
 	log     *coordLog
 	markers *markerWriter
 }
 
-func newTxnBridge(s *Server) (*txnBridge, error) {
+func newTxnBridge(s *wireServer) (*txnBridge, error) {
 	b := &txnBridge{s: s}
 	b.markers = newMarkerWriter(s, b)
 	b.log = &coordLog{
 		s: s, topic: txn.TransactionTopic, what: "transactions",
 		partitions: s.cfg.Transactions.TransactionLogPartitions, rf: s.cfg.TransactionStateReplicationFactor, segmentBytes: s.cfg.TransactionStateSegmentBytes,
 		notCoord: txn.ErrNotCoordinator, commitTimeout: txnStateTimeout,
-		begin:  func(p int32) { b.mgr.BeginLoad(p) },
-		unload: func(p int32) { b.mgr.Unload(p) },
+		begin:  func(p int32) { b.Manager.BeginLoad(p) },
+		unload: func(p int32) { b.Manager.Unload(p) },
 		load: func(p, epoch int32, recs iter.Seq2[group.KV, error]) (int, error) {
 			snap, err := txn.Load(recs)
 			if err != nil {
 				return 0, err
 			}
-			b.mgr.FinishLoad(p, epoch, snap)
+			b.Manager.FinishLoad(p, epoch, snap)
 			return len(snap.Txns), nil
 		},
 	}
@@ -70,7 +71,7 @@ func newTxnBridge(s *Server) (*txnBridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.mgr = mgr
+	b.Manager = mgr
 	return b, nil
 }
 
@@ -80,7 +81,7 @@ func (b *txnBridge) start() {
 	b.s.wg.Add(1)
 	go func() {
 		defer b.s.wg.Done()
-		b.mgr.Run(b.s.ctx, txnTickInterval)
+		b.Run(b.s.ctx, txnTickInterval)
 	}()
 	b.log.start()
 }
@@ -93,48 +94,12 @@ func (b *txnBridge) Append(p int32, kvs []txn.KV) txn.Waiter {
 	return b.log.append(p, encodeBatch(kvs, time.Now().UnixMilli()))
 }
 
-// coordinatorFor finds the broker coordinating transactionalID (see
-// coordLog.coordinatorFor).
-func (b *txnBridge) coordinatorFor(ctx context.Context, l *listener, transactionalID string) (brokerEndpoint, int16, error) {
-	return b.log.coordinatorFor(ctx, l, transactionalID, txn.PartitionFor)
+// Coordinator returns the broker coordinating transactionalID (see
+// coordLog.coordinator).
+func (b *txnBridge) Coordinator(ctx context.Context, transactionalID string) (int32, error) {
+	return b.log.coordinator(ctx, transactionalID, txn.PartitionFor)
 }
 
-// stale returns the error every transactional request gets while this
+// Stale returns the error every transactional request gets while this
 // broker's metadata may be stale.
-func (b *txnBridge) stale() error { return b.log.stale() }
-
-// initTransactionalProducer answers InitProducerId for a transactional id:
-// the coordinator bumps the id's epoch (fencing older producers), aborting
-// an open transaction first (CONCURRENT_TRANSACTIONS until that is done).
-func (s *Server) initTransactionalProducer(r *request, req *kmsg.InitProducerIDRequest, resp *kmsg.InitProducerIDResponse) reply {
-	fill := func(res txn.InitProducerIDResult) *response {
-		resp.ErrorCode = txnErrorCode(res.Err, req.Version >= 4)
-		if resp.ErrorCode == 0 {
-			resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.ProducerEpoch
-		}
-		return &response{msg: resp}
-	}
-	if err := s.txns.stale(); err != nil {
-		return reply{resolve: func(<-chan struct{}) *response { return fill(txn.InitProducerIDResult{Err: err}) }}
-	}
-	if !s.authorize(r, metadata.OpWrite, metadata.ResourceTransactionalID, *req.TransactionalID) {
-		return immediate(fill(txn.InitProducerIDResult{Err: errTxnIDAuthz}).msg)
-	}
-	ir := txn.InitProducerIDRequest{
-		TransactionalID:    req.TransactionalID,
-		TransactionTimeout: time.Duration(req.TransactionTimeoutMillis) * time.Millisecond,
-		ProducerID:         -1,
-		ProducerEpoch:      -1,
-	}
-	if req.Version >= 3 {
-		ir.ProducerID, ir.ProducerEpoch = req.ProducerID, req.ProducerEpoch
-	}
-	f := s.txns.mgr.InitProducerID(ir)
-	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
-		if !ok {
-			return nil
-		}
-		return fill(res)
-	}}
-}
+func (b *txnBridge) Stale() error { return b.log.stale() }

@@ -1,11 +1,10 @@
-package netpath
+package broker
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"iter"
-	"net"
 	"sync"
 	"time"
 
@@ -29,13 +28,16 @@ import (
 // Transactional offset commits (TxnOffsetCommit) are appended as
 // transactional batches of the producer (AppendTxn); the loader sees their
 // producer and the transaction markers WriteTxnMarkers appends to the
-// partition, and 27_write_txn_markers.go tells the Manager about each
-// marker once it is durable (CompleteTxn).
+// partition, and writeMarker (txn_markers.go) tells the Manager about
+// each marker once it is durable (CompleteTxn).
+//
+// groupBridge is netpath.Groups: the Manager's request methods are
+// promoted from the embedded *group.Manager.
 
 // groupBridge owns the Manager and the offsets topic.
 type groupBridge struct {
-	s   *Server
-	mgr *group.Manager
+	*group.Manager
+	s   *wireServer
 	log *coordLog
 
 	// txnMu makes choosing a transactional batch's sequence and
@@ -46,20 +48,20 @@ type groupBridge struct {
 // offsetCommitTimeout bounds the wait for the ISR (offsets.commit.timeout.ms).
 const offsetCommitTimeout = 5 * time.Second
 
-func newGroupBridge(s *Server) (*groupBridge, error) {
+func newGroupBridge(s *wireServer) (*groupBridge, error) {
 	b := &groupBridge{s: s}
 	b.log = &coordLog{
 		s: s, topic: group.OffsetsTopic, what: "consumer groups",
 		partitions: s.cfg.Groups.OffsetsTopicPartitions, rf: s.cfg.OffsetsReplicationFactor, segmentBytes: s.cfg.OffsetsTopicSegmentBytes,
 		notCoord: group.ErrNotCoordinator, markers: true, commitTimeout: offsetCommitTimeout,
-		begin:  func(p int32) { b.mgr.BeginLoad(p) },
-		unload: func(p int32) { b.mgr.Unload(p) },
+		begin:  func(p int32) { b.Manager.BeginLoad(p) },
+		unload: func(p int32) { b.Manager.Unload(p) },
 		load: func(p, _ int32, recs iter.Seq2[group.KV, error]) (int, error) {
 			snap, err := group.Load(recs)
 			if err != nil {
 				return 0, err
 			}
-			b.mgr.FinishLoad(p, snap)
+			b.Manager.FinishLoad(p, snap)
 			return len(snap.Groups), nil
 		},
 	}
@@ -67,7 +69,7 @@ func newGroupBridge(s *Server) (*groupBridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.mgr = mgr
+	b.Manager = mgr
 	return b, nil
 }
 
@@ -77,7 +79,7 @@ func (b *groupBridge) start() {
 	b.s.wg.Add(1)
 	go func() {
 		defer b.s.wg.Done()
-		b.mgr.Run(b.s.ctx, 100*time.Millisecond)
+		b.Run(b.s.ctx, 100*time.Millisecond)
 	}()
 	b.log.start()
 }
@@ -126,34 +128,12 @@ func (b *groupBridge) AppendTxn(p int32, pid int64, epoch int16, kvs []group.KV)
 	})
 }
 
-// coordinatorFor finds the broker coordinating groupID: the leader of its
-// offsets partition, creating the offsets topic on first use. It returns
-// the broker's endpoint for listener l, or an error code.
-func (b *groupBridge) coordinatorFor(ctx context.Context, l *listener, groupID string) (brokerEndpoint, int16, error) {
-	return b.log.coordinatorFor(ctx, l, groupID, group.PartitionFor)
+// Coordinator returns the broker coordinating groupID: the leader of its
+// offsets partition, creating the offsets topic on first use.
+func (b *groupBridge) Coordinator(ctx context.Context, groupID string) (int32, error) {
+	return b.log.coordinator(ctx, groupID, group.PartitionFor)
 }
 
-// stale returns the error every group request gets while this broker's
+// Stale returns the error every group request gets while this broker's
 // metadata may be stale: clients rediscover the coordinator.
-func (b *groupBridge) stale() error { return b.log.stale() }
-
-// clientHost is the remote host of a connection, as DescribeGroups shows.
-func clientHost(c *conn) string {
-	addr := c.nc.RemoteAddr().String()
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		return "/" + h
-	}
-	return addr
-}
-
-// waitFuture blocks in a reply's resolve until f resolves or the
-// connection goes away (ok false: send nothing).
-func waitFuture[T any](f *group.Future[T], done <-chan struct{}) (T, bool) {
-	select {
-	case <-f.Done():
-		return f.Result(), true
-	case <-done:
-		var zero T
-		return zero, false
-	}
-}
+func (b *groupBridge) Stale() error { return b.log.stale() }

@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // next block is fetched in the background once the current one is 90%
 // used.
 type producerIDs struct {
-	s *Server
+	s *wireServer
 
 	mu   sync.Mutex
 	next int64
@@ -28,7 +28,7 @@ type producerIDs struct {
 
 var errNoProducerID = errors.New("no producer id block at hand; retry")
 
-func newProducerIDs(s *Server) *producerIDs {
+func newProducerIDs(s *wireServer) *producerIDs {
 	return &producerIDs{s: s, pending: -1}
 }
 
@@ -86,7 +86,7 @@ func (a *producerIDs) fetchLocked() {
 	a.fetched = make(chan struct{})
 	done := a.fetched
 	go func() {
-		ctx, cancel := a.s.adminContext(0)
+		ctx, cancel := a.s.adminContext()
 		start, err := a.s.node.AllocateProducerIDs(ctx)
 		cancel()
 		a.mu.Lock()

@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"context"
@@ -10,9 +10,8 @@ import (
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/netpath"
 	"github.com/ringlog/ringlog/replication"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // This file drives partition replication on this broker (package
@@ -22,14 +21,18 @@ import (
 //     partitions keep the engine's own HW; for RF>1 the engine's HW is
 //     handed to replication, and this broker becomes the leader
 //     (LeaderState, epoch stamped into the log's epoch cache) or a
-//     follower (a Fetcher per leader broker, replica_client.go).
+//     follower (a Fetcher per leader broker over the peer client).
 //   - Leader side: follower fetches go through LeaderState.OnFollowerFetch
-//     (01_fetch.go); local flushes through OnLocalAppend (a watcher per
-//     led partition); Tick every tickInterval. HW changes are set on the
+//     (netpath's Fetch handler calls FollowerFetch); local flushes
+//     through OnLocalAppend (a watcher per led partition); Tick every
+//     tickInterval. HW changes are set on the
 //     log and advance the acks=all purgatory; AlterPartition proposals go
 //     to the controller, each answered by exactly one OnAlterResult.
 //   - Losing leadership fails the partition's acks=all waiters with
-//     NOT_LEADER_OR_FOLLOWER.
+//     replication.ErrNotLeaderOrFollower.
+//
+// replicaManager is netpath.Replicas: the produce, fetch and list-offsets
+// handlers reach replication only through that interface.
 
 const tickInterval = 100 * time.Millisecond
 
@@ -41,6 +44,7 @@ type tpKey struct {
 // leaderPart is one partition this broker leads. mu serialises every call
 // into st.
 type leaderPart struct {
+	m    *replicaManager
 	tp   replication.TopicPartition
 	part *engine.Partition
 	stop chan struct{}
@@ -54,7 +58,7 @@ type leaderPart struct {
 }
 
 type replicaManager struct {
-	s        *Server
+	s        *wireServer
 	cfg      replication.Config
 	purg     *replication.Purgatory
 	fetchers *replication.Fetchers
@@ -67,13 +71,13 @@ type replicaManager struct {
 
 // EnableReplication turns on replication with cfg; call it before Start.
 // Without it every partition behaves as RF=1 (its leader's log only).
-func (s *Server) EnableReplication(cfg replication.Config) error {
+func (s *wireServer) EnableReplication(cfg replication.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	m := &replicaManager{s: s, cfg: cfg, purg: replication.NewPurgatory(),
 		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]int32{}}
-	m.fetchers = replication.NewFetchers(cfg, s.cfg.NodeID, &replicaClient{s: s, conns: map[int32]*replicaConn{}}, replication.RealClock{})
+	m.fetchers = replication.NewFetchers(cfg, s.nodeID, s.peers, replication.RealClock{})
 	s.repl = m
 	s.wg.Add(2)
 	go func() {
@@ -154,7 +158,7 @@ func (m *replicaManager) sendAlter(lp *leaderPart, prop replication.AlterProposa
 	if lp.gen {
 		before := lp.st.ISR()
 		m.apply(lp, lp.st.OnAlterResult(prop, res, err, time.Now()))
-		m.s.metrics.countISRChange(before, lp.st.ISR())
+		m.s.isr.count(before, lp.st.ISR())
 	}
 }
 
@@ -188,7 +192,7 @@ func minInsync(cfg engine.TopicConfig) int {
 func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.Partition, part *engine.Partition, seen map[tpKey]bool) {
 	key := tpKey{t.Name, idx}
 	seen[key] = true
-	me := m.s.cfg.NodeID
+	me := m.s.nodeID
 	tp := replication.TopicPartition{Topic: t.Name, TopicID: t.ID, Partition: idx}
 	if len(p.Replicas) <= 1 {
 		m.dropLeader(key, nil)
@@ -222,7 +226,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 			before := lp.st.ISR()
 			u, err := lp.st.OnMetadata(state, now)
 			if err == nil {
-				m.s.metrics.countISRChange(before, lp.st.ISR())
+				m.s.isr.count(before, lp.st.ISR())
 				m.apply(lp, u)
 				lp.mu.Unlock()
 				return
@@ -245,7 +249,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 			return
 		}
 		m.s.log.Info("leading partition", "topic", t.Name, "partition", idx, "leader_epoch", p.LeaderEpoch, "isr", p.ISR, "log_end", part.LogEndOffset(), "hw", part.HighWatermark())
-		lp = &leaderPart{tp: tp, part: part, st: st, gen: true, stop: make(chan struct{}),
+		lp = &leaderPart{m: m, tp: tp, part: part, st: st, gen: true, stop: make(chan struct{}),
 			reportedISR: st.MaximalISRSize(), reportedMin: st.MinInsync()}
 		// The purgatory learns the new leadership's HW now: apply only
 		// reports HW moves, and a HW that never moves must still answer
@@ -356,65 +360,34 @@ func (l replicaLog) AppendReplicated(b []byte) (replication.Pending, error) {
 	return p, nil
 }
 
-// replErrorCode maps replication's errors to Kafka codes, then the rest
-// through errorCode.
-func replErrorCode(err error) int16 {
-	pairs := []struct {
-		err  error
-		code int16
-	}{
-		{replication.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
-		{replication.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend.Code},
-		{replication.ErrInvalidRequiredAcks, kerr.InvalidRequiredAcks.Code},
-		{replication.ErrRequestTimedOut, kerr.RequestTimedOut.Code},
-		{replication.ErrClosed, kerr.RequestTimedOut.Code},
-		{replication.ErrNotLeaderOrFollower, kerr.NotLeaderForPartition.Code},
-		{replication.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch.Code},
-		{replication.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch.Code},
-		{replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
-		{replication.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition.Code},
-		{replication.ErrStorage, kerr.KafkaStorageError.Code},
-		{replication.ErrOffsetNotAvailable, kerr.OffsetNotAvailable.Code},
-	}
-	for _, p := range pairs {
-		if errors.Is(err, p.err) {
-			return p.code
-		}
-	}
-	return errorCode(err)
-}
-
-// followerFetch is the leader side of one partition of a replica fetch:
-// it records the follower's progress. A non-zero code or a diverging
-// epoch means no records are returned.
-func (m *replicaManager) followerFetch(topic string, rp *kmsg.FetchRequestTopicPartition, replicaID int32) (int16, *replication.EpochEndOffset) {
-	lp := m.leader(topic, rp.Partition)
+// FollowerFetch is the leader side of one partition of a replica fetch:
+// it records the follower's progress. An error or a diverging epoch means
+// no records are returned.
+func (m *replicaManager) FollowerFetch(topic string, partition int32, f replication.FollowerFetch) (*replication.EpochEndOffset, error) {
+	lp := m.leader(topic, partition)
 	if lp == nil {
-		return kerr.NotLeaderForPartition.Code, nil
+		return nil, replication.ErrNotLeaderOrFollower
 	}
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if !lp.gen {
-		return kerr.NotLeaderForPartition.Code, nil
+		return nil, replication.ErrNotLeaderOrFollower
 	}
-	out, err := lp.st.OnFollowerFetch(replication.FollowerFetch{
-		ReplicaID: replicaID, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
-		FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch,
-	}, time.Now())
+	out, err := lp.st.OnFollowerFetch(f, time.Now())
 	if err != nil {
-		return replErrorCode(err), nil
+		return nil, err
 	}
 	m.apply(lp, out.Update)
-	return 0, out.Diverging
+	return out.Diverging, nil
 }
 
-// offsetsAvailable is the ListOffsets check of a replicated partition the
+// OffsetsAvailable is the ListOffsets check of a replicated partition the
 // image says we lead in epoch: ErrNotLeaderOrFollower while replication
 // has not taken up that leadership yet (the log's HW is not a leader's
 // then), ErrOffsetNotAvailable while the HW is below the epoch's start
 // (LeaderState.CheckOffsetsAvailable). The HW only rises within an
 // epoch, so a nil answer holds for the log read that follows.
-func (m *replicaManager) offsetsAvailable(topic string, idx, epoch int32) error {
+func (m *replicaManager) OffsetsAvailable(topic string, idx, epoch int32) error {
 	lp := m.leader(topic, idx)
 	if lp == nil {
 		return fmt.Errorf("%s-%d: not leading yet: %w", topic, idx, replication.ErrNotLeaderOrFollower)
@@ -432,10 +405,10 @@ func (m *replicaManager) offsetsAvailable(topic string, idx, epoch int32) error 
 	return lp.st.CheckOffsetsAvailable()
 }
 
-// checkProduce is LeaderState.CheckProduce under the partition lock. It
+// CheckProduce is LeaderState.CheckProduce under the partition lock. It
 // returns the leader epoch the append that follows is made under: the
-// acks=all waiter is tied to it (awaitHW).
-func (lp *leaderPart) checkProduce(acks int16) (int32, error) {
+// acks=all waiter is tied to it (AwaitHW).
+func (lp *leaderPart) CheckProduce(acks int16) (int32, error) {
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if !lp.gen {
@@ -444,33 +417,36 @@ func (lp *leaderPart) checkProduce(acks int16) (int32, error) {
 	return lp.st.LeaderEpoch(), lp.st.CheckProduce(acks)
 }
 
-// awaitHW parks an acks=all wait for an append ending at lastOffset, made
-// while lp led in epoch (from checkProduce). The purgatory answers it by
+// Ended is closed when this leadership ends.
+func (lp *leaderPart) Ended() <-chan struct{} { return lp.stop }
+
+// Leader returns the leadership of topic/idx as the produce path sees it,
+// or nil when this broker does not lead it in replication (yet).
+func (m *replicaManager) Leader(topic string, idx int32) netpath.Leadership {
+	if lp := m.leader(topic, idx); lp != nil {
+		return lp
+	}
+	return nil
+}
+
+// AwaitHW parks an acks=all wait for an append ending at lastOffset, made
+// while lp led in epoch (from CheckProduce). The purgatory answers it by
 // the deadline at the latest; if the epoch already ended (the leadership
 // was dropped while the local write ran) it fails at once with
 // NOT_LEADER_OR_FOLLOWER. arrived is when the request came in.
-func (m *replicaManager) awaitHW(lp *leaderPart, epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter {
-	return m.purg.Add(lp.tp, epoch, lastOffset, arrived, deadline)
+func (lp *leaderPart) AwaitHW(epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter {
+	return lp.m.awaitHW(lp, epoch, lastOffset, arrived, deadline)
 }
 
-// Bounds on how long a request may be parked, whatever it asks for.
-const (
-	// defaultProduceWait stands in for a produce timeout_ms <= 0 (the
-	// Java client's request.timeout.ms default).
-	defaultProduceWait = 30 * time.Second
-	// maxRequestWait caps produce timeout_ms and fetch max_wait_ms: no
-	// client waits longer for an answer (their request timeouts are
-	// 30-60 s), so a larger value would only hold broker resources.
-	maxRequestWait = 2 * time.Minute
-)
+// Cancel withdraws a wait from the purgatory (the requester went away or
+// timed out).
+func (m *replicaManager) Cancel(w *replication.Waiter) { m.purg.Cancel(w) }
 
-// requestDeadline is when a request that arrived at arrived and asks to
-// wait up to ms milliseconds must be answered: ms <= 0 waits ifZero, and
-// no request waits more than maxRequestWait.
-func requestDeadline(arrived time.Time, ms int32, ifZero time.Duration) time.Time {
-	d := time.Duration(ms) * time.Millisecond
-	if d <= 0 {
-		d = ifZero
-	}
-	return arrived.Add(min(d, maxRequestWait))
+// Waiting is how many acks=all waits the purgatory holds.
+func (m *replicaManager) Waiting() int { return m.purg.Len() }
+
+var _ netpath.Replicas = (*replicaManager)(nil)
+
+func (m *replicaManager) awaitHW(lp *leaderPart, epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter {
+	return m.purg.Add(lp.tp, epoch, lastOffset, arrived, deadline)
 }

@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +71,7 @@ var (
 		"Partition replicas on this broker taken offline by a disk error until a restart (this broker's view; ringlog_offline_partitions is the controller's count of leaderless partitions).", nil, nil)
 )
 
-func (s *Server) collectDisk(ch chan<- prometheus.Metric) {
+func (s *wireServer) collectDisk(ch chan<- prometheus.Metric) {
 	d := s.engine.DiskStatus()
 	gauge := func(desc *prometheus.Desc, v int64) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, float64(v))
@@ -88,7 +88,7 @@ func (s *Server) collectDisk(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descDiskRefused, prometheus.CounterValue, float64(d.RefusedAppends))
 }
 
-func (s *Server) collectStorage(ch chan<- prometheus.Metric) {
+func (s *wireServer) collectStorage(ch chan<- prometheus.Metric) {
 	e := s.engine
 	if e == nil {
 		return

@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // Offline partitions (docs/disk-errors.md). When a write or fdatasync of a
 // partition's log fails the engine takes the partition offline: appends and
-// reads answer KAFKA_STORAGE_ERROR. watchOffline then
+// reads fail with engine.ErrStorage (KAFKA_STORAGE_ERROR). watchOffline then
 //
 //   - fails the partition's acks=all waiters with KAFKA_STORAGE_ERROR
 //     (their records may not be durable here, so none is acknowledged);
@@ -28,7 +28,7 @@ import (
 // offlineRetry is how long a failed report waits before it is sent again.
 const offlineRetry = time.Second
 
-func (s *Server) watchOffline() {
+func (s *wireServer) watchOffline() {
 	done := map[*engine.Partition]bool{} // reported and applied
 	for {
 		ch := s.engine.Offline()
@@ -66,7 +66,7 @@ func (s *Server) watchOffline() {
 // reports the replicated ones to the controller (with RF=1 no other
 // replica can take over: the partition answers KAFKA_STORAGE_ERROR until
 // a restart).
-func (s *Server) reportOffline(topic string, parts []*engine.Partition) error {
+func (s *wireServer) reportOffline(topic string, parts []*engine.Partition) error {
 	t, known := s.node.MetadataImage().Topic(topic)
 	var idxs []int32
 	for _, p := range parts {

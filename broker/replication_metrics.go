@@ -1,7 +1,8 @@
-package netpath
+package broker
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,22 +50,59 @@ var (
 )
 
 // maxPartitionSeries bounds the partitions with per-partition series, as
-// maxTopicSeries bounds per-topic ones.
+// netpath's maxTopicSeries bounds per-topic ones.
 const maxPartitionSeries = 2000
 
 var replicationDescs = []*prometheus.Desc{descLedPartitions, descUnderReplicated, descUnderMinISR, descOffline,
 	descISRShrinks, descISRExpands, descFollowerLag, descPartLogEndOffset, descPartHighWatermark, descPartLogStart,
 	descPartISRSize, descPartUnderRepl, descPartUnderMinISR, descPartOmitted, descProduceOldestWait}
 
-func (s *Server) collectReplication(ch chan<- prometheus.Metric) {
+// isrCounters counts committed ISR changes of partitions this broker leads.
+type isrCounters struct {
+	shrinks, expands atomic.Uint64
+}
+
+// count counts a committed ISR change of a partition this broker
+// leads: any member removed is a shrink, any added an expand.
+func (m *isrCounters) count(before, after []int32) {
+	if containsAll(after, before) {
+		if !containsAll(before, after) {
+			m.expands.Add(1)
+		}
+		return
+	}
+	m.shrinks.Add(1)
+	if !containsAll(before, after) {
+		m.expands.Add(1)
+	}
+}
+
+// containsAll reports whether every id of sub is in set.
+func containsAll(set, sub []int32) bool {
+	for _, id := range sub {
+		found := false
+		for _, x := range set {
+			if x == id {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *wireServer) collectReplication(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	ch <- prometheus.MustNewConstMetric(descISRShrinks, prometheus.CounterValue, float64(s.metrics.isrShrinks.Load()))
-	ch <- prometheus.MustNewConstMetric(descISRExpands, prometheus.CounterValue, float64(s.metrics.isrExpands.Load()))
+	ch <- prometheus.MustNewConstMetric(descISRShrinks, prometheus.CounterValue, float64(s.isr.shrinks.Load()))
+	ch <- prometheus.MustNewConstMetric(descISRExpands, prometheus.CounterValue, float64(s.isr.expands.Load()))
 
 	offline := 0
-	if n := s.node; n != nil && n.Controller() == s.cfg.NodeID {
+	if n := s.node; n != nil && n.Controller() == s.nodeID {
 		for _, t := range n.MetadataImage().Topics() {
 			for _, p := range t.Partitions {
 				if p.Leader == metadata.NoLeader {
@@ -122,7 +160,7 @@ func (s *Server) collectReplication(ch chan<- prometheus.Metric) {
 
 // collectPartitions sends the offsets of every hosted partition (up to
 // maxPartitionSeries) and returns which partitions got series.
-func (s *Server) collectPartitions(ch chan<- prometheus.Metric) map[tpKey]bool {
+func (s *wireServer) collectPartitions(ch chan<- prometheus.Metric) map[tpKey]bool {
 	shown := map[tpKey]bool{}
 	if s.engine == nil {
 		return shown

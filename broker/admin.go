@@ -1,4 +1,4 @@
-package netpath
+package broker
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/netpath"
 )
 
 // Health is the /healthz document. Load-generator reports read io_path and
@@ -32,7 +33,7 @@ type Health struct {
 	FetchPath    map[string]string `json:"fetch_path"`
 	PID          int               `json:"pid"`
 	Uptime       string            `json:"uptime"`
-	Stats        Stats             `json:"stats"`
+	Stats        netpath.Stats     `json:"stats"`
 	// Disk is the data directory's free space and produce threshold;
 	// disk.degraded means produce is refused (docs/disk-full.md).
 	Disk *engine.DiskStatus `json:"disk,omitempty"`

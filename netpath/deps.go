@@ -1,0 +1,155 @@
+package netpath
+
+import (
+	"context"
+	"time"
+
+	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/coordinator/txn"
+	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/replication"
+)
+
+// The server's collaborators, handed to New (Deps) and Start (Metadata,
+// Replicas) by the broker package, which builds and wires them. Each
+// interface lists only what the handlers call; errors are the
+// collaborators' own, mapped to Kafka codes in errors.go.
+
+// Deps are the collaborators the server is built with.
+type Deps struct {
+	// Engine holds the partition logs handlers read and append to.
+	Engine *engine.Engine
+	// Cluster keeps the engine in line with the metadata image.
+	Cluster Cluster
+	// Groups is the consumer group coordinator.
+	Groups Groups
+	// Transactions is the transaction coordinator and the leader side of
+	// transaction markers.
+	Transactions Transactions
+	// ProducerIDs hands out ids to idempotent producers.
+	ProducerIDs ProducerIDs
+}
+
+// Metadata is the cluster metadata: the controller's image and the admin
+// writes that go through it (*coordinator.Node).
+type Metadata interface {
+	MetadataImage() *metadata.Image
+	// Fresh returns an error while the image may be stale (fenced, not
+	// registered, out of contact with the controller).
+	Fresh() error
+	Controller() int32
+	// Sync waits until the image has every entry the controller committed
+	// before the call.
+	Sync(ctx context.Context) error
+	CreateTopic(ctx context.Context, req coordinator.CreateTopicRequest) (metadata.Topic, error)
+	DeleteTopic(ctx context.Context, name string) error
+	CreatePartitions(ctx context.Context, name string, total int32, assignment [][]int32) (metadata.Topic, error)
+	ElectLeader(ctx context.Context, topic string, partition int32, typ coordinator.ElectionType) (metadata.Partition, error)
+	CreateACLs(ctx context.Context, acls []metadata.ACL) ([]error, error)
+	DeleteACLs(ctx context.Context, filters []metadata.ACLFilter) ([][]metadata.ACL, error)
+	AlterScramCredentials(ctx context.Context, c metadata.AlterScramCredentials) ([]error, error)
+}
+
+var _ Metadata = (*coordinator.Node)(nil)
+
+// Cluster is the broker's side of the metadata image.
+type Cluster interface {
+	// Reconcile makes the engine hold the partitions the image assigns to
+	// this broker (after an admin write, or when the image is ahead of the
+	// broker's own loop).
+	Reconcile() error
+	// LookupTopic finds name in img, and when it is missing there waits
+	// (bounded) for a read barrier and looks again in the newer image,
+	// which it returns.
+	LookupTopic(img *metadata.Image, name string) (metadata.Topic, *metadata.Image, bool)
+	// RollbackCreate deletes topic t again when reconcile (which failed
+	// with recErr) could not create this broker's logs of it, and returns
+	// the error the client gets (wrapping engine.ErrStorage); nil when
+	// every log is there.
+	RollbackCreate(t metadata.Topic, recErr error) error
+}
+
+// Replicas is partition replication on this broker; nil when replication
+// is off (every partition is RF=1). Only partitions the engine reports
+// Replicated go through it.
+type Replicas interface {
+	// Leader returns the leadership of topic/idx, or nil while
+	// replication does not lead it (yet).
+	Leader(topic string, idx int32) Leadership
+	// FollowerFetch records a follower's fetch of topic/partition on the
+	// leader; an error or a diverging epoch means no records are returned.
+	FollowerFetch(topic string, partition int32, f replication.FollowerFetch) (*replication.EpochEndOffset, error)
+	// OffsetsAvailable is the ListOffsets check of a replicated partition
+	// the image says this broker leads in epoch.
+	OffsetsAvailable(topic string, idx, epoch int32) error
+	// Cancel withdraws a wait of Leadership.AwaitHW.
+	Cancel(w *replication.Waiter)
+	// Waiting is how many acks=all waits are parked (for /metrics).
+	Waiting() int
+}
+
+// Leadership is one partition this broker leads in replication.
+type Leadership interface {
+	// CheckProduce refuses a produce the ISR cannot take; it returns the
+	// leader epoch the append that follows is made under.
+	CheckProduce(acks int16) (int32, error)
+	// AwaitHW parks an acks=all wait until the high watermark passes
+	// lastOffset, appended in epoch; it is answered by deadline at the
+	// latest.
+	AwaitHW(epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter
+	// Ended is closed when the leadership ends.
+	Ended() <-chan struct{}
+}
+
+// Groups is the consumer group coordinator (group.Manager) and the
+// __consumer_offsets partitions behind it.
+type Groups interface {
+	// Stale returns the error every group request gets while this
+	// broker's metadata may be stale.
+	Stale() error
+	// Coordinator returns the broker coordinating groupID, creating the
+	// offsets topic on first use.
+	Coordinator(ctx context.Context, groupID string) (int32, error)
+
+	Join(req group.JoinRequest) *group.Future[group.JoinResponse]
+	Sync(req group.SyncRequest) *group.Future[group.SyncResponse]
+	Heartbeat(req group.HeartbeatRequest) error
+	Leave(groupID string, members []group.LeaveMember) ([]group.LeaveResult, error)
+	Describe(groupIDs []string) []group.GroupDescription
+	List(states []string) ([]group.GroupListing, error)
+	DeleteGroups(groupIDs []string) *group.Future[[]group.DeleteGroupResult]
+	CommitOffsets(req group.OffsetCommitRequest) *group.Future[group.OffsetCommitResponse]
+	FetchOffsetsOpts(groupID string, partitions []group.TopicPartition, opts group.FetchOptions) ([]group.FetchedOffset, error)
+	DeleteOffsets(groupID string, partitions []group.TopicPartition) *group.Future[group.OffsetDeleteResponse]
+	CommitTxnOffsets(req group.TxnOffsetCommitRequest) *group.Future[group.TxnOffsetCommitResponse]
+}
+
+// Transactions is the transaction coordinator (txn.Manager), its
+// __transaction_state partitions, and the leader side of markers.
+type Transactions interface {
+	// Stale returns the error every transactional request gets while
+	// this broker's metadata may be stale.
+	Stale() error
+	// Coordinator returns the broker coordinating transactionalID,
+	// creating __transaction_state on first use.
+	Coordinator(ctx context.Context, transactionalID string) (int32, error)
+
+	InitProducerID(req txn.InitProducerIDRequest) *txn.Future[txn.InitProducerIDResult]
+	AddPartitions(req txn.AddPartitionsRequest) *txn.Future[[]txn.PartitionResult]
+	AddOffsets(transactionalID string, producerID int64, producerEpoch int16, groupID string) *txn.Future[error]
+	EndTxn(req txn.EndTxnRequest) *txn.Future[error]
+
+	// WriteMarker appends mk to topic/p, which this broker must lead,
+	// and returns once it is durable and covered by the high watermark
+	// (by deadline); done, when closed, abandons the wait.
+	WriteMarker(topic string, p int32, mk producerstate.Marker, deadline time.Time, done <-chan struct{}) error
+}
+
+// ProducerIDs hands out producer ids from controller-allocated blocks.
+type ProducerIDs interface {
+	// Wait returns an id, waiting for a block fetch when none is at hand.
+	Wait(ctx context.Context) (int64, error)
+}

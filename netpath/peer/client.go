@@ -1,0 +1,192 @@
+// Package peer is the broker's one client for talking to other brokers:
+// dial, SASL (SCRAM-SHA-512 as the inter-broker user when the plaintext
+// listener requires it), request framing, correlation checks and response
+// header tags live here once. Its API is in the broker's terms: Fetch is
+// replication.FetchClient (the follower fetcher), WriteMarkers sends one
+// transaction's markers to a partition leader (the marker writer). Only
+// this package and netpath speak kmsg; callers never see protocol codes.
+package peer
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/netpath/internal/proto"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config configures the client.
+type Config struct {
+	// Image returns the current metadata image: brokers are reached at the
+	// plaintext endpoint it advertises for them.
+	Image func() *metadata.Image
+	// SASL makes every connection authenticate as User/Password with
+	// SCRAM-SHA-512 before its first request (the plaintext listener
+	// requires SASL and an inter-broker user is configured).
+	SASL           bool
+	User, Password string
+}
+
+// maxIdlePerBroker bounds the idle connections kept per broker.
+const maxIdlePerBroker = 4
+
+// Client holds a small pool of connections per broker. A connection is
+// used by one request at a time: the follower fetcher of a leader takes
+// one, each concurrent marker write another.
+type Client struct {
+	cfg Config
+
+	mu     sync.Mutex
+	idle   map[int32][]*conn
+	closed bool
+}
+
+// New returns a client; Close releases its connections.
+func New(cfg Config) *Client {
+	return &Client{cfg: cfg, idle: make(map[int32][]*conn)}
+}
+
+// Close closes the idle connections; connections in use close when their
+// request ends.
+func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cs := range c.idle {
+		for _, cn := range cs {
+			cn.nc.Close()
+		}
+	}
+	c.idle, c.closed = nil, true
+}
+
+// conn is one broker-to-broker connection.
+type conn struct {
+	addr string
+	nc   net.Conn
+	r    *bufio.Reader
+	corr int32
+}
+
+// addrOf returns the plaintext address broker id advertises.
+func (c *Client) addrOf(id int32) (string, error) {
+	for _, b := range c.cfg.Image().Brokers() {
+		if b.ID != id {
+			continue
+		}
+		for _, ep := range b.Endpoints {
+			if ep.Listener == proto.EndpointPlaintext {
+				return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("broker %d has no %s endpoint in the metadata image", id, proto.EndpointPlaintext)
+}
+
+// roundTrip sends req to broker id with the formatter's client id and
+// returns the response body after its header, at most maxSize bytes. A
+// failed exchange closes its connection; the next one redials.
+func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32) ([]byte, error) {
+	addr, err := c.addrOf(id)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	var cn *conn
+	if n := len(c.idle[id]); n > 0 {
+		cn = c.idle[id][n-1]
+		c.idle[id] = c.idle[id][:n-1]
+	}
+	c.mu.Unlock()
+	if cn != nil && cn.addr != addr {
+		cn.nc.Close() // the broker moved
+		cn = nil
+	}
+	if cn == nil {
+		if cn, err = c.dial(ctx, addr); err != nil {
+			return nil, err
+		}
+	}
+	body, err := cn.roundTrip(ctx, f, req, maxSize)
+	if err != nil {
+		cn.nc.Close()
+		return nil, err
+	}
+	c.mu.Lock()
+	if !c.closed && len(c.idle[id]) < maxIdlePerBroker {
+		c.idle[id] = append(c.idle[id], cn)
+		cn = nil
+	}
+	c.mu.Unlock()
+	if cn != nil {
+		cn.nc.Close()
+	}
+	return body, nil
+}
+
+// dial opens a connection to addr and, when configured, authenticates it.
+func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cn := &conn{addr: addr, nc: nc, r: bufio.NewReaderSize(nc, 64<<10)}
+	if !c.cfg.SASL {
+		return cn, nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	if err := c.authenticate(ctx, cn, deadline); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("authenticating to broker %s as %s: %w", addr, c.cfg.User, err)
+	}
+	nc.SetDeadline(time.Time{})
+	return cn, nil
+}
+
+// roundTrip writes req and reads its response: the size is bounded by
+// maxSize, the correlation id checked, and flexible header tags skipped.
+func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32) ([]byte, error) {
+	if d, ok := ctx.Deadline(); ok {
+		cn.nc.SetDeadline(d)
+	} else {
+		cn.nc.SetDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Now()) })
+	defer stop()
+	cn.corr++
+	if _, err := cn.nc.Write(f.AppendRequest(nil, req, cn.corr)); err != nil {
+		return nil, err
+	}
+	var hdr [8]byte
+	if _, err := io.ReadFull(cn.r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(hdr[:]))
+	if corr := int32(binary.BigEndian.Uint32(hdr[4:])); corr != cn.corr {
+		return nil, fmt.Errorf("correlation id %d, want %d", corr, cn.corr)
+	}
+	if size < 4 || size > maxSize {
+		return nil, fmt.Errorf("response size %d", size)
+	}
+	buf := make([]byte, size-4)
+	if _, err := io.ReadFull(cn.r, buf); err != nil {
+		return nil, err
+	}
+	// ApiVersions answers with header v0 whatever its version; nothing
+	// here sends it.
+	if req.IsFlexible() {
+		return proto.SkipTags(buf)
+	}
+	return buf, nil
+}
