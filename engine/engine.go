@@ -109,8 +109,7 @@ func (e *Engine) Stats() Stats {
 		DuplicateBatches:  e.stats.duplicates.Load(),
 		DiskFullRollbacks: e.stats.diskFullRollbacks.Load(),
 	}
-	if q, ok := e.wq.(*uringQueue); ok {
-		rs := q.ringStats()
+	if rs, ok := e.wq.ringStats(); ok {
 		st.RingEnters, st.RingSQEs, st.RingCompletions = int64(rs.Enters), int64(rs.SQEs), int64(rs.CQEs)
 	}
 	return st

@@ -28,9 +28,11 @@ func openUring(t *testing.T, cfg Config) (*Engine, *uringQueue) {
 	t.Helper()
 	needUring(t)
 	cfg.IOMode = "uring"
+	var q *uringQueue
+	uringOpened = func(uq *uringQueue) { q = uq }
+	defer func() { uringOpened = nil }()
 	e := mustOpen(t, cfg)
-	q, ok := e.wq.(*uringQueue)
-	if !ok || e.IOPath() != "uring" {
+	if q == nil || e.IOPath() != "uring" {
 		t.Fatalf("IOPath %q: %s", e.IOPath(), e.IOReason())
 	}
 	return e, q
