@@ -771,14 +771,22 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		g.synced = true
 		q.e.stats.fdatasyncs.Add(1)
 		q.e.stats.fsyncLatency.observe(time.Since(g.sentAt))
+		var serr error
 		switch {
 		case res == -int32(syscall.ECANCELED):
 			// Only a failed write cancels its fsync (which then never
 			// ran); the write's completion says what went wrong.
 		case res < 0:
+			serr = syscall.Errno(-res)
+		default:
+			// A crashable FS counts the write durable now, or fails the
+			// fdatasync after a simulated crash.
+			serr = vfs.Synced(g.seg.log)
+		}
+		if serr != nil {
 			// A failed fdatasync: the dirty pages may be gone, so it is
 			// fatal for the segment and the partition.
-			serr := fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, g.seg.path(logSuffix), syscall.Errno(-res))
+			serr = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, g.seg.path(logSuffix), serr)
 			g.err = serr
 			if pio := q.parts[g.p]; pio.fatal == nil {
 				pio.fatal = serr
@@ -822,8 +830,14 @@ func (q *uringQueue) flushCompleted(ref opRef, res int32) {
 	f.pending--
 	q.e.stats.fdatasyncs.Add(1)
 	q.e.stats.fsyncLatency.observe(time.Since(f.sentAt))
-	if res < 0 && f.err == nil {
-		f.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, ref.seg.path(logSuffix), syscall.Errno(-res))
+	var serr error
+	if res < 0 {
+		serr = syscall.Errno(-res)
+	} else {
+		serr = vfs.Synced(ref.seg.log) // as in completed
+	}
+	if serr != nil && f.err == nil {
+		f.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, ref.seg.path(logSuffix), serr)
 	}
 	ref.seg.release()
 	if f.pending > 0 || f.next < len(f.req.segs) {
