@@ -241,10 +241,17 @@ func TestIOModeSelection(t *testing.T) {
 	mcfg.FS = vfs.NewMem()
 	mcfg.IOMode = "uring"
 	e = mustOpen(t, mcfg)
-	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "not the OS file system") {
+	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "no kernel descriptors") {
 		t.Fatalf("mem FS: %q, %q", e.IOPath(), e.IOReason())
 	}
 	e.Close()
+	if mem, err := vfs.NewMemFds(); err == nil {
+		mcfg.FS = vfs.Wrap(mem) // its files have descriptors: the ring takes them
+		if e = mustOpen(t, mcfg); e.IOPath() != "uring" {
+			t.Fatalf("memfd FS: %q, %q", e.IOPath(), e.IOReason())
+		}
+		e.Close()
+	}
 	cfg.IOMode = "sync"
 	e = mustOpen(t, cfg)
 	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "io mode sync") {
