@@ -14,7 +14,8 @@ import (
 
 // forEachIOPath runs f as a subtest per write path ("sync", "uring"), or
 // only the one RINGLOG_TEST_IO names. The uring subtest skips, saying why,
-// where the kernel refuses io_uring.
+// where the kernel refuses io_uring, and fails there if RINGLOG_TEST_IO
+// asked for uring.
 func forEachIOPath(t *testing.T, f func(t *testing.T, mode string)) {
 	for _, mode := range []string{"sync", "uring"} {
 		if m := testIOMode(); m != "auto" && m != mode {
@@ -22,6 +23,7 @@ func forEachIOPath(t *testing.T, f func(t *testing.T, mode string)) {
 		}
 		t.Run(mode, func(t *testing.T) {
 			if mode == "uring" {
+				wantIOPath(t) // fails when RINGLOG_TEST_IO=uring cannot be had
 				needUring(t)
 			}
 			f(t, mode)
