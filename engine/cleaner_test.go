@@ -745,14 +745,16 @@ func TestCompactReplicaGaps(t *testing.T) {
 	}
 }
 
-// crashSetup writes a compactable partition on a MemFS behind an ErrorFS.
-func crashSetup(t *testing.T) (*vfs.MemFS, *vfs.ErrorFS, Config, *Engine, *Partition) {
+// crashSetup writes a compactable partition on a MemFS behind an ErrorFS,
+// on write path mode.
+func crashSetup(t *testing.T, mode string) (*vfs.MemFS, *vfs.ErrorFS, Config, *Engine, *Partition) {
 	t.Helper()
-	mem := vfs.NewMem()
+	mem := crashableFS(t, mode)
 	efs := vfs.Wrap(mem)
-	cfg := testConfig("/data")
+	cfg := ioConfig("/data", mode)
 	cfg.FS = efs
 	e := mustOpen(t, cfg)
+	checkIOPath(t, e, mode)
 	p := createPartition(t, e, "c", map[string]string{"cleanup.policy": "compact", "segment.bytes": "600", "delete.retention.ms": "0"})
 	old := time.Now().UnixMilli() - 1000
 	for i := range 40 {
@@ -790,8 +792,12 @@ func latestValues(recs []logRec) map[string]string {
 // log with the same latest value per key, made of the records that were
 // at those offsets, and the recovered one must clean to the same result.
 func TestCompactCrashAtEachStep(t *testing.T) {
+	forEachIOPath(t, testCompactCrashAtEachStep)
+}
+
+func testCompactCrashAtEachStep(t *testing.T, mode string) {
 	// The expected outcome, from an undisturbed cleaning.
-	_, _, _, e0, p0 := crashSetup(t)
+	_, _, _, e0, p0 := crashSetup(t, mode)
 	orig, _ := readLog(t, p0)
 	res0, err := p0.Compact()
 	if err != nil || res0.SegmentsRewritten < 2 {
@@ -818,7 +824,7 @@ func TestCompactCrashAtEachStep(t *testing.T) {
 	cases, tolerated := 0, 0
 	for _, o := range ops {
 		for skip := 0; ; skip++ {
-			mem, efs, cfg, e, p := crashSetup(t)
+			mem, efs, cfg, e, p := crashSetup(t, mode)
 			efs.Inject(vfs.Fault{Op: o.op, PathContains: "/c-0/", Skip: skip, Count: 1})
 			_, cerr := p.Compact()
 			fired := efs.Fired() > 0

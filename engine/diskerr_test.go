@@ -13,22 +13,19 @@ import (
 	"github.com/ringlog/ringlog/engine/vfs"
 )
 
-// Disk-error tests run on whichever write path RINGLOG_TEST_IO selects:
-// the engine's FS is an ErrorFS over the OS one, which the sync path calls
-// and the io_uring owner consults (uringQueue.faults), so one fault
-// reaches both.
+// Disk-error tests run on both write paths (forEachIOPath): the engine's
+// FS is an ErrorFS over the OS one, which the sync path calls and the
+// io_uring owner consults (uringQueue.faults), so one fault reaches both.
 
-// openFaulty opens an engine over an ErrorFS on the OS file system.
-func openFaulty(t *testing.T, dir string) (*Engine, *vfs.ErrorFS) {
+// openFaulty opens an engine on write path mode over an ErrorFS on the OS
+// file system.
+func openFaulty(t *testing.T, dir, mode string) (*Engine, *vfs.ErrorFS) {
 	t.Helper()
 	efs := vfs.Wrap(vfs.Default)
-	cfg := testConfig(dir)
+	cfg := ioConfig(dir, mode)
 	cfg.FS = efs
 	e := mustOpen(t, cfg)
-	if got, want := e.IOPath(), wantIOPath(t); got != want {
-		e.Close()
-		t.Fatalf("write path %q (%s), want %q", got, e.IOReason(), want)
-	}
+	checkIOPath(t, e, mode)
 	return e, efs
 }
 
@@ -38,11 +35,15 @@ func openFaulty(t *testing.T, dir string) (*Engine, *vfs.ErrorFS) {
 // other partition keeps appending and syncing, and reopening recovers
 // every acknowledged record.
 func TestDiskErrorTakesPartitionOffline(t *testing.T) {
+	forEachIOPath(t, testDiskErrorTakesPartitionOffline)
+}
+
+func testDiskErrorTakesPartitionOffline(t *testing.T, mode string) {
 	for _, op := range []vfs.Op{vfs.OpWrite, vfs.OpSync} {
 		name := map[vfs.Op]string{vfs.OpWrite: "write", vfs.OpSync: "fsync"}[op]
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			e, efs := openFaulty(t, dir)
+			e, efs := openFaulty(t, dir, mode)
 			defer func() { e.Close() }()
 			if _, err := e.CreateTopic("d", 2, nil); err != nil {
 				t.Fatal(err)
@@ -121,7 +122,7 @@ func TestDiskErrorTakesPartitionOffline(t *testing.T) {
 
 			// Restart: recovery brings the partition back with every
 			// acknowledged record.
-			e, _ = openFaulty(t, dir)
+			e, _ = openFaulty(t, dir, mode)
 			p0, p1 = mustPartition(t, e, "d", 0), mustPartition(t, e, "d", 1)
 			got := readAll(t, p0, 0)
 			if int64(len(got)) < acked {
@@ -144,7 +145,11 @@ func TestDiskErrorTakesPartitionOffline(t *testing.T) {
 // one flusher for all partitions, so there they wait too (as on a disk
 // that stalls as a whole).
 func TestSlowFsyncDelaysAck(t *testing.T) {
-	e, efs := openFaulty(t, t.TempDir())
+	forEachIOPath(t, testSlowFsyncDelaysAck)
+}
+
+func testSlowFsyncDelaysAck(t *testing.T, mode string) {
+	e, efs := openFaulty(t, t.TempDir(), mode)
 	defer e.Close()
 	if _, err := e.CreateTopic("s", 2, nil); err != nil {
 		t.Fatal(err)
@@ -189,16 +194,18 @@ func (w testWriter) Write(b []byte) (int, error) { w.t.Log(string(b)); return le
 // periodic flush still takes the partition offline (the ring's flush
 // requests consult the faults too).
 func TestIntervalFlushErrorTakesPartitionOffline(t *testing.T) {
+	forEachIOPath(t, testIntervalFlushErrorTakesPartitionOffline)
+}
+
+func testIntervalFlushErrorTakesPartitionOffline(t *testing.T, mode string) {
 	efs := vfs.Wrap(vfs.Default)
-	cfg := testConfig(t.TempDir())
+	cfg := ioConfig(t.TempDir(), mode)
 	cfg.FS = efs
 	cfg.Fsync = FsyncInterval
 	cfg.FsyncInterval = 10 * time.Millisecond
 	e := mustOpen(t, cfg)
 	defer e.Close()
-	if got, want := e.IOPath(), wantIOPath(t); got != want {
-		t.Fatalf("write path %q, want %q", got, want)
-	}
+	checkIOPath(t, e, mode)
 	if _, err := e.CreateTopic("i", 2, nil); err != nil {
 		t.Fatal(err)
 	}

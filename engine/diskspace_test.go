@@ -24,15 +24,18 @@ func (d *fakeDisk) statfs(string) (int64, int64, error) {
 	return d.free.Load(), d.total.Load(), nil
 }
 
-// openFakeDisk opens an in-memory engine on a 100000-byte fake disk with
-// 50000 free and creates topic with configs.
-func openFakeDisk(t *testing.T, topic string, configs map[string]string) (*fakeDisk, *Engine) {
+// openFakeDisk opens an in-memory engine on write path mode on a
+// 100000-byte fake disk with 50000 free and creates topic with configs.
+func openFakeDisk(t *testing.T, mode, topic string, configs map[string]string) (*fakeDisk, *Engine) {
 	t.Helper()
 	d := &fakeDisk{}
 	d.total.Store(100000)
 	d.free.Store(50000)
-	e := mustOpen(t, diskConfig(vfs.NewMem(), d))
+	cfg := diskConfig(crashableFS(t, mode), d)
+	cfg.IOMode = mode
+	e := mustOpen(t, cfg)
 	t.Cleanup(func() { e.Close() })
+	checkIOPath(t, e, mode)
 	if _, err := e.CreateTopic(topic, 1, configs); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,11 @@ func diskConfig(fs vfs.FS, d *fakeDisk) Config {
 // with the message clients see, internal appends and reads going on,
 // hysteresis, and a deletion sampling at once.
 func TestDiskThreshold(t *testing.T) {
-	d, e := openFakeDisk(t, "t", nil)
+	forEachIOPath(t, testDiskThreshold)
+}
+
+func testDiskThreshold(t *testing.T, mode string) {
+	d, e := openFakeDisk(t, mode, "t", nil)
 	if _, err := e.CreateTopic("other", 1, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +135,11 @@ func TestDiskThreshold(t *testing.T) {
 
 // Retention that deletes segments samples the free space at once too.
 func TestDiskRetentionResamples(t *testing.T) {
-	d, e := openFakeDisk(t, "r", map[string]string{"segment.bytes": "1024", "retention.bytes": "1024"})
+	forEachIOPath(t, testDiskRetentionResamples)
+}
+
+func testDiskRetentionResamples(t *testing.T, mode string) {
+	d, e := openFakeDisk(t, mode, "r", map[string]string{"segment.bytes": "1024", "retention.bytes": "1024"})
 	p := mustPartition(t, e, "r", 0)
 	for i := range 6 {
 		appendWait(t, p, batchtest.Sized(1, 600+i))
@@ -144,9 +155,11 @@ func TestDiskRetentionResamples(t *testing.T) {
 	}
 }
 
-// A write that fails half way on a full disk (sync path) is cut back to
-// the last whole batch at once; the partition takes appends again once
-// space is back, and a restart finds nothing to repair.
+// A write that fails half way on a full disk is cut back to the last
+// whole batch at once; the partition takes appends again once space is
+// back, and a restart finds nothing to repair. This is the pwrite path's
+// undo, where Append itself fails; the ring's rollback of the same fault
+// is TestDiskFullRollback.
 func TestShortWriteTruncatedAtOnce(t *testing.T) {
 	d := &fakeDisk{}
 	d.total.Store(1 << 30)
@@ -154,6 +167,7 @@ func TestShortWriteTruncatedAtOnce(t *testing.T) {
 	mem := vfs.NewMem()
 	efs := vfs.Wrap(mem)
 	cfg := diskConfig(efs, d)
+	cfg.IOMode = "sync"
 	e := mustOpen(t, cfg)
 	if _, err := e.CreateTopic("t", 1, nil); err != nil {
 		t.Fatal(err)
@@ -241,11 +255,16 @@ func TestDiskConfigValidate(t *testing.T) {
 // topics.json, which needs the space: the deletion succeeds, and a
 // restart does not bring the topic back.
 func TestDeleteTopicOnFullDisk(t *testing.T) {
-	mem := vfs.NewMem()
+	forEachIOPath(t, testDeleteTopicOnFullDisk)
+}
+
+func testDeleteTopicOnFullDisk(t *testing.T, mode string) {
+	mem := crashableFS(t, mode)
 	efs := vfs.Wrap(mem)
-	cfg := testConfig("/data")
+	cfg := ioConfig("/data", mode)
 	cfg.FS = efs
 	e := mustOpen(t, cfg)
+	checkIOPath(t, e, mode)
 	for _, name := range []string{"big", "small"} {
 		if _, err := e.CreateTopic(name, 1, nil); err != nil {
 			t.Fatal(err)

@@ -152,19 +152,30 @@
 // EDQUOT, a short write) is undone instead: the segment is cut back to its
 // last whole batch, the failed and later appends fail with ErrStorage
 // (not acknowledged) and the partition stays online (writepath.go,
-// uring_undo.go). Tests
-// inject such faults through vfs.ErrorFS on both write paths (the io_uring
-// owner consults its faults). Silent corruption
-// of flushed bytes is detected by CRC only when those bytes are scanned.
+// uring_undo.go). Silent corruption of flushed bytes is detected by CRC
+// only when those bytes are scanned.
+//
+// The fault and crash tests run on both write paths. The pwrite path goes
+// through the vfs; the ring bypasses it, so its owner consults the vfs
+// itself (uring_faults.go): a vfs.ErrorFS's injected errors, short writes
+// and fsync delays become the completions of the ring's operations, and
+// each fdatasync the ring completes is reported with vfs.Synced, so a
+// crashable vfs.MemFS (NewMemFds: memfd descriptors the ring writes to)
+// keeps a ring write only once its fdatasync completed, as it keeps a
+// pwrite only after Datasync.
 //
 // # Write path
 //
 // Appends are validated, stamped with offsets under the partition lock and
-// written by a writeQueue, chosen at Open (Config.IOMode, IOPath, IOReason):
+// written by a writeQueue (writepath.go: write, submit, barrier,
+// requestFlush, ringStats, close), chosen at Open (Config.IOMode, IOPath,
+// IOReason); the ring needs files with kernel descriptors
+// (vfs.KernelFiles):
 //
 //   - sync: pwrite in the caller; fdatasync on one flusher goroutine that
 //     serves all partitions per round (group commit).
-//   - uring (uring.go): one ring owner collects every partition's appends,
+//   - uring (uring.go, the only io_uring loop; package iouring is the bare
+//     ring): one owner goroutine collects every partition's appends,
 //     writes each partition's queued bytes with one (p)writev and, under
 //     FsyncAlways, a linked FSYNC(DATASYNC), all partitions in one
 //     io_uring_enter; one chain per partition in flight, the rest

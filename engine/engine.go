@@ -110,8 +110,7 @@ func (e *Engine) Stats() Stats {
 		DuplicateBatches:  e.stats.duplicates.Load(),
 		DiskFullRollbacks: e.stats.diskFullRollbacks.Load(),
 	}
-	if q, ok := e.wq.(*uringQueue); ok {
-		rs := q.ringStats()
+	if rs, ok := e.wq.ringStats(); ok {
 		st.RingEnters, st.RingSQEs, st.RingCompletions = int64(rs.Enters), int64(rs.SQEs), int64(rs.CQEs)
 	}
 	return st
@@ -133,8 +132,8 @@ var probeIO = iouring.Probe
 var ErrIOUringUnusable = errors.New("io_uring is not usable on this host")
 
 // onOSFiles says whether fs's files are the OS's: vfs.Default, or an
-// ErrorFS over it (tests, --fault-injection), whose descriptors the ring
-// writes to and whose file system statfs measures.
+// ErrorFS over it (tests, --fault-injection), whose file system statfs
+// measures.
 func onOSFiles(fs vfs.FS) bool {
 	if faults, ok := fs.(*vfs.ErrorFS); ok {
 		fs = faults.FS
@@ -147,11 +146,12 @@ func (e *Engine) openWriteQueue() (writeQueue, string, error) {
 	if e.cfg.IOMode == "sync" {
 		return newSyncQueue(e), "the pwrite/fdatasync path was chosen (io mode sync)", nil
 	}
-	if !onOSFiles(e.fs) {
-		// In-memory file systems have no descriptors for the kernel to
-		// write to. An ErrorFS over the OS one does: the ring consults
-		// its faults (uringQueue.faults).
-		return newSyncQueue(e), "the file system is not the OS file system", nil
+	if !vfs.KernelFiles(e.fs) {
+		// A plain MemFS has no descriptors for the kernel to write to.
+		// The OS one and a MemFS from NewMemFds (crash tests) have, and
+		// an ErrorFS over either: the ring consults its faults
+		// (uringQueue.faults) and reports its fdatasyncs (vfs.Synced).
+		return newSyncQueue(e), "the file system's files have no kernel descriptors", nil
 	}
 	reason := ""
 	info, err := probeIO()

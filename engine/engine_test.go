@@ -510,11 +510,16 @@ func TestChangedClosesOnHWAdvance(t *testing.T) {
 }
 
 func TestFsyncErrorFailsWaiters(t *testing.T) {
-	efs := vfs.Wrap(vfs.NewMem())
-	cfg := testConfig("/data")
+	forEachIOPath(t, testFsyncErrorFailsWaiters)
+}
+
+func testFsyncErrorFailsWaiters(t *testing.T, mode string) {
+	efs := vfs.Wrap(crashableFS(t, mode))
+	cfg := ioConfig("/data", mode)
 	cfg.FS = efs
 	e := mustOpen(t, cfg)
 	defer e.Close()
+	checkIOPath(t, e, mode)
 	e.CreateTopic("f", 2, nil)
 	p := mustPartition(t, e, "f", 0)
 	appendWait(t, p, batchOf(0, 1))

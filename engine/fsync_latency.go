@@ -70,10 +70,4 @@ func (e *Engine) FsyncLatency() LatencyHistogram { return e.stats.fsyncLatency.s
 
 // RingStats returns the io_uring ring's counters, and false on the sync
 // path.
-func (e *Engine) RingStats() (iouring.Stats, bool) {
-	q, ok := e.wq.(*uringQueue)
-	if !ok || q.ring == nil {
-		return iouring.Stats{}, false
-	}
-	return q.ringStats(), true
-}
+func (e *Engine) RingStats() (iouring.Stats, bool) { return e.wq.ringStats() }

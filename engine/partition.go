@@ -7,7 +7,6 @@ import (
 	"os"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
@@ -61,8 +60,6 @@ type Partition struct {
 	epochs *epochcache.Cache
 	// ps is the idempotent/transactional producer state (producers.go).
 	ps *producerstate.State
-	// uio is the partition's state in the io_uring owner, if any.
-	uio atomic.Pointer[partIO]
 }
 
 // Topic returns the partition's topic name.
@@ -285,33 +282,24 @@ func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) 
 	}
 	start := seg.size
 	writePos := start
-	uq, async := p.e.wq.(*uringQueue)
-	if !async {
-		if err := p.e.wq.write(seg, records, start); err != nil {
-			if isNoSpace(err) && errors.Is(err, errWriteUndone) {
-				// Out of space, and the file is back where it was:
-				// nothing in memory moved yet, so the partition stays
-				// usable once space is freed.
-				p.e.stats.diskFullRollbacks.Add(1)
-				p.e.log.Warn("undid a write that failed for lack of space; the partition stays online",
-					"topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "log_end", p.logEnd, "path", seg.path(logSuffix), "pos", start, "err", err)
-				return nil, err
-			}
-			return nil, p.fail(err)
+	// The pwrite path writes here, before anything is stamped; the ring
+	// writes after submit.
+	if err := p.e.wq.write(seg, records, start); err != nil {
+		if isNoSpace(err) && errors.Is(err, errWriteUndone) {
+			// Out of space, and the file is back where it was:
+			// nothing in memory moved yet, so the partition stays
+			// usable once space is freed.
+			p.e.stats.diskFullRollbacks.Add(1)
+			p.e.log.Warn("undid a write that failed for lack of space; the partition stays online",
+				"topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "log_end", p.logEnd, "path", seg.path(logSuffix), "pos", start, "err", err)
+			return nil, err
 		}
+		return nil, p.fail(err)
 	}
 	p.e.disk.note(int64(len(records)))
 	for _, h := range hs {
 		seg.noteBatch(h, start, cfg.IndexIntervalBytes)
 		start += int64(h.size)
-	}
-	if !async && p.replicated {
-		// pwrite done: followers may read it before the flush, as in
-		// Kafka (leader and follower fsyncs overlap).
-		if next > p.rend {
-			p.rend, p.rendSeg, p.rendPos = next, seg, seg.size
-			p.notify()
-		}
 	}
 	res := AppendResult{BaseOffset: p.logEnd, LastOffset: next - 1, LogAppendTime: logAppendTime, LogStartOffset: p.logStart}
 	p.logEnd = next
@@ -319,21 +307,10 @@ func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) 
 	p.e.stats.appendedBytes.Add(int64(len(records)))
 	w := &waiter{done: make(chan struct{}), res: res}
 	p.markDirty(seg)
-	if async {
-		// The ring owner completes w and moves the HW once the write (and,
-		// under FsyncAlways, its linked fdatasync) completed; until then
-		// the bytes sit above the HW, so no read can see them.
-		if err := uq.enqueue(p, seg, records, writePos, next, w); err != nil {
-			return nil, p.fail(err)
-		}
-		return w, nil
-	}
-	if p.e.cfg.Fsync == FsyncAlways {
-		p.waiters = append(p.waiters, w)
-		p.e.wq.requestFlush(p)
-	} else {
-		p.setHW(p.logEnd, seg, seg.size)
-		w.finish(nil)
+	// The queue completes w (and moves the HW) once the append is as
+	// durable as the fsync policy asks.
+	if err := p.e.wq.submit(p, seg, records, writePos, next, w); err != nil {
+		return nil, p.fail(err)
 	}
 	return w, nil
 }
@@ -412,11 +389,9 @@ func (p *Partition) failLocked(cause error) {
 // Lock must be held.
 func (p *Partition) roll(now int64) (*segment, error) {
 	old := p.active()
-	if uq, ok := p.e.wq.(*uringQueue); ok {
-		// fdatasync only covers writes that completed.
-		if err := uq.barrier(p); err != nil {
-			return nil, err
-		}
+	// fdatasync only covers writes that completed.
+	if err := p.e.wq.barrier(p); err != nil {
+		return nil, err
 	}
 	if err := old.log.Datasync(); err != nil {
 		return nil, err

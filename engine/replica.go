@@ -317,13 +317,11 @@ func (p *Partition) TruncateTo(offset int64) error {
 		}
 		return nil
 	}
-	if uq, ok := p.e.wq.(*uringQueue); ok {
-		if err := uq.barrier(p); err != nil {
-			if rollingBack(err) {
-				return err // a write failed for lack of space; retry later
-			}
-			return p.fail(err)
+	if err := p.e.wq.barrier(p); err != nil {
+		if rollingBack(err) {
+			return err // a write failed for lack of space; retry later
 		}
+		return p.fail(err)
 	}
 	i := max(sort.Search(len(p.segs), func(i int) bool { return p.segs[i].base > offset })-1, 0)
 	seg := p.segs[i]
@@ -488,13 +486,11 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 
 // truncateFullyLocked: lock must be held.
 func (p *Partition) truncateFullyLocked(offset int64) error {
-	if uq, ok := p.e.wq.(*uringQueue); ok {
-		if err := uq.barrier(p); err != nil {
-			if rollingBack(err) {
-				return err
-			}
-			return p.fail(err)
+	if err := p.e.wq.barrier(p); err != nil {
+		if rollingBack(err) {
+			return err
 		}
+		return p.fail(err)
 	}
 	p.e.log.Info("restarting replica log", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "at", offset)
 	p.gen++

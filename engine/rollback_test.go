@@ -15,14 +15,14 @@ import (
 )
 
 // A write that fails for lack of space leaves the partition online on
-// both write paths (RINGLOG_TEST_IO): on the io_uring path the appends
+// both write paths (forEachIOPath): on the io_uring path the appends
 // stamped from the failed one on are rolled back (uring_undo.go), on the
 // pwrite path the failed write is undone before anything moved.
 
 // openRollback opens an engine over an ErrorFS on the OS file system
 // with a fake statfs that always has room, so only the injected ENOSPC
 // degrades it and CheckDisk clears it.
-func openRollback(t *testing.T, dir string, policy FsyncPolicy) (*Engine, *vfs.ErrorFS, Config) {
+func openRollback(t *testing.T, dir, mode string, policy FsyncPolicy) (*Engine, *vfs.ErrorFS, Config) {
 	t.Helper()
 	d := &fakeDisk{}
 	d.total.Store(1 << 40)
@@ -30,12 +30,10 @@ func openRollback(t *testing.T, dir string, policy FsyncPolicy) (*Engine, *vfs.E
 	efs := vfs.Wrap(vfs.Default)
 	cfg := diskConfig(efs, d)
 	cfg.Dir = dir
+	cfg.IOMode = mode
 	cfg.Fsync = policy
 	e := mustOpen(t, cfg)
-	if got, want := e.IOPath(), wantIOPath(t); got != want {
-		e.Close()
-		t.Fatalf("write path %q (%s), want %q", got, e.IOReason(), want)
-	}
+	checkIOPath(t, e, mode)
 	return e, efs, cfg
 }
 
@@ -146,10 +144,14 @@ func checkRolledBack(t *testing.T, e *Engine, p *Partition, offline <-chan struc
 // space is back the next append takes the next dense offset without a
 // restart. Reopening finds exactly those records.
 func TestDiskFullRollback(t *testing.T) {
+	forEachIOPath(t, testDiskFullRollback)
+}
+
+func testDiskFullRollback(t *testing.T, mode string) {
 	for _, policy := range []FsyncPolicy{FsyncAlways, FsyncNever} {
 		t.Run(policy.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			e, efs, cfg := openRollback(t, dir, policy)
+			e, efs, cfg := openRollback(t, dir, mode, policy)
 			defer func() { e.Close() }()
 			if _, err := e.CreateTopic("r", 2, nil); err != nil {
 				t.Fatal(err)
@@ -201,8 +203,12 @@ func TestDiskFullRollback(t *testing.T) {
 // OUT_OF_ORDER_SEQUENCE), while a retry of an acknowledged batch is still
 // answered as a duplicate.
 func TestDiskFullRollbackIdempotent(t *testing.T) {
+	forEachIOPath(t, testDiskFullRollbackIdempotent)
+}
+
+func testDiskFullRollbackIdempotent(t *testing.T, mode string) {
 	dir := t.TempDir()
-	e, efs, cfg := openRollback(t, dir, FsyncAlways)
+	e, efs, cfg := openRollback(t, dir, mode, FsyncAlways)
 	defer func() { e.Close() }()
 	if _, err := e.CreateTopic("r", 1, nil); err != nil {
 		t.Fatal(err)

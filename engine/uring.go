@@ -70,8 +70,9 @@ type uringQueue struct {
 	ownerDn      chan struct{}
 	complDn      chan struct{}
 
-	// Test hooks (nil in production): the descriptor a write or fsync of
-	// seg uses, so tests can make the kernel fail one.
+	// Test hooks (nil in production; tests reach the queue through
+	// uringOpened): the descriptor a write or fsync of seg uses, so tests
+	// can make the kernel fail one.
 	writeFd, syncFd func(seg *segment) int
 
 	// faults is the engine's ErrorFS when it wraps the OS file system
@@ -122,8 +123,7 @@ type ioReq struct {
 	gen   uint64     // the partition's truncation generation (Partition.gen)
 }
 
-// partIO is a partition's state in the owner. Only the owner touches it,
-// except busy, which appenders read to skip waking the owner.
+// partIO is a partition's state in the owner. Only the owner touches it.
 type partIO struct {
 	busy   atomic.Bool // a group is in the kernel; its completion wakes the owner
 	seq    uint64      // groups created
@@ -241,8 +241,16 @@ func newUringQueue(e *Engine) (*uringQueue, error) {
 		return nil, err
 	}
 	go q.complete()
+	if uringOpened != nil {
+		uringOpened(q)
+	}
 	return q, nil
 }
+
+// uringOpened, when set (tests only), is handed every uringQueue an Open
+// starts, before the engine loads: tests set its descriptor hooks through
+// it instead of digging the queue out of the writeQueue seam.
+var uringOpened func(*uringQueue)
 
 // newUringState builds the owner state without a ring (tests of the
 // tracker use it directly).
@@ -262,18 +270,19 @@ func newUringState(e *Engine) *uringQueue {
 
 func (q *uringQueue) name() string { return "uring" }
 
-// write is the synchronous seam; the uring path submits through enqueue.
-func (q *uringQueue) write(*segment, []byte, int64) error {
-	return errors.New("engine: uring queue takes appends through enqueue")
-}
+// write does nothing: the ring writes stamped appends (submit).
+func (q *uringQueue) write(*segment, []byte, int64) error { return nil }
 
 // ringStats reports the ring's counters.
-func (q *uringQueue) ringStats() iouring.Stats { return q.ring.Stats() }
+func (q *uringQueue) ringStats() (iouring.Stats, bool) { return q.ring.Stats(), true }
 
-// enqueue hands a stamped append to the owner. The partition lock is held,
+// submit hands a stamped append to the owner. The partition lock is held,
 // so one partition's appends arrive in offset order. data belongs to the
-// queue until the waiter completes; seg holds a ref for the request.
-func (q *uringQueue) enqueue(p *Partition, seg *segment, data []byte, pos, end int64, w *waiter) error {
+// queue until the waiter completes; seg holds a ref for the request. The
+// owner completes w and moves the HW once the write (and, under
+// FsyncAlways, its linked fdatasync) completed; until then the bytes sit
+// above the HW, so no read can see them.
+func (q *uringQueue) submit(p *Partition, seg *segment, data []byte, pos, end int64, w *waiter) error {
 	seg.acquire()
 	if err := q.put(ioReq{kind: reqAppend, p: p, seg: seg, data: data, pos: pos, end: end, w: w, gen: p.gen}); err != nil {
 		seg.release()
@@ -463,7 +472,6 @@ func (q *uringQueue) partIO(p *Partition) *partIO {
 	if pio == nil {
 		pio = &partIO{}
 		q.parts[p] = pio
-		p.uio.Store(pio)
 	}
 	return pio
 }
@@ -763,14 +771,22 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		g.synced = true
 		q.e.stats.fdatasyncs.Add(1)
 		q.e.stats.fsyncLatency.observe(time.Since(g.sentAt))
+		var serr error
 		switch {
 		case res == -int32(syscall.ECANCELED):
 			// Only a failed write cancels its fsync (which then never
 			// ran); the write's completion says what went wrong.
 		case res < 0:
+			serr = syscall.Errno(-res)
+		default:
+			// A crashable FS counts the write durable now, or fails the
+			// fdatasync after a simulated crash.
+			serr = vfs.Synced(g.seg.log)
+		}
+		if serr != nil {
 			// A failed fdatasync: the dirty pages may be gone, so it is
 			// fatal for the segment and the partition.
-			serr := fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, g.seg.path(logSuffix), syscall.Errno(-res))
+			serr = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, g.seg.path(logSuffix), serr)
 			g.err = serr
 			if pio := q.parts[g.p]; pio.fatal == nil {
 				pio.fatal = serr
@@ -814,8 +830,14 @@ func (q *uringQueue) flushCompleted(ref opRef, res int32) {
 	f.pending--
 	q.e.stats.fdatasyncs.Add(1)
 	q.e.stats.fsyncLatency.observe(time.Since(f.sentAt))
-	if res < 0 && f.err == nil {
-		f.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, ref.seg.path(logSuffix), syscall.Errno(-res))
+	var serr error
+	if res < 0 {
+		serr = syscall.Errno(-res)
+	} else {
+		serr = vfs.Synced(ref.seg.log) // as in completed
+	}
+	if serr != nil && f.err == nil {
+		f.err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, ref.seg.path(logSuffix), serr)
 	}
 	ref.seg.release()
 	if f.pending > 0 || f.next < len(f.req.segs) {

@@ -20,6 +20,12 @@ import (
 // an injected fsync delay holds the partition's next chain that long (the
 // partition's acknowledgments wait, as behind a slow disk; other
 // partitions go on).
+//
+// Crashes: every fdatasync the ring completes is reported to the FS with
+// vfs.Synced (completed, flushCompleted). A crashable vfs.MemFS (NewMemFds)
+// counts a ring write durable only then, and after its Crash Synced fails,
+// which the owner treats as a failed fdatasync, so nothing is acknowledged
+// past a simulated power cut, exactly as on the pwrite path.
 
 // injectedCQE is a completion the fault seam made up.
 type injectedCQE struct {

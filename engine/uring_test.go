@@ -28,9 +28,11 @@ func openUring(t *testing.T, cfg Config) (*Engine, *uringQueue) {
 	t.Helper()
 	needUring(t)
 	cfg.IOMode = "uring"
+	var q *uringQueue
+	uringOpened = func(uq *uringQueue) { q = uq }
+	defer func() { uringOpened = nil }()
 	e := mustOpen(t, cfg)
-	q, ok := e.wq.(*uringQueue)
-	if !ok || e.IOPath() != "uring" {
+	if q == nil || e.IOPath() != "uring" {
 		t.Fatalf("IOPath %q: %s", e.IOPath(), e.IOReason())
 	}
 	return e, q
@@ -239,10 +241,17 @@ func TestIOModeSelection(t *testing.T) {
 	mcfg.FS = vfs.NewMem()
 	mcfg.IOMode = "uring"
 	e = mustOpen(t, mcfg)
-	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "not the OS file system") {
+	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "no kernel descriptors") {
 		t.Fatalf("mem FS: %q, %q", e.IOPath(), e.IOReason())
 	}
 	e.Close()
+	if mem, err := vfs.NewMemFds(); err == nil {
+		mcfg.FS = vfs.Wrap(mem) // its files have descriptors: the ring takes them
+		if e = mustOpen(t, mcfg); e.IOPath() != "uring" {
+			t.Fatalf("memfd FS: %q, %q", e.IOPath(), e.IOReason())
+		}
+		e.Close()
+	}
 	cfg.IOMode = "sync"
 	e = mustOpen(t, cfg)
 	if e.IOPath() != "sync" || !strings.Contains(e.IOReason(), "io mode sync") {

@@ -5,20 +5,42 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/ringlog/ringlog/iouring"
 )
 
 // writeQueue is the seam between partitions and the I/O that makes their
-// bytes durable. Partitions call write under their lock, so submissions
-// arrive in offset order per partition; requestFlush asks for the
-// partition's dirty segments to be flushed, after which the queue calls
-// Partition.flushed (or failLocked). The io_uring ring owner will implement
-// this by batching writes from all partitions into one submission with
-// linked fdatasyncs.
+// bytes durable, with two implementations: syncQueue (pwrite in the caller,
+// fdatasync on a flusher goroutine) and uringQueue (uring.go: one ring
+// owner batching every partition's writes, with linked fdatasyncs).
+// Partitions call write, submit and barrier under their lock, so one
+// partition's appends arrive in offset order.
 type writeQueue interface {
+	// name is the IOPath: "sync" or "uring".
 	name() string
+	// write lands an append's bytes at pos in seg before the append is
+	// stamped, so a failed write leaves nothing in memory to undo (the
+	// pwrite path). The ring writes stamped appends instead (submit) and
+	// returns nil here.
 	write(seg *segment, data []byte, pos int64) error
+	// submit hands over a stamped append (offsets end before end, bytes at
+	// pos in seg): the queue completes w, and moves the HW, once the
+	// append is as durable as Config.Fsync asks. data belongs to the
+	// queue until then. An error means nothing was queued.
+	submit(p *Partition, seg *segment, data []byte, pos, end int64, w *waiter) error
+	// barrier returns once every write of p submitted so far completed:
+	// rolls fdatasync the sealed segment and truncations cut the file, and
+	// neither covers writes still in flight. An error wrapping
+	// errRollingBack (rollingBack) leaves p online.
+	barrier(p *Partition) error
+	// requestFlush asks for p's dirty segments to be fdatasynced, after
+	// which the queue calls Partition.flushed (or failLocked).
 	requestFlush(p *Partition)
-	// close flushes what was requested and stops the queue.
+	// ringStats reports the io_uring ring's counters; false on the
+	// pwrite path.
+	ringStats() (iouring.Stats, bool)
+	// close flushes what was requested, completes every waiter and stops
+	// the queue.
 	close()
 }
 
@@ -49,6 +71,30 @@ func newSyncQueue(e *Engine) *syncQueue {
 }
 
 func (q *syncQueue) name() string { return "sync" }
+
+// submit completes an append written by write: at once under FsyncNever
+// and FsyncInterval, after the next flush round under FsyncAlways.
+func (q *syncQueue) submit(p *Partition, seg *segment, _ []byte, _, end int64, w *waiter) error {
+	if p.replicated && end > p.rend {
+		// pwrite done: followers may read it before the flush, as in
+		// Kafka (leader and follower fsyncs overlap).
+		p.rend, p.rendSeg, p.rendPos = end, seg, seg.size
+		p.notify()
+	}
+	if q.e.cfg.Fsync == FsyncAlways {
+		p.waiters = append(p.waiters, w)
+		q.requestFlush(p)
+		return nil
+	}
+	p.setHW(end, seg, seg.size)
+	w.finish(nil)
+	return nil
+}
+
+// barrier has nothing to wait for: every pwrite completed in its caller.
+func (q *syncQueue) barrier(*Partition) error { return nil }
+
+func (q *syncQueue) ringStats() (iouring.Stats, bool) { return iouring.Stats{}, false }
 
 func (q *syncQueue) write(seg *segment, data []byte, pos int64) error {
 	n, err := seg.log.WriteAt(data, pos)

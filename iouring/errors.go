@@ -22,10 +22,6 @@ var (
 	ErrWrongThread = errors.New("iouring: ring used from a thread other than its creator (SINGLE_ISSUER)")
 	// ErrClosed is returned for use after Close.
 	ErrClosed = errors.New("iouring: closed")
-	// ErrChainTooLong: a linked chain cannot fit in one submission.
-	ErrChainTooLong = errors.New("iouring: linked chain longer than the ring can submit at once")
-	// ErrInvalidOp: an Op the executor does not know how to prepare.
-	ErrInvalidOp = errors.New("iouring: invalid op")
 )
 
 // UnavailableError says why io_uring could not be set up.

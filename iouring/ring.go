@@ -88,7 +88,8 @@ type ringStats struct {
 // Memory referenced by a prepared SQE (buffers, iovec arrays) must stay
 // reachable and unmoved until its CQE is reaped. Go's heap does not move
 // objects today, but pin them with runtime.Pinner anyway so that a future
-// moving collector cannot break the contract; Executor does this for you.
+// moving collector cannot break the contract (the engine's owner loop pins
+// every buffer and iovec array from preparation to completion).
 type Ring struct {
 	fd       int
 	flags    uint32

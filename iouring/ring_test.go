@@ -315,16 +315,6 @@ func TestCloseReleasesEverything(t *testing.T) {
 		if err := r.Close(); !errors.Is(err, ErrClosed) {
 			t.Fatalf("second Close: %v", err)
 		}
-		e, err := NewExecutor(ExecutorConfig{Entries: 8, MaxQueuedOps: 64})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Do([]Op{Nop()}); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Close(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if got := countFds(t); got != fds {
 		t.Fatalf("fd leak: %d open before, %d after", fds, got)

@@ -247,6 +247,9 @@ func (f *errFile) Datasync() error {
 	return f.File.Datasync()
 }
 
+// Synced passes an io_uring fdatasync's completion to the wrapped file.
+func (f *errFile) Synced() error { return Synced(f.File) }
+
 func (f *errFile) Truncate(size int64) error {
 	if err := f.fs.maybe(OpTruncate, f.name); err != nil {
 		return err

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -19,17 +20,26 @@ var ErrCrashed = errors.New("vfs: file system crashed")
 // state a machine would see after power loss: file contents as of their last
 // Sync/Datasync (plus, optionally, a torn prefix of later appends) and
 // directory entries as of their parent's last SyncDir.
+//
+// A MemFS from NewMemFds keeps each file's contents in an anonymous
+// in-memory kernel file (memfd), so File.Fd is a real descriptor that the
+// kernel can write and fdatasync directly (the engine's io_uring path). The
+// kernel's fdatasync of such a descriptor does not reach the MemFS, so
+// whoever issues it reports its completion with Synced: a write the kernel
+// completed is written but not durable until then, and Crash drops it.
 type MemFS struct {
 	mu      sync.Mutex
 	crashed bool
+	fds     bool                // file contents live in memfds (NewMemFds)
 	cur     map[string]*memNode // visible namespace
 	durable map[string]*memNode // namespace as of the last SyncDir of each parent
 }
 
 type memNode struct {
 	isDir  bool
-	data   []byte // current contents
-	synced []byte // contents as of the last sync
+	data   []byte   // current contents, unless fd holds them
+	fd     *os.File // current contents (NewMemFds)
+	synced []byte   // contents as of the last sync
 	mtime  time.Time
 }
 
@@ -40,6 +50,30 @@ func NewMem() *MemFS {
 		cur:     map[string]*memNode{"/": root},
 		durable: map[string]*memNode{"/": root},
 	}
+}
+
+// NewMemFds returns an empty MemFS whose files have kernel descriptors
+// (see MemFS). It fails where the OS has no memfd (only Linux has).
+func NewMemFds() (*MemFS, error) {
+	if _, err := newMemFd("probe"); err != nil {
+		return nil, err
+	}
+	fs := NewMem()
+	fs.fds = true
+	return fs, nil
+}
+
+// newFile makes an empty file node. Lock must be held.
+func (fs *MemFS) newFile(name string) (*memNode, error) {
+	n := &memNode{mtime: time.Now()}
+	if fs.fds {
+		f, err := newMemFd(name)
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		}
+		n.fd = f
+	}
+	return n, nil
 }
 
 // CrashOptions shapes what survives a crash.
@@ -63,7 +97,7 @@ func (fs *MemFS) Crash(opts CrashOptions) *MemFS {
 		names = append(names, name)
 	}
 	sort.Strings(names) // map order is random; the seed must decide alone
-	out := &MemFS{cur: map[string]*memNode{}, durable: map[string]*memNode{}}
+	out := &MemFS{fds: fs.fds, cur: map[string]*memNode{}, durable: map[string]*memNode{}}
 	for _, name := range names {
 		// An entry in a directory whose own entry was lost is lost with
 		// it (sorted, a parent comes before its children).
@@ -73,17 +107,98 @@ func (fs *MemFS) Crash(opts CrashOptions) *MemFS {
 		n := fs.durable[name]
 		c := &memNode{isDir: n.isDir, mtime: n.mtime}
 		if !n.isDir {
-			c.data = append([]byte(nil), n.synced...)
-			if opts.TornTail && len(n.data) > len(n.synced) {
-				extra := n.data[len(n.synced):]
-				c.data = append(c.data, extra[:rng.Intn(len(extra)+1)]...)
+			data := append([]byte(nil), n.synced...)
+			if cur := n.contents(); opts.TornTail && len(cur) > len(n.synced) {
+				extra := cur[len(n.synced):]
+				data = append(data, extra[:rng.Intn(len(extra)+1)]...)
 			}
-			c.synced = append([]byte(nil), c.data...)
+			c.synced = append([]byte(nil), data...)
+			if fs.fds {
+				f, err := newMemFd(name)
+				if err == nil {
+					_, err = f.WriteAt(data, 0)
+				}
+				if err != nil {
+					// NewMemFds made one already: only running out of
+					// memory or descriptors gets here.
+					panic(fmt.Sprintf("vfs: recreating %s after a crash: %v", name, err))
+				}
+				c.fd = f
+			} else {
+				c.data = data
+			}
 		}
 		out.cur[name] = c
 		out.durable[name] = c
 	}
 	return out
+}
+
+// The contents of a file node, in memory or in its memfd. Lock must be held.
+
+func (n *memNode) size() int64 {
+	if n.fd == nil {
+		return int64(len(n.data))
+	}
+	fi, err := n.fd.Stat()
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func (n *memNode) contents() []byte {
+	if n.fd == nil {
+		return n.data
+	}
+	b := make([]byte, n.size())
+	k, _ := n.fd.ReadAt(b, 0)
+	return b[:k]
+}
+
+func (n *memNode) readAt(p []byte, off int64) (int, error) {
+	if n.fd != nil {
+		return n.fd.ReadAt(p, off)
+	}
+	if off >= int64(len(n.data)) {
+		return 0, io.EOF
+	}
+	k := copy(p, n.data[off:])
+	if k < len(p) {
+		return k, io.EOF
+	}
+	return k, nil
+}
+
+func (n *memNode) writeAt(p []byte, off int64) (int, error) {
+	if n.fd != nil {
+		return n.fd.WriteAt(p, off)
+	}
+	if end := off + int64(len(p)); end > int64(len(n.data)) {
+		if end <= int64(cap(n.data)) {
+			old := len(n.data)
+			n.data = n.data[:end]
+			clear(n.data[old:]) // a hole reads as zeros, not stale bytes
+		} else {
+			grown := make([]byte, end, end*2)
+			copy(grown, n.data)
+			n.data = grown
+		}
+	}
+	copy(n.data[off:], p)
+	return len(p), nil
+}
+
+func (n *memNode) truncate(size int64) error {
+	switch {
+	case n.fd != nil:
+		return n.fd.Truncate(size)
+	case size <= int64(len(n.data)):
+		n.data = n.data[:size]
+	default:
+		n.data = append(n.data, make([]byte, size-int64(len(n.data)))...)
+	}
+	return nil
 }
 
 func clean(name string) string { return filepath.Clean("/" + name) }
@@ -115,13 +230,22 @@ func (fs *MemFS) OpenFile(name string, flag int, perm os.FileMode) (File, error)
 		if p, ok := fs.cur[filepath.Dir(name)]; !ok || !p.isDir {
 			return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
 		}
-		n = &memNode{mtime: time.Now()}
+		var err error
+		if n, err = fs.newFile(name); err != nil {
+			return nil, err
+		}
 		fs.cur[name] = n
 	}
 	if flag&os.O_TRUNC != 0 {
-		n.data = n.data[:0]
+		if err := n.truncate(0); err != nil {
+			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		}
 	}
-	return &memFile{fs: fs, n: n, name: name}, nil
+	f := &memFile{fs: fs, n: n, name: name, fd: -1}
+	if n.fd != nil {
+		f.fd = int(n.fd.Fd())
+	}
+	return f, nil
 }
 
 func (fs *MemFS) Remove(name string) error {
@@ -229,7 +353,7 @@ func (fs *MemFS) Stat(name string) (os.FileInfo, error) {
 	if !ok {
 		return nil, &os.PathError{Op: "stat", Path: name, Err: os.ErrNotExist}
 	}
-	return memInfo{name: filepath.Base(name), size: int64(len(n.data)), dir: n.isDir, mtime: n.mtime}, nil
+	return memInfo{name: filepath.Base(name), size: n.size(), dir: n.isDir, mtime: n.mtime}, nil
 }
 
 // SyncDir makes the entries directly under dir durable, including removals.
@@ -276,6 +400,7 @@ type memFile struct {
 	fs     *MemFS
 	n      *memNode
 	name   string
+	fd     int // n.fd's descriptor, cached: os.File.Fd is not free
 	closed bool
 }
 
@@ -297,14 +422,7 @@ func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer f.fs.mu.Unlock()
-	if off >= int64(len(f.n.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, f.n.data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
+	return f.n.readAt(p, off)
 }
 
 func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
@@ -312,20 +430,8 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	defer f.fs.mu.Unlock()
-	if end := off + int64(len(p)); end > int64(len(f.n.data)) {
-		if end <= int64(cap(f.n.data)) {
-			old := len(f.n.data)
-			f.n.data = f.n.data[:end]
-			clear(f.n.data[old:]) // a hole reads as zeros, not stale bytes
-		} else {
-			grown := make([]byte, end, end*2)
-			copy(grown, f.n.data)
-			f.n.data = grown
-		}
-	}
-	copy(f.n.data[off:], p)
 	f.n.mtime = time.Now()
-	return len(p), nil
+	return f.n.writeAt(p, off)
 }
 
 func (f *memFile) Sync() error { return f.Datasync() }
@@ -335,21 +441,22 @@ func (f *memFile) Datasync() error {
 		return err
 	}
 	defer f.fs.mu.Unlock()
-	f.n.synced = append(f.n.synced[:0], f.n.data...)
+	f.n.synced = append(f.n.synced[:0], f.n.contents()...)
 	return nil
 }
+
+// Synced records that an fdatasync of Fd issued outside the File (by
+// io_uring) completed: what the file holds now is durable. Without the
+// call a crash drops what the kernel wrote since the last sync. After a
+// crash it fails as Datasync does.
+func (f *memFile) Synced() error { return f.Datasync() }
 
 func (f *memFile) Truncate(size int64) error {
 	if err := f.lock(); err != nil {
 		return err
 	}
 	defer f.fs.mu.Unlock()
-	if size <= int64(len(f.n.data)) {
-		f.n.data = f.n.data[:size]
-	} else {
-		f.n.data = append(f.n.data, make([]byte, size-int64(len(f.n.data)))...)
-	}
-	return nil
+	return f.n.truncate(size)
 }
 
 func (f *memFile) Size() (int64, error) {
@@ -357,7 +464,7 @@ func (f *memFile) Size() (int64, error) {
 		return 0, err
 	}
 	defer f.fs.mu.Unlock()
-	return int64(len(f.n.data)), nil
+	return f.n.size(), nil
 }
 
 func (f *memFile) Close() error {
@@ -369,5 +476,11 @@ func (f *memFile) Close() error {
 	return nil
 }
 
-func (f *memFile) Fd() int      { return -1 }
+// Fd is the memfd's descriptor (NewMemFds), else -1.
+func (f *memFile) Fd() int {
+	if f.n.fd == nil {
+		return -1
+	}
+	return f.fd
+}
 func (f *memFile) Name() string { return f.name }

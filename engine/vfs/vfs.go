@@ -47,6 +47,31 @@ type FS interface {
 	SyncDir(dir string) error
 }
 
+// Synced reports to f's file system that an fdatasync of f.Fd() issued
+// outside the File (by io_uring) completed. The OS needs no telling; a
+// MemFS from NewMemFds counts what the file holds as durable only then,
+// and fails it with ErrCrashed after a crash, as its Datasync would: the
+// caller must treat the fdatasync as failed.
+func Synced(f File) error {
+	if s, ok := f.(interface{ Synced() error }); ok {
+		return s.Synced()
+	}
+	return nil
+}
+
+// KernelFiles reports whether fs's files have descriptors (File.Fd) that
+// the kernel can write and fdatasync directly, as io_uring does: the OS
+// file system, a MemFS from NewMemFds, or an ErrorFS over either.
+func KernelFiles(fs FS) bool {
+	switch fs := fs.(type) {
+	case *ErrorFS:
+		return KernelFiles(fs.FS)
+	case *MemFS:
+		return fs.fds
+	}
+	return fs == Default
+}
+
 // Default is the operating system's file system.
 var Default FS = osFS{}
 
