@@ -172,9 +172,9 @@ func handleProduce(s *Server, r *request) reply {
 	}
 
 	if req.Acks == 0 {
-		return reply{noResponse: true}
+		return reply{noResponse: true, produced: sets}
 	}
-	return reply{resolve: func(done <-chan struct{}) *response {
+	return reply{produced: sets, resolve: func(done <-chan struct{}) *response {
 		t := time.NewTimer(time.Until(deadline))
 		defer t.Stop()
 		timer := t.C

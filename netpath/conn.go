@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ringlog/ringlog/internal/records"
 	"io"
 	"net"
 	"os"
@@ -48,6 +49,10 @@ type reply struct {
 	// is going away; resolve must then return promptly (its response is
 	// released, not sent).
 	resolve func(done <-chan struct{}) *response
+	// produced is a produce request's records as the handler framed them
+	// (indexed like its topics and partitions), so the metrics count
+	// records from that view instead of walking the batches again.
+	produced [][]records.Set
 }
 
 // immediate wraps an already built response.

@@ -197,7 +197,7 @@ func (m *serverMetrics) forgetTopics(hosted func(string) bool) map[string]*topic
 // nil: acks=0, counted as appended). Request and response topics and
 // partitions are in the same order (00_produce.go builds one from the
 // other); anything that does not line up is skipped, not guessed.
-func (m *serverMetrics) produced(s *Server, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) {
+func (m *serverMetrics) produced(s *Server, req *kmsg.ProduceRequest, sets [][]records.Set, resp *kmsg.ProduceResponse) {
 	for ti := range req.Topics {
 		rt := &req.Topics[ti]
 		var rs *kmsg.ProduceResponseTopic
@@ -224,9 +224,10 @@ func (m *serverMetrics) produced(s *Server, req *kmsg.ProduceRequest, resp *kmsg
 					break
 				}
 			}
-			recs := rt.Partitions[pi].Records
-			tc.bytesIn.Add(uint64(len(recs)))
-			tc.messagesIn.Add(batchRecordCount(recs))
+			tc.bytesIn.Add(uint64(len(rt.Partitions[pi].Records)))
+			if ti < len(sets) && pi < len(sets[ti]) {
+				tc.messagesIn.Add(recordCount(sets[ti][pi]))
+			}
 		}
 	}
 }
@@ -239,14 +240,13 @@ func errorSlot(code int16) int {
 	return int(code) + 1
 }
 
-// batchRecordCount sums the record counts of the v2 batch headers in b,
-// stopping at anything that does not parse.
-func batchRecordCount(b []byte) uint64 {
+// recordCount sums the record counts of the batches the produce handler
+// framed (a malformed tail was refused and is not counted).
+func recordCount(set records.Set) uint64 {
 	var n uint64
-	records.Walk(b, func(bt records.Batch) bool {
-		n += uint64(uint32(bt.RecordCount))
-		return true
-	})
+	for i := range set.Batches {
+		n += uint64(uint32(set.Batches[i].RecordCount))
+	}
 	return n
 }
 
@@ -288,7 +288,7 @@ func (m *serverMetrics) responded(s *Server, p *pendingReply, resp *response) {
 				return
 			}
 		}
-		m.produced(s, req, pr)
+		m.produced(s, req, p.reply.produced, pr)
 	case 11:
 		// One rebalance completes per generation; its leader's JoinGroup
 		// answer marks it.

@@ -11,18 +11,19 @@ import (
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/records"
 )
 
-func TestBatchRecordCount(t *testing.T) {
+func TestRecordCount(t *testing.T) {
 	b := append(batchtest.Values("a", "b", "c"), batchtest.Values("d")...)
-	if n := batchRecordCount(b); n != 4 {
+	if n := recordCount(records.ParseSet(b)); n != 4 {
 		t.Fatalf("record count %d, want 4", n)
 	}
 	// A torn second batch is not counted, and garbage counts nothing.
-	if n := batchRecordCount(b[:len(b)-3]); n != 3 {
+	if n := recordCount(records.ParseSet(b[:len(b)-3])); n != 3 {
 		t.Fatalf("torn: %d, want 3", n)
 	}
-	if n := batchRecordCount([]byte("short")); n != 0 {
+	if n := recordCount(records.ParseSet([]byte("short"))); n != 0 {
 		t.Fatalf("garbage: %d", n)
 	}
 }
@@ -62,6 +63,7 @@ func TestProducedAccounting(t *testing.T) {
 	m := &s.metrics
 	recs := batchtest.Values("x", "y")
 	req := kmsg.NewPtrProduceRequest()
+	req.Version = 9
 	for _, name := range []string{"t", "ghost"} {
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic = name
@@ -85,7 +87,7 @@ func TestProducedAccounting(t *testing.T) {
 	resp.Topics[1].Partitions[0].ErrorCode = kerr.UnknownTopicOrPartition.Code
 	resp.Topics[1].Partitions[1].ErrorCode = kerr.UnknownTopicOrPartition.Code
 
-	m.produced(s, req, resp)
+	m.produced(s, req, parseProduceRecords(req), resp)
 	tc := m.topic(s, "t")
 	if tc.bytesIn.Load() != uint64(len(recs)) || tc.messagesIn.Load() != 2 || tc.produceErrors.Load() != 1 {
 		t.Fatalf("topic t: bytes %d msgs %d errors %d", tc.bytesIn.Load(), tc.messagesIn.Load(), tc.produceErrors.Load())
@@ -97,13 +99,13 @@ func TestProducedAccounting(t *testing.T) {
 		t.Fatal("produce errors by code not counted")
 	}
 	// acks=0 (no response): counted as received.
-	m.produced(s, req, nil)
+	m.produced(s, req, parseProduceRecords(req), nil)
 	if tc.messagesIn.Load() != 6 {
 		t.Fatalf("acks=0: %d messages", tc.messagesIn.Load())
 	}
 	// A response that does not line up is skipped.
 	resp.Topics[0].Topic = "other"
-	m.produced(s, req, resp)
+	m.produced(s, req, parseProduceRecords(req), resp)
 	if tc.messagesIn.Load() != 6 {
 		t.Fatalf("misaligned response counted: %d", tc.messagesIn.Load())
 	}
