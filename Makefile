@@ -5,7 +5,7 @@ COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 VERSION   := $(shell git describe --tags --always 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # Packages with concurrency run under the race detector in `make test`.
-RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./coordinator/... ./replication/... ./loadgen/... ./results/... ./examples/...
+RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./broker/... ./internal/... ./coordinator/... ./replication/... ./loadgen/... ./results/... ./examples/...
 FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
@@ -57,7 +57,6 @@ SYNC_TESTS ?= TestFranzGoProduceConsumeAllCodecs|TestRestartKeepsDataAndClusterI
 FAULT_TESTS ?= TestFailoverAcksAnswered|TestDiskFull|TestDiskError|TestSlowFsync|TestListOffsetsAfterLeaderChange
 test: vet build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
-	RINGLOG_TEST_IO=sync $(GO) test -race -count=1 -timeout 5m ./engine/...
 	@echo "== integration tests with --io uring"
 	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(FAULT_TESTS))' ./cmd/...
 	@echo "== write-path-dependent integration tests with --io sync"
