@@ -1,13 +1,13 @@
 package engine
 
-// This file is the contract between the engine and its callers (netpath,
-// later replication). It names every exported type and method the rest of
-// ringlog relies on. Implementations live in the other files of the package.
+// This file holds the vocabulary the engine shares with its callers (the
+// broker package and netpath's handlers): fsync policies, the errors
+// netpath maps to Kafka codes, append and read results, topic configs.
+// Methods are documented where they are defined (engine.go, partition.go,
+// replica.go, producers.go, cleaner.go, ...); `go doc -all ./engine` lists
+// them all, so no second list is kept here to drift.
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 // FsyncPolicy says when appended bytes are flushed to stable storage.
 type FsyncPolicy int
@@ -141,37 +141,3 @@ const (
 	TimestampEarliest int64 = -2
 	TimestampMax      int64 = -3
 )
-
-// Compile-time reminders of the methods netpath uses. The implementation
-// files define them; their signatures are part of the contract:
-//
-//	func DefaultConfig() Config
-//	func (c Config) Validate() error
-//	func Open(cfg Config) (*Engine, error)
-//	func (e *Engine) Close() error
-//	func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]string) (TopicInfo, error)
-//	func (e *Engine) DeleteTopic(name string) error
-//	func (e *Engine) CreatePartitions(name string, total int32) error
-//	func (e *Engine) Topic(name string) (TopicInfo, bool)
-//	func (e *Engine) Topics() []TopicInfo            // sorted by name
-//	func (e *Engine) Partition(topic string, p int32) (*Partition, error) // ErrUnknownTopic (also: not hosted here)
-//	func (e *Engine) SyncTopic(spec TopicSpec) error  // cluster reconcile: hosted partitions, id, configs
-//	func (e *Engine) Hosted(topic string) []int32
-//	func (e *Engine) CleanerStats() CleanerStats     // log compaction counters (cleaner.go)
-//	func (e *Engine) ParseConfig(kv map[string]string) (TopicConfig, error)
-//	func DefaultTopicConfig() TopicConfig
-//	func ParseTopicConfig(base TopicConfig, kv map[string]string) (TopicConfig, error) // ErrInvalidConfig
-//	func (c TopicConfig) Entries() []ConfigEntry   // every supported key, sorted
-//	func ValidateTopicName(name string) error        // ErrInvalidTopic
-//
-//	func (p *Partition) Topic() string
-//	func (p *Partition) Index() int32
-//	func (p *Partition) Append(records []byte) (AppendWaiter, error)
-//	func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadResult, error)
-//	func (p *Partition) Info() PartitionInfo
-//	func (p *Partition) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err error)
-//	func (p *Partition) Changed() <-chan struct{}
-//	func (p *Partition) SetLeaderEpoch(epoch int32) // stamped into appended batches
-//	func (p *Partition) LeaderEpoch() int32
-
-var _ = time.Second
