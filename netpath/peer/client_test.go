@@ -1,0 +1,238 @@
+package peer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/replication"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fakeBroker accepts connections on loopback and answers each request
+// frame with whatever respond writes (nothing, when it returns false, to
+// leave the client waiting). It counts accepted connections, so tests see
+// whether the client reused or redialed one.
+type fakeBroker struct {
+	ln       net.Listener
+	accepted atomic.Int32
+}
+
+func startFakeBroker(t *testing.T, respond func(c net.Conn, corr int32) bool) *fakeBroker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &fakeBroker{ln: ln}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fb.accepted.Add(1)
+			go func() {
+				defer c.Close()
+				for {
+					var size [4]byte
+					if _, err := io.ReadFull(c, size[:]); err != nil {
+						return
+					}
+					n := binary.BigEndian.Uint32(size[:])
+					if n < 8 || n > 1<<20 {
+						return
+					}
+					body := make([]byte, n)
+					if _, err := io.ReadFull(c, body); err != nil {
+						return
+					}
+					// key(2) version(2) correlation id(4) ...
+					if !respond(c, int32(binary.BigEndian.Uint32(body[4:8]))) {
+						io.Copy(io.Discard, c) // hold the connection open, silent
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return fb
+}
+
+// client returns a Client whose metadata image places broker 1 at fb.
+func (fb *fakeBroker) client(t *testing.T) *Client {
+	t.Helper()
+	addr := fb.ln.Addr().(*net.TCPAddr)
+	im, res := metadata.EmptyImage().Apply(1, metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c1"}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	im, res = im.Apply(2, metadata.Command{RegisterBroker: &metadata.RegisterBroker{
+		ClusterID: "c1", ID: 1, Incarnation: metadata.NewUUID(),
+		Endpoints: []metadata.Endpoint{{Listener: "PLAINTEXT", Host: "127.0.0.1", Port: int32(addr.Port)}},
+	}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	c := New(Config{Image: func() *metadata.Image { return im }})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// fetchResponse is a v12 fetch response frame for corr with one partition
+// of topic "t" answering code.
+func fetchResponse(corr int32, code int16, hw int64) []byte {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 12
+	tp := kmsg.NewFetchResponseTopic()
+	tp.Topic = "t"
+	p := kmsg.NewFetchResponseTopicPartition()
+	p.Partition = 0
+	p.ErrorCode = code
+	p.HighWatermark = hw
+	tp.Partitions = append(tp.Partitions, p)
+	resp.Topics = append(resp.Topics, tp)
+	// Response header v1: correlation id, then an empty tag section.
+	body := binary.BigEndian.AppendUint32(nil, uint32(corr))
+	body = append(body, 0)
+	body = resp.AppendTo(body)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func fetchReq() *replication.FetchRequest {
+	return &replication.FetchRequest{
+		ReplicaID: 2, MaxWait: 100 * time.Millisecond, MaxBytes: 1 << 20,
+		Partitions: []replication.FetchPartition{{TopicPartition: replication.TopicPartition{Topic: "t", Partition: 0}, MaxBytes: 1 << 20}},
+	}
+}
+
+// A well-formed exchange decodes into replication's terms (codes become
+// replication errors) and the connection is kept for the next request.
+func TestFetchDecodesAndReusesConnection(t *testing.T) {
+	var n atomic.Int32
+	fb := startFakeBroker(t, func(c net.Conn, corr int32) bool {
+		code := int16(0)
+		if n.Add(1) == 2 {
+			code = kerr.NotLeaderForPartition.Code
+		}
+		c.Write(fetchResponse(corr, code, 42))
+		return true
+	})
+	cl := fb.client(t)
+	ctx := context.Background()
+	resp, err := cl.Fetch(ctx, 1, fetchReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Partitions) != 1 || resp.Partitions[0].HighWatermark != 42 || resp.Partitions[0].Err != nil {
+		t.Fatalf("first fetch: %+v", resp.Partitions)
+	}
+	resp, err = cl.Fetch(ctx, 1, fetchReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(resp.Partitions[0].Err, replication.ErrNotLeaderOrFollower) {
+		t.Fatalf("second fetch: partition error %v, want replication.ErrNotLeaderOrFollower", resp.Partitions[0].Err)
+	}
+	if got := fb.accepted.Load(); got != 1 {
+		t.Fatalf("%d connections for two sequential fetches, want 1 (pooled)", got)
+	}
+}
+
+// A response for another request (wrong correlation id) fails the
+// exchange and the connection is dropped, not reused: the next request
+// dials afresh.
+func TestCorrelationMismatchDropsConnection(t *testing.T) {
+	var n atomic.Int32
+	fb := startFakeBroker(t, func(c net.Conn, corr int32) bool {
+		if n.Add(1) == 1 {
+			corr++
+		}
+		c.Write(fetchResponse(corr, 0, 7))
+		return true
+	})
+	cl := fb.client(t)
+	_, err := cl.Fetch(context.Background(), 1, fetchReq())
+	if err == nil || !strings.Contains(err.Error(), "correlation id") {
+		t.Fatalf("err %v, want a correlation id mismatch", err)
+	}
+	if _, err := cl.Fetch(context.Background(), 1, fetchReq()); err != nil {
+		t.Fatalf("fetch after the mismatch: %v", err)
+	}
+	if got := fb.accepted.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2 (the mismatched one dropped)", got)
+	}
+}
+
+// A size prefix above the bound is refused before anything is allocated
+// or read for it, so a broken or hostile peer cannot make us buffer it.
+func TestOversizedResponseRefused(t *testing.T) {
+	fb := startFakeBroker(t, func(c net.Conn, corr int32) bool {
+		var hdr [8]byte
+		binary.BigEndian.PutUint32(hdr[:], maxFetchResponse+1)
+		binary.BigEndian.PutUint32(hdr[4:], uint32(corr))
+		c.Write(hdr[:]) // and no body: the client must not wait for one
+		return false
+	})
+	cl := fb.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := cl.Fetch(ctx, 1, fetchReq())
+	if err == nil || !strings.Contains(err.Error(), "response size") {
+		t.Fatalf("err %v, want the response size refused", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the client waited for the body of a refused response")
+	}
+	for _, size := range []uint32{0, 3, 1 << 31} {
+		var hdr [8]byte
+		binary.BigEndian.PutUint32(hdr[:], size)
+		binary.BigEndian.PutUint32(hdr[4:], 1)
+		fb2 := startFakeBroker(t, func(c net.Conn, corr int32) bool {
+			binary.BigEndian.PutUint32(hdr[4:], uint32(corr))
+			c.Write(hdr[:])
+			return false
+		})
+		if _, err := fb2.client(t).Fetch(ctx, 1, fetchReq()); err == nil || !strings.Contains(err.Error(), "response size") {
+			t.Fatalf("size %d: err %v, want the response size refused", size, err)
+		}
+	}
+}
+
+// A peer that never answers holds the request only until the caller's
+// context ends.
+func TestSilentPeerBoundedByContext(t *testing.T) {
+	fb := startFakeBroker(t, func(net.Conn, int32) bool { return false })
+	cl := fb.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := cl.Fetch(ctx, 1, fetchReq())
+	if err == nil {
+		t.Fatal("fetch from a silent peer succeeded")
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("fetch returned after %v; the context ended after 300ms", d)
+	}
+}
+
+// A broker missing from the image, or without a plaintext endpoint, is an
+// error before any dial.
+func TestUnknownBroker(t *testing.T) {
+	fb := startFakeBroker(t, func(net.Conn, int32) bool { return false })
+	if _, err := fb.client(t).Fetch(context.Background(), 9, fetchReq()); err == nil || !strings.Contains(err.Error(), "broker 9") {
+		t.Fatalf("err %v, want broker 9 unknown", err)
+	}
+	if got := fb.accepted.Load(); got != 0 {
+		t.Fatalf("%d connections to the wrong broker", got)
+	}
+}
