@@ -259,11 +259,20 @@ func parseProduceRecords(req *kmsg.ProduceRequest) [][]records.Set {
 	}
 	flat := make([]records.Set, n) // one allocation for the request
 	sets := make([][]records.Set, len(req.Topics))
+	// The batch views share one array too, sized for one batch per
+	// partition (what clients send); a partition with more takes the room
+	// left, or gets its own array once that is used up.
+	batches := make([]records.Batch, 0, n)
 	for ti := range req.Topics {
 		ps := req.Topics[ti].Partitions
 		sets[ti], flat = flat[:len(ps):len(ps)], flat[len(ps):]
 		for pi := range ps {
-			sets[ti][pi] = records.ParseSet(ps[pi].Records)
+			free := batches[len(batches):len(batches):cap(batches)]
+			set := records.ParseSetInto(ps[pi].Records, free)
+			if len(set.Batches) <= cap(free) {
+				batches = batches[:len(batches)+len(set.Batches)]
+			}
+			sets[ti][pi] = set
 		}
 	}
 	return sets

@@ -250,8 +250,12 @@ type Set struct {
 
 // ParseSet splits b into batches. A batch that does not fit ends the
 // split (Set.Err); the batches before it are kept.
-func ParseSet(b []byte) Set {
-	s := Set{Raw: b}
+func ParseSet(b []byte) Set { return ParseSetInto(b, nil) }
+
+// ParseSetInto is ParseSet appending the batches to buf (from its
+// length), so a caller framing many sets can give them one backing array.
+func ParseSetInto(b []byte, buf []Batch) Set {
+	s := Set{Raw: b, Batches: buf}
 	for pos := 0; pos < len(b); {
 		bt, err := Parse(b[pos:])
 		if err != nil {
