@@ -10,14 +10,14 @@ import (
 // records length prefix computed from the file range. A test decodes the
 // result with kmsg to keep this in step with the protocol definition.
 
-func encodeFetchResponse(version int16, isolation int8, topics []fetchTopic) []responsePart {
+func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics []fetchTopic) []responsePart {
 	flex := version >= 12
 	var parts []responsePart
 	b := make([]byte, 0, 256)
 	b = appendInt32(b, 0) // throttle_time_ms (v1+)
 	if version >= 7 {
-		b = appendInt16(b, 0) // error_code
-		b = appendInt32(b, 0) // session_id: we never create sessions
+		b = appendInt16(b, 0)         // error_code
+		b = appendInt32(b, sessionID) // 0: no session (fetch_sessions.go)
 	}
 	b = appendArrayLen(b, len(topics), flex)
 	for _, t := range topics {
