@@ -84,6 +84,10 @@ func (p *Partition) Unwatch(w *Waker) {
 	ws.mu.Unlock()
 }
 
+// Watchers returns how many Wakers are registered (for tests and
+// metrics: long polls waiting on p).
+func (p *Partition) Watchers() int { return int(p.watch.n.Load()) }
+
 // wakeWatchers bumps the version and wakes every registered Waker.
 func (ws *watchers) wakeWatchers() {
 	ws.version.Add(1)

@@ -195,8 +195,9 @@ func getFetchState() *fetchState { return fetchStates.Get().(*fetchState) }
 // putFetchState returns st to the pool once its response is written:
 // the topics' file ranges are released and st is unwatched.
 func putFetchState(st *fetchState) {
-	for i := range st.topics[:cap(st.topics)] {
-		ps := st.topics[i].partitions
+	all := st.topics[:cap(st.topics)]
+	for i := range all {
+		ps := all[i].partitions
 		clear(ps[:cap(ps)])
 	}
 	clear(st.watch[:cap(st.watch)])

@@ -190,8 +190,9 @@ func (c *fetchSessions) create(req *kmsg.FetchRequest, now time.Time) *fetchSess
 }
 
 // victimLocked picks the session a new one may replace: the least
-// recently used idle past minAge, else the weakest if weaker than s.
-// Busy sessions are never taken. Lock must be held.
+// recently used idle past minAge, else the weakest if strictly weaker
+// than s (a flood of equal new sessions must not churn the cache). Busy
+// sessions are never taken. Lock must be held.
 func (c *fetchSessions) victimLocked(s *fetchSession, now time.Time) *fetchSession {
 	var stale, weak *fetchSession
 	for _, o := range c.byID {
@@ -201,29 +202,29 @@ func (c *fetchSessions) victimLocked(s *fetchSession, now time.Time) *fetchSessi
 		if now.Sub(o.lastUsed) >= c.minAge && (stale == nil || o.lastUsed.Before(stale.lastUsed)) {
 			stale = o
 		}
-		if weak == nil || o.weaker(weak) {
+		if weak == nil || o.outranks(weak) < 0 || o.outranks(weak) == 0 && o.lastUsed.Before(weak.lastUsed) {
 			weak = o
 		}
 	}
 	if stale != nil {
 		return stale
 	}
-	if weak != nil && weak.weaker(s) {
+	if weak != nil && s.outranks(weak) > 0 {
 		return weak
 	}
 	return nil
 }
 
-// weaker ranks sessions for eviction: consumers below followers, then
-// fewer partitions below more, then older use below newer.
-func (s *fetchSession) weaker(o *fetchSession) bool {
-	if (s.replicaID >= 0) != (o.replicaID >= 0) {
-		return s.replicaID < 0
+// outranks compares sessions for eviction (> 0: s ranks higher):
+// followers above consumers, then more partitions above fewer.
+func (s *fetchSession) outranks(o *fetchSession) int {
+	if f, g := s.replicaID >= 0, o.replicaID >= 0; f != g {
+		if f {
+			return 1
+		}
+		return -1
 	}
-	if s.n != o.n {
-		return s.n < o.n
-	}
-	return s.lastUsed.Before(o.lastUsed)
+	return s.n - o.n
 }
 
 // removeLocked drops s from the cache; a fetch holding it finishes
