@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -385,4 +386,30 @@ func (s *fetchSession) filter(topics []fetchTopic, full bool) []fetchTopic {
 		}
 	}
 	return topics[:out]
+}
+
+var (
+	descFetchSessions = prometheus.NewDesc("ringlog_fetch_sessions",
+		"Incremental fetch sessions (KIP-227) cached, and the partitions they hold.", []string{"what"}, nil)
+	descFetchSessionEvictions = prometheus.NewDesc("ringlog_fetch_session_evictions_total",
+		"Fetch sessions evicted to make room for a new one.", nil, nil)
+	descFetchSessionIncremental = prometheus.NewDesc("ringlog_fetch_session_incremental_total",
+		"Incremental fetch requests accepted (they named a live session and its epoch).", nil, nil)
+)
+
+func (c *fetchSessions) describe(ch chan<- *prometheus.Desc) {
+	ch <- descFetchSessions
+	ch <- descFetchSessionEvictions
+	ch <- descFetchSessionIncremental
+}
+
+func (c *fetchSessions) collect(ch chan<- prometheus.Metric) {
+	if c == nil {
+		return // a Server not built by New (tests)
+	}
+	sessions, partitions := c.stats()
+	ch <- prometheus.MustNewConstMetric(descFetchSessions, prometheus.GaugeValue, float64(sessions), "sessions")
+	ch <- prometheus.MustNewConstMetric(descFetchSessions, prometheus.GaugeValue, float64(partitions), "partitions")
+	ch <- prometheus.MustNewConstMetric(descFetchSessionEvictions, prometheus.CounterValue, float64(c.evictions.Load()))
+	ch <- prometheus.MustNewConstMetric(descFetchSessionIncremental, prometheus.CounterValue, float64(c.incremental.Load()))
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -378,10 +379,25 @@ func TestFetchSessionFranzGoConsumer(t *testing.T) {
 			seen[string(r.Value)] = true
 		})
 	}
-	if srv.sessions.incremental.Load() == 0 {
-		t.Fatal("no incremental fetch was served")
+	// The metrics tell that sessions were used.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n, _ := srv.sessions.stats(); n == 0 {
-		t.Fatal("no session cached")
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range mt.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			got[name] = mt.GetCounter().GetValue() + mt.GetGauge().GetValue()
+		}
+	}
+	if got["ringlog_fetch_session_incremental_total"] == 0 || got["ringlog_fetch_sessions/sessions"] == 0 || got["ringlog_fetch_sessions/partitions"] != parts {
+		t.Fatalf("session metrics: incremental %v, sessions %v, partitions %v", got["ringlog_fetch_session_incremental_total"],
+			got["ringlog_fetch_sessions/sessions"], got["ringlog_fetch_sessions/partitions"])
 	}
 }
