@@ -178,7 +178,9 @@ type fetchState struct {
 	// regs are the partitions waker is registered with.
 	regs  []*engine.Partition
 	waker *engine.Waker
-	timer *time.Timer
+	// limited: the last read cut a partition short for max_bytes.
+	limited bool
+	timer   *time.Timer
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -267,7 +269,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 		hasErr bool
 	)
 	topics := st.topics[:0]
-	st.watch = st.watch[:0]
+	st.watch, st.limited = st.watch[:0], false
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -308,7 +310,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			part := lc.part
 			limit := int64(rp.PartitionMaxBytes)
 			if remaining := maxBytes - total; remaining < limit {
-				limit = remaining
+				limit, st.limited = remaining, true
 			}
 			if limit < 0 {
 				limit = 0
@@ -405,7 +407,7 @@ func (s *Server) fetchResponse(req *kmsg.FetchRequest, sess *fetchSession, full 
 	st.unwatch()
 	var sessionID int32
 	if sess != nil {
-		topics = sess.filter(topics, full)
+		topics = sess.filter(topics, full, st.limited)
 		s.sessions.end(sess, time.Now())
 		sessionID = sess.id
 	}

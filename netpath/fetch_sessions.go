@@ -363,8 +363,12 @@ func (s *fetchSession) forget(ft *kmsg.FetchRequestForgottenTopic) {
 // must hear about, and records what every kept partition told. topics is
 // parallel to s.topics (readFetch keeps the order). It is compacted in
 // place by swapping, so each entry keeps its own partitions array for
-// reuse (fetchState). A full response keeps everything.
-func (s *fetchSession) filter(topics []fetchTopic, full bool) []fetchTopic {
+// reuse (fetchState). A full response keeps everything. When limited
+// (the request's max_bytes cut a read short) the partitions that returned
+// records move behind the others, so the next fetches read the rest
+// first (as Kafka does) instead of starving the session's tail.
+func (s *fetchSession) filter(topics []fetchTopic, full, limited bool) []fetchTopic {
+	var served []sessionPos
 	out := 0
 	for i := range topics {
 		t := &topics[i]
@@ -377,6 +381,9 @@ func (s *fetchSession) filter(topics []fetchTopic, full bool) []fetchTopic {
 				continue
 			}
 			*st = sentState{hw: p.highWatermark, lastStable: p.lastStable, logStart: p.logStart, ok: true}
+			if limited && p.data != nil {
+				served = append(served, sessionPos{int32(i), int32(j)})
+			}
 			kept = append(kept, p)
 		}
 		if len(kept) > 0 {
@@ -385,7 +392,46 @@ func (s *fetchSession) filter(topics []fetchTopic, full bool) []fetchTopic {
 			out++
 		}
 	}
+	if len(served) > 0 {
+		s.moveToEnd(served)
+	}
 	return topics[:out]
+}
+
+// moveToEnd reorders the session so the partitions at pos (ascending)
+// come last. A topic may then appear in two groups; responses list it
+// twice, which clients accept (Kafka's responses do the same).
+func (s *fetchSession) moveToEnd(pos []sessionPos) {
+	last := make(map[sessionPos]bool, len(pos))
+	for _, p := range pos {
+		last[p] = true
+	}
+	topics := make([]kmsg.FetchRequestTopic, 0, len(s.topics)+1)
+	sent := make([][]sentState, 0, len(s.topics)+1)
+	add := func(p sessionPos) {
+		src := &s.topics[p.topic]
+		k := s.key(src.Topic, src.TopicID)
+		if n := len(topics); n == 0 || s.key(topics[n-1].Topic, topics[n-1].TopicID) != k {
+			topics = append(topics, kmsg.FetchRequestTopic{Topic: src.Topic, TopicID: src.TopicID})
+			sent = append(sent, nil)
+		}
+		n := len(topics) - 1
+		part := src.Partitions[p.part]
+		topics[n].Partitions = append(topics[n].Partitions, part)
+		sent[n] = append(sent[n], s.sent[p.topic][p.part])
+		s.index[sessionKey{k, part.Partition}] = sessionPos{int32(n), int32(len(topics[n].Partitions) - 1)}
+	}
+	for ti := range s.topics {
+		for pi := range s.topics[ti].Partitions {
+			if p := (sessionPos{int32(ti), int32(pi)}); !last[p] {
+				add(p)
+			}
+		}
+	}
+	for _, p := range pos {
+		add(p)
+	}
+	s.topics, s.sent = topics, sent
 }
 
 var (

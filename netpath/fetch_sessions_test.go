@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -399,5 +400,39 @@ func TestFetchSessionFranzGoConsumer(t *testing.T) {
 	if got["ringlog_fetch_session_incremental_total"] == 0 || got["ringlog_fetch_sessions/sessions"] == 0 || got["ringlog_fetch_sessions/partitions"] != parts {
 		t.Fatalf("session metrics: incremental %v, sessions %v, partitions %v", got["ringlog_fetch_session_incremental_total"],
 			got["ringlog_fetch_sessions/sessions"], got["ringlog_fetch_sessions/partitions"])
+	}
+}
+
+// Under a max_bytes that fits two partitions' records, the partitions a
+// response served move behind the others: busy partitions at the head
+// of the session do not starve the rest.
+func TestFetchSessionRotatesUnderByteLimit(t *testing.T) {
+	srv, eng := clusterServer(t, nil, "r", 4)
+	for p := range int32(4) {
+		appendTo(t, eng, "r", p)
+	}
+	_, probe := doFetch(t, srv, sessionFetch("r", 0, -1, map[int32]int64{0: 0}))
+	b := int32(probe[0])
+	full := sessionFetch("r", 0, 0, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0})
+	// One topic, partitions in request order 0..3 (the map above is
+	// unordered).
+	slices.SortFunc(full.Topics[0].Partitions, func(x, y kmsg.FetchRequestTopicPartition) int { return int(x.Partition - y.Partition) })
+	full.MaxBytes = 2*b + b/2
+	kr, parts := doFetch(t, srv, full)
+	if parts[0] == 0 || parts[1] == 0 || parts[2] != 0 || parts[3] != 0 {
+		t.Fatalf("full fetch under max_bytes %d (batch %d): records per partition %v", full.MaxBytes, b, parts)
+	}
+	// 0 and 1 get more records; the fetcher moves past what it read.
+	appendTo(t, eng, "r", 0)
+	appendTo(t, eng, "r", 1)
+	inc := sessionFetch("r", kr.SessionID, 1, map[int32]int64{0: 1, 1: 1})
+	inc.MaxBytes = full.MaxBytes
+	if _, parts = doFetch(t, srv, inc); parts[2] == 0 || parts[3] == 0 || parts[0] != 0 || parts[1] != 0 {
+		t.Fatalf("after serving 0 and 1, records per partition %v, want 2 and 3 first", parts)
+	}
+	inc = sessionFetch("r", kr.SessionID, 2, map[int32]int64{2: 1, 3: 1})
+	inc.MaxBytes = full.MaxBytes
+	if _, parts = doFetch(t, srv, inc); parts[0] == 0 || parts[1] == 0 {
+		t.Fatalf("then records per partition %v, want 0 and 1 again", parts)
 	}
 }
