@@ -13,7 +13,13 @@ import (
 func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics []fetchTopic) []responsePart {
 	flex := version >= 12
 	var parts []responsePart
-	b := make([]byte, 0, 256)
+	// Sized for the headers of every partition (about 50 bytes each,
+	// without aborted transactions), so the frame grows at most rarely.
+	size := 64
+	for i := range topics {
+		size += 16 + len(topics[i].name) + 56*len(topics[i].partitions)
+	}
+	b := make([]byte, 0, size)
 	b = appendInt32(b, 0) // throttle_time_ms (v1+)
 	if version >= 7 {
 		b = appendInt16(b, 0)         // error_code

@@ -60,7 +60,7 @@ func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 
 // clusterServer is singleNodeServer with partitions partitions and the
 // wire config adjusted by configure (when set); it returns the engine.
-func clusterServer(t *testing.T, configure func(*Config), topic string, partitions int32) (*Server, *engine.Engine) {
+func clusterServer(t testing.TB, configure func(*Config), topic string, partitions int32) (*Server, *engine.Engine) {
 	t.Helper()
 	logger := brokertest.Logger()
 	eng := brokertest.Engine(t, logger)
