@@ -10,7 +10,7 @@ import (
 // incremental session fetch that names no partition.
 func benchFetch(b *testing.B, incremental bool) {
 	const parts = 64
-	srv, _ := clusterServer(b, nil, "b", parts)
+	srv, _ := clusterServer(b, nil, parts, "b")
 	offsets := map[int32]int64{}
 	for p := range int32(parts) {
 		offsets[p] = 0

@@ -93,13 +93,22 @@ func appendTo(t *testing.T, eng *engine.Engine, topic string, p int32) {
 	}
 }
 
+// The session rules, on one server (its start dominates the run time).
+// The subtests run in order: each leaves no session behind but the
+// last, and those that count sessions expect none from the others.
+func TestFetchSessions(t *testing.T) {
+	srv, eng := clusterServer(t, nil, 4, "s", "f", "r")
+	t.Run("epochs", func(t *testing.T) { testFetchSessionEpochs(t, srv, eng) })
+	t.Run("forget", func(t *testing.T) { testFetchSessionForgetAndErrors(t, srv, eng) })
+	t.Run("rotate", func(t *testing.T) { testFetchSessionRotatesUnderByteLimit(t, srv, eng) })
+}
+
 // The KIP-227 epoch rules and what incremental responses carry: a full
 // fetch opens a session that lists everything; incremental fetches get
 // only partitions with records (or other news); a replayed epoch, an
 // unknown id and another fetcher's id are refused; epoch 0 on an old id
 // replaces the session; FINAL closes it and is answered without one.
-func TestFetchSessionEpochs(t *testing.T) {
-	srv, eng := clusterServer(t, nil, "s", 4)
+func testFetchSessionEpochs(t *testing.T, srv *Server, eng *engine.Engine) {
 	all := map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}
 	kr, parts := doFetch(t, srv, sessionFetch("s", 0, 0, all))
 	if kr.ErrorCode != 0 || kr.SessionID == 0 || len(parts) != 4 {
@@ -175,17 +184,16 @@ func TestFetchSessionEpochs(t *testing.T) {
 // Forgotten partitions leave the session: their records no longer come
 // back until an incremental request names them again. Errors come back
 // on every response.
-func TestFetchSessionForgetAndErrors(t *testing.T) {
-	srv, eng := clusterServer(t, nil, "f", 3)
-	kr, _ := doFetch(t, srv, sessionFetch("f", 0, 0, map[int32]int64{0: 0, 1: 0, 2: 0}))
+func testFetchSessionForgetAndErrors(t *testing.T, srv *Server, eng *engine.Engine) {
+	kr, _ := doFetch(t, srv, sessionFetch("f", 0, 0, map[int32]int64{0: 0, 1: 0, 2: 0, 3: 0}))
 	id := kr.SessionID
 	req := sessionFetch("f", id, 1, nil)
-	forget(req, "f", 1, 2)
+	forget(req, "f", 1, 2, 3)
 	if kr, parts := doFetch(t, srv, req); kr.ErrorCode != 0 || len(parts) != 0 {
 		t.Fatalf("forget: error %d partitions %v", kr.ErrorCode, parts)
 	}
 	if _, p := srv.sessions.stats(); p != 1 {
-		t.Fatalf("session holds %d partitions after forgetting 2 of 3", p)
+		t.Fatalf("session holds %d partitions after forgetting 3 of 4", p)
 	}
 	appendTo(t, eng, "f", 1)
 	appendTo(t, eng, "f", 0)
@@ -211,7 +219,7 @@ func TestFetchSessionForgetAndErrors(t *testing.T) {
 // weaker one (fewer partitions, or a consumer's when a follower asks);
 // once sessions are idle past the age the least recently used goes.
 func TestFetchSessionEviction(t *testing.T) {
-	srv, _ := clusterServer(t, func(c *Config) { c.FetchSessionSlots = 2; c.FetchSessionEvictionAge = time.Hour }, "e", 4)
+	srv, _ := clusterServer(t, func(c *Config) { c.FetchSessionSlots = 2; c.FetchSessionEvictionAge = time.Hour }, 4, "e")
 	open := func(replica int32, n int) int32 {
 		offsets := map[int32]int64{}
 		for p := range n {
@@ -263,7 +271,7 @@ func TestFetchSessionEviction(t *testing.T) {
 // every one of them (none waits out max_wait_ms). -race.
 func TestFetchLongPollsScale(t *testing.T) {
 	const parts, fetches, rounds = 64, 16, 8
-	srv, eng := clusterServer(t, nil, "m", parts)
+	srv, eng := clusterServer(t, nil, parts, "m")
 	ps := make([]*engine.Partition, parts)
 	for i := range ps {
 		var err error
@@ -334,7 +342,7 @@ func TestFetchLongPollsScale(t *testing.T) {
 // record of every partition in order, and its fetches were incremental.
 func TestFetchSessionFranzGoConsumer(t *testing.T) {
 	const parts, n = 8, 2000
-	srv, _ := clusterServer(t, nil, "kgo", parts)
+	srv, _ := clusterServer(t, nil, parts, "kgo")
 	addr := srv.listeners[0].ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -406,8 +414,7 @@ func TestFetchSessionFranzGoConsumer(t *testing.T) {
 // Under a max_bytes that fits two partitions' records, the partitions a
 // response served move behind the others: busy partitions at the head
 // of the session do not starve the rest.
-func TestFetchSessionRotatesUnderByteLimit(t *testing.T) {
-	srv, eng := clusterServer(t, nil, "r", 4)
+func testFetchSessionRotatesUnderByteLimit(t *testing.T, srv *Server, eng *engine.Engine) {
 	for p := range int32(4) {
 		appendTo(t, eng, "r", p)
 	}

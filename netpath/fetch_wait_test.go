@@ -50,7 +50,7 @@ func (c *testCluster) LookupTopic(img *metadata.Image, name string) (metadata.To
 // wire server over a one-broker Cluster, with topic created (one partition, RF=1).
 func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	t.Helper()
-	srv, eng := clusterServer(t, nil, topic, 1)
+	srv, eng := clusterServer(t, nil, 1, topic)
 	part, err := eng.Partition(topic, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -58,9 +58,10 @@ func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	return srv, part
 }
 
-// clusterServer is singleNodeServer with partitions partitions and the
-// wire config adjusted by configure (when set); it returns the engine.
-func clusterServer(t testing.TB, configure func(*Config), topic string, partitions int32) (*Server, *engine.Engine) {
+// clusterServer is singleNodeServer with topics of partitions partitions
+// and the wire config adjusted by configure (when set); it returns the
+// engine.
+func clusterServer(t testing.TB, configure func(*Config), partitions int32, topics ...string) (*Server, *engine.Engine) {
 	t.Helper()
 	logger := brokertest.Logger()
 	eng := brokertest.Engine(t, logger)
@@ -86,8 +87,10 @@ func clusterServer(t testing.TB, configure func(*Config), topic string, partitio
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
+	for _, topic := range topics {
+		if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := cl.Reconcile(); err != nil {
 		t.Fatal(err)
