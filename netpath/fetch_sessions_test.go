@@ -409,6 +409,21 @@ func TestFetchSessionFranzGoConsumer(t *testing.T) {
 		t.Fatalf("session metrics: incremental %v, sessions %v, partitions %v", got["ringlog_fetch_session_incremental_total"],
 			got["ringlog_fetch_sessions/sessions"], got["ringlog_fetch_sessions/partitions"])
 	}
+
+	// A session is not tied to its connection: opened on one client's,
+	// continued on another's.
+	var id int32
+	for i, cl := range []*kgo.Client{prod, cons} {
+		req := sessionFetch("kgo", id, int32(i), map[int32]int64{0: 0})
+		kr, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kr.ErrorCode != 0 || kr.SessionID == 0 || i == 1 && kr.SessionID != id {
+			t.Fatalf("request %d: error %d session %d (opened %d)", i, kr.ErrorCode, kr.SessionID, id)
+		}
+		id = kr.SessionID
+	}
 }
 
 // Under a max_bytes that fits two partitions' records, the partitions a
