@@ -3,6 +3,7 @@ package netpath
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -456,5 +457,72 @@ func testFetchSessionRotatesUnderByteLimit(t *testing.T, srv *Server, eng *engin
 	inc.MaxBytes = full.MaxBytes
 	if _, parts = doFetch(t, srv, inc); parts[0] == 0 || parts[1] == 0 {
 		t.Fatalf("then records per partition %v, want 0 and 1 again", parts)
+	}
+}
+
+// The session's bookkeeping (adds, updates, forgets, reordering) agrees
+// with a plain map after every step of a random sequence: the index
+// points at the right partition, the sent state moves with it, and the
+// partition count is right.
+func TestFetchSessionBookkeeping(t *testing.T) {
+	rng := rand.New(rand.NewPCG(227, 227))
+	type tp struct {
+		topic string
+		p     int32
+	}
+	s := &fetchSession{replicaID: -1}
+	model := map[tp]int64{} // fetch offset
+	for step := range 5000 {
+		topic := fmt.Sprintf("t%d", rng.IntN(4))
+		p := int32(rng.IntN(6))
+		switch rng.IntN(3) {
+		case 0, 1:
+			off := int64(rng.IntN(1000))
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.Partition, rp.FetchOffset = p, off
+			rt.Partitions = append(rt.Partitions, rp)
+			s.upsert(&rt)
+			model[tp{topic, p}] = off
+		case 2:
+			ft := kmsg.NewFetchRequestForgottenTopic()
+			ft.Topic, ft.Partitions = topic, []int32{p}
+			s.forget(&ft)
+			delete(model, tp{topic, p})
+		}
+		// Mark the sent state with the offset, then move a random
+		// subset to the end as a byte-limited response would.
+		var served []sessionPos
+		for ti := range s.topics {
+			for pi := range s.topics[ti].Partitions {
+				s.sent[ti][pi].hw = s.topics[ti].Partitions[pi].FetchOffset
+				if rng.IntN(4) == 0 {
+					served = append(served, sessionPos{int32(ti), int32(pi)})
+				}
+			}
+		}
+		if len(served) > 0 {
+			s.moveToEnd(served)
+		}
+		n := 0
+		for ti := range s.topics {
+			if len(s.topics[ti].Partitions) == 0 || len(s.sent[ti]) != len(s.topics[ti].Partitions) {
+				t.Fatalf("step %d: group %d has %d partitions, %d sent states", step, ti, len(s.topics[ti].Partitions), len(s.sent[ti]))
+			}
+			for pi, rp := range s.topics[ti].Partitions {
+				k := tp{s.topics[ti].Topic, rp.Partition}
+				if off, ok := model[k]; !ok || off != rp.FetchOffset || s.sent[ti][pi].hw != off {
+					t.Fatalf("step %d: %v at offset %d (sent %d), model %d %v", step, k, rp.FetchOffset, s.sent[ti][pi].hw, off, ok)
+				}
+				if pos := s.index[sessionKey{k.topic, k.p}]; pos != (sessionPos{int32(ti), int32(pi)}) {
+					t.Fatalf("step %d: index of %v is %v, want %d/%d", step, k, pos, ti, pi)
+				}
+				n++
+			}
+		}
+		if n != len(model) || s.n != n || len(s.index) != n {
+			t.Fatalf("step %d: %d partitions listed, count %d, index %d, model %d", step, n, s.n, len(s.index), len(model))
+		}
 	}
 }
