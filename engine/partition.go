@@ -33,6 +33,8 @@ type Partition struct {
 	hwSeg   *segment
 	hwPos   int64
 	changed chan struct{}
+	// watch holds the Wakers of long-poll readers (watch.go).
+	watch watchers
 	// dirty are segments written since their last flush, each with a ref.
 	dirty   []*segment
 	waiters []*waiter // FsyncAlways appends awaiting a flush, by offset
@@ -105,10 +107,12 @@ func (p *Partition) setHW(hw int64, seg *segment, pos int64) {
 	p.notify()
 }
 
-// notify wakes everything waiting on Changed. Lock must be held (write).
+// notify wakes everything waiting on Changed and every watching Waker.
+// Lock must be held (write).
 func (p *Partition) notify() {
 	close(p.changed)
 	p.changed = make(chan struct{})
+	p.watch.wakeWatchers()
 }
 
 type waiter struct {

@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -20,17 +21,21 @@ import (
 //   - Long poll: if fewer than min_bytes are available the request waits,
 //     woken by high watermark advances of the fetched partitions (for a
 //     follower, log end advances), until max_wait_ms after its arrival
-//     (capped at 2 min); then it answers with what there is. Each
-//     partition's change notification is taken before it is read, so an
-//     advance between the read and the wait still wakes it.
+//     (capped at 2 min); then it answers with what there is. The fetch
+//     registers one engine.Waker with every partition it read (no
+//     goroutine per partition); each partition's version is taken before
+//     it is read, so an advance between the read and the registration
+//     still wakes it.
 //   - max_bytes and partition_max_bytes are honoured, except that the first
 //     batch of the response is always returned whole (KIP-74).
 //   - Record data are file ranges sent with sendfile on plaintext listeners
 //     (copied through user space on TLS or with --fetch-copy); the response
 //     frame and per-partition headers are encoded here (fetch_encode.go).
-//   - Fetch sessions (KIP-227) are not created: session id 0 tells clients
-//     to keep sending full requests; an unknown session id gets
-//     FETCH_SESSION_ID_NOT_FOUND.
+//   - Incremental fetch sessions (KIP-227, v7+) for consumers and
+//     followers: a full fetch (epoch 0) opens one when the cache has room,
+//     incremental requests name only changed partitions and get back only
+//     partitions with news; the fetch reads and watches every partition
+//     of the session. Rules and bounds in fetch_sessions.go.
 //   - Replica fetches (replica_id >= 0) of replicated partitions go
 //     through the leader's replication state (Replicas, broker/replicas.go): the follower's
 //     progress moves the HW and the ISR, a diverged follower gets
@@ -48,35 +53,23 @@ func init() { register(1, 4, 12, handleFetch) }
 
 func handleFetch(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.FetchRequest)
-	// Authorization is decided once, on the reader: a replica fetch needs
+	// Authorization is decided on the reader: a replica fetch needs
 	// CLUSTER_ACTION (a forged replica id gains nothing), a consumer READ
-	// on each topic.
-	var denied map[string]bool
+	// on each topic it reads, which with a session are the session's
+	// (checked when the fetch resolves them).
+	var authz func(string) bool
 	if s.cfg.Security.Authorizer {
 		if req.ReplicaID >= 0 {
 			if !s.authorizeCluster(r, metadata.OpClusterAction) {
 				return fetchErrorReply(req, kerr.ClusterAuthorizationFailed.Code)
 			}
 		} else {
-			for _, t := range req.Topics {
-				name := t.Topic
-				if req.Version >= 13 {
-					if info, ok := s.topicByID(t.TopicID); ok {
-						name = info.Name
-					}
-				}
-				if !s.authorize(r, metadata.OpRead, metadata.ResourceTopic, name) {
-					if denied == nil {
-						denied = map[string]bool{}
-					}
-					denied[name] = true
-				}
-			}
+			authz = func(name string) bool { return s.authorize(r, metadata.OpRead, metadata.ResourceTopic, name) }
 		}
 	}
 	deadline := requestDeadline(time.Now(), req.MaxWaitMillis, 0)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		return s.fetch(req, deadline, done, denied)
+		return s.fetch(req, deadline, done, authz)
 	}}
 }
 
@@ -115,47 +108,181 @@ type fetchTopic struct {
 	partitions []fetchPartition
 }
 
-// fetch answers req, long-polling until deadline for min_bytes.
-func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan struct{}, denied map[string]bool) *response {
-	if req.Version >= 7 && req.SessionID != 0 {
-		// We never hand out session ids, so any non-zero id is stale.
-		return &response{parts: []responsePart{{buf: encodeFetchError(req.Version, kerr.FetchSessionIDNotFound.Code)}}, flexible: req.Version >= 12}
+// fetch answers req, long-polling until deadline for min_bytes. authz,
+// when set, tells whether the consumer may read a topic.
+func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan struct{}, authz func(string) bool) *response {
+	now := time.Now()
+	sess, full, code := s.sessions.begin(req, now)
+	if code != 0 {
+		return &response{parts: []responsePart{{buf: encodeFetchError(req.Version, code)}}, flexible: req.Version >= 12}
 	}
+	created := sess != nil && full
+	reqTopics := req.Topics
+	if sess != nil {
+		reqTopics = sess.topics
+	}
+	denied := s.deniedTopics(req.Version, reqTopics, authz)
+	st := getFetchState()
 	for {
-		topics, total, hasErr, watch := s.readFetch(req, denied)
-		if total >= int64(req.MinBytes) || hasErr || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(watch) == 0 {
-			return s.fetchResponse(req, topics)
+		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
+		if total >= int64(req.MinBytes) || hasErr || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 {
+			return s.fetchResponse(req, sess, full, topics, st)
 		}
 		releaseFetch(topics)
-		if !waitAny(watch, deadline, done) {
+		st.arm()
+		if !st.wait(deadline, done) {
 			if isClosed(done) {
+				if sess != nil {
+					s.sessions.abandon(sess, created)
+				}
+				st.unwatch()
+				putFetchState(st)
 				return nil
 			}
 			// Deadline: one more read answers with whatever arrived.
-			topics, _, _, _ = s.readFetch(req, denied)
-			return s.fetchResponse(req, topics)
+			topics, _, _ = s.readFetch(req, reqTopics, denied, st)
+			return s.fetchResponse(req, sess, full, topics, st)
 		}
 	}
 }
 
-// readFetch reads every requested partition once. It returns the file
-// ranges (held until released), their total size, whether any partition
-// has an error, and the change channels to wait on.
-func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fetchTopic, int64, bool, []<-chan struct{}) {
+// deniedTopics lists the topics of a consumer fetch that authz refuses.
+func (s *Server) deniedTopics(version int16, topics []kmsg.FetchRequestTopic, authz func(string) bool) map[string]bool {
+	if authz == nil {
+		return nil
+	}
+	var denied map[string]bool
+	for i := range topics {
+		name := topics[i].Topic
+		if version >= 13 {
+			if info, ok := s.topicByID(topics[i].TopicID); ok {
+				name = info.Name
+			}
+		}
+		if !authz(name) {
+			if denied == nil {
+				denied = map[string]bool{}
+			}
+			denied[name] = true
+		}
+	}
+	return denied
+}
+
+// fetchState is what one fetch reuses across its reads and the pool
+// reuses across fetches: the response's topic slices, the partitions the
+// last read watched, and the one Waker registered with them.
+type fetchState struct {
+	topics []fetchTopic
+	watch  []watched
+	// regs are the partitions waker is registered with.
+	regs  []*engine.Partition
+	waker *engine.Waker
+	// limited: the last read cut a partition short for max_bytes.
+	limited bool
+	timer   *time.Timer
+}
+
+// watched is a partition a long poll waits on, with its change count
+// taken before it was read.
+type watched struct {
+	part    *engine.Partition
+	version uint64
+}
+
+var fetchStates = sync.Pool{New: func() any { return &fetchState{waker: engine.NewWaker()} }}
+
+func getFetchState() *fetchState { return fetchStates.Get().(*fetchState) }
+
+// putFetchState returns st to the pool once its response is written:
+// the topics' file ranges are released and st is unwatched.
+func putFetchState(st *fetchState) {
+	all := st.topics[:cap(st.topics)]
+	for i := range all {
+		ps := all[i].partitions
+		clear(ps[:cap(ps)])
+	}
+	clear(st.watch[:cap(st.watch)])
+	st.topics, st.watch = st.topics[:0], st.watch[:0]
+	fetchStates.Put(st)
+}
+
+// arm registers the Waker with every partition the last read watched
+// and that it is not registered with yet. A partition changed since its
+// read wakes it at once (Watch compares the version).
+func (st *fetchState) arm() {
+	for i, w := range st.watch {
+		if i < len(st.regs) && st.regs[i] == w.part || slices.Contains(st.regs, w.part) {
+			// Registered by an earlier round: every change since then
+			// left a token, or was seen by the read that followed it.
+			continue
+		}
+		w.part.Watch(st.waker, w.version)
+		st.regs = append(st.regs, w.part)
+	}
+}
+
+// wait blocks until a watched partition changes (true), or the deadline
+// passes or done is closed (false).
+func (st *fetchState) wait(deadline time.Time, done <-chan struct{}) bool {
+	if st.timer == nil {
+		st.timer = time.NewTimer(time.Until(deadline))
+	} else {
+		st.timer.Reset(time.Until(deadline))
+	}
+	defer st.timer.Stop()
+	select {
+	case <-st.waker.C():
+		return true
+	case <-st.timer.C:
+		return false
+	case <-done:
+		return false
+	}
+}
+
+// unwatch undoes arm; afterwards no partition can wake st.waker.
+func (st *fetchState) unwatch() {
+	for _, p := range st.regs {
+		p.Unwatch(st.waker)
+	}
+	clear(st.regs)
+	st.regs = st.regs[:0]
+	st.waker.Drain()
+}
+
+// Read modes of a partition in a fetch.
+const (
+	readUncommitted = iota
+	readCommitted
+	readReplica
+)
+
+// readFetch reads every partition of reqTopics once, into st.topics (in
+// reqTopics' order, one entry per requested partition: session filtering
+// relies on it). It returns the file ranges (held until released), their
+// total size and whether any partition has an error; st.watch gets the
+// partitions to wait on, each with its version taken before its read.
+func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequestTopic, denied map[string]bool, st *fetchState) ([]fetchTopic, int64, bool) {
 	var (
-		topics []fetchTopic
 		total  int64
 		hasErr bool
-		watch  []<-chan struct{}
 	)
+	topics := st.topics[:0]
+	st.watch, st.limited = st.watch[:0], false
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
-	for ti := range req.Topics {
-		rt := &req.Topics[ti]
-		ft := fetchTopic{name: rt.Topic, id: rt.TopicID}
+	for ti := range reqTopics {
+		rt := &reqTopics[ti]
+		// Reuse the slot's partition slice from an earlier read.
+		var parts []fetchPartition
+		if len(topics) < cap(topics) {
+			parts = topics[:len(topics)+1][len(topics)].partitions[:0]
+		}
+		ft := fetchTopic{name: rt.Topic, id: rt.TopicID, partitions: parts}
 		if req.Version >= 13 {
 			if info, ok := img.TopicByID(rt.TopicID); ok {
 				ft.name = info.Name
@@ -183,19 +310,14 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 			part := lc.part
 			limit := int64(rp.PartitionMaxBytes)
 			if remaining := maxBytes - total; remaining < limit {
-				limit = remaining
+				limit, st.limited = remaining, true
 			}
 			if limit < 0 {
 				limit = 0
 			}
-			read := part.Read
-			var aborted []producerstate.AbortedTxn
+			mode := readUncommitted
 			if req.IsolationLevel == 1 && req.ReplicaID < 0 {
-				read = func(off int64, n int32, minOne bool) (engine.ReadResult, error) {
-					res, ab, err := part.ReadCommitted(off, n, minOne)
-					aborted = ab
-					return res, err
-				}
+				mode = readCommitted
 			}
 			if req.ReplicaID >= 0 && s.repl != nil && part.Replicated() {
 				div, err := s.repl.FollowerFetch(ft.name, rp.Partition, replication.FollowerFetch{
@@ -214,20 +336,31 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 					ft.partitions = append(ft.partitions, fp)
 					continue
 				}
-				read = func(off int64, n int32, _ bool) (engine.ReadResult, error) { return part.ReadReplica(off, n) }
+				mode = readReplica
 			}
-			// The change channel is taken before the read: an advance
-			// that lands after the read closes this channel, so a long
-			// poll cannot sleep through it (taken after, it would be the
-			// next one and the advance would be missed).
-			changed := part.Changed()
-			res, err := read(rp.FetchOffset, int32(limit), total == 0)
+			// The version is taken before the read: a change that lands
+			// after the read has a later version, so registering with
+			// this one (fetchState.arm) wakes at once rather than
+			// sleeping through it.
+			version := part.Version()
+			var (
+				res engine.ReadResult
+				err error
+			)
+			switch mode {
+			case readCommitted:
+				res, fp.aborted, err = part.ReadCommitted(rp.FetchOffset, int32(limit), total == 0)
+			case readReplica:
+				res, err = part.ReadReplica(rp.FetchOffset, int32(limit))
+			default:
+				res, err = part.Read(rp.FetchOffset, int32(limit), total == 0)
+			}
 			if afterFetchRead != nil {
 				afterFetchRead()
 			}
 			if err != nil {
 				info := part.Info()
-				fp.errorCode = errorCode(err)
+				fp.errorCode, fp.aborted = errorCode(err), nil
 				fp.highWatermark, fp.lastStable, fp.logStart = info.HighWatermark, info.HighWatermark, info.LogStartOffset
 				hasErr = true
 				ft.partitions = append(ft.partitions, fp)
@@ -239,19 +372,19 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, denied map[string]bool) ([]fe
 			// records below it are committed, and the HW a later fetch
 			// returns has caught up; only ListOffsets refuses then.
 			fp.highWatermark, fp.lastStable, fp.logStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
-			fp.aborted = aborted
 			if res.Data.Len() > 0 {
 				fp.data = res.Data
 				total += int64(res.Data.Len())
 			} else {
 				res.Data.Release()
 			}
-			watch = append(watch, changed)
+			st.watch = append(st.watch, watched{part, version})
 			ft.partitions = append(ft.partitions, fp)
 		}
 		topics = append(topics, ft)
 	}
-	return topics, total, hasErr, watch
+	st.topics = topics
+	return topics, total, hasErr
 }
 
 // afterFetchRead, when set (tests only), runs after each partition read
@@ -268,49 +401,23 @@ func releaseFetch(topics []fetchTopic) {
 	}
 }
 
-func (s *Server) fetchResponse(req *kmsg.FetchRequest, topics []fetchTopic) *response {
+// fetchResponse encodes the answer; for a session it keeps only what the
+// fetcher must hear (fetch_sessions.go) and releases the session.
+func (s *Server) fetchResponse(req *kmsg.FetchRequest, sess *fetchSession, full bool, topics []fetchTopic, st *fetchState) *response {
+	st.unwatch()
+	var sessionID int32
+	if sess != nil {
+		topics = sess.filter(topics, full, st.limited)
+		s.sessions.end(sess, time.Now())
+		sessionID = sess.id
+	}
 	s.metrics.fetched(s, req.ReplicaID >= 0, topics)
-	resp := &response{parts: encodeFetchResponse(req.Version, req.IsolationLevel, topics), flexible: req.Version >= 12}
-	resp.release = append(resp.release, func() { releaseFetch(topics) })
+	resp := &response{parts: encodeFetchResponse(req.Version, req.IsolationLevel, sessionID, topics), flexible: req.Version >= 12}
+	resp.release = append(resp.release, func() {
+		releaseFetch(topics)
+		putFetchState(st)
+	})
 	return resp
-}
-
-// waitAny blocks until one of chans is closed (true), or the deadline
-// passes or done is closed (false).
-func waitAny(chans []<-chan struct{}, deadline time.Time, done <-chan struct{}) bool {
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	if len(chans) == 1 {
-		select {
-		case <-chans[0]:
-			return true
-		case <-timer.C:
-			return false
-		case <-done:
-			return false
-		}
-	}
-	woke := make(chan struct{})
-	stop := make(chan struct{})
-	var once sync.Once
-	for _, ch := range chans {
-		go func(ch <-chan struct{}) {
-			select {
-			case <-ch:
-				once.Do(func() { close(woke) })
-			case <-stop:
-			}
-		}(ch)
-	}
-	defer close(stop)
-	select {
-	case <-woke:
-		return true
-	case <-timer.C:
-		return false
-	case <-done:
-		return false
-	}
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -10,14 +10,20 @@ import (
 // records length prefix computed from the file range. A test decodes the
 // result with kmsg to keep this in step with the protocol definition.
 
-func encodeFetchResponse(version int16, isolation int8, topics []fetchTopic) []responsePart {
+func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics []fetchTopic) []responsePart {
 	flex := version >= 12
 	var parts []responsePart
-	b := make([]byte, 0, 256)
+	// Sized for the headers of every partition (about 50 bytes each,
+	// without aborted transactions), so the frame grows at most rarely.
+	size := 64
+	for i := range topics {
+		size += 16 + len(topics[i].name) + 56*len(topics[i].partitions)
+	}
+	b := make([]byte, 0, size)
 	b = appendInt32(b, 0) // throttle_time_ms (v1+)
 	if version >= 7 {
-		b = appendInt16(b, 0) // error_code
-		b = appendInt32(b, 0) // session_id: we never create sessions
+		b = appendInt16(b, 0)         // error_code
+		b = appendInt32(b, sessionID) // 0: no session (fetch_sessions.go)
 	}
 	b = appendArrayLen(b, len(topics), flex)
 	for _, t := range topics {

@@ -35,7 +35,7 @@ func TestFetchEncodingMatchesKmsg(t *testing.T) {
 	for v := int16(4); v <= handlers[1].max; v++ {
 		for _, isolation := range []int8{0, 1} {
 			var body []byte
-			for _, p := range encodeFetchResponse(v, isolation, topics) {
+			for _, p := range encodeFetchResponse(v, isolation, 0, topics) {
 				if p.file != nil {
 					body = append(body, p.file.(*memRange).data...)
 				} else {

@@ -50,11 +50,27 @@ func (c *testCluster) LookupTopic(img *metadata.Image, name string) (metadata.To
 // wire server over a one-broker Cluster, with topic created (one partition, RF=1).
 func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	t.Helper()
+	srv, eng := clusterServer(t, nil, 1, topic)
+	part, err := eng.Partition(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, part
+}
+
+// clusterServer is singleNodeServer with topics of partitions partitions
+// and the wire config adjusted by configure (when set); it returns the
+// engine.
+func clusterServer(t testing.TB, configure func(*Config), partitions int32, topics ...string) (*Server, *engine.Engine) {
+	t.Helper()
 	logger := brokertest.Logger()
 	eng := brokertest.Engine(t, logger)
 	ncfg := DefaultConfig()
 	ncfg.NodeID = 1
 	ncfg.Logger = logger
+	if configure != nil {
+		configure(&ncfg)
+	}
 	cl := &testCluster{eng: eng}
 	srv, err := New(ncfg, Deps{Engine: eng, Cluster: cl})
 	if err != nil {
@@ -71,17 +87,15 @@ func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: topic, Partitions: 1, ReplicationFactor: 1}); err != nil {
-		t.Fatal(err)
+	for _, topic := range topics {
+		if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := cl.Reconcile(); err != nil {
 		t.Fatal(err)
 	}
-	part, err := eng.Partition(topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv, part
+	return srv, eng
 }
 
 // A long-poll fetch at the log end must wake for an append that lands

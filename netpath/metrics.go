@@ -44,6 +44,7 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	c.s.metrics.describe(ch)
+	c.s.sessions.describe(ch)
 }
 
 func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
@@ -71,4 +72,5 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRejected, s.stats.rejectedFrames.Load())
 	counter(descTLSErrors, s.stats.tlsHandshakeErrors.Load())
 	s.metrics.collect(s, ch)
+	s.sessions.collect(ch)
 }

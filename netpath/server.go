@@ -81,6 +81,14 @@ type Config struct {
 	// connections (queued.max.request.bytes); a reader blocks until there
 	// is room, which pushes back on the client through TCP.
 	QueuedMaxRequestBytes int64
+	// FetchSessionSlots bounds the incremental fetch sessions (KIP-227)
+	// kept (max.incremental.fetch.session.cache.slots); 0 disables
+	// sessions: every fetch is then a full one.
+	FetchSessionSlots int
+	// FetchSessionEvictionAge protects a session used within it from
+	// being evicted by a weaker one
+	// (min.incremental.fetch.session.eviction.ms).
+	FetchSessionEvictionAge time.Duration
 	// Security configures SASL and ACLs (auth.go).
 	Security SecurityConfig
 	Logger   *slog.Logger
@@ -100,6 +108,9 @@ func DefaultConfig() Config {
 		MaxConnections:        10000,
 		MaxConnectionsPerIP:   1000,
 		QueuedMaxRequestBytes: 512 << 20,
+
+		FetchSessionSlots:       1000,
+		FetchSessionEvictionAge: 2 * time.Minute,
 
 		DefaultReplicationFactor: 1,
 		AdminTimeout:             30 * time.Second,
@@ -145,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueuedMaxRequestBytes < int64(c.MaxRequestBytes) {
 		return fmt.Errorf("queued max request bytes %d must be at least the max request size %d", c.QueuedMaxRequestBytes, c.MaxRequestBytes)
+	}
+	if c.FetchSessionSlots < 0 || c.FetchSessionEvictionAge < 0 {
+		return fmt.Errorf("fetch session slots %d and eviction age %v must not be negative", c.FetchSessionSlots, c.FetchSessionEvictionAge)
 	}
 	if c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0 || c.RequestReadTimeout < 0 {
 		return fmt.Errorf("connection limits and the request read timeout must not be negative")
@@ -207,6 +221,8 @@ type Server struct {
 	wg         sync.WaitGroup
 	// budget bounds the bytes of large request frames in flight.
 	budget *byteBudget
+	// sessions are the incremental fetch sessions (fetch_sessions.go).
+	sessions *fetchSessions
 
 	stats struct {
 		connections        atomic.Int64
@@ -272,6 +288,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		conns:  make(map[*conn]struct{}),
 		perIP:  make(map[string]int),
 		budget: newByteBudget(cfg.QueuedMaxRequestBytes),
+
+		sessions: newFetchSessions(cfg.FetchSessionSlots, cfg.FetchSessionEvictionAge),
 	}
 	return s, nil
 }

@@ -87,6 +87,8 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "connections-max-idle", Value: d.Wire.IdleTimeout, Usage: "connections.max.idle.ms: close connections with no request for this long (0: never)", EnvVars: env("connections-max-idle")},
 		&cli.DurationFlag{Name: "request-read-timeout", Value: d.Wire.RequestReadTimeout, Usage: "a request body must arrive within this once its length prefix has (slow clients are dropped)", EnvVars: env("request-read-timeout")},
 		&cli.Int64Flag{Name: "queued-max-request-bytes", Value: d.Wire.QueuedMaxRequestBytes, Usage: "queued.max.request.bytes: memory for large request frames in flight across all connections", EnvVars: env("queued-max-request-bytes")},
+		&cli.IntFlag{Name: "max-incremental-fetch-session-cache-slots", Value: d.Wire.FetchSessionSlots, Usage: "incremental fetch sessions (KIP-227) kept for consumers and followers; 0 disables them (every fetch lists all its partitions)", EnvVars: env("max-incremental-fetch-session-cache-slots")},
+		&cli.DurationFlag{Name: "min-incremental-fetch-session-eviction", Value: d.Wire.FetchSessionEvictionAge, Usage: "min.incremental.fetch.session.eviction.ms as a duration: a fetch session used within it is evicted only for a stronger one (a follower's, or one with more partitions)", EnvVars: env("min-incremental-fetch-session-eviction")},
 		&cli.StringSliceFlag{Name: "sasl-listeners", Usage: "listeners requiring SASL authentication: plaintext, tls (default: none)", EnvVars: env("sasl-listeners")},
 		&cli.StringSliceFlag{Name: "sasl-mechanisms", Value: cli.NewStringSlice(d.Wire.Security.Mechanisms...), Usage: "SASL mechanisms offered: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN only on TLS listeners unless --sasl-plain-over-plaintext)", EnvVars: env("sasl-mechanisms")},
 		&cli.BoolFlag{Name: "sasl-plain-over-plaintext", Value: d.Wire.Security.PlainOverPlaintext, Usage: "allow SASL PLAIN on a listener without TLS (passwords cross the network in clear text)", EnvVars: env("sasl-plain-over-plaintext")},
@@ -233,6 +235,8 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	w.IdleTimeout = c.Duration("connections-max-idle")
 	w.RequestReadTimeout = c.Duration("request-read-timeout")
 	w.QueuedMaxRequestBytes = c.Int64("queued-max-request-bytes")
+	w.FetchSessionSlots = c.Int("max-incremental-fetch-session-cache-slots")
+	w.FetchSessionEvictionAge = c.Duration("min-incremental-fetch-session-eviction")
 	sec := &w.Security
 	sec.SASLListeners = c.StringSlice("sasl-listeners")
 	sec.Mechanisms = c.StringSlice("sasl-mechanisms")

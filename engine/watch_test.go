@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// One Waker watches many partitions: an append to any of them wakes it,
+// a change between the caller's Version and Watch wakes it at once, and
+// after Unwatch nothing does.
+func TestWakerWatchesManyPartitions(t *testing.T) {
+	e := mustOpen(t, testConfig(t.TempDir()))
+	defer e.Close()
+	const n = 16
+	e.CreateTopic("w", n, nil)
+	parts := make([]*Partition, n)
+	for i := range parts {
+		parts[i] = mustPartition(t, e, "w", int32(i))
+	}
+	w := NewWaker()
+	woken := func() bool {
+		select {
+		case <-w.C():
+			return true
+		case <-time.After(5 * time.Second):
+			return false
+		}
+	}
+	quiet := func(what string) {
+		select {
+		case <-w.C():
+			t.Fatalf("woken %s", what)
+		default:
+		}
+	}
+	for _, p := range parts {
+		p.Watch(w, p.Version())
+	}
+	quiet("before any change")
+	for i, p := range parts {
+		appendWait(t, p, batchOf(0, 1))
+		if !woken() {
+			t.Fatalf("append to partition %d did not wake", i)
+		}
+	}
+	// Two changes before the receive leave one token.
+	appendWait(t, parts[0], batchOf(0, 1))
+	appendWait(t, parts[1], batchOf(0, 1))
+	if !woken() {
+		t.Fatal("no wake-up")
+	}
+	quiet("twice for coalesced changes")
+	for _, p := range parts {
+		p.Unwatch(w)
+	}
+	appendWait(t, parts[3], batchOf(0, 1))
+	quiet("after Unwatch")
+	// A change that lands after the caller's read but before Watch.
+	seen := parts[5].Version()
+	appendWait(t, parts[5], batchOf(0, 1))
+	parts[5].Watch(w, seen)
+	if !woken() {
+		t.Fatal("a change before Watch was lost")
+	}
+	parts[5].Unwatch(w)
+	if got := parts[5].watch.n.Load(); got != 0 {
+		t.Fatalf("%d watchers left", got)
+	}
+}
+
+// Appends race with Watch from many goroutines: every watcher that
+// registered with a version from before an append is woken (-race).
+func TestWakerRacingAppends(t *testing.T) {
+	e := mustOpen(t, testConfig(t.TempDir()))
+	defer e.Close()
+	e.CreateTopic("r", 4, nil)
+	var parts []*Partition
+	for i := range 4 {
+		parts = append(parts, mustPartition(t, e, "r", int32(i)))
+	}
+	for round := range 200 {
+		p := parts[round%len(parts)]
+		ws := make([]*Waker, 8)
+		errs := make(chan error, len(ws))
+		seen := p.Version()
+		for i := range ws {
+			ws[i] = NewWaker()
+			go func(w *Waker) {
+				for _, q := range parts {
+					q.Watch(w, q.Version())
+				}
+				p.Watch(w, seen)
+				select {
+				case <-w.C():
+					errs <- nil
+				case <-time.After(5 * time.Second):
+					errs <- fmt.Errorf("round %d: watcher not woken", round)
+				}
+				for _, q := range parts {
+					q.Unwatch(w)
+				}
+			}(ws[i])
+		}
+		appendWait(t, p, batchOf(0, 1))
+		for range ws {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
