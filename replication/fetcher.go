@@ -18,13 +18,31 @@ type FetchClient interface {
 // build a request, send it, apply the answer, wait for the appends to be
 // durable, repeat. Errors back partitions off by Config.FetchBackoff.
 // AddPartition and RemovePartition may be called from any goroutine.
+//
+// A partition added while a request long-polls at the leader (up to
+// FetchMaxWait) is not in that request; AddPartition cancels it and Run
+// sends a new one at once, so a new or newly assigned partition starts
+// replicating without waiting for the poll to end. Adds that arrive
+// while one cancellation is pending share it.
 type Fetcher struct {
 	client FetchClient
 	clock  Clock
 	wake   chan struct{}
 
-	mu sync.Mutex // guards f; held while a response is applied
+	mu sync.Mutex // guards the fields below; held while a response is applied
 	f  *Follower
+	// inflight cancels the request being sent (nil when none), and
+	// interrupted says AddPartition already did.
+	inflight    context.CancelFunc
+	interrupted bool
+	stats       FetcherStats
+}
+
+// FetcherStats counts a fetcher's requests (metrics, tests).
+type FetcherStats struct {
+	// Requests is the number of fetches sent; Interrupted those cancelled
+	// by AddPartition to take in a new partition.
+	Requests, Interrupted uint64
 }
 
 // NewFetcher returns a fetcher of leaderID; start it with Run.
@@ -40,17 +58,22 @@ func (x *Fetcher) nudge() {
 }
 
 // AddPartition starts following tp in leaderEpoch (see
-// Follower.AddPartition).
+// Follower.AddPartition), interrupting a request in flight that lacks it.
 func (x *Fetcher) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) {
 	x.mu.Lock()
-	x.f.AddPartition(tp, leaderEpoch, log)
+	if x.f.AddPartition(tp, leaderEpoch, log) && x.inflight != nil && !x.interrupted {
+		x.interrupted = true
+		x.stats.Interrupted++
+		x.inflight()
+	}
 	x.mu.Unlock()
 	x.nudge()
 }
 
 // RemovePartition stops following tp. It waits for a response being
 // applied, so when it returns this fetcher will not touch tp's log again
-// and another fetcher (the new leader's) may take it over.
+// and another fetcher (the new leader's) may take it over. A request in
+// flight is left alone: its answer for tp is dropped when applied.
 func (x *Fetcher) RemovePartition(tp TopicPartition) {
 	x.mu.Lock()
 	x.f.RemovePartition(tp)
@@ -64,6 +87,13 @@ func (x *Fetcher) Len() int {
 	return x.f.Len()
 }
 
+// Stats returns the request counters.
+func (x *Fetcher) Stats() FetcherStats {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.stats
+}
+
 // Run fetches until ctx ends.
 func (x *Fetcher) Run(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -71,6 +101,13 @@ func (x *Fetcher) Run(ctx context.Context) {
 		req := x.f.BuildRequest(x.clock.Now())
 		wakeAt, delayed := x.f.NextWake()
 		leader := x.f.Leader()
+		var rctx context.Context
+		var cancel context.CancelFunc
+		if req != nil {
+			rctx, cancel = context.WithCancel(ctx)
+			x.inflight, x.interrupted = cancel, false
+			x.stats.Requests++
+		}
 		x.mu.Unlock()
 		if req == nil {
 			var timer <-chan time.Time
@@ -84,8 +121,18 @@ func (x *Fetcher) Run(ctx context.Context) {
 			}
 			continue
 		}
-		resp, err := x.client.Fetch(ctx, leader, req)
+		resp, err := x.client.Fetch(rctx, leader, req)
+		x.mu.Lock()
+		interrupted := x.interrupted
+		x.inflight, x.interrupted = nil, false
+		x.mu.Unlock()
+		cancel()
 		if err != nil {
+			if interrupted && ctx.Err() == nil {
+				// Cancelled to take in a new partition: not the
+				// leader's fault, so resend at once without backoff.
+				continue
+			}
 			x.mu.Lock()
 			x.f.OnRequestError(req, err, x.clock.Now())
 			x.mu.Unlock()

@@ -117,16 +117,21 @@ func (f *Follower) Len() int { return len(f.parts) }
 // epoch and the new leader answers DivergingEpoch where our log parted
 // from its own (KIP-101/KIP-320), which is safe where truncating to the
 // high watermark is not.
-func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) {
+//
+// It reports whether anything changed: a new partition, epoch or log, or a
+// fenced one revived. A request built before such a change does not carry
+// it, so the Fetcher interrupts that request's long poll.
+func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) bool {
 	if p := f.parts[tp]; p != nil {
 		if p.epoch == leaderEpoch && p.log == log && p.status != statusFenced {
-			return
+			return false
 		}
 		p.epoch, p.log, p.status, p.lastErr = leaderEpoch, log, statusFetching, nil
-		return
+		return true
 	}
 	f.parts[tp] = &followPart{tp: tp, epoch: leaderEpoch, log: log}
 	f.order = append(f.order, tp)
+	return true
 }
 
 // RemovePartition stops following tp (leader change, deletion). After it

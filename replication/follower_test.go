@@ -200,3 +200,69 @@ func TestFetcherBacksOffAndAppends(t *testing.T) {
 		t.Fatalf("leo %d epoch %d", log.LogEndOffset(), log.LatestEpoch())
 	}
 }
+
+// pollClient holds every fetch like a leader long poll with no data: it
+// answers only when the fetcher cancels it, reporting the cancellation
+// on cancelled before returning.
+type pollClient struct {
+	reqs      chan *FetchRequest
+	cancelled chan *FetchRequest
+}
+
+func (c *pollClient) Fetch(ctx context.Context, leader int32, req *FetchRequest) (*FetchResponse, error) {
+	c.reqs <- req
+	<-ctx.Done()
+	c.cancelled <- req
+	return nil, ctx.Err()
+}
+
+// A partition added while a fetch long-polls is fetched at once: the
+// poll is cancelled and a request carrying it is sent without waiting for
+// FetchMaxWait (the fake clock never moves) and without the error
+// backoff; adds landing before the cancelled fetch returns share one
+// interruption.
+func TestFetcherAddPartitionInterruptsLongPoll(t *testing.T) {
+	clock := newFakeClock()
+	client := &pollClient{reqs: make(chan *FetchRequest, 4), cancelled: make(chan *FetchRequest)}
+	x := NewFetcher(DefaultConfig(), 2, 1, client, clock)
+	la := logWith()
+	x.AddPartition(tpA, 1, la)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { x.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-client.cancelled; <-stopped }()
+
+	recv := func(ch chan *FetchRequest, what string) *FetchRequest {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s", what)
+			return nil
+		}
+	}
+	first := recv(client.reqs, "first fetch")
+	if len(first.Partitions) != 1 {
+		t.Fatalf("first fetch %+v", first.Partitions)
+	}
+	tpC := TopicPartition{Topic: "c"}
+	x.AddPartition(tpB, 1, logWith())
+	x.AddPartition(tpC, 1, logWith())
+	x.AddPartition(tpA, 1, la) // unchanged: no interruption
+	if got := recv(client.cancelled, "cancellation of the long poll"); got != first {
+		t.Fatal("another request was cancelled")
+	}
+	second := recv(client.reqs, "fetch carrying the new partitions")
+	if len(second.Partitions) != 3 {
+		t.Fatalf("second fetch carries %d partitions, want 3: %+v", len(second.Partitions), second.Partitions)
+	}
+	if st := x.Stats(); st.Requests != 2 || st.Interrupted != 1 {
+		t.Fatalf("stats %+v, want 2 requests, 1 interrupted", st)
+	}
+	select {
+	case at := <-clock.registered:
+		t.Fatalf("backed off until %v after an interruption", at)
+	default:
+	}
+}

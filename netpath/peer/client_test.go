@@ -236,3 +236,44 @@ func TestUnknownBroker(t *testing.T) {
 		t.Fatalf("%d connections to the wrong broker", got)
 	}
 }
+
+// A fetch cancelled while the leader long-polls (the fetcher taking in a
+// new partition) returns at once and drops its connection, whose answer
+// would otherwise arrive for a later request: the next fetch dials a
+// fresh one and succeeds.
+func TestCancelledFetchDropsConnection(t *testing.T) {
+	var n atomic.Int32
+	fb := startFakeBroker(t, func(c net.Conn, corr int32) bool {
+		if n.Add(1) == 1 {
+			return false // the long poll: no answer
+		}
+		c.Write(fetchResponse(corr, 0, 5))
+		return true
+	})
+	cl := fb.client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cl.Fetch(ctx, 1, fetchReq())
+		errc <- err
+	}()
+	for n.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("cancelled fetch succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled fetch did not return")
+	}
+	resp, err := cl.Fetch(context.Background(), 1, fetchReq())
+	if err != nil || resp.Partitions[0].HighWatermark != 5 {
+		t.Fatalf("fetch after the cancellation: %v %+v", err, resp)
+	}
+	if got := fb.accepted.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2 (the cancelled one dropped)", got)
+	}
+}
