@@ -103,8 +103,31 @@ func TestFollowerErrors(t *testing.T) {
 	if f.BuildRequest(t0) != nil {
 		t.Fatal("fetched during backoff")
 	}
-	if w, ok := f.NextWake(); !ok || !w.Equal(t0.Add(cfg.FetchBackoff)) {
-		t.Fatalf("wake %v %v", w, ok)
+	// Metadata lag (a topic or leader a moment old): a short backoff that
+	// doubles while the error repeats, capped at FetchBackoff, and starts
+	// over after a good answer.
+	if w, ok := f.NextWake(); !ok || !w.Equal(t0.Add(cfg.MetadataLagBackoff)) {
+		t.Fatalf("wake %v %v, want %v", w, ok, t0.Add(cfg.MetadataLagBackoff))
+	}
+	reply(FetchPartitionResponse{Err: ErrUnknownTopicOrPartition})
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(2 * cfg.MetadataLagBackoff)) {
+		t.Fatalf("second lag error: wake %v, want %v", w, t0.Add(2*cfg.MetadataLagBackoff))
+	}
+	for range 20 {
+		reply(FetchPartitionResponse{Err: ErrUnknownLeaderEpoch})
+	}
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.FetchBackoff)) {
+		t.Fatalf("repeated lag errors: wake %v, want the cap %v", w, t0.Add(cfg.FetchBackoff))
+	}
+	reply(FetchPartitionResponse{HighWatermark: 2})
+	reply(FetchPartitionResponse{Err: ErrNotLeaderOrFollower})
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.MetadataLagBackoff)) {
+		t.Fatalf("lag error after a good answer: wake %v, want %v", w, t0.Add(cfg.MetadataLagBackoff))
+	}
+	// Other errors back off the full FetchBackoff.
+	reply(FetchPartitionResponse{Err: ErrStorage})
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.FetchBackoff)) {
+		t.Fatalf("storage error: wake %v, want %v", w, t0.Add(cfg.FetchBackoff))
 	}
 	if res := reply(FetchPartitionResponse{Err: ErrFencedLeaderEpoch}); len(res.Fenced) != 1 {
 		t.Fatal("fenced")
