@@ -9,7 +9,20 @@ import (
 // FetchClient sends replica fetches. netpath/peer implements it with Kafka
 // Fetch requests (replica id set, v12+ so LastFetchedEpoch and
 // DivergingEpoch travel) and translates partition error codes into this
-// package's errors. Fetch may block up to req.MaxWait plus network time.
+// package's errors. Fetch may block up to req.MaxWait plus network time;
+// cancelling ctx ends it at once (the Fetcher does, to take in a new
+// partition).
+//
+// The answer has one entry per partition of req with news (records, an
+// error, a moved high watermark); it may have one for each (an
+// incremental fetch session's client fills in the quiet ones).
+//
+// Buffer ownership: Records may alias memory the client reuses for later
+// responses. When FetchResponse.Release is set the caller calls it once,
+// after every Pending of the appends it made from those Records has
+// completed: Log.AppendReplicated's implementation owns the bytes it was
+// given until its Pending completes (the engine may still be writing
+// them) and must not keep them after.
 type FetchClient interface {
 	Fetch(ctx context.Context, leaderID int32, req *FetchRequest) (*FetchResponse, error)
 }
@@ -143,11 +156,12 @@ func (x *Fetcher) Run(ctx context.Context) {
 		x.mu.Unlock()
 		// The partitions just appended are left out of requests until
 		// durable anyway; waiting here turns the next request into one
-		// that carries all of them again.
+		// that carries all of them again, sent as soon as the last
+		// append's round is durable.
 		for _, a := range res.Appended {
 			select {
 			case <-ctx.Done():
-				return
+				return // the buffer is not handed back: appends may still hold it
 			case <-a.Pending.Done():
 			}
 			if err := a.Pending.Err(); err != nil {
@@ -155,6 +169,9 @@ func (x *Fetcher) Run(ctx context.Context) {
 				x.f.OnStorageError(a.TopicPartition, err, x.clock.Now())
 				x.mu.Unlock()
 			}
+		}
+		if resp.Release != nil {
+			resp.Release()
 		}
 	}
 }

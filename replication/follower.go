@@ -36,6 +36,9 @@ type FetchPartition struct {
 // FetchResponse is the leader's answer, decoded by the FetchClient.
 type FetchResponse struct {
 	Partitions []FetchPartitionResponse
+	// Release, when set, hands the memory behind the Records back to the
+	// client (see FetchClient for when it may be called).
+	Release func()
 }
 
 // FetchPartitionResponse is one partition's answer. Err holds the

@@ -28,6 +28,13 @@ type fakeBroker struct {
 
 func startFakeBroker(t *testing.T, respond func(c net.Conn, corr int32) bool) *fakeBroker {
 	t.Helper()
+	return startFakeBrokerReq(t, func(c net.Conn, corr int32, _ []byte) bool { return respond(c, corr) })
+}
+
+// startFakeBrokerReq is startFakeBroker whose respond also gets the
+// request frame (after the size).
+func startFakeBrokerReq(t *testing.T, respond func(c net.Conn, corr int32, frame []byte) bool) *fakeBroker {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +64,7 @@ func startFakeBroker(t *testing.T, respond func(c net.Conn, corr int32) bool) *f
 						return
 					}
 					// key(2) version(2) correlation id(4) ...
-					if !respond(c, int32(binary.BigEndian.Uint32(body[4:8]))) {
+					if !respond(c, int32(binary.BigEndian.Uint32(body[4:8])), body) {
 						io.Copy(io.Discard, c) // hold the connection open, silent
 						return
 					}
