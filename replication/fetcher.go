@@ -238,6 +238,23 @@ func (s *Fetchers) removeLocked(tp TopicPartition) {
 	// sleeps on its wake channel.
 }
 
+// Stats sums the request counters of every fetcher.
+func (s *Fetchers) Stats() FetcherStats {
+	s.mu.Lock()
+	fs := make([]*Fetcher, 0, len(s.byLeader))
+	for _, f := range s.byLeader {
+		fs = append(fs, f)
+	}
+	s.mu.Unlock()
+	var out FetcherStats
+	for _, f := range fs {
+		st := f.Stats()
+		out.Requests += st.Requests
+		out.Interrupted += st.Interrupted
+	}
+	return out
+}
+
 // Close stops every fetcher and waits for them.
 func (s *Fetchers) Close() {
 	s.cancel()
