@@ -37,6 +37,10 @@ type Config struct {
 	// KIP-227 session (the behaviour before sessions; a switch in case a
 	// leader's session handling misbehaves).
 	DisableFetchSessions bool
+	// DisableBufferReuse gives every fetch response fresh memory instead
+	// of a buffer handed back by an earlier response's Release (for a
+	// storage engine that keeps appended bytes past their Pending).
+	DisableBufferReuse bool
 }
 
 // maxIdlePerBroker bounds the idle connections kept per broker.
@@ -84,6 +88,10 @@ type conn struct {
 	r    *bufio.Reader
 	corr int32
 	wbuf []byte // request encoding, reused (bounded by maxKeptWriteBuf)
+	// cut: a cancellation moved (or is about to move) the deadline;
+	// even after a complete exchange the connection is not pooled, or
+	// that late deadline would fail the next request on it.
+	cut bool
 }
 
 // maxKeptWriteBuf bounds the request buffer a connection keeps.
@@ -109,6 +117,9 @@ func (c *Client) addrOf(id int32) (string, error) {
 // into memory from alloc (nil: a new slice). A failed exchange closes its
 // connection; the next one redials.
 func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32, alloc func(int) []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // cancelled before anything was sent
+	}
 	addr, err := c.addrOf(id)
 	if err != nil {
 		return nil, err
@@ -135,7 +146,7 @@ func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatt
 		return nil, err
 	}
 	c.mu.Lock()
-	if !c.closed && len(c.idle[id]) < maxIdlePerBroker {
+	if !c.closed && !cn.cut && len(c.idle[id]) < maxIdlePerBroker {
 		c.idle[id] = append(c.idle[id], cn)
 		cn = nil
 	}
@@ -179,7 +190,11 @@ func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kms
 		cn.nc.SetDeadline(time.Time{})
 	}
 	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Now()) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			cn.cut = true
+		}
+	}()
 	cn.corr++
 	cn.wbuf = f.AppendRequest(cn.wbuf[:0], req, cn.corr)
 	_, err := cn.nc.Write(cn.wbuf)

@@ -55,7 +55,7 @@ func (c *Client) fetchBuf(n int) []byte {
 // putFetchBuf keeps b for a later response, unless it is too large or
 // the pool is full.
 func (c *Client) putFetchBuf(b []byte) {
-	if cap(b) > maxPooledBuf {
+	if cap(b) > maxPooledBuf || c.cfg.DisableBufferReuse {
 		return
 	}
 	select {

@@ -282,6 +282,14 @@ func TestFetchBufferReuse(t *testing.T) {
 	b.Release()
 	if c := fetch(); addr(c) != addr(b) {
 		t.Fatal("the released buffer was not reused")
+	} else {
+		c.Release()
+	}
+	cl.cfg.DisableBufferReuse = true
+	c := fetch()
+	c.Release()
+	if d := fetch(); addr(d) == addr(c) {
+		t.Fatal("buffer reused with DisableBufferReuse")
 	}
 	// Oversized buffers are not kept.
 	cl.putFetchBuf(make([]byte, 0, maxPooledBuf+1))
