@@ -172,6 +172,13 @@ func (s *fetchSession) answered(sessionID int32, want []replication.FetchPartiti
 	for _, r := range got {
 		if sp, ok := s.parts[r.TopicPartition]; ok {
 			sp.hw, sp.logStart = r.HighWatermark, r.LogStartOffset
+			if len(r.Records) > 0 || r.Err != nil {
+				// Listed again next time even if the fetcher could not
+				// use the answer (its offset then stays the same): the
+				// leader then holds our real position, whether or not
+				// it moved its own past the records it sent.
+				sp.fetch = replication.FetchPartition{}
+			}
 			s.parts[r.TopicPartition] = sp
 		}
 	}

@@ -297,3 +297,21 @@ func TestFetchBufferReuse(t *testing.T) {
 		t.Fatalf("pooled a %d-byte buffer", cap(got))
 	}
 }
+
+// A partition answered with records (or an error) is listed in the next
+// request even when its fetch state did not change (the fetcher dropped
+// a stale answer): the leader learns our real position again.
+func TestFetchSessionRelistsAnswered(t *testing.T) {
+	l := &sessionLeader{give: true, records: []byte("batch")}
+	cl := startFakeBrokerReq(t, l.respond).client(t)
+	for i := range 3 {
+		resp, err := cl.Fetch(context.Background(), 1, sessReq(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Release()
+		if r := l.last(); i > 0 && (r.SessionEpoch != int32(i) || !slices.Equal(listed(r), []int32{0})) {
+			t.Fatalf("fetch %d: epoch %d listing %v, want %d [0]", i, r.SessionEpoch, listed(r), i)
+		}
+	}
+}
