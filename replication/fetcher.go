@@ -29,7 +29,8 @@ type FetchClient interface {
 
 // Fetcher runs a Follower against one leader broker in a goroutine (Run):
 // build a request, send it, apply the answer, wait for the appends to be
-// durable, repeat. Errors back partitions off by Config.FetchBackoff.
+// durable, repeat. Errors back partitions off by Config.FetchBackoff
+// (MetadataLagBackoff, doubling, where the leader only lags our metadata).
 // AddPartition and RemovePartition may be called from any goroutine.
 //
 // A partition added while a request long-polls at the leader (up to

@@ -131,7 +131,7 @@ func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) b
 		if p.epoch == leaderEpoch && p.log == log && p.status != statusFenced {
 			return false
 		}
-		p.epoch, p.log, p.status, p.lastErr = leaderEpoch, log, statusFetching, nil
+		p.epoch, p.log, p.status, p.lastErr, p.lagErrs = leaderEpoch, log, statusFetching, nil, 0
 		return true
 	}
 	f.parts[tp] = &followPart{tp: tp, epoch: leaderEpoch, log: log}
