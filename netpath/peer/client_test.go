@@ -26,14 +26,14 @@ type fakeBroker struct {
 	accepted atomic.Int32
 }
 
-func startFakeBroker(t *testing.T, respond func(c net.Conn, corr int32) bool) *fakeBroker {
+func startFakeBroker(t testing.TB, respond func(c net.Conn, corr int32) bool) *fakeBroker {
 	t.Helper()
 	return startFakeBrokerReq(t, func(c net.Conn, corr int32, _ []byte) bool { return respond(c, corr) })
 }
 
 // startFakeBrokerReq is startFakeBroker whose respond also gets the
 // request frame (after the size).
-func startFakeBrokerReq(t *testing.T, respond func(c net.Conn, corr int32, frame []byte) bool) *fakeBroker {
+func startFakeBrokerReq(t testing.TB, respond func(c net.Conn, corr int32, frame []byte) bool) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +76,7 @@ func startFakeBrokerReq(t *testing.T, respond func(c net.Conn, corr int32, frame
 }
 
 // client returns a Client whose metadata image places broker 1 at fb.
-func (fb *fakeBroker) client(t *testing.T) *Client {
+func (fb *fakeBroker) client(t testing.TB) *Client {
 	t.Helper()
 	addr := fb.ln.Addr().(*net.TCPAddr)
 	im, res := metadata.EmptyImage().Apply(1, metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c1"}})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,6 +51,8 @@ type fetchSession struct {
 	full      bool
 	listed    []replication.FetchPartition
 	forgotten []replication.TopicPartition
+
+	scratch map[replication.TopicPartition]struct{} // reused by build and answered
 }
 
 type sessionPart struct {
@@ -105,7 +108,7 @@ func (s *fetchSession) build(kr *kmsg.FetchRequest, want []replication.FetchPart
 	}
 	s.full = false
 	kr.SessionID, kr.SessionEpoch = s.id, s.epoch
-	asked := make(map[replication.TopicPartition]struct{}, len(want))
+	asked := s.scratchSet()
 	for _, p := range want {
 		asked[p.TopicPartition] = struct{}{}
 		if sp, ok := s.parts[p.TopicPartition]; !ok || sp.fetch != p {
@@ -129,6 +132,15 @@ func (s *fetchSession) build(kr *kmsg.FetchRequest, want []replication.FetchPart
 		kr.ForgottenTopics[i].Partitions = append(kr.ForgottenTopics[i].Partitions, tp.Partition)
 	}
 	return s.listed
+}
+
+// scratchSet returns the reused set, emptied.
+func (s *fetchSession) scratchSet() map[replication.TopicPartition]struct{} {
+	if s.scratch == nil {
+		s.scratch = make(map[replication.TopicPartition]struct{})
+	}
+	clear(s.scratch)
+	return s.scratch
 }
 
 var errSessionMismatch = errors.New("fetch response for another session")
@@ -185,10 +197,11 @@ func (s *fetchSession) answered(sessionID int32, want []replication.FetchPartiti
 	if s.full {
 		return got, nil
 	}
-	answered := make(map[replication.TopicPartition]struct{}, len(got))
+	answered := s.scratchSet()
 	for _, r := range got {
 		answered[r.TopicPartition] = struct{}{}
 	}
+	got = slices.Grow(got, len(want)-len(got))
 	for _, p := range want {
 		if _, ok := answered[p.TopicPartition]; ok {
 			continue

@@ -3,9 +3,11 @@ package peer
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -313,5 +315,35 @@ func TestFetchSessionRelistsAnswered(t *testing.T) {
 		if r := l.last(); i > 0 && (r.SessionEpoch != int32(i) || !slices.Equal(listed(r), []int32{0})) {
 			t.Fatalf("fetch %d: epoch %d listing %v, want %d [0]", i, r.SessionEpoch, listed(r), i)
 		}
+	}
+}
+
+// BenchmarkFetchQuiet256 is one follower fetch of 256 partitions none of
+// which has news, with and without a session (the leader is the fake on
+// loopback, so most of the time is the exchange): with a session the
+// request lists nothing and the answer is empty.
+func BenchmarkFetchQuiet256(b *testing.B) {
+	for _, sessions := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sessions=%v", sessions), func(b *testing.B) {
+			l := &sessionLeader{give: true}
+			var reqBytes atomic.Int64
+			cl := startFakeBrokerReq(b, func(c net.Conn, corr int32, frame []byte) bool {
+				reqBytes.Add(int64(len(frame)))
+				return l.respond(c, corr, frame)
+			}).client(b)
+			cl.cfg.DisableFetchSessions = !sessions
+			req := sessReq(make([]int64, 256)...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				resp, err := cl.Fetch(ctx, 1, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Release()
+			}
+			b.ReportMetric(float64(reqBytes.Load())/float64(b.N), "req-bytes/op")
+		})
 	}
 }
