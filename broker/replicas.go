@@ -362,7 +362,12 @@ func (l replicaLog) AppendReplicated(b []byte) (replication.Pending, error) {
 
 // FollowerFetch is the leader side of one partition of a replica fetch:
 // it records the follower's progress. An error or a diverging epoch means
-// no records are returned.
+// no records are returned. Under a KIP-227 fetch session (followers use
+// one, netpath/peer) it must be called for every partition of the
+// session on each fetch, listed in the request or not, with the
+// session's fetch offset, as Kafka does: a quiet partition left out
+// keeps an old caught-up time, and LeaderState.Tick would drop the
+// follower from its ISR the moment the leader's log end moved.
 func (m *replicaManager) FollowerFetch(topic string, partition int32, f replication.FollowerFetch) (*replication.EpochEndOffset, error) {
 	lp := m.leader(topic, partition)
 	if lp == nil {

@@ -45,6 +45,10 @@ var (
 	descPartUnderMinISR   = prometheus.NewDesc("ringlog_partition_under_min_isr", "1 when a replicated partition this broker leads has an ISR below min.insync.replicas (acks=all produce is refused).", partLabels, nil)
 	descPartOmitted       = prometheus.NewDesc("ringlog_partition_series_omitted",
 		"Hosted partitions left out of the per-partition series (beyond the first 2000, in topic order).", nil, nil)
+	descReplicaFetches = prometheus.NewDesc("ringlog_replica_fetches_total",
+		"Replica fetch requests this broker sent as a follower.", nil, nil)
+	descReplicaFetchInterrupts = prometheus.NewDesc("ringlog_replica_fetch_interrupts_total",
+		"Replica fetches this broker cancelled while they long-polled, to send at once one that carries a partition it started following.", nil, nil)
 	descProduceOldestWait = prometheus.NewDesc("ringlog_produce_oldest_wait_seconds",
 		"Age (since its request arrived) of the oldest acks=all produce waiting in the replication purgatory for the high watermark; 0 when none waits. Every wait ends by its timeout_ms, so a value above the clients' timeout means a stuck acknowledgement.", nil, nil)
 )
@@ -55,7 +59,8 @@ const maxPartitionSeries = 2000
 
 var replicationDescs = []*prometheus.Desc{descLedPartitions, descUnderReplicated, descUnderMinISR, descOffline,
 	descISRShrinks, descISRExpands, descFollowerLag, descPartLogEndOffset, descPartHighWatermark, descPartLogStart,
-	descPartISRSize, descPartUnderRepl, descPartUnderMinISR, descPartOmitted, descProduceOldestWait}
+	descPartISRSize, descPartUnderRepl, descPartUnderMinISR, descPartOmitted, descProduceOldestWait,
+	descReplicaFetches, descReplicaFetchInterrupts}
 
 // isrCounters counts committed ISR changes of partitions this broker leads.
 type isrCounters struct {
@@ -119,6 +124,9 @@ func (s *wireServer) collectReplication(ch chan<- prometheus.Metric) {
 		return
 	}
 	gauge(descProduceOldestWait, m.purg.OldestWait(time.Now()).Seconds())
+	fst := m.fetchers.Stats()
+	ch <- prometheus.MustNewConstMetric(descReplicaFetches, prometheus.CounterValue, float64(fst.Requests))
+	ch <- prometheus.MustNewConstMetric(descReplicaFetchInterrupts, prometheus.CounterValue, float64(fst.Interrupted))
 	m.mu.Lock()
 	lps := make([]*leaderPart, 0, len(m.leaders))
 	for _, lp := range m.leaders {

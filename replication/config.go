@@ -23,6 +23,13 @@ type Config struct {
 	// FetchBackoff (replica.fetch.backoff.ms, 1s): wait after a failed
 	// fetch request or a partition error before trying again.
 	FetchBackoff time.Duration
+	// MetadataLagBackoff is the first wait after a partition error that
+	// only says the leader's metadata lags ours (UNKNOWN_TOPIC_OR_PARTITION,
+	// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH: a topic created or a
+	// leader elected a moment ago). It doubles per repeated error up to
+	// FetchBackoff. Waiting the full FetchBackoff there held every
+	// acks=all produce to a new partition for a second.
+	MetadataLagBackoff time.Duration
 	// AlterPartitionBackoff: wait before re-sending an AlterPartition whose
 	// outcome is unknown, or re-proposing after a rejection.
 	AlterPartitionBackoff time.Duration
@@ -37,6 +44,7 @@ func DefaultConfig() Config {
 		FetchMaxBytes:         10 << 20,
 		PartitionMaxBytes:     1 << 20,
 		FetchBackoff:          time.Second,
+		MetadataLagBackoff:    10 * time.Millisecond,
 		AlterPartitionBackoff: 100 * time.Millisecond,
 	}
 }
@@ -58,6 +66,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("replication: FetchMaxBytes %d and PartitionMaxBytes %d must be positive", c.FetchMaxBytes, c.PartitionMaxBytes)
 	case c.FetchBackoff <= 0 || c.AlterPartitionBackoff <= 0:
 		return fmt.Errorf("replication: FetchBackoff %v and AlterPartitionBackoff %v must be positive", c.FetchBackoff, c.AlterPartitionBackoff)
+	case c.MetadataLagBackoff <= 0 || c.MetadataLagBackoff > c.FetchBackoff:
+		return fmt.Errorf("replication: MetadataLagBackoff %v must be positive and at most FetchBackoff %v", c.MetadataLagBackoff, c.FetchBackoff)
 	}
 	return nil
 }

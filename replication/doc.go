@@ -26,6 +26,14 @@
 //   - A follower's fetch offset is its durable end: with --fsync always a
 //     partition with unflushed appends is left out of requests until the
 //     flush, so "fetched from N" means "N is on my disk" (KIP-966's lesson).
+//   - A follower pays per fetch, not per partition: one request per leader
+//     carries every ready partition, the records of a response are all
+//     appended before the Fetcher waits for any, and the next request
+//     (reporting the new durable ends, which advance the leader's HW)
+//     leaves as soon as the last of them is durable. A partition added
+//     while a request long-polls cancels it, so it is fetched at once;
+//     errors that only mean the leader's metadata lags ours back off
+//     briefly (MetadataLagBackoff), others FetchBackoff.
 //   - A follower leaves the ISR when it has not reached the leader's log
 //     end within ReplicaLagTimeMax (lastCaughtUp as in Kafka's Replica);
 //     it rejoins once its offset reaches the HW and the current epoch's

@@ -9,22 +9,54 @@ import (
 // FetchClient sends replica fetches. netpath/peer implements it with Kafka
 // Fetch requests (replica id set, v12+ so LastFetchedEpoch and
 // DivergingEpoch travel) and translates partition error codes into this
-// package's errors. Fetch may block up to req.MaxWait plus network time.
+// package's errors. Fetch may block up to req.MaxWait plus network time;
+// cancelling ctx ends it at once (the Fetcher does, to take in a new
+// partition).
+//
+// The answer has one entry per partition of req with news (records, an
+// error, a moved high watermark); it may have one for each (an
+// incremental fetch session's client fills in the quiet ones).
+//
+// Buffer ownership: Records may alias memory the client reuses for later
+// responses. When FetchResponse.Release is set the caller calls it once,
+// after every Pending of the appends it made from those Records has
+// completed: Log.AppendReplicated's implementation owns the bytes it was
+// given until its Pending completes (the engine may still be writing
+// them) and must not keep them after.
 type FetchClient interface {
 	Fetch(ctx context.Context, leaderID int32, req *FetchRequest) (*FetchResponse, error)
 }
 
 // Fetcher runs a Follower against one leader broker in a goroutine (Run):
 // build a request, send it, apply the answer, wait for the appends to be
-// durable, repeat. Errors back partitions off by Config.FetchBackoff.
+// durable, repeat. Errors back partitions off by Config.FetchBackoff
+// (MetadataLagBackoff, doubling, where the leader only lags our metadata).
 // AddPartition and RemovePartition may be called from any goroutine.
+//
+// A partition added while a request long-polls at the leader (up to
+// FetchMaxWait) is not in that request; AddPartition cancels it and Run
+// sends a new one at once, so a new or newly assigned partition starts
+// replicating without waiting for the poll to end. Adds that arrive
+// while one cancellation is pending share it.
 type Fetcher struct {
 	client FetchClient
 	clock  Clock
 	wake   chan struct{}
 
-	mu sync.Mutex // guards f; held while a response is applied
+	mu sync.Mutex // guards the fields below; held while a response is applied
 	f  *Follower
+	// inflight cancels the request being sent (nil when none), and
+	// interrupted says AddPartition already did.
+	inflight    context.CancelFunc
+	interrupted bool
+	stats       FetcherStats
+}
+
+// FetcherStats counts a fetcher's requests (metrics, tests).
+type FetcherStats struct {
+	// Requests is the number of fetches sent; Interrupted those cancelled
+	// by AddPartition to take in a new partition.
+	Requests, Interrupted uint64
 }
 
 // NewFetcher returns a fetcher of leaderID; start it with Run.
@@ -40,17 +72,22 @@ func (x *Fetcher) nudge() {
 }
 
 // AddPartition starts following tp in leaderEpoch (see
-// Follower.AddPartition).
+// Follower.AddPartition), interrupting a request in flight that lacks it.
 func (x *Fetcher) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) {
 	x.mu.Lock()
-	x.f.AddPartition(tp, leaderEpoch, log)
+	if x.f.AddPartition(tp, leaderEpoch, log) && x.inflight != nil && !x.interrupted {
+		x.interrupted = true
+		x.stats.Interrupted++
+		x.inflight()
+	}
 	x.mu.Unlock()
 	x.nudge()
 }
 
 // RemovePartition stops following tp. It waits for a response being
 // applied, so when it returns this fetcher will not touch tp's log again
-// and another fetcher (the new leader's) may take it over.
+// and another fetcher (the new leader's) may take it over. A request in
+// flight is left alone: its answer for tp is dropped when applied.
 func (x *Fetcher) RemovePartition(tp TopicPartition) {
 	x.mu.Lock()
 	x.f.RemovePartition(tp)
@@ -64,6 +101,13 @@ func (x *Fetcher) Len() int {
 	return x.f.Len()
 }
 
+// Stats returns the request counters.
+func (x *Fetcher) Stats() FetcherStats {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.stats
+}
+
 // Run fetches until ctx ends.
 func (x *Fetcher) Run(ctx context.Context) {
 	for ctx.Err() == nil {
@@ -71,6 +115,13 @@ func (x *Fetcher) Run(ctx context.Context) {
 		req := x.f.BuildRequest(x.clock.Now())
 		wakeAt, delayed := x.f.NextWake()
 		leader := x.f.Leader()
+		var rctx context.Context
+		var cancel context.CancelFunc
+		if req != nil {
+			rctx, cancel = context.WithCancel(ctx)
+			x.inflight, x.interrupted = cancel, false
+			x.stats.Requests++
+		}
 		x.mu.Unlock()
 		if req == nil {
 			var timer <-chan time.Time
@@ -84,8 +135,18 @@ func (x *Fetcher) Run(ctx context.Context) {
 			}
 			continue
 		}
-		resp, err := x.client.Fetch(ctx, leader, req)
+		resp, err := x.client.Fetch(rctx, leader, req)
+		x.mu.Lock()
+		interrupted := x.interrupted
+		x.inflight, x.interrupted = nil, false
+		x.mu.Unlock()
+		cancel()
 		if err != nil {
+			if interrupted && ctx.Err() == nil {
+				// Cancelled to take in a new partition: not the
+				// leader's fault, so resend at once without backoff.
+				continue
+			}
 			x.mu.Lock()
 			x.f.OnRequestError(req, err, x.clock.Now())
 			x.mu.Unlock()
@@ -96,11 +157,12 @@ func (x *Fetcher) Run(ctx context.Context) {
 		x.mu.Unlock()
 		// The partitions just appended are left out of requests until
 		// durable anyway; waiting here turns the next request into one
-		// that carries all of them again.
+		// that carries all of them again, sent as soon as the last
+		// append's round is durable.
 		for _, a := range res.Appended {
 			select {
 			case <-ctx.Done():
-				return
+				return // the buffer is not handed back: appends may still hold it
 			case <-a.Pending.Done():
 			}
 			if err := a.Pending.Err(); err != nil {
@@ -108,6 +170,9 @@ func (x *Fetcher) Run(ctx context.Context) {
 				x.f.OnStorageError(a.TopicPartition, err, x.clock.Now())
 				x.mu.Unlock()
 			}
+		}
+		if resp.Release != nil {
+			resp.Release()
 		}
 	}
 }
@@ -172,6 +237,23 @@ func (s *Fetchers) removeLocked(tp TopicPartition) {
 	s.byLeader[leader].RemovePartition(tp)
 	// Idle fetchers are kept: leaders come back, and an idle one only
 	// sleeps on its wake channel.
+}
+
+// Stats sums the request counters of every fetcher.
+func (s *Fetchers) Stats() FetcherStats {
+	s.mu.Lock()
+	fs := make([]*Fetcher, 0, len(s.byLeader))
+	for _, f := range s.byLeader {
+		fs = append(fs, f)
+	}
+	s.mu.Unlock()
+	var out FetcherStats
+	for _, f := range fs {
+		st := f.Stats()
+		out.Requests += st.Requests
+		out.Interrupted += st.Interrupted
+	}
+	return out
 }
 
 // Close stops every fetcher and waits for them.

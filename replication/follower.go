@@ -36,6 +36,9 @@ type FetchPartition struct {
 // FetchResponse is the leader's answer, decoded by the FetchClient.
 type FetchResponse struct {
 	Partitions []FetchPartitionResponse
+	// Release, when set, hands the memory behind the Records back to the
+	// client (see FetchClient for when it may be called).
+	Release func()
 }
 
 // FetchPartitionResponse is one partition's answer. Err holds the
@@ -69,6 +72,8 @@ type followPart struct {
 	delayUntil time.Time
 	// lastErr is kept for metrics/debugging.
 	lastErr error
+	// lagErrs counts consecutive metadata-lag errors (lagDelay).
+	lagErrs int
 }
 
 // AppendedPartition is an append whose durability the caller should wait
@@ -117,16 +122,21 @@ func (f *Follower) Len() int { return len(f.parts) }
 // epoch and the new leader answers DivergingEpoch where our log parted
 // from its own (KIP-101/KIP-320), which is safe where truncating to the
 // high watermark is not.
-func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) {
+//
+// It reports whether anything changed: a new partition, epoch or log, or a
+// fenced one revived. A request built before such a change does not carry
+// it, so the Fetcher interrupts that request's long poll.
+func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) bool {
 	if p := f.parts[tp]; p != nil {
 		if p.epoch == leaderEpoch && p.log == log && p.status != statusFenced {
-			return
+			return false
 		}
-		p.epoch, p.log, p.status, p.lastErr = leaderEpoch, log, statusFetching, nil
-		return
+		p.epoch, p.log, p.status, p.lastErr, p.lagErrs = leaderEpoch, log, statusFetching, nil, 0
+		return true
 	}
 	f.parts[tp] = &followPart{tp: tp, epoch: leaderEpoch, log: log}
 	f.order = append(f.order, tp)
+	return true
 }
 
 // RemovePartition stops following tp (leader change, deletion). After it
@@ -203,6 +213,26 @@ func (f *Follower) delay(p *followPart, err error, now time.Time) {
 	p.status, p.delayUntil, p.lastErr = statusDelayed, now.Add(f.cfg.FetchBackoff), err
 }
 
+// lagDelay backs p off after an error that says the leader has not caught
+// up with the metadata we acted on: MetadataLagBackoff, doubling per
+// repeated error up to FetchBackoff. Such errors clear within moments of
+// a topic creation or leader election, and until they do every acks=all
+// produce to the partition waits for this follower.
+func (f *Follower) lagDelay(p *followPart, err error, now time.Time) {
+	d := f.cfg.FetchBackoff
+	if p.lagErrs < 30 {
+		d = min(d, f.cfg.MetadataLagBackoff<<p.lagErrs)
+	}
+	p.lagErrs++
+	p.status, p.delayUntil, p.lastErr = statusDelayed, now.Add(d), err
+}
+
+// metadataLag reports whether a partition error only says the leader's
+// metadata is behind ours.
+func metadataLag(err error) bool {
+	return errors.Is(err, ErrUnknownTopicOrPartition) || errors.Is(err, ErrNotLeaderOrFollower) || errors.Is(err, ErrUnknownLeaderEpoch)
+}
+
 // OnRequestError backs off every partition of a request that failed as a
 // whole (connection error, timeout).
 func (f *Follower) OnRequestError(req *FetchRequest, err error, now time.Time) {
@@ -270,6 +300,7 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 	log := p.log
 	switch {
 	case r.Err == nil:
+		p.lagErrs = 0
 	case errors.Is(r.Err, ErrFencedLeaderEpoch):
 		// Kafka removes the partition from its fetcher here; we keep it
 		// parked so the new metadata only has to call AddPartition.
@@ -284,9 +315,14 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 		}
 		res.Truncated = append(res.Truncated, p.tp)
 		return
+	case metadataLag(r.Err):
+		// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, unknown
+		// partition: the leader has not seen the metadata yet.
+		f.lagDelay(p, r.Err, now)
+		res.Delayed = append(res.Delayed, p.tp)
+		return
 	default:
-		// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH (the leader has not
-		// seen the metadata yet), unknown partition, storage errors.
+		// Storage and other errors.
 		f.delay(p, r.Err, now)
 		res.Delayed = append(res.Delayed, p.tp)
 		return

@@ -103,8 +103,31 @@ func TestFollowerErrors(t *testing.T) {
 	if f.BuildRequest(t0) != nil {
 		t.Fatal("fetched during backoff")
 	}
-	if w, ok := f.NextWake(); !ok || !w.Equal(t0.Add(cfg.FetchBackoff)) {
-		t.Fatalf("wake %v %v", w, ok)
+	// Metadata lag (a topic or leader a moment old): a short backoff that
+	// doubles while the error repeats, capped at FetchBackoff, and starts
+	// over after a good answer.
+	if w, ok := f.NextWake(); !ok || !w.Equal(t0.Add(cfg.MetadataLagBackoff)) {
+		t.Fatalf("wake %v %v, want %v", w, ok, t0.Add(cfg.MetadataLagBackoff))
+	}
+	reply(FetchPartitionResponse{Err: ErrUnknownTopicOrPartition})
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(2 * cfg.MetadataLagBackoff)) {
+		t.Fatalf("second lag error: wake %v, want %v", w, t0.Add(2*cfg.MetadataLagBackoff))
+	}
+	for range 20 {
+		reply(FetchPartitionResponse{Err: ErrUnknownLeaderEpoch})
+	}
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.FetchBackoff)) {
+		t.Fatalf("repeated lag errors: wake %v, want the cap %v", w, t0.Add(cfg.FetchBackoff))
+	}
+	reply(FetchPartitionResponse{HighWatermark: 2})
+	reply(FetchPartitionResponse{Err: ErrNotLeaderOrFollower})
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.MetadataLagBackoff)) {
+		t.Fatalf("lag error after a good answer: wake %v, want %v", w, t0.Add(cfg.MetadataLagBackoff))
+	}
+	// Other errors back off the full FetchBackoff.
+	reply(FetchPartitionResponse{Err: ErrStorage})
+	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.FetchBackoff)) {
+		t.Fatalf("storage error: wake %v, want %v", w, t0.Add(cfg.FetchBackoff))
 	}
 	if res := reply(FetchPartitionResponse{Err: ErrFencedLeaderEpoch}); len(res.Fenced) != 1 {
 		t.Fatal("fenced")
@@ -198,5 +221,71 @@ func TestFetcherBacksOffAndAppends(t *testing.T) {
 	<-stopped
 	if log.LogEndOffset() != 2 || log.LatestEpoch() != 1 {
 		t.Fatalf("leo %d epoch %d", log.LogEndOffset(), log.LatestEpoch())
+	}
+}
+
+// pollClient holds every fetch like a leader long poll with no data: it
+// answers only when the fetcher cancels it, reporting the cancellation
+// on cancelled before returning.
+type pollClient struct {
+	reqs      chan *FetchRequest
+	cancelled chan *FetchRequest
+}
+
+func (c *pollClient) Fetch(ctx context.Context, leader int32, req *FetchRequest) (*FetchResponse, error) {
+	c.reqs <- req
+	<-ctx.Done()
+	c.cancelled <- req
+	return nil, ctx.Err()
+}
+
+// A partition added while a fetch long-polls is fetched at once: the
+// poll is cancelled and a request carrying it is sent without waiting for
+// FetchMaxWait (the fake clock never moves) and without the error
+// backoff; adds landing before the cancelled fetch returns share one
+// interruption.
+func TestFetcherAddPartitionInterruptsLongPoll(t *testing.T) {
+	clock := newFakeClock()
+	client := &pollClient{reqs: make(chan *FetchRequest, 4), cancelled: make(chan *FetchRequest)}
+	x := NewFetcher(DefaultConfig(), 2, 1, client, clock)
+	la := logWith()
+	x.AddPartition(tpA, 1, la)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { x.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-client.cancelled; <-stopped }()
+
+	recv := func(ch chan *FetchRequest, what string) *FetchRequest {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s", what)
+			return nil
+		}
+	}
+	first := recv(client.reqs, "first fetch")
+	if len(first.Partitions) != 1 {
+		t.Fatalf("first fetch %+v", first.Partitions)
+	}
+	tpC := TopicPartition{Topic: "c"}
+	x.AddPartition(tpB, 1, logWith())
+	x.AddPartition(tpC, 1, logWith())
+	x.AddPartition(tpA, 1, la) // unchanged: no interruption
+	if got := recv(client.cancelled, "cancellation of the long poll"); got != first {
+		t.Fatal("another request was cancelled")
+	}
+	second := recv(client.reqs, "fetch carrying the new partitions")
+	if len(second.Partitions) != 3 {
+		t.Fatalf("second fetch carries %d partitions, want 3: %+v", len(second.Partitions), second.Partitions)
+	}
+	if st := x.Stats(); st.Requests != 2 || st.Interrupted != 1 {
+		t.Fatalf("stats %+v, want 2 requests, 1 interrupted", st)
+	}
+	select {
+	case at := <-clock.registered:
+		t.Fatalf("backed off until %v after an interruption", at)
+	default:
 	}
 }

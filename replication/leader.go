@@ -327,17 +327,32 @@ func (l *LeaderState) OnLocalAppend() Update { return l.advance() }
 // reported durable ends of the maximal ISR. It never moves down.
 func (l *LeaderState) advance() Update {
 	hw := l.log.DurableEnd()
-	for _, id := range l.MaximalISR() {
+	// The maximal ISR without building it: this runs for every partition
+	// of every follower fetch.
+	member := func(id int32) bool {
 		if id == l.localID {
-			continue
+			return true
 		}
 		fs := l.followers[id]
 		if fs == nil {
 			// A member we do not track (not in replicas): nothing can be
 			// proven about it, so hold the HW.
-			return Update{HW: l.hw}
+			return false
 		}
 		hw = min(hw, fs.leo)
+		return true
+	}
+	for _, id := range l.isr {
+		if !member(id) {
+			return Update{HW: l.hw}
+		}
+	}
+	if l.pending != nil {
+		for _, id := range l.pending.prop.NewISR {
+			if !containsID(l.isr, id) && !member(id) {
+				return Update{HW: l.hw}
+			}
+		}
 	}
 	if hw > l.hw {
 		l.hw = hw

@@ -267,3 +267,25 @@ func TestLeaderOffsetsUnavailableUntilHWReachesEpochStart(t *testing.T) {
 		t.Fatalf("HW at the log end: %v", err)
 	}
 }
+
+// A follower fetch of one partition allocates nothing on the leader: it
+// runs for every partition of every replica fetch.
+func TestLeaderFollowerFetchAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	l, _ := leaderFixture(t)
+	// An AlterPartition in flight too: the maximal ISR is the union.
+	l.pending = &pendingAlter{prop: AlterProposal{NewISR: []int32{1, 2, 3}}, inFlight: true}
+	off := int64(5)
+	allocs := testing.AllocsPerRun(100, func() {
+		id := int32(2 + off%2)
+		if _, err := l.OnFollowerFetch(FollowerFetch{ReplicaID: id, CurrentLeaderEpoch: 5, FetchOffset: min(off/2, 10), LastFetchedEpoch: NoEpoch}, t0); err != nil {
+			t.Fatal(err)
+		}
+		off++
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per follower fetch, want 0", allocs)
+	}
+}

@@ -89,7 +89,10 @@ type Log interface {
 	// first batch must start at LogEndOffset. It adds epoch-cache entries
 	// for new partitionLeaderEpochs (epochcache.Cache.AssignFromBatches).
 	// The returned Pending completes when the bytes are durable per the
-	// fsync policy; DurableEnd advances then.
+	// fsync policy; DurableEnd advances then. The implementation may read
+	// batches until then and must not after: the Fetcher hands the buffer
+	// back to its FetchClient for the next response once every Pending of
+	// a response completed (nothing may be copied lazily from it).
 	AppendReplicated(batches []byte) (Pending, error)
 	// TruncateTo removes every offset >= offset, truncates the epoch
 	// cache from min(offset, LogEndOffset), and lowers the high watermark

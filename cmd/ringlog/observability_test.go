@@ -592,6 +592,34 @@ func TestReplicationMetrics(t *testing.T) {
 		return e > expands0 && u == 0 && partSeries(m, "ringlog_partition_isr_size") == 3 &&
 			partSeries(m, "ringlog_partition_under_replicated") == 0 && partSeries(m, "ringlog_partition_high_watermark") == 45
 	})
+
+	// A new topic is picked up by followers at once: those already
+	// long-polling a leader of one of its partitions (every node leads
+	// one of three, and all follow the rest) cancel the poll and send a
+	// fetch carrying it, instead of waiting out the 500 ms poll.
+	const fresh = "obs-repl-new"
+	interrupts := func() float64 {
+		sum := 0.0
+		for _, b := range c.nodes {
+			v, _ := sumSeries(scrape(t, b.admin), "ringlog_replica_fetch_interrupts_total")
+			sum += v
+		}
+		return sum
+	}
+	before := interrupts()
+	createRF3Topic(t, adm, fresh, 3)
+	manual := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.DisableIdempotentWrite(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for p := range int32(3) {
+		start := time.Now()
+		if err := manual.ProduceSync(testContext(t, 30*time.Second), &kgo.Record{Topic: fresh, Partition: p, Value: []byte("first")}).FirstErr(); err != nil {
+			t.Fatalf("first acks=all produce to %s-%d: %v", fresh, p, err)
+		}
+		t.Logf("first acks=all produce to %s-%d acknowledged in %v", fresh, p, time.Since(start))
+	}
+	if after := interrupts(); after <= before {
+		t.Errorf("replica fetch interrupts %v -> %v: no follower cut its long poll for the new partitions", before, after)
+	}
 }
 
 // hasLogLine reports whether one line of a text log holds every part.

@@ -201,6 +201,7 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	rep.ReplicaLagTimeMax = c.Duration("replica-lag-time-max")
 	rep.FetchMaxWait = min(rep.FetchMaxWait, rep.ReplicaLagTimeMax/2)
 	rep.FetchBackoff = min(rep.FetchBackoff, rep.ReplicaLagTimeMax/4)
+	rep.MetadataLagBackoff = min(rep.MetadataLagBackoff, rep.FetchBackoff)
 
 	eng := &cfg.Engine
 	if eng.Fsync, err = engine.ParseFsyncPolicy(c.String("fsync")); err != nil {

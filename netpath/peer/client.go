@@ -33,6 +33,14 @@ type Config struct {
 	// requires SASL and an inter-broker user is configured).
 	SASL           bool
 	User, Password string
+	// DisableFetchSessions makes follower fetches full requests without a
+	// KIP-227 session (the behaviour before sessions; a switch in case a
+	// leader's session handling misbehaves).
+	DisableFetchSessions bool
+	// DisableBufferReuse gives every fetch response fresh memory instead
+	// of a buffer handed back by an earlier response's Release (for a
+	// storage engine that keeps appended bytes past their Pending).
+	DisableBufferReuse bool
 }
 
 // maxIdlePerBroker bounds the idle connections kept per broker.
@@ -44,14 +52,20 @@ const maxIdlePerBroker = 4
 type Client struct {
 	cfg Config
 
-	mu     sync.Mutex
-	idle   map[int32][]*conn
-	closed bool
+	mu       sync.Mutex
+	idle     map[int32][]*conn
+	closed   bool
+	sessions map[int32]*fetchSession // by leader (fetch_session.go)
+
+	// bufs holds fetch response buffers handed back by Release, for the
+	// next response (fetchBuf).
+	bufs chan []byte
 }
 
 // New returns a client; Close releases its connections.
 func New(cfg Config) *Client {
-	return &Client{cfg: cfg, idle: make(map[int32][]*conn)}
+	return &Client{cfg: cfg, idle: make(map[int32][]*conn), sessions: make(map[int32]*fetchSession),
+		bufs: make(chan []byte, maxPooledBufs)}
 }
 
 // Close closes the idle connections; connections in use close when their
@@ -73,7 +87,15 @@ type conn struct {
 	nc   net.Conn
 	r    *bufio.Reader
 	corr int32
+	wbuf []byte // request encoding, reused (bounded by maxKeptWriteBuf)
+	// cut: a cancellation moved (or is about to move) the deadline;
+	// even after a complete exchange the connection is not pooled, or
+	// that late deadline would fail the next request on it.
+	cut bool
 }
+
+// maxKeptWriteBuf bounds the request buffer a connection keeps.
+const maxKeptWriteBuf = 1 << 20
 
 // addrOf returns the plaintext address broker id advertises.
 func (c *Client) addrOf(id int32) (string, error) {
@@ -91,9 +113,13 @@ func (c *Client) addrOf(id int32) (string, error) {
 }
 
 // roundTrip sends req to broker id with the formatter's client id and
-// returns the response body after its header, at most maxSize bytes. A
-// failed exchange closes its connection; the next one redials.
-func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32) ([]byte, error) {
+// returns the response body after its header, at most maxSize bytes, read
+// into memory from alloc (nil: a new slice). A failed exchange closes its
+// connection; the next one redials.
+func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32, alloc func(int) []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // cancelled before anything was sent
+	}
 	addr, err := c.addrOf(id)
 	if err != nil {
 		return nil, err
@@ -114,13 +140,13 @@ func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatt
 			return nil, err
 		}
 	}
-	body, err := cn.roundTrip(ctx, f, req, maxSize)
+	body, err := cn.roundTrip(ctx, f, req, maxSize, alloc)
 	if err != nil {
 		cn.nc.Close()
 		return nil, err
 	}
 	c.mu.Lock()
-	if !c.closed && len(c.idle[id]) < maxIdlePerBroker {
+	if !c.closed && !cn.cut && len(c.idle[id]) < maxIdlePerBroker {
 		c.idle[id] = append(c.idle[id], cn)
 		cn = nil
 	}
@@ -156,16 +182,26 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 
 // roundTrip writes req and reads its response: the size is bounded by
 // maxSize, the correlation id checked, and flexible header tags skipped.
-func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32) ([]byte, error) {
+// The body is read into alloc(size) when alloc is set.
+func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32, alloc func(int) []byte) ([]byte, error) {
 	if d, ok := ctx.Deadline(); ok {
 		cn.nc.SetDeadline(d)
 	} else {
 		cn.nc.SetDeadline(time.Time{})
 	}
 	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Now()) })
-	defer stop()
+	defer func() {
+		if !stop() {
+			cn.cut = true
+		}
+	}()
 	cn.corr++
-	if _, err := cn.nc.Write(f.AppendRequest(nil, req, cn.corr)); err != nil {
+	cn.wbuf = f.AppendRequest(cn.wbuf[:0], req, cn.corr)
+	_, err := cn.nc.Write(cn.wbuf)
+	if cap(cn.wbuf) > maxKeptWriteBuf {
+		cn.wbuf = nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	var hdr [8]byte
@@ -179,7 +215,12 @@ func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kms
 	if size < 4 || size > maxSize {
 		return nil, fmt.Errorf("response size %d", size)
 	}
-	buf := make([]byte, size-4)
+	var buf []byte
+	if alloc != nil {
+		buf = alloc(int(size - 4))
+	} else {
+		buf = make([]byte, size-4)
+	}
 	if _, err := io.ReadFull(cn.r, buf); err != nil {
 		return nil, err
 	}

@@ -26,7 +26,14 @@ type fakeBroker struct {
 	accepted atomic.Int32
 }
 
-func startFakeBroker(t *testing.T, respond func(c net.Conn, corr int32) bool) *fakeBroker {
+func startFakeBroker(t testing.TB, respond func(c net.Conn, corr int32) bool) *fakeBroker {
+	t.Helper()
+	return startFakeBrokerReq(t, func(c net.Conn, corr int32, _ []byte) bool { return respond(c, corr) })
+}
+
+// startFakeBrokerReq is startFakeBroker whose respond also gets the
+// request frame (after the size).
+func startFakeBrokerReq(t testing.TB, respond func(c net.Conn, corr int32, frame []byte) bool) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +64,7 @@ func startFakeBroker(t *testing.T, respond func(c net.Conn, corr int32) bool) *f
 						return
 					}
 					// key(2) version(2) correlation id(4) ...
-					if !respond(c, int32(binary.BigEndian.Uint32(body[4:8]))) {
+					if !respond(c, int32(binary.BigEndian.Uint32(body[4:8])), body) {
 						io.Copy(io.Discard, c) // hold the connection open, silent
 						return
 					}
@@ -69,7 +76,7 @@ func startFakeBroker(t *testing.T, respond func(c net.Conn, corr int32) bool) *f
 }
 
 // client returns a Client whose metadata image places broker 1 at fb.
-func (fb *fakeBroker) client(t *testing.T) *Client {
+func (fb *fakeBroker) client(t testing.TB) *Client {
 	t.Helper()
 	addr := fb.ln.Addr().(*net.TCPAddr)
 	im, res := metadata.EmptyImage().Apply(1, metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c1"}})
@@ -234,5 +241,46 @@ func TestUnknownBroker(t *testing.T) {
 	}
 	if got := fb.accepted.Load(); got != 0 {
 		t.Fatalf("%d connections to the wrong broker", got)
+	}
+}
+
+// A fetch cancelled while the leader long-polls (the fetcher taking in a
+// new partition) returns at once and drops its connection, whose answer
+// would otherwise arrive for a later request: the next fetch dials a
+// fresh one and succeeds.
+func TestCancelledFetchDropsConnection(t *testing.T) {
+	var n atomic.Int32
+	fb := startFakeBroker(t, func(c net.Conn, corr int32) bool {
+		if n.Add(1) == 1 {
+			return false // the long poll: no answer
+		}
+		c.Write(fetchResponse(corr, 0, 5))
+		return true
+	})
+	cl := fb.client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cl.Fetch(ctx, 1, fetchReq())
+		errc <- err
+	}()
+	for n.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("cancelled fetch succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled fetch did not return")
+	}
+	resp, err := cl.Fetch(context.Background(), 1, fetchReq())
+	if err != nil || resp.Partitions[0].HighWatermark != 5 {
+		t.Fatalf("fetch after the cancellation: %v %+v", err, resp)
+	}
+	if got := fb.accepted.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2 (the cancelled one dropped)", got)
 	}
 }

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,26 +14,95 @@ import (
 // Follower fetches are Kafka Fetch v12 (replica id set, LastFetchedEpoch
 // and DivergingEpoch carried) to the leader's plaintext listener, as the
 // metadata image advertises it. Each leader has one Fetcher goroutine, so
-// one pooled connection per leader carries them.
+// one pooled connection per leader carries them. Unless
+// Config.DisableFetchSessions, they run in a KIP-227 incremental fetch
+// session per leader (fetch_session.go).
 
 var replicaFormatter = kmsg.NewRequestFormatter(kmsg.FormatterClientID("ringlog-replica-fetcher"))
 
 // maxFetchResponse bounds a replica fetch response.
 const maxFetchResponse = 256 << 20
 
+// Response buffers handed back by Release are kept for later responses:
+// at most maxPooledBufs of them (one per leader followed is the steady
+// state), none larger than maxPooledBuf.
+const (
+	maxPooledBufs = 8
+	maxPooledBuf  = 32 << 20
+	minFetchBuf   = 64 << 10
+)
+
 var _ replication.FetchClient = (*Client)(nil)
 
-// Fetch implements replication.FetchClient.
+// fetchBuf returns a buffer of n bytes, a pooled one when it is big
+// enough. Capacities are powers of two from minFetchBuf, so a buffer
+// settles at the size of the largest recent responses.
+func (c *Client) fetchBuf(n int) []byte {
+	select {
+	case b := <-c.bufs:
+		if cap(b) >= n {
+			return b[:n]
+		}
+	default:
+	}
+	size := minFetchBuf
+	for size < n {
+		size <<= 1
+	}
+	return make([]byte, n, size)
+}
+
+// putFetchBuf keeps b for a later response, unless it is too large or
+// the pool is full.
+func (c *Client) putFetchBuf(b []byte) {
+	if cap(b) > maxPooledBuf || c.cfg.DisableBufferReuse {
+		return
+	}
+	select {
+	case c.bufs <- b[:0]:
+	default:
+	}
+}
+
+// Fetch implements replication.FetchClient. The Records of the answer
+// alias one response buffer; its Release hands that buffer back. A
+// session the leader no longer knows is restarted with a full request
+// within this call, so the fetcher sees no error for it.
 func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.FetchRequest) (*replication.FetchResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, req.MaxWait+10*time.Second)
+	defer cancel()
+	sess := c.takeSession(leaderID)
+	defer c.returnSession(leaderID, sess)
+	for attempt := 0; ; attempt++ {
+		resp, err := c.fetchOnce(ctx, leaderID, req, sess)
+		if err == nil {
+			return resp, nil
+		}
+		sess.reset()
+		if attempt > 0 || !errors.Is(err, errSessionLost) || ctx.Err() != nil {
+			return nil, err
+		}
+	}
+}
+
+// errSessionLost marks the session errors a full request recovers from.
+var errSessionLost = errors.New("fetch session lost")
+
+// fetchOnce sends one request, built from req and sess (nil: no session).
+func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication.FetchRequest, sess *fetchSession) (*replication.FetchResponse, error) {
 	kr := kmsg.NewPtrFetchRequest()
 	kr.Version = 12
 	kr.ReplicaID = req.ReplicaID
 	kr.MaxWaitMillis = int32(req.MaxWait / time.Millisecond)
 	kr.MinBytes = req.MinBytes
 	kr.MaxBytes = req.MaxBytes
-	kr.SessionEpoch = -1
+	kr.SessionID, kr.SessionEpoch = 0, -1 // full, no session
+	send := req.Partitions
+	if sess != nil {
+		send = sess.build(kr, req.Partitions)
+	}
 	byTopic := map[string]int{}
-	for _, p := range req.Partitions {
+	for _, p := range send {
 		i, ok := byTopic[p.Topic]
 		if !ok {
 			i = len(kr.Topics)
@@ -51,25 +121,38 @@ func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.Fet
 		fp.PartitionMaxBytes = p.MaxBytes
 		kr.Topics[i].Partitions = append(kr.Topics[i].Partitions, fp)
 	}
-	ctx, cancel := context.WithTimeout(ctx, req.MaxWait+10*time.Second)
-	defer cancel()
-	body, err := c.roundTrip(ctx, leaderID, replicaFormatter, kr, maxFetchResponse)
+	var buf []byte
+	body, err := c.roundTrip(ctx, leaderID, replicaFormatter, kr, maxFetchResponse, func(n int) []byte {
+		buf = c.fetchBuf(n)
+		return buf
+	})
 	if err != nil {
+		// The exchange failed: nothing reads buf (the connection is
+		// closed), so it can serve the next response.
+		if buf != nil {
+			c.putFetchBuf(buf)
+		}
 		return nil, err
 	}
 	kresp := kmsg.NewPtrFetchResponse()
 	kresp.Version = 12
 	if err := kresp.ReadFrom(body); err != nil {
+		c.putFetchBuf(buf)
 		return nil, fmt.Errorf("decoding fetch response from broker %d: %w", leaderID, err)
 	}
 	if kresp.ErrorCode != 0 {
-		return nil, fmt.Errorf("fetch from broker %d: %w", leaderID, kerr.ErrorForCode(kresp.ErrorCode))
+		c.putFetchBuf(buf)
+		err := fmt.Errorf("fetch from broker %d: %w", leaderID, kerr.ErrorForCode(kresp.ErrorCode))
+		if sess != nil && (kresp.ErrorCode == kerr.FetchSessionIDNotFound.Code || kresp.ErrorCode == kerr.InvalidFetchSessionEpoch.Code) {
+			err = fmt.Errorf("%w: %w", errSessionLost, err)
+		}
+		return nil, err
 	}
 	ids := map[string][16]byte{}
 	for _, p := range req.Partitions {
 		ids[p.Topic] = p.TopicID
 	}
-	out := &replication.FetchResponse{}
+	out := &replication.FetchResponse{Release: func() { c.putFetchBuf(buf) }}
 	for _, t := range kresp.Topics {
 		for _, p := range t.Partitions {
 			r := replication.FetchPartitionResponse{
@@ -83,6 +166,12 @@ func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.Fet
 				r.DivergingEpoch = &replication.EpochEndOffset{Epoch: p.DivergingEpoch.Epoch, EndOffset: p.DivergingEpoch.EndOffset}
 			}
 			out.Partitions = append(out.Partitions, r)
+		}
+	}
+	if sess != nil {
+		if out.Partitions, err = sess.answered(kresp.SessionID, req.Partitions, out.Partitions); err != nil {
+			c.putFetchBuf(buf)
+			return nil, fmt.Errorf("fetch from broker %d: %w: %w", leaderID, errSessionLost, err)
 		}
 	}
 	return out, nil

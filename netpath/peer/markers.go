@@ -44,7 +44,7 @@ func (c *Client) WriteMarkers(ctx context.Context, leader int32, mk producerstat
 		kt.Partitions = append(kt.Partitions, tp.Partition)
 	}
 	req.Markers = append(req.Markers, km)
-	body, err := c.roundTrip(ctx, leader, markerFormatter, req, maxMarkerResponse)
+	body, err := c.roundTrip(ctx, leader, markerFormatter, req, maxMarkerResponse, nil)
 	if err != nil {
 		return nil, fmt.Errorf("WriteTxnMarkers to broker %d: %w", leader, err)
 	}

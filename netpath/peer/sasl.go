@@ -21,7 +21,7 @@ func (c *Client) authenticate(ctx context.Context, cn *conn, deadline time.Time)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	send := func(req kmsg.Request, resp kmsg.Response) error {
-		body, err := cn.roundTrip(ctx, saslFormatter, req, maxSASLResponse)
+		body, err := cn.roundTrip(ctx, saslFormatter, req, maxSASLResponse, nil)
 		if err != nil {
 			return err
 		}
