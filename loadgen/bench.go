@@ -163,6 +163,10 @@ type BenchConfig struct {
 	Brokers               int    // 1..9, all controller voters
 	BrokerBin             string // "": this executable
 	Out                   string // report directory; "": bench-results/<time>
+	// Sweep, with more than one count, runs the workload once per
+	// partition count on a fresh topic each (runSweep) against the same
+	// brokers; one count replaces Workload.Partitions.
+	Sweep []int32
 }
 
 // DefaultBenchConfig is the standard bench workload: 20,000 msg/s of
@@ -222,7 +226,11 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 		}
 	}()
 	broker := brokers[0]
-	cfg, err := benchConfig(bc.Workload, brokers)
+	w := bc.Workload
+	if len(bc.Sweep) > 0 {
+		w.Partitions = bc.Sweep[0]
+	}
+	cfg, err := benchConfig(w, brokers)
 	if err != nil {
 		return &UsageError{err}
 	}
@@ -251,6 +259,9 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "bench: broker %s (admin %s), %.0f msg/s of %d bytes for %v after %v warmup\n",
 		broker.Addr, broker.AdminAddr, cfg.Rate, cfg.MessageSize, cfg.Duration, cfg.Warmup)
+	if len(bc.Sweep) > 1 {
+		return runSweep(ctx, cfg, bc.Sweep, dir, out)
+	}
 	run, err := Run(ctx, cfg, out)
 	if err != nil {
 		return err
@@ -259,13 +270,18 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 }
 
 // benchConfig points the workload at the local brokers; reports read
-// io_path and fsync from the first one's /healthz.
+// io_path and fsync from the first one's /healthz, and the CPU time of
+// their processes.
 func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 	cfg.Bootstrap = nil
 	for _, b := range bs {
 		cfg.Bootstrap = append(cfg.Bootstrap, b.Addr)
 	}
 	cfg.BrokerAdmin = bs[0].AdminAddr
+	cfg.brokerPids = nil
+	for _, b := range bs {
+		cfg.brokerPids = append(cfg.brokerPids, b.Pid())
+	}
 	if cfg.Label == "" {
 		cfg.Label = "bench"
 	}

@@ -29,6 +29,9 @@ type Options struct {
 	// NullSinkError (a Kafka error name or code) it refuses every produce.
 	NullSink      bool
 	NullSinkError string
+	// Sweep, with more than one count, runs Config once per partition
+	// count on a fresh topic each (runSweep); Config.Partitions is unused.
+	Sweep []int32
 }
 
 // DefaultOptions are the loadgen command's defaults.
@@ -51,6 +54,8 @@ func (o *Options) Validate() error {
 		return errors.New("--null-sink is an in-process plaintext sink: it takes no --tls-* or --sasl-* options")
 	case !o.NullSink && o.NullSinkError != "":
 		return errors.New("--null-sink-error needs --null-sink")
+	case len(o.Sweep) > 1 && (o.FindMax || o.NullSink || len(o.Config.ProfileBrokers) > 0):
+		return errors.New("a partition sweep (--partitions with a comma list) does not combine with --find-max, --null-sink or --profile-broker")
 	}
 	if _, err := kafkaErrorCode(o.NullSinkError); err != nil {
 		return fmt.Errorf("--null-sink-error: %v", err)
@@ -98,6 +103,9 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		defer sink.Close()
 		sink.FailProduce(code)
 		cfg.Bootstrap = []string{sink.Addr()}
+	}
+	if len(o.Sweep) > 1 {
+		return runSweep(ctx, cfg, o.Sweep, o.Out, stdout)
 	}
 	var run *results.Run
 	var err error

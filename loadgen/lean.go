@@ -342,6 +342,7 @@ func (s *runState) countAcked(f *produceFrame) {
 	}
 	s.c.measuredAcked.Add(int64(measured))
 	s.c.bytesAcked.Add(int64(measured) * int64(s.cfg.MessageSize))
+	s.partAcked[f.partition].Add(int64(measured))
 }
 
 // leanEmitter batches one producer's messages per partition.
@@ -352,7 +353,6 @@ type leanEmitter struct {
 	open      []*produceFrame // per partition
 	openSince []int64
 	pool      *framePool
-	key       []byte
 	head      [valueHeaderLen]byte
 	sticky    int32
 	version   int16 // Produce version, negotiated with the first broker
@@ -474,8 +474,7 @@ func (e *leanEmitter) add(i uint64, intended, now, key int64) addResult {
 	var k []byte
 	if key >= 0 {
 		part = int32(key % int64(len(e.open)))
-		e.key = appendKey(e.key, key)
-		k = e.key
+		k = e.st.keys[key]
 	}
 	f := e.open[part]
 	if f == nil {

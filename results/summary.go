@@ -10,6 +10,10 @@ import (
 
 // WriteSummary prints a human summary of one result.
 func WriteSummary(w io.Writer, r *Result) {
+	if len(r.Sweep) > 0 {
+		writeSweepSummary(w, r)
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	label := r.Label
 	if label == "" {
@@ -19,7 +23,13 @@ func WriteSummary(w io.Writer, r *Result) {
 		label, r.StartedAt.Format("2006-01-02 15:04:05"), r.DurationS, r.WarmupS)
 	fmt.Fprintf(tw, "rate\ttarget %.0f msg/s\tachieved %.0f msg/s (%.1f MB/s of %d-byte messages)\n",
 		r.TargetRate, r.AchievedRate, r.ThroughputMBps, r.MessageSize)
+	if p := r.Spread; p != nil {
+		fmt.Fprintf(tw, "workload\t%s\t%s\n", p.Label(), p.Detail())
+	}
 	fmt.Fprintf(tw, "messages\tsent %d\tacked %d, errors %d\n", r.MessagesSent, r.MessagesAcked, r.Errors)
+	if c := r.BrokerCPU; c != nil {
+		fmt.Fprintf(tw, "broker CPU\t%.1f CPU-s/GB\t%.2f CPU-s over %.1f s, %d broker process(es)\n", c.PerGB, c.Seconds, c.WindowS, c.Processes)
+	}
 	if r.Retries > 0 || r.MessagesRetried > 0 {
 		fmt.Fprintf(tw, "retries\t%d requests\t%d messages re-sent\n", r.Retries, r.MessagesRetried)
 	}
