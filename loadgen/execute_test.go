@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -85,15 +84,18 @@ func TestRandomKeys(t *testing.T) {
 		sent int64 // intended wall ns from the value header
 		key  int
 	}
+	index := map[string]int{}
+	for j, k := range keyTable(keys, 2) {
+		index[string(k)] = j
+	}
 	var recs []rec
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for len(recs) < n && ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			k, ok := strings.CutPrefix(string(r.Key), "key-")
-			ki, err := strconv.Atoi(k)
-			if !ok || err != nil || ki < 0 || ki >= keys {
-				t.Fatalf("key %q is not one of key-0..key-%d", r.Key, keys-1)
+			ki, ok := index[string(r.Key)]
+			if !ok {
+				t.Fatalf("key %q is not one of the run's %d keys", r.Key, keys)
 			}
 			recs = append(recs, rec{int64(binary.BigEndian.Uint64(r.Value[8:])), ki})
 		})

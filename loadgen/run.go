@@ -340,6 +340,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	<-ivDone
 
 	run := st.result(iv)
+	// A sweep deletes only the topics its runs created.
+	run.Result.Workload["topic_created"] = strconv.FormatBool(info.created)
 	if cpu != nil {
 		var err error
 		if run.Result.BrokerCPU, err = cpu.result(st.c.bytesAcked.Load()); err != nil {

@@ -30,8 +30,8 @@ func ParsePartitions(s string) ([]int32, error) {
 }
 
 // runSweep runs cfg once per partition count, each on a fresh topic
-// (<topic>-p<count>, deleted after its run so idle partitions of earlier
-// counts cost the later ones nothing), and writes the sweep: a result
+// (<topic>-p<count>, deleted after its run if the run created it, so idle
+// partitions of earlier counts cost the later ones nothing), and writes the sweep: a result
 // directory per count under dir (p<count>/), and dir's result.json and
 // report.html with one row per count. dir "" writes nothing. A count
 // whose run fails is a warning, and the sweep goes on with the next one.
@@ -75,7 +75,9 @@ func runSweep(ctx context.Context, cfg Config, counts []int32, dir string, out i
 			top.Interrupted = true
 			break
 		}
-		if err := deleteTopic(ctx, step); err != nil {
+		if run.Result.Workload["topic_created"] != "true" {
+			top.Warnings = append(top.Warnings, fmt.Sprintf("topic %s existed before the sweep: kept, and measured with its own partition count and configs", step.Topic))
+		} else if err := deleteTopic(ctx, step); err != nil {
 			top.Warnings = append(top.Warnings, fmt.Sprintf("delete topic %s: %v (it stays, idle, during the later counts)", step.Topic, err))
 		}
 	}
