@@ -101,6 +101,7 @@ func WriteCompare(w io.Writer, runs []*Run) {
 		fmt.Fprintln(tw, strings.Join(parts, "\t")+"\t")
 	}
 	cells("", func(r *Result) string { return r.Label })
+	cells("workload", func(r *Result) string { return spreadCell(r.Spread, true) })
 	cells("target msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.TargetRate) })
 	cells("achieved msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.AchievedRate) })
 	cells("MB/s", func(r *Result) string { return fmt.Sprintf("%.1f", r.ThroughputMBps) })
@@ -125,6 +126,7 @@ func WriteCompare(w io.Writer, runs []*Run) {
 		return fmt.Sprintf("%.3f", r.E2ELatencyMs.P99)
 	})
 	cells("send delay p99 ms", func(r *Result) string { return fmt.Sprintf("%.3f", r.SendDelayMs.P99) })
+	cells("broker CPU-s/GB", func(r *Result) string { return cpuCell(r.BrokerCPU) })
 	cells("saturated", func(r *Result) string { return fmt.Sprint(r.GeneratorSaturated) })
 	cells("SLA", func(r *Result) string {
 		if r.SLA.Pass {

@@ -83,15 +83,15 @@ func writeSweepSummary(w io.Writer, r *Result) {
 			fail = append(fail, fmt.Sprint(row.Partitions))
 		}
 	}
-	fmt.Fprintf(w, "SLA (ack p99 <= %.3f ms, no errors): pass at %s partitions, fail at %s\n",
-		r.SLA.TargetP99Ms, listOrNone(pass), listOrNone(fail))
+	fmt.Fprintf(w, "SLA (ack p99 <= %.3f ms, no errors): pass at %s; fail at %s\n",
+		r.SLA.TargetP99Ms, countList(pass), countList(fail))
 }
 
-func listOrNone(s []string) string {
+func countList(s []string) string {
 	if len(s) == 0 {
-		return "none"
+		return "no partition count"
 	}
-	return strings.Join(s, ", ")
+	return strings.Join(s, ", ") + " partitions"
 }
 
 // renderSweepHTML is report.html of a sweep: the table, ack latency by
