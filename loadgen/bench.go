@@ -288,23 +288,31 @@ func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 	return cfg, cfg.Validate()
 }
 
+// adminClient is an admin client of the workload's cluster and a context
+// bounding its calls to 30 s; done closes the client.
+func (c Config) adminClient(ctx context.Context) (adm *kadm.Client, actx context.Context, done func(), err error) {
+	opts, err := c.kgoOpts(clientID + "-admin")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return kadm.NewClient(cl), actx, func() { cancel(); cl.Close() }, nil
+}
+
 // waitForReplicas waits until the cluster would create the bench topic:
 // a broker accepts Kafka connections before the controller counts every
 // broker as available, and until then an RF=3 topic is refused with
 // INVALID_REPLICATION_FACTOR. It asks with a validate-only CreateTopics.
 func waitForReplicas(ctx context.Context, cfg Config) error {
-	opts, err := cfg.kgoOpts(clientID + "-admin")
+	adm, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	defer done()
 	for {
 		resp, err := adm.ValidateCreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
 		if err == nil {

@@ -19,11 +19,7 @@ import (
 // mod leaves it, and returns its output and the cluster.
 func runExecute(t *testing.T, mod func(*Config)) (string, *kfake.Cluster) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newKfake(t)
 	o := DefaultOptions()
 	o.Config.Bootstrap, o.Config.Topic, o.Config.Partitions, o.Config.MessageSize = c.ListenAddrs()[:1], "lg-cli", 2, 100
 	mod(&o.Config)
@@ -32,6 +28,17 @@ func runExecute(t *testing.T, mod func(*Config)) (string, *kfake.Cluster) {
 		t.Fatalf("loadgen: %v\n%s", err, out.String())
 	}
 	return out.String(), c
+}
+
+// newKfake is a one-broker in-process kfake cluster, closed with the test.
+func newKfake(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 var progressLine = regexp.MustCompile(`(?m)^\s*(\d+\.\d)s\s+\d+ msg/s sent\s+\d+ msg/s acked .* errors \d+.*$`)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ringlog/ringlog/results"
@@ -115,11 +114,7 @@ func TestDefaultKeysSpreadOverAllPartitions(t *testing.T) {
 // testConfigFor is a short lean run on a fresh in-process kfake.
 func testConfigFor(t *testing.T, partitions int32) Config {
 	t.Helper()
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	kc := newKfake(t)
 	c := DefaultConfig()
 	c.Bootstrap, c.Topic, c.Partitions, c.MessageSize = kc.ListenAddrs()[:1], "lg-spread", partitions, 100
 	c.Rate, c.Duration, c.Warmup, c.Quiet = 1200, time.Second, 200*time.Millisecond, true

@@ -44,18 +44,11 @@ type topicInfo struct {
 // prepareTopic creates the topic if missing and returns its leaders and end
 // offsets.
 func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
-	opts, err := cfg.kgoOpts(clientID + "-admin")
+	adm, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return topicInfo{}, err
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	defer done()
 	var info topicInfo
 	// Create first: asking metadata for a missing topic makes kgo retry
 	// for seconds before reporting it unknown.

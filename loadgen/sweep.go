@@ -7,10 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ringlog/ringlog/results"
 )
@@ -117,18 +113,12 @@ func runSweep(ctx context.Context, cfg Config, counts []int32, dir string, out i
 
 // deleteTopic removes a sweep step's topic.
 func deleteTopic(ctx context.Context, cfg Config) error {
-	opts, err := cfg.kgoOpts(clientID + "-admin")
+	adm, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	resp, err := kadm.NewClient(cl).DeleteTopic(ctx, cfg.Topic)
+	defer done()
+	resp, err := adm.DeleteTopic(ctx, cfg.Topic)
 	if err == nil {
 		err = resp.Err
 	}
