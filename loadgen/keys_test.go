@@ -66,7 +66,7 @@ func TestDefaultKeysSpreadOverAllPartitions(t *testing.T) {
 	for _, client := range []string{"lean", "kgo"} {
 		t.Run(client, func(t *testing.T) {
 			out, _ := runExecute(t, func(c *Config) {
-				c.Client, c.Partitions, c.Rate, c.Duration, c.Warmup, c.Quiet = client, 12, 1200, time.Second, 200*time.Millisecond, true
+				c.Client, c.Partitions, c.Rate, c.Duration, c.Warmup, c.Quiet = client, 12, 2400, 500*time.Millisecond, 100*time.Millisecond, true
 			})
 			if !strings.Contains(out, "keyed over 12 partitions") || !strings.Contains(out, "12 of 12 partitions received data") {
 				t.Fatalf("summary does not show keys over all 12 partitions:\n%s", out)
@@ -117,7 +117,7 @@ func testConfigFor(t *testing.T, partitions int32) Config {
 	kc := newKfake(t)
 	c := DefaultConfig()
 	c.Bootstrap, c.Topic, c.Partitions, c.MessageSize = kc.ListenAddrs()[:1], "lg-spread", partitions, 100
-	c.Rate, c.Duration, c.Warmup, c.Quiet = 1200, time.Second, 200*time.Millisecond, true
+	c.Rate, c.Duration, c.Warmup, c.Quiet = 2400, 500*time.Millisecond, 100*time.Millisecond, true
 	return c
 }
 
@@ -163,7 +163,7 @@ func TestBenchPartitionSweep(t *testing.T) {
 	bc := DefaultBenchConfig()
 	bc.Brokers, bc.BrokerBin, bc.Out, bc.Sweep = 1, brokerBin(t), t.TempDir(), []int32{2, 5}
 	w := &bc.Workload
-	w.Rate, w.Duration, w.Warmup, w.Quiet, w.MessageSize, w.Consumers = 1000, 600*time.Millisecond, 200*time.Millisecond, true, 200, 0
+	w.Rate, w.Duration, w.Warmup, w.Quiet, w.MessageSize, w.Consumers = 2000, 500*time.Millisecond, 100*time.Millisecond, true, 200, 0
 	var out bytes.Buffer
 	if err := Bench(context.Background(), bc, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -186,7 +186,7 @@ func TestBenchPartitionSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := row.BrokerCPU
-		if c == nil || c.Processes != 1 || c.WindowS < 0.5 || c.Seconds < 0 {
+		if c == nil || c.Processes != 1 || c.WindowS < 0.4 || c.Seconds < 0 {
 			t.Fatalf("row %d broker CPU %+v", i, c)
 		}
 		gb := float64(sub.MessagesAcked*int64(sub.MessageSize)) / 1e9
