@@ -207,7 +207,7 @@ func benchCommand() *cli.Command {
 	d := loadgen.DefaultBenchConfig()
 	flags := []cli.Flag{
 		&cli.IntFlag{Name: "brokers", Value: d.Brokers, Usage: "brokers to start, all controller voters (1: a single node); topics get RF=min(brokers,3) and min.insync.replicas 2 unless --replication-factor is set", EnvVars: env("brokers")},
-		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable)", EnvVars: env("broker-bin")},
+		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable); bin/fakebroker (make build) is franz-go's in-memory kfake, the baseline to compare with (use --brokers 1)", EnvVars: env("broker-bin")},
 	}
 	for _, f := range workloadFlags(d.Workload) {
 		switch f.Names()[0] {
