@@ -167,6 +167,9 @@ type BenchConfig struct {
 	// partition count on a fresh topic each (runSweep) against the same
 	// brokers; one count replaces Workload.Partitions.
 	Sweep []int32
+	// Search, when its FindMax is set, runs the find-max search instead
+	// of one run (only its FindMax* fields are used; not with a sweep).
+	Search Options
 }
 
 // DefaultBenchConfig is the standard bench workload: 20,000 msg/s of
@@ -192,6 +195,9 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	n := bc.Brokers
 	if n < 1 || n > 9 {
 		return usageErrorf("bench: --brokers %d: want 1..9", n)
+	}
+	if bc.Search.FindMax && len(bc.Sweep) > 1 {
+		return usageErrorf("bench: --find-max searches one partition count; a sweep (--partitions with a list) runs each at --rate")
 	}
 	bin := bc.BrokerBin
 	if bin == "" {
@@ -262,7 +268,7 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	if len(bc.Sweep) > 1 {
 		return runSweep(ctx, cfg, bc.Sweep, dir, out)
 	}
-	run, err := Run(ctx, cfg, out)
+	run, err := runOrSearch(ctx, cfg, bc.Search, out)
 	if err != nil {
 		return err
 	}

@@ -107,23 +107,27 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if len(o.Sweep) > 1 {
 		return runSweep(ctx, cfg, o.Sweep, o.Out, stdout)
 	}
-	var run *results.Run
-	var err error
-	if o.FindMax {
-		run, err = findMaxRun(ctx, cfg, FindMaxConfig{
-			StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6,
-			Precision: o.FindMaxPrecision, MaxSteps: o.FindMaxSteps, Retries: o.FindMaxRetries,
-		}, stdout)
-		if run != nil && err != nil && ctx.Err() != nil {
-			run.Result.Interrupted, err = true, nil // keep what the search found
-		}
-	} else {
-		run, err = Run(ctx, cfg, stdout)
-	}
+	run, err := runOrSearch(ctx, cfg, o, stdout)
 	if err != nil {
 		return err
 	}
 	return finish(run, cfg, o.Out, stdout)
+}
+
+// runOrSearch runs cfg once, or the find-max search when o.FindMax (its
+// other fields are not used).
+func runOrSearch(ctx context.Context, cfg Config, o Options, out io.Writer) (*results.Run, error) {
+	if !o.FindMax {
+		return Run(ctx, cfg, out)
+	}
+	run, err := findMaxRun(ctx, cfg, FindMaxConfig{
+		StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6,
+		Precision: o.FindMaxPrecision, MaxSteps: o.FindMaxSteps, Retries: o.FindMaxRetries,
+	}, out)
+	if run != nil && err != nil && ctx.Err() != nil {
+		run.Result.Interrupted, err = true, nil // keep what the search found
+	}
+	return run, err
 }
 
 // findMaxRun searches, keeping the full run of the highest passing step (or

@@ -138,11 +138,9 @@ func securityFrom(c *cli.Context) loadgen.Security {
 func loadgenCommand() *cli.Command {
 	d := loadgen.DefaultOptions()
 	flags := append(workloadFlags(d.Config),
-		&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339Nano, Usage: "wall-clock start (RFC 3339) so several generators start together", EnvVars: env("start-at")},
-		&cli.BoolFlag{Name: "find-max", Usage: "step the rate up and bisect to the highest rate meeting --target-p99 without errors", EnvVars: env("find-max")},
-		&cli.IntFlag{Name: "find-max-steps", Value: d.FindMaxSteps, Usage: "most steps a find-max search runs", EnvVars: env("find-max-steps")},
-		&cli.Float64Flag{Name: "find-max-precision", Value: d.FindMaxPrecision, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: env("find-max-precision")},
-		&cli.IntFlag{Name: "find-max-retries", Value: d.FindMaxRetries, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: env("find-max-retries")},
+		&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339Nano, Usage: "wall-clock start (RFC 3339) so several generators start together", EnvVars: env("start-at")})
+	flags = append(flags, findMaxFlags(d)...)
+	flags = append(flags,
 		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: env("null-sink")},
 		&cli.StringFlag{Name: "null-sink-error", Usage: "with --null-sink: answer every produce with this Kafka error (name such as KAFKA_STORAGE_ERROR, or code), to measure the generator's retries", EnvVars: env("null-sink-error")},
 		&cli.StringSliceFlag{Name: "profile-broker", Usage: "broker admin address (http://host:port or host:port; repeatable): capture its CPU, heap, mutex and block profiles for exactly the measured window into --out", EnvVars: env("profile-broker")},
@@ -172,6 +170,24 @@ func loadgenCommand() *cli.Command {
 	}
 }
 
+// findMaxFlags are the find-max search's flags (loadgen and bench).
+func findMaxFlags(d loadgen.Options) []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "find-max", Usage: "step the rate up and bisect to the highest rate meeting --target-p99 without errors", EnvVars: env("find-max")},
+		&cli.IntFlag{Name: "find-max-steps", Value: d.FindMaxSteps, Usage: "most steps a find-max search runs", EnvVars: env("find-max-steps")},
+		&cli.Float64Flag{Name: "find-max-precision", Value: d.FindMaxPrecision, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: env("find-max-precision")},
+		&cli.IntFlag{Name: "find-max-retries", Value: d.FindMaxRetries, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: env("find-max-retries")},
+	}
+}
+
+// findMaxFrom reads findMaxFlags into o.
+func findMaxFrom(c *cli.Context, o *loadgen.Options) {
+	o.FindMax = c.Bool("find-max")
+	o.FindMaxSteps = c.Int("find-max-steps")
+	o.FindMaxPrecision = c.Float64("find-max-precision")
+	o.FindMaxRetries = c.Int("find-max-retries")
+}
+
 // loadgenOptions reads the loadgen command's flags.
 func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
 	cfg, sweep, err := workloadFrom(c)
@@ -190,17 +206,15 @@ func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
 	cfg.Perf = c.Bool("perf")
 	cfg.PerfFreq = c.Int("perf-freq")
 	cfg.PerfBinary = c.String("perf-binary")
-	return loadgen.Options{
-		Config:           cfg,
-		Out:              c.String("out"),
-		FindMax:          c.Bool("find-max"),
-		FindMaxSteps:     c.Int("find-max-steps"),
-		FindMaxPrecision: c.Float64("find-max-precision"),
-		FindMaxRetries:   c.Int("find-max-retries"),
-		NullSink:         c.Bool("null-sink"),
-		NullSinkError:    c.String("null-sink-error"),
-		Sweep:            sweep,
-	}, nil
+	o := loadgen.Options{
+		Config:        cfg,
+		Out:           c.String("out"),
+		NullSink:      c.Bool("null-sink"),
+		NullSinkError: c.String("null-sink-error"),
+		Sweep:         sweep,
+	}
+	findMaxFrom(c, &o)
+	return o, nil
 }
 
 func benchCommand() *cli.Command {
@@ -209,6 +223,7 @@ func benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "brokers", Value: d.Brokers, Usage: "brokers to start, all controller voters (1: a single node); topics get RF=min(brokers,3) and min.insync.replicas 2 unless --replication-factor is set", EnvVars: env("brokers")},
 		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable); bin/fakebroker (make build) is franz-go's in-memory kfake, the baseline to compare with (use --brokers 1)", EnvVars: env("broker-bin")},
 	}
+	flags = append(flags, findMaxFlags(loadgen.DefaultOptions())...)
 	for _, f := range workloadFlags(d.Workload) {
 		switch f.Names()[0] {
 		case "bootstrap", "broker-admin":
@@ -234,7 +249,10 @@ func benchCommand() *cli.Command {
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
+			var search loadgen.Options
+			findMaxFrom(c, &search)
 			return usageExit(loadgen.Bench(ctx, loadgen.BenchConfig{
+				Search:                search,
 				Workload:              cfg,
 				AutoReplicationFactor: !c.IsSet("replication-factor"),
 				Brokers:               c.Int("brokers"),
