@@ -202,6 +202,8 @@ type Step struct {
 	Errors       int64   `json:"errors"`
 	Saturated    bool    `json:"generator_saturated"`
 	Pass         bool    `json:"pass"`
+	// CPUPerGB is the brokers' CPU-s per GB acknowledged (bench only).
+	CPUPerGB float64 `json:"broker_cpu_s_per_gb,omitempty"`
 }
 
 // WriteJSON writes r as indented JSON to dir/result.json.

@@ -81,10 +81,22 @@ func Verdict(r *Result) string {
 // WriteSteps prints a find-max step table.
 func WriteSteps(w io.Writer, fm *FindMax) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "step\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tmax ms\terrors\tsaturated\tpass\t\n")
+	cpu := false
+	for _, s := range fm.Steps {
+		cpu = cpu || s.CPUPerGB > 0
+	}
+	head := "step\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tmax ms\terrors\tsaturated\tpass\t"
+	if cpu {
+		head += "CPU-s/GB\t"
+	}
+	fmt.Fprintln(tw, head)
 	for i, s := range fm.Steps {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%v\t%v\t\n",
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%v\t%v\t",
 			i+1, s.TargetRate, s.AchievedRate, s.P50Ms, s.P99Ms, s.MaxMs, s.Errors, s.Saturated, s.Pass)
+		if cpu {
+			fmt.Fprintf(tw, "%.1f\t", s.CPUPerGB)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "max rate with p99 <= %.3f ms and no errors: %.0f msg/s\n", fm.TargetP99Ms, fm.MaxPassingRate)
