@@ -46,8 +46,8 @@ type Result struct {
 	// the original intended time, so failovers show up in the tail. Lean
 	// client only (franz-go does not say how many records it re-sent).
 	MessagesRetried int64 `json:"messages_retried,omitempty"`
-	// Retries counts produce requests (one partition's batch each, for the
-	// lean client) re-sent after a retriable failure, each after a backoff
+	// Retries counts batches (one partition's records in a produce
+	// request) re-sent after a retriable failure, each after a backoff
 	// (--retry-backoff, doubling up to --retry-backoff-max). A batch that
 	// runs out of retries (--retries) or time (--delivery-timeout) counts
 	// its messages in Errors.
