@@ -13,7 +13,7 @@ FAULT_RUNS ?= 20
 .PHONY: help build cross test test-faults test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
 
 help:
-	@echo "make build        build $(BIN)"
+	@echo "make build        build $(BIN) and bin/fakebroker (franz-go's kfake, the in-memory baseline for bench)"
 	@echo "make cross        build ringlog for macOS (arm64, amd64) and vet the client packages there"
 	@echo "make test         vet, unit tests with -race, integration tests with real clients"
 	@echo "make test-faults  the process-level fault tests (leader kills, full and failing disks) on both write paths"
@@ -26,8 +26,11 @@ help:
 	@echo "make faults       issue 15's kill -9 failover scenario FAULT_RUNS times (default $(FAULT_RUNS)): every produce answered in time, checker clean"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default $(FUZZTIME))"
 
+# bin/fakebroker is franz-go's in-memory kfake behind serve's flags: the
+# baseline `ringlog bench --brokers 1 --broker-bin bin/fakebroker` measures.
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/ringlog
+	$(GO) build -o bin/fakebroker ./loadgen/internal/fakebroker
 
 # The broker is Linux-only; on macOS the binary is a client (README,
 # Platforms): it must build there, and the client packages must vet.

@@ -40,7 +40,8 @@ func ParseCodec(s string) (Codec, error) {
 
 // produceFrame builds one Produce request (v3-v8, one topic, one partition,
 // one v2 record batch) directly into a reusable byte slice, so the steady
-// state allocates nothing per message. Layout:
+// state allocates nothing per message; a connection sends the frames
+// queued together as one request for many partitions (request.go). Layout:
 //
 //	size int32 | key int16 | version int16 | correlation int32 | client id
 //	transactional id (null) | acks int16 | timeout int32 | 1 topic | name

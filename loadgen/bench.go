@@ -163,6 +163,13 @@ type BenchConfig struct {
 	Brokers               int    // 1..9, all controller voters
 	BrokerBin             string // "": this executable
 	Out                   string // report directory; "": bench-results/<time>
+	// Sweep, with more than one count, runs the workload once per
+	// partition count on a fresh topic each (runSweep) against the same
+	// brokers; one count replaces Workload.Partitions.
+	Sweep []int32
+	// Search, when its FindMax is set, runs the find-max search instead
+	// of one run (only its FindMax* fields are used; not with a sweep).
+	Search Options
 }
 
 // DefaultBenchConfig is the standard bench workload: 20,000 msg/s of
@@ -188,6 +195,9 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	n := bc.Brokers
 	if n < 1 || n > 9 {
 		return usageErrorf("bench: --brokers %d: want 1..9", n)
+	}
+	if bc.Search.FindMax && len(bc.Sweep) > 1 {
+		return usageErrorf("bench: --find-max searches one partition count; a sweep (--partitions with a list) runs each at --rate")
 	}
 	bin := bc.BrokerBin
 	if bin == "" {
@@ -222,7 +232,11 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 		}
 	}()
 	broker := brokers[0]
-	cfg, err := benchConfig(bc.Workload, brokers)
+	w := bc.Workload
+	if len(bc.Sweep) > 0 {
+		w.Partitions = bc.Sweep[0]
+	}
+	cfg, err := benchConfig(w, brokers)
 	if err != nil {
 		return &UsageError{err}
 	}
@@ -251,7 +265,10 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "bench: broker %s (admin %s), %.0f msg/s of %d bytes for %v after %v warmup\n",
 		broker.Addr, broker.AdminAddr, cfg.Rate, cfg.MessageSize, cfg.Duration, cfg.Warmup)
-	run, err := Run(ctx, cfg, out)
+	if len(bc.Sweep) > 1 {
+		return runSweep(ctx, cfg, bc.Sweep, dir, out)
+	}
+	run, err := runOrSearch(ctx, cfg, bc.Search, out)
 	if err != nil {
 		return err
 	}
@@ -259,17 +276,37 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 }
 
 // benchConfig points the workload at the local brokers; reports read
-// io_path and fsync from the first one's /healthz.
+// io_path and fsync from the first one's /healthz, and the CPU time of
+// their processes.
 func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 	cfg.Bootstrap = nil
 	for _, b := range bs {
 		cfg.Bootstrap = append(cfg.Bootstrap, b.Addr)
 	}
 	cfg.BrokerAdmin = bs[0].AdminAddr
+	cfg.brokerPids = nil
+	for _, b := range bs {
+		cfg.brokerPids = append(cfg.brokerPids, b.Pid())
+	}
 	if cfg.Label == "" {
 		cfg.Label = "bench"
 	}
 	return cfg, cfg.Validate()
+}
+
+// adminClient is an admin client of the workload's cluster and a context
+// bounding its calls to 30 s; done closes the client.
+func (c Config) adminClient(ctx context.Context) (adm *kadm.Client, actx context.Context, done func(), err error) {
+	opts, err := c.kgoOpts(clientID + "-admin")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return kadm.NewClient(cl), actx, func() { cancel(); cl.Close() }, nil
 }
 
 // waitForReplicas waits until the cluster would create the bench topic:
@@ -277,18 +314,11 @@ func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 // broker as available, and until then an RF=3 topic is refused with
 // INVALID_REPLICATION_FACTOR. It asks with a validate-only CreateTopics.
 func waitForReplicas(ctx context.Context, cfg Config) error {
-	opts, err := cfg.kgoOpts(clientID + "-admin")
+	adm, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	defer done()
 	for {
 		resp, err := adm.ValidateCreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, nil, cfg.Topic)
 		if err == nil {

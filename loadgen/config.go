@@ -16,6 +16,9 @@ type Config struct {
 	// clusterBrokers is set by Run from the cluster's metadata (recorded
 	// in the workload as cluster_brokers).
 	clusterBrokers int
+	// brokerPids are the broker processes the harness started (Bench):
+	// Run reads their CPU time over the measured window.
+	brokerPids []int
 	// TopicConfigs are set on the topic when the run creates it (for
 	// example min.insync.replicas=2 for acks=all runs on RF=3).
 	TopicConfigs map[string]string
@@ -23,7 +26,9 @@ type Config struct {
 	Rate        float64
 	MessageSize int
 	// Keys > 0 gives messages one of Keys keys (cycling, or random with
-	// RandomKeys); 0 sends null keys with sticky partitioning.
+	// RandomKeys), spread evenly over the partitions (keyTable); KeysAuto
+	// (the default) is keysPerPartition per partition of the topic; 0
+	// sends null keys with sticky partitioning.
 	Keys       int
 	RandomKeys bool
 	Producers  int
@@ -98,6 +103,7 @@ func DefaultConfig() Config {
 		Rate:              10_000,
 		MessageSize:       1000,
 		Producers:         1,
+		Keys:              KeysAuto,
 		Acks:              -1,
 		Linger:            time.Millisecond,
 		BatchBytes:        256 << 10,
@@ -139,8 +145,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("rate %v: need > 0", c.Rate)
 	case c.MessageSize < valueHeaderLen:
 		return fmt.Errorf("message-size %d: need >= %d (run id and send time)", c.MessageSize, valueHeaderLen)
-	case c.Keys < 0:
-		return fmt.Errorf("keys %d: need >= 0", c.Keys)
+	case c.Keys < 0 && c.Keys != KeysAuto:
+		return fmt.Errorf("keys %d: need >= 0, or auto", c.Keys)
 	case c.Producers < 1:
 		return fmt.Errorf("producers %d: need >= 1", c.Producers)
 	case c.Acks != -1 && c.Acks != 0 && c.Acks != 1:

@@ -29,6 +29,9 @@ type Options struct {
 	// NullSinkError (a Kafka error name or code) it refuses every produce.
 	NullSink      bool
 	NullSinkError string
+	// Sweep, with more than one count, runs Config once per partition
+	// count on a fresh topic each (runSweep); Config.Partitions is unused.
+	Sweep []int32
 }
 
 // DefaultOptions are the loadgen command's defaults.
@@ -51,6 +54,8 @@ func (o *Options) Validate() error {
 		return errors.New("--null-sink is an in-process plaintext sink: it takes no --tls-* or --sasl-* options")
 	case !o.NullSink && o.NullSinkError != "":
 		return errors.New("--null-sink-error needs --null-sink")
+	case len(o.Sweep) > 1 && (o.FindMax || o.NullSink || len(o.Config.ProfileBrokers) > 0):
+		return errors.New("a partition sweep (--partitions with a comma list) does not combine with --find-max, --null-sink or --profile-broker")
 	}
 	if _, err := kafkaErrorCode(o.NullSinkError); err != nil {
 		return fmt.Errorf("--null-sink-error: %v", err)
@@ -99,23 +104,30 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		sink.FailProduce(code)
 		cfg.Bootstrap = []string{sink.Addr()}
 	}
-	var run *results.Run
-	var err error
-	if o.FindMax {
-		run, err = findMaxRun(ctx, cfg, FindMaxConfig{
-			StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6,
-			Precision: o.FindMaxPrecision, MaxSteps: o.FindMaxSteps, Retries: o.FindMaxRetries,
-		}, stdout)
-		if run != nil && err != nil && ctx.Err() != nil {
-			run.Result.Interrupted, err = true, nil // keep what the search found
-		}
-	} else {
-		run, err = Run(ctx, cfg, stdout)
+	if len(o.Sweep) > 1 {
+		return runSweep(ctx, cfg, o.Sweep, o.Out, stdout)
 	}
+	run, err := runOrSearch(ctx, cfg, o, stdout)
 	if err != nil {
 		return err
 	}
 	return finish(run, cfg, o.Out, stdout)
+}
+
+// runOrSearch runs cfg once, or the find-max search when o.FindMax (its
+// other fields are not used).
+func runOrSearch(ctx context.Context, cfg Config, o Options, out io.Writer) (*results.Run, error) {
+	if !o.FindMax {
+		return Run(ctx, cfg, out)
+	}
+	run, err := findMaxRun(ctx, cfg, FindMaxConfig{
+		StartRate: cfg.Rate, TargetP99: float64(cfg.TargetP99) / 1e6,
+		Precision: o.FindMaxPrecision, MaxSteps: o.FindMaxSteps, Retries: o.FindMaxRetries,
+	}, out)
+	if run != nil && err != nil && ctx.Err() != nil {
+		run.Result.Interrupted, err = true, nil // keep what the search found
+	}
+	return run, err
 }
 
 // findMaxRun searches, keeping the full run of the highest passing step (or
@@ -139,6 +151,9 @@ func findMaxRun(ctx context.Context, cfg Config, fc FindMaxConfig, out io.Writer
 			}
 			s := results.Step{AchievedRate: res.AchievedRate, P50Ms: res.AckLatencyMs.P50, P99Ms: res.AckLatencyMs.P99,
 				MaxMs: res.AckLatencyMs.Max, Errors: res.Errors, Saturated: res.GeneratorSaturated}
+			if res.BrokerCPU != nil {
+				s.CPUPerGB = res.BrokerCPU.PerGB
+			}
 			if res.SLA.Pass && !res.GeneratorSaturated && (best == nil || rate > best.Result.TargetRate) {
 				best = r
 			}

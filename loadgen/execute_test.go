@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +19,7 @@ import (
 // mod leaves it, and returns its output and the cluster.
 func runExecute(t *testing.T, mod func(*Config)) (string, *kfake.Cluster) {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newKfake(t)
 	o := DefaultOptions()
 	o.Config.Bootstrap, o.Config.Topic, o.Config.Partitions, o.Config.MessageSize = c.ListenAddrs()[:1], "lg-cli", 2, 100
 	mod(&o.Config)
@@ -33,6 +28,17 @@ func runExecute(t *testing.T, mod func(*Config)) (string, *kfake.Cluster) {
 		t.Fatalf("loadgen: %v\n%s", err, out.String())
 	}
 	return out.String(), c
+}
+
+// newKfake is a one-broker in-process kfake cluster, closed with the test.
+func newKfake(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 var progressLine = regexp.MustCompile(`(?m)^\s*(\d+\.\d)s\s+\d+ msg/s sent\s+\d+ msg/s acked .* errors \d+.*$`)
@@ -85,15 +91,18 @@ func TestRandomKeys(t *testing.T) {
 		sent int64 // intended wall ns from the value header
 		key  int
 	}
+	index := map[string]int{}
+	for j, k := range keyTable(keys, 2) {
+		index[string(k)] = j
+	}
 	var recs []rec
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for len(recs) < n && ctx.Err() == nil {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
-			k, ok := strings.CutPrefix(string(r.Key), "key-")
-			ki, err := strconv.Atoi(k)
-			if !ok || err != nil || ki < 0 || ki >= keys {
-				t.Fatalf("key %q is not one of key-0..key-%d", r.Key, keys-1)
+			ki, ok := index[string(r.Key)]
+			if !ok {
+				t.Fatalf("key %q is not one of the run's %d keys", r.Key, keys)
 			}
 			recs = append(recs, rec{int64(binary.BigEndian.Uint64(r.Value[8:])), ki})
 		})

@@ -97,7 +97,7 @@ func (e *kgoEmitter) add(i uint64, intended, now, key int64) addResult {
 	copy(value[valueHeaderLen:], e.st.fillerFor(i))
 	r := &kgo.Record{Value: value, Timestamp: time.Unix(0, e.st.t0WallNs+intended)}
 	if key >= 0 {
-		r.Key = appendKey(nil, key)
+		r.Key = e.st.keys[key]
 	}
 	e.client.Produce(e.ctx, r, func(r *kgo.Record, err error) {
 		if err != nil {
@@ -113,6 +113,9 @@ func (e *kgoEmitter) add(i uint64, intended, now, key int64) addResult {
 		if it >= e.st.measureNs {
 			e.st.c.measuredAcked.Add(1)
 			e.st.c.bytesAcked.Add(int64(len(r.Value)))
+			if int(r.Partition) < len(e.st.partAcked) {
+				e.st.partAcked[r.Partition].Add(1)
+			}
 		}
 	})
 	if e.st.now()-now > kgoStale {

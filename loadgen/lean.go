@@ -59,7 +59,7 @@ type leanConn struct {
 	version   int16
 	corr      int32
 	sendq     chan *produceFrame
-	inflight  chan *produceFrame
+	inflight  chan *request
 	pool      *framePool
 	dead      atomic.Bool
 	deadErr   atomic.Value  // error that killed the connection
@@ -153,7 +153,7 @@ func dialLean(st *runState, addr string, pool *framePool, acked []atomic.Int64, 
 	lc := &leanConn{
 		st: st, conn: conn, version: v, pool: pool, acked: acked, onFail: onFail,
 		sendq:    make(chan *produceFrame, pool.limit),
-		inflight: make(chan *produceFrame, st.cfg.MaxInFlight),
+		inflight: make(chan *request, st.cfg.MaxInFlight),
 		done:     make(chan struct{}),
 		wdone:    make(chan struct{}),
 	}
@@ -193,8 +193,10 @@ func (lc *leanConn) deathErr() error {
 	return errConnLost
 }
 
-// writeLoop sends queued requests, gathering whatever is queued into one
-// writev call.
+// writeLoop sends queued frames, gathering whatever is queued into one
+// writev call and the gathered frames into as few Produce requests as it
+// can (request.go), as Kafka clients send one request per broker for many
+// partitions.
 func (lc *leanConn) writeLoop() {
 	defer close(lc.wdone)
 	defer func() {
@@ -204,6 +206,8 @@ func (lc *leanConn) writeLoop() {
 	}()
 	var bufs net.Buffers
 	var batch []*produceFrame
+	var reqs []*request
+	maxBytes := max(lc.st.cfg.BatchBytes, maxRequestBytes)
 	for f := range lc.sendq {
 		batch = append(batch[:0], f)
 	gather:
@@ -224,22 +228,30 @@ func (lc *leanConn) writeLoop() {
 			}
 			continue
 		}
+		reqs = groupFrames(reqs[:0], batch, maxBytes)
 		bufs = bufs[:0]
 		var err error
-		for _, g := range batch {
-			if lc.st.cfg.Acks != 0 {
-				select {
-				case lc.inflight <- g:
-				default:
-					// In-flight limit reached: send what is gathered first,
-					// or the responses freeing a slot could never come.
-					if err == nil {
-						err = lc.write(&bufs)
-					}
-					lc.inflight <- g
-				}
+		for _, rq := range reqs {
+			// The buffers are taken before rq is handed to the reader,
+			// which may fail and release it as soon as it has it.
+			mark := len(bufs)
+			bufs = rq.appendBuffers(bufs)
+			if lc.st.cfg.Acks == 0 {
+				continue
 			}
-			bufs = append(bufs, g.buf)
+			select {
+			case lc.inflight <- rq:
+			default:
+				// In-flight limit reached: send what is gathered before
+				// rq first, or the responses freeing a slot could never
+				// come.
+				if err == nil {
+					before := bufs[:mark]
+					err = lc.write(&before)
+				}
+				bufs = append(bufs[:0], bufs[mark:]...)
+				lc.inflight <- rq
+			}
 		}
 		if err == nil {
 			err = lc.write(&bufs)
@@ -261,6 +273,9 @@ func (lc *leanConn) writeLoop() {
 				lc.st.countAcked(g)
 				lc.pool.put(g)
 			}
+			for _, rq := range reqs {
+				rq.release()
+			}
 		}
 	}
 }
@@ -273,62 +288,79 @@ func (lc *leanConn) write(bufs *net.Buffers) error {
 	return err
 }
 
-// readLoop matches responses to in-flight requests in order.
+// readLoop matches responses to in-flight requests in order, and each
+// partition of a response to its frame.
 func (lc *leanConn) readLoop() {
 	defer close(lc.done)
 	r := bufio.NewReaderSize(lc.conn, 64<<10)
 	var buf []byte
 	var resp kmsg.ProduceResponse
-	for f := range lc.inflight {
+	failAll := func(rq *request, err error) {
+		for _, f := range rq.frames {
+			lc.fail(f, err)
+		}
+		rq.release()
+	}
+	for rq := range lc.inflight {
 		if lc.dead.Load() {
-			lc.fail(f, nil)
+			failAll(rq, nil)
 			continue
 		}
 		body, err := readFrame(r, buf)
 		if err != nil {
 			lc.markDead(fmt.Errorf("read: %w", err))
-			lc.fail(f, nil)
+			failAll(rq, nil)
 			continue
 		}
 		buf = body
 		now := lc.st.now()
 		corr := int32(binary.BigEndian.Uint32(body))
-		want := int32(binary.BigEndian.Uint32(f.buf[f.corrAt:]))
-		if corr != want {
+		if want := rq.corr(); corr != want {
 			lc.markDead(fmt.Errorf("response correlation id %d, expected %d", corr, want))
-			lc.fail(f, nil)
+			failAll(rq, nil)
 			continue
 		}
 		resp.Default()
 		resp.Version = lc.version
 		if err := resp.ReadFrom(body[4:]); err != nil {
 			lc.markDead(fmt.Errorf("produce response: %w", err))
-			lc.fail(f, nil)
+			failAll(rq, nil)
 			continue
 		}
-		if err := produceError(&resp); err != nil {
-			lc.fail(f, err)
-			continue
+		for _, f := range rq.frames {
+			if err := produceError(&resp, f.partition); err != nil {
+				lc.fail(f, err)
+				continue
+			}
+			lc.st.ack.recordSince(now, f.intended, lc.st.measureNs)
+			lc.st.countAcked(f)
+			lc.acked[f.partition].Add(1)
+			lc.pool.put(f)
 		}
-		lc.st.ack.recordSince(now, f.intended, lc.st.measureNs)
-		lc.st.countAcked(f)
-		lc.acked[f.partition].Add(1)
-		lc.pool.put(f)
+		rq.release()
 	}
 }
 
-func produceError(resp *kmsg.ProduceResponse) error {
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return errors.New("produce response does not echo one topic partition")
+// produceError is the outcome of partition in a response to a request for
+// one topic.
+func produceError(resp *kmsg.ProduceResponse, partition int32) error {
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("produce response has %d topics, want the one produced to", len(resp.Topics))
 	}
-	p := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		if p.ErrorMessage != nil {
-			return fmt.Errorf("%w: %s", err, *p.ErrorMessage)
+	for i := range resp.Topics[0].Partitions {
+		p := &resp.Topics[0].Partitions[i]
+		if p.Partition != partition {
+			continue
 		}
-		return err
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			if p.ErrorMessage != nil {
+				return fmt.Errorf("%w: %s", err, *p.ErrorMessage)
+			}
+			return err
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("produce response does not echo partition %d", partition)
 }
 
 func (s *runState) countAcked(f *produceFrame) {
@@ -342,6 +374,7 @@ func (s *runState) countAcked(f *produceFrame) {
 	}
 	s.c.measuredAcked.Add(int64(measured))
 	s.c.bytesAcked.Add(int64(measured) * int64(s.cfg.MessageSize))
+	s.partAcked[f.partition].Add(int64(measured))
 }
 
 // leanEmitter batches one producer's messages per partition.
@@ -352,7 +385,6 @@ type leanEmitter struct {
 	open      []*produceFrame // per partition
 	openSince []int64
 	pool      *framePool
-	key       []byte
 	head      [valueHeaderLen]byte
 	sticky    int32
 	version   int16 // Produce version, negotiated with the first broker
@@ -474,8 +506,7 @@ func (e *leanEmitter) add(i uint64, intended, now, key int64) addResult {
 	var k []byte
 	if key >= 0 {
 		part = int32(key % int64(len(e.open)))
-		e.key = appendKey(e.key, key)
-		k = e.key
+		k = e.st.keys[key]
 	}
 	f := e.open[part]
 	if f == nil {

@@ -21,8 +21,8 @@ import (
 // batch at a time (the probe, its oldest waiting batch) once per backoff,
 // and holds its other batches, new ones included, until a batch of it is
 // acknowledged. So a broker that refuses a partition (full disk, too few
-// in-sync replicas) sees about one request per partition per backoff
-// instead of one per batch. Held batches keep their intended times: their
+// in-sync replicas) sees about one batch per partition per backoff
+// instead of all of them. Held batches keep their intended times: their
 // latency, and the send delay once request memory runs out, show the wait.
 //
 // Failures that say the leader may have moved wait for a leader lookup

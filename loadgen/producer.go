@@ -3,7 +3,6 @@ package loadgen
 import (
 	"context"
 	"math"
-	"strconv"
 	"time"
 )
 
@@ -130,12 +129,6 @@ func (s *runState) countSent(intended []int64) {
 		}
 	}
 	s.c.measuredSent.Add(int64(measured))
-}
-
-// appendKey formats key index k as bytes without allocating.
-func appendKey(dst []byte, k int64) []byte {
-	dst = append(dst[:0], "key-"...)
-	return strconv.AppendInt(dst, k, 10)
 }
 
 const never = math.MaxInt64

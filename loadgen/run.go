@@ -44,18 +44,11 @@ type topicInfo struct {
 // prepareTopic creates the topic if missing and returns its leaders and end
 // offsets.
 func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
-	opts, err := cfg.kgoOpts(clientID + "-admin")
+	adm, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return topicInfo{}, err
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return topicInfo{}, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	defer done()
 	var info topicInfo
 	// Create first: asking metadata for a missing topic makes kgo retry
 	// for seconds before reporting it unknown.
@@ -185,6 +178,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		cfg.TopicConfigs = nil // an existing topic keeps its own configs
 	}
 	cfg.clusterBrokers = info.brokers
+	cfg.Keys = resolveKeys(cfg.Keys, cfg.Partitions)
 	st := newRunState(cfg)
 	st.leaders = info.leaders
 	// Built once: every lean connection handshakes with the same config.
@@ -264,6 +258,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	if prof != nil {
 		prof.run(ctx, st.t0.Add(cfg.Warmup), cfg.Duration)
 	}
+	var cpu *cpuWindow
+	if len(cfg.brokerPids) > 0 {
+		cpu = startCPUWindow(ctx, cfg.brokerPids, st.t0.Add(cfg.Warmup), cfg.Duration)
+	}
 
 	consumeCtx, stopConsumers := context.WithCancel(context.Background())
 	var consumers sync.WaitGroup
@@ -335,6 +333,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	<-ivDone
 
 	run := st.result(iv)
+	// A sweep deletes only the topics its runs created.
+	run.Result.Workload["topic_created"] = strconv.FormatBool(info.created)
+	if cpu != nil {
+		var err error
+		if run.Result.BrokerCPU, err = cpu.result(st.c.bytesAcked.Load()); err != nil {
+			run.Result.Warnings = append(run.Result.Warnings, fmt.Sprintf("broker CPU not measured: %v", err))
+		}
+	}
 	if prof != nil {
 		run.Result.Profiles, run.Files = prof.wait()
 	}
@@ -381,6 +387,7 @@ func (s *runState) result(iv *intervals) *results.Run {
 		FirstError:       s.c.firstError(),
 		SLA:              results.SLA{TargetP99Ms: float64(cfg.TargetP99) / 1e6},
 		Workload:         cfg.workload(),
+		Spread:           s.spread(),
 	}
 	if lost := s.c.sent.Load() - s.c.acked.Load() - s.c.errors.Load(); lost > 0 {
 		// Neither acked nor failed: count them, or a hung broker would pass.
@@ -415,6 +422,7 @@ func (c Config) workload() map[string]string {
 		"retry_backoff": c.RetryBackoff.String(), "retry_backoff_max": c.RetryBackoffMax.String(),
 		"retries": strconv.Itoa(c.Retries), "delivery_timeout": c.DeliveryTimeout.String(),
 	}
+	w["key_distribution"] = keyDistribution(c.Keys, c.Partitions)
 	if c.clusterBrokers > 0 {
 		w["cluster_brokers"] = strconv.Itoa(c.clusterBrokers)
 	}
@@ -435,6 +443,14 @@ func (c Config) workload() map[string]string {
 		w["sasl_user"] = c.Security.SASLUser
 	}
 	return w
+}
+
+// keyDistribution names the workload's partitioning as reports label it.
+func keyDistribution(keys int, partitions int32) string {
+	if keys == 0 {
+		return "sticky (null keys)"
+	}
+	return fmt.Sprintf("keyed over %d partitions", partitions)
 }
 
 // intervals swaps the recorders once a second, keeps the interval

@@ -23,6 +23,11 @@ type runState struct {
 
 	c        counters
 	ack, e2e *recorder
+	// keys are the key bytes by key index (keyTable); partAcked counts
+	// the measured acknowledged messages of each partition, for the
+	// report's partition spread.
+	keys      [][]byte
+	partAcked []atomic.Int64
 
 	// leaders maps partition to broker address (lean client) at the start;
 	// refreshLeaders re-reads it after leader moves.
@@ -61,6 +66,8 @@ func newRunState(cfg Config) *runState {
 		filler:    filler,
 		ack:       newRecorder(),
 		e2e:       newRecorder(),
+		keys:      keyTable(cfg.Keys, cfg.Partitions),
+		partAcked: make([]atomic.Int64, max(cfg.Partitions, 0)),
 	}
 }
 
@@ -86,7 +93,8 @@ func (s *runState) fillerFor(i uint64) []byte {
 	return s.filler[off : off+n]
 }
 
-// keyFor returns the key index of message i, or -1 for a null key.
+// keyFor returns the key index of message i (its bytes: s.keys), or -1
+// for a null key.
 func (s *runState) keyFor(i uint64, rng *uint64) int64 {
 	switch {
 	case s.cfg.Keys == 0:

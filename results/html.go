@@ -178,10 +178,17 @@ const htmlHead = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>%s</ti
 
 // RenderHTML builds the self-contained report page for one run.
 func RenderHTML(r *Run) ([]byte, error) {
-	var b bytes.Buffer
 	res := &r.Result
+	if len(res.Sweep) > 0 {
+		return renderSweepHTML(res), nil
+	}
+	var b bytes.Buffer
 	fmt.Fprintf(&b, htmlHead, html.EscapeString("ringlog report "+res.Label))
 	fmt.Fprintf(&b, "<h1>ringlog load report: %s</h1>", html.EscapeString(res.Label))
+	if p := res.Spread; p != nil {
+		// Null-key runs measure the friendliest workload: say so up front.
+		fmt.Fprintf(&b, "<p id=\"workload\"><b>Workload: %s</b> (%s)</p>", html.EscapeString(p.Label()), html.EscapeString(p.Detail()))
+	}
 	var sum bytes.Buffer
 	WriteSummary(&sum, res)
 	fmt.Fprintf(&b, "<pre>%s</pre>", html.EscapeString(sum.String()))

@@ -46,8 +46,8 @@ type Result struct {
 	// the original intended time, so failovers show up in the tail. Lean
 	// client only (franz-go does not say how many records it re-sent).
 	MessagesRetried int64 `json:"messages_retried,omitempty"`
-	// Retries counts produce requests (one partition's batch each, for the
-	// lean client) re-sent after a retriable failure, each after a backoff
+	// Retries counts batches (one partition's records in a produce
+	// request) re-sent after a retriable failure, each after a backoff
 	// (--retry-backoff, doubling up to --retry-backoff-max). A batch that
 	// runs out of retries (--retries) or time (--delivery-timeout) counts
 	// its messages in Errors.
@@ -78,6 +78,88 @@ type Result struct {
 	// Profiles lists the broker profiles captured for the measured
 	// window (loadgen --profile-broker); see profile.go.
 	Profiles *Profiles `json:"profiles,omitempty"`
+	// Spread is how the measured acknowledged messages fell on the
+	// topic's partitions: keyed or sticky (null keys), and how evenly.
+	Spread *PartitionSpread `json:"partition_spread,omitempty"`
+	// BrokerCPU is the broker processes' CPU time over the measured
+	// window, when the harness knows their pids (ringlog bench).
+	BrokerCPU *BrokerCPU `json:"broker_cpu,omitempty"`
+	// Sweep is a partition sweep (bench --partitions 8,64,...): one row
+	// per partition count, each run's full result in its Dir. A sweep
+	// result has no histograms of its own.
+	Sweep []SweepRow `json:"sweep,omitempty"`
+}
+
+// Partition spread modes.
+const (
+	SpreadKeyed  = "keyed"
+	SpreadSticky = "sticky"
+)
+
+// PartitionSpread is the distribution of a run's measured acknowledged
+// messages over the topic's partitions.
+type PartitionSpread struct {
+	Mode            string `json:"mode"` // SpreadKeyed or SpreadSticky (null keys)
+	Keys            int    `json:"keys"`
+	TopicPartitions int    `json:"topic_partitions"`
+	// Written is how many partitions received measured data; MinShare
+	// and MaxShare are the smallest and largest fraction of the measured
+	// acknowledged messages one partition got (even: 1/TopicPartitions).
+	Written  int     `json:"partitions_written"`
+	MinShare float64 `json:"min_share"`
+	MaxShare float64 `json:"max_share"`
+}
+
+// Label is the workload's name in reports: "keyed over N partitions" or
+// "sticky (null keys)".
+func (p *PartitionSpread) Label() string {
+	if p.Mode == SpreadSticky {
+		return "sticky (null keys)"
+	}
+	return fmt.Sprintf("keyed over %d partitions", p.TopicPartitions)
+}
+
+// Detail says how evenly the data fell.
+func (p *PartitionSpread) Detail() string {
+	keys := fmt.Sprintf("%d keys", p.Keys)
+	if p.Mode == SpreadSticky {
+		keys = "null keys, one partition at a time"
+	}
+	return fmt.Sprintf("%s; %d of %d partitions received data, share per partition min %.2f%% max %.2f%% (even %.2f%%)",
+		keys, p.Written, p.TopicPartitions, 100*p.MinShare, 100*p.MaxShare, 100/float64(max(p.TopicPartitions, 1)))
+}
+
+// BrokerCPU is the CPU time (user + system, all threads including the
+// kernel's io_uring workers) of the broker processes during the measured
+// window, read from /proc/<pid>/stat.
+type BrokerCPU struct {
+	Processes int     `json:"processes"`
+	WindowS   float64 `json:"window_s"`
+	Seconds   float64 `json:"cpu_s"`
+	// PerGB is Seconds per 10^9 bytes of payload acknowledged in the
+	// window (message values; replication and framing not counted).
+	PerGB float64 `json:"cpu_s_per_gb"`
+}
+
+// SweepRow is one partition count of a sweep.
+type SweepRow struct {
+	Partitions   int              `json:"partitions"`
+	Dir          string           `json:"dir"` // the run's result directory, relative to the sweep's
+	TargetRate   float64          `json:"target_rate"`
+	AchievedRate float64          `json:"achieved_rate"`
+	AckLatencyMs Percentiles      `json:"ack_latency_ms"`
+	Errors       int64            `json:"errors"`
+	Spread       *PartitionSpread `json:"partition_spread,omitempty"`
+	BrokerCPU    *BrokerCPU       `json:"broker_cpu,omitempty"`
+	Saturated    bool             `json:"generator_saturated"`
+	Pass         bool             `json:"pass"`
+}
+
+// SweepRowOf is the row of the run r, stored in dir.
+func SweepRowOf(r *Result, partitions int, dir string) SweepRow {
+	return SweepRow{Partitions: partitions, Dir: dir, TargetRate: r.TargetRate, AchievedRate: r.AchievedRate,
+		AckLatencyMs: r.AckLatencyMs, Errors: r.Errors, Spread: r.Spread, BrokerCPU: r.BrokerCPU,
+		Saturated: r.GeneratorSaturated, Pass: r.SLA.Pass}
 }
 
 // SLA is the latency target verdict.
@@ -120,6 +202,8 @@ type Step struct {
 	Errors       int64   `json:"errors"`
 	Saturated    bool    `json:"generator_saturated"`
 	Pass         bool    `json:"pass"`
+	// CPUPerGB is the brokers' CPU-s per GB acknowledged (bench only).
+	CPUPerGB float64 `json:"broker_cpu_s_per_gb,omitempty"`
 }
 
 // WriteJSON writes r as indented JSON to dir/result.json.

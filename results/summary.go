@@ -10,6 +10,10 @@ import (
 
 // WriteSummary prints a human summary of one result.
 func WriteSummary(w io.Writer, r *Result) {
+	if len(r.Sweep) > 0 {
+		writeSweepSummary(w, r)
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	label := r.Label
 	if label == "" {
@@ -19,7 +23,13 @@ func WriteSummary(w io.Writer, r *Result) {
 		label, r.StartedAt.Format("2006-01-02 15:04:05"), r.DurationS, r.WarmupS)
 	fmt.Fprintf(tw, "rate\ttarget %.0f msg/s\tachieved %.0f msg/s (%.1f MB/s of %d-byte messages)\n",
 		r.TargetRate, r.AchievedRate, r.ThroughputMBps, r.MessageSize)
+	if p := r.Spread; p != nil {
+		fmt.Fprintf(tw, "workload\t%s\t%s\n", p.Label(), p.Detail())
+	}
 	fmt.Fprintf(tw, "messages\tsent %d\tacked %d, errors %d\n", r.MessagesSent, r.MessagesAcked, r.Errors)
+	if c := r.BrokerCPU; c != nil {
+		fmt.Fprintf(tw, "broker CPU\t%.1f CPU-s/GB\t%.2f CPU-s over %.1f s, %d broker process(es)\n", c.PerGB, c.Seconds, c.WindowS, c.Processes)
+	}
 	if r.Retries > 0 || r.MessagesRetried > 0 {
 		fmt.Fprintf(tw, "retries\t%d requests\t%d messages re-sent\n", r.Retries, r.MessagesRetried)
 	}
@@ -71,10 +81,22 @@ func Verdict(r *Result) string {
 // WriteSteps prints a find-max step table.
 func WriteSteps(w io.Writer, fm *FindMax) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "step\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tmax ms\terrors\tsaturated\tpass\t\n")
+	cpu := false
+	for _, s := range fm.Steps {
+		cpu = cpu || s.CPUPerGB > 0
+	}
+	head := "step\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tmax ms\terrors\tsaturated\tpass\t"
+	if cpu {
+		head += "CPU-s/GB\t"
+	}
+	fmt.Fprintln(tw, head)
 	for i, s := range fm.Steps {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%v\t%v\t\n",
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%v\t%v\t",
 			i+1, s.TargetRate, s.AchievedRate, s.P50Ms, s.P99Ms, s.MaxMs, s.Errors, s.Saturated, s.Pass)
+		if cpu {
+			fmt.Fprintf(tw, "%.1f\t", s.CPUPerGB)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "max rate with p99 <= %.3f ms and no errors: %.0f msg/s\n", fm.TargetP99Ms, fm.MaxPassingRate)
@@ -91,6 +113,7 @@ func WriteCompare(w io.Writer, runs []*Run) {
 		fmt.Fprintln(tw, strings.Join(parts, "\t")+"\t")
 	}
 	cells("", func(r *Result) string { return r.Label })
+	cells("workload", func(r *Result) string { return spreadCell(r.Spread, true) })
 	cells("target msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.TargetRate) })
 	cells("achieved msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.AchievedRate) })
 	cells("MB/s", func(r *Result) string { return fmt.Sprintf("%.1f", r.ThroughputMBps) })
@@ -115,6 +138,7 @@ func WriteCompare(w io.Writer, runs []*Run) {
 		return fmt.Sprintf("%.3f", r.E2ELatencyMs.P99)
 	})
 	cells("send delay p99 ms", func(r *Result) string { return fmt.Sprintf("%.3f", r.SendDelayMs.P99) })
+	cells("broker CPU-s/GB", func(r *Result) string { return cpuCell(r.BrokerCPU) })
 	cells("saturated", func(r *Result) string { return fmt.Sprint(r.GeneratorSaturated) })
 	cells("SLA", func(r *Result) string {
 		if r.SLA.Pass {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,12 +23,12 @@ func workloadFlags(d loadgen.Config) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "bootstrap", Value: strings.Join(d.Bootstrap, ","), Usage: "comma-separated host:port of any Kafka-compatible cluster", EnvVars: env("bootstrap")},
 		&cli.StringFlag{Name: "topic", Value: d.Topic, EnvVars: env("topic")},
-		&cli.IntFlag{Name: "partitions", Value: int(d.Partitions), Usage: "partitions when the topic is created", EnvVars: env("partitions")},
+		&cli.StringFlag{Name: "partitions", Value: strconv.Itoa(int(d.Partitions)), Usage: "partitions when the topic is created; a comma list (8,64,256,1024) sweeps: one run per count, each on a fresh topic <topic>-p<count>, one table and chart", EnvVars: env("partitions")},
 		&cli.IntFlag{Name: "replication-factor", Value: int(d.ReplicationFactor), Usage: "replication factor when the topic is created", EnvVars: env("replication-factor")},
 		&cli.StringSliceFlag{Name: "topic-config", Usage: "key=value topic config when the topic is created (repeatable), e.g. min.insync.replicas=2", EnvVars: env("topic-config")},
 		&cli.Float64Flag{Name: "rate", Value: d.Rate, Usage: "messages per second, open loop (fixed schedule)", EnvVars: env("rate")},
 		&cli.IntFlag{Name: "message-size", Value: d.MessageSize, Usage: "value bytes per message (>= 16)", EnvVars: env("message-size")},
-		&cli.IntFlag{Name: "keys", Value: d.Keys, Usage: "number of distinct keys (0: null keys, sticky partitions)", EnvVars: env("keys")},
+		&cli.StringFlag{Name: "keys", Value: "auto", Usage: "distinct keys, spread evenly over all partitions (auto: 8 per partition of the topic); 0: null keys, the sticky partitioner sends to one partition at a time (reports label it)", EnvVars: env("keys")},
 		&cli.BoolFlag{Name: "random-keys", Usage: "pick keys at random instead of cycling", EnvVars: env("random-keys")},
 		&cli.IntFlag{Name: "producers", Value: d.Producers, Usage: "producer goroutines, each with its own connections", EnvVars: env("producers")},
 		&cli.StringFlag{Name: "acks", Value: "all", Usage: "all|1|0", EnvVars: env("acks")},
@@ -53,16 +54,21 @@ func workloadFlags(d loadgen.Config) []cli.Flag {
 	}
 }
 
-// workloadFrom reads the workload flags other than the cluster address.
-func workloadFrom(c *cli.Context) (loadgen.Config, error) {
+// workloadFrom reads the workload flags other than the cluster address,
+// and the partition counts (more than one: a sweep).
+func workloadFrom(c *cli.Context) (loadgen.Config, []int32, error) {
 	cfg := loadgen.DefaultConfig()
 	cfg.Topic = c.String("topic")
-	cfg.Partitions = int32(c.Int("partitions"))
+	sweep, err := loadgen.ParsePartitions(c.String("partitions"))
+	if err != nil {
+		return cfg, nil, err
+	}
+	cfg.Partitions = sweep[0]
 	cfg.ReplicationFactor = int16(c.Int("replication-factor"))
 	for _, kv := range c.StringSlice("topic-config") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return cfg, fmt.Errorf("--topic-config %q: want key=value", kv)
+			return cfg, nil, fmt.Errorf("--topic-config %q: want key=value", kv)
 		}
 		if cfg.TopicConfigs == nil {
 			cfg.TopicConfigs = map[string]string{}
@@ -71,15 +77,16 @@ func workloadFrom(c *cli.Context) (loadgen.Config, error) {
 	}
 	cfg.Rate = c.Float64("rate")
 	cfg.MessageSize = c.Int("message-size")
-	cfg.Keys = c.Int("keys")
+	if cfg.Keys, err = loadgen.ParseKeys(c.String("keys")); err != nil {
+		return cfg, nil, err
+	}
 	cfg.RandomKeys = c.Bool("random-keys")
 	cfg.Producers = c.Int("producers")
-	var err error
 	if cfg.Acks, err = loadgen.ParseAcks(c.String("acks")); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	if cfg.Compression, err = loadgen.ParseCodec(c.String("compression")); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	cfg.Linger = c.Duration("linger")
 	cfg.BatchBytes = c.Int("batch-bytes")
@@ -97,7 +104,7 @@ func workloadFrom(c *cli.Context) (loadgen.Config, error) {
 	cfg.Retries = c.Int("retries")
 	cfg.Label = c.String("label")
 	cfg.Quiet = c.Bool("quiet")
-	return cfg, nil
+	return cfg, sweep, nil
 }
 
 // securityFlags are the connection options of commands that reach an
@@ -131,11 +138,9 @@ func securityFrom(c *cli.Context) loadgen.Security {
 func loadgenCommand() *cli.Command {
 	d := loadgen.DefaultOptions()
 	flags := append(workloadFlags(d.Config),
-		&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339Nano, Usage: "wall-clock start (RFC 3339) so several generators start together", EnvVars: env("start-at")},
-		&cli.BoolFlag{Name: "find-max", Usage: "step the rate up and bisect to the highest rate meeting --target-p99 without errors", EnvVars: env("find-max")},
-		&cli.IntFlag{Name: "find-max-steps", Value: d.FindMaxSteps, Usage: "most steps a find-max search runs", EnvVars: env("find-max-steps")},
-		&cli.Float64Flag{Name: "find-max-precision", Value: d.FindMaxPrecision, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: env("find-max-precision")},
-		&cli.IntFlag{Name: "find-max-retries", Value: d.FindMaxRetries, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: env("find-max-retries")},
+		&cli.TimestampFlag{Name: "start-at", Layout: time.RFC3339Nano, Usage: "wall-clock start (RFC 3339) so several generators start together", EnvVars: env("start-at")})
+	flags = append(flags, findMaxFlags(d)...)
+	flags = append(flags,
 		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: env("null-sink")},
 		&cli.StringFlag{Name: "null-sink-error", Usage: "with --null-sink: answer every produce with this Kafka error (name such as KAFKA_STORAGE_ERROR, or code), to measure the generator's retries", EnvVars: env("null-sink-error")},
 		&cli.StringSliceFlag{Name: "profile-broker", Usage: "broker admin address (http://host:port or host:port; repeatable): capture its CPU, heap, mutex and block profiles for exactly the measured window into --out", EnvVars: env("profile-broker")},
@@ -165,9 +170,27 @@ func loadgenCommand() *cli.Command {
 	}
 }
 
+// findMaxFlags are the find-max search's flags (loadgen and bench).
+func findMaxFlags(d loadgen.Options) []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "find-max", Usage: "step the rate up and bisect to the highest rate meeting --target-p99 without errors", EnvVars: env("find-max")},
+		&cli.IntFlag{Name: "find-max-steps", Value: d.FindMaxSteps, Usage: "most steps a find-max search runs", EnvVars: env("find-max-steps")},
+		&cli.Float64Flag{Name: "find-max-precision", Value: d.FindMaxPrecision, Usage: "stop bisecting when the bracket is this fraction of the rate", EnvVars: env("find-max-precision")},
+		&cli.IntFlag{Name: "find-max-retries", Value: d.FindMaxRetries, Usage: "re-run a failing rate this many times before it counts as failed (noise guard)", EnvVars: env("find-max-retries")},
+	}
+}
+
+// findMaxFrom reads findMaxFlags into o.
+func findMaxFrom(c *cli.Context, o *loadgen.Options) {
+	o.FindMax = c.Bool("find-max")
+	o.FindMaxSteps = c.Int("find-max-steps")
+	o.FindMaxPrecision = c.Float64("find-max-precision")
+	o.FindMaxRetries = c.Int("find-max-retries")
+}
+
 // loadgenOptions reads the loadgen command's flags.
 func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
-	cfg, err := workloadFrom(c)
+	cfg, sweep, err := workloadFrom(c)
 	if err != nil {
 		return loadgen.Options{}, err
 	}
@@ -183,24 +206,24 @@ func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
 	cfg.Perf = c.Bool("perf")
 	cfg.PerfFreq = c.Int("perf-freq")
 	cfg.PerfBinary = c.String("perf-binary")
-	return loadgen.Options{
-		Config:           cfg,
-		Out:              c.String("out"),
-		FindMax:          c.Bool("find-max"),
-		FindMaxSteps:     c.Int("find-max-steps"),
-		FindMaxPrecision: c.Float64("find-max-precision"),
-		FindMaxRetries:   c.Int("find-max-retries"),
-		NullSink:         c.Bool("null-sink"),
-		NullSinkError:    c.String("null-sink-error"),
-	}, nil
+	o := loadgen.Options{
+		Config:        cfg,
+		Out:           c.String("out"),
+		NullSink:      c.Bool("null-sink"),
+		NullSinkError: c.String("null-sink-error"),
+		Sweep:         sweep,
+	}
+	findMaxFrom(c, &o)
+	return o, nil
 }
 
 func benchCommand() *cli.Command {
 	d := loadgen.DefaultBenchConfig()
 	flags := []cli.Flag{
 		&cli.IntFlag{Name: "brokers", Value: d.Brokers, Usage: "brokers to start, all controller voters (1: a single node); topics get RF=min(brokers,3) and min.insync.replicas 2 unless --replication-factor is set", EnvVars: env("brokers")},
-		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable)", EnvVars: env("broker-bin")},
+		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable); bin/fakebroker (make build) is franz-go's in-memory kfake, the baseline to compare with (use --brokers 1)", EnvVars: env("broker-bin")},
 	}
+	flags = append(flags, findMaxFlags(loadgen.DefaultOptions())...)
 	for _, f := range workloadFlags(d.Workload) {
 		switch f.Names()[0] {
 		case "bootstrap", "broker-admin":
@@ -222,16 +245,20 @@ func benchCommand() *cli.Command {
 			// start still stops them instead of killing only us.
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
-			cfg, err := workloadFrom(c)
+			cfg, sweep, err := workloadFrom(c)
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
+			var search loadgen.Options
+			findMaxFrom(c, &search)
 			return usageExit(loadgen.Bench(ctx, loadgen.BenchConfig{
+				Search:                search,
 				Workload:              cfg,
 				AutoReplicationFactor: !c.IsSet("replication-factor"),
 				Brokers:               c.Int("brokers"),
 				BrokerBin:             c.String("broker-bin"),
 				Out:                   c.String("out"),
+				Sweep:                 sweep,
 			}, c.App.Writer))
 		},
 	}

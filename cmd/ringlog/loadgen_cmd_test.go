@@ -231,3 +231,29 @@ func TestReportCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadgenKeysAndPartitionsFlags: keys default to auto (keyed over
+// every partition), --keys 0 is null keys, and --partitions takes one
+// count or a comma list (a sweep); bad values are refused.
+func TestLoadgenKeysAndPartitionsFlags(t *testing.T) {
+	o, err := parseLoadgen(t)
+	if err != nil || o.Config.Keys != loadgen.KeysAuto || len(o.Sweep) != 1 || o.Config.Partitions != loadgen.DefaultConfig().Partitions {
+		t.Fatalf("defaults: keys %d, sweep %v, partitions %d, %v", o.Config.Keys, o.Sweep, o.Config.Partitions, err)
+	}
+	o, err = parseLoadgen(t, "--keys", "0", "--partitions", "8,64,256")
+	if err != nil || o.Config.Keys != 0 || !reflect.DeepEqual(o.Sweep, []int32{8, 64, 256}) || o.Config.Partitions != 8 {
+		t.Fatalf("--keys 0 --partitions 8,64,256: keys %d, sweep %v, partitions %d, %v", o.Config.Keys, o.Sweep, o.Config.Partitions, err)
+	}
+	if o.Validate() != nil {
+		t.Fatalf("sweep options invalid: %v", o.Validate())
+	}
+	for _, args := range [][]string{{"--keys", "many"}, {"--keys", "-2"}, {"--partitions", "8,x"}, {"--partitions", "0"}} {
+		if _, err := parseLoadgen(t, args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	o, _ = parseLoadgen(t, "--partitions", "8,64", "--find-max")
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "sweep") {
+		t.Fatalf("sweep with --find-max: %v", err)
+	}
+}
