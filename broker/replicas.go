@@ -24,7 +24,8 @@ import (
 //     follower (a Fetcher per leader broker over the peer client).
 //   - Leader side: follower fetches go through LeaderState.OnFollowerFetch
 //     (netpath's Fetch handler calls FollowerFetch); local flushes
-//     through OnLocalAppend (a watcher per led partition); Tick every
+//     through OnLocalAppend (one watcher goroutine for all led
+//     partitions, woken once per round of changes); Tick every
 //     tickInterval. HW changes are set on the
 //     log and advance the acks=all purgatory; AlterPartition proposals go
 //     to the controller, each answered by exactly one OnAlterResult.
@@ -67,6 +68,14 @@ type replicaManager struct {
 	mu      sync.Mutex
 	leaders map[tpKey]*leaderPart
 	follow  map[tpKey]int32 // leader followed
+
+	// local is registered with every led partition's log; localLoop
+	// turns its wake-ups into OnLocalAppend for just the partitions that
+	// changed, so a round of appends over many partitions costs one
+	// goroutine wake-up, not one per partition.
+	local   *engine.Waker
+	localMu sync.Mutex
+	byPart  map[*engine.Partition]*leaderPart
 }
 
 // EnableReplication turns on replication with cfg; call it before Start.
@@ -76,10 +85,15 @@ func (s *wireServer) EnableReplication(cfg replication.Config) error {
 		return err
 	}
 	m := &replicaManager{s: s, cfg: cfg, purg: replication.NewPurgatory(),
-		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]int32{}}
+		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]int32{},
+		local: engine.NewTaggedWaker(), byPart: map[*engine.Partition]*leaderPart{}}
 	m.fetchers = replication.NewFetchers(cfg, s.nodeID, s.peers, replication.RealClock{})
 	s.repl = m
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		m.localLoop()
+	}()
 	go func() {
 		defer s.wg.Done()
 		m.purg.Run(s.ctx, replication.RealClock{})
@@ -162,23 +176,57 @@ func (m *replicaManager) sendAlter(lp *leaderPart, prop replication.AlterProposa
 	}
 }
 
-// watchLocal feeds the leader's own flushes into its HW.
+// watchLocal starts feeding lp's own flushes into its HW: from now on
+// every change of its log wakes localLoop, which applies OnLocalAppend.
+// The first apply happens here, after the registration, so a change
+// between the two is not lost.
 func (m *replicaManager) watchLocal(lp *leaderPart) {
-	for {
-		ch := lp.part.Changed()
-		lp.mu.Lock()
-		if !lp.gen {
-			lp.mu.Unlock()
-			return
-		}
+	m.localMu.Lock()
+	m.byPart[lp.part] = lp
+	m.localMu.Unlock()
+	lp.part.Watch(m.local, lp.part.Version())
+	lp.mu.Lock()
+	if lp.gen {
 		m.apply(lp, lp.st.OnLocalAppend())
-		lp.mu.Unlock()
+	}
+	lp.mu.Unlock()
+}
+
+// unwatchLocal stops watching lp's log unless a newer leadership of the
+// same log took the slot.
+func (m *replicaManager) unwatchLocal(lp *leaderPart) {
+	m.localMu.Lock()
+	defer m.localMu.Unlock()
+	if m.byPart[lp.part] == lp {
+		delete(m.byPart, lp.part)
+		lp.part.Unwatch(m.local)
+	}
+}
+
+// localLoop applies OnLocalAppend to each led partition whose log
+// changed, once per wake-up however many changed.
+func (m *replicaManager) localLoop() {
+	var changed []*engine.Partition
+	for {
 		select {
-		case <-ch:
-		case <-lp.stop:
-			return
+		case <-m.local.C():
 		case <-m.s.ctx.Done():
 			return
+		}
+		changed = m.local.Take(changed[:0])
+		for i, part := range changed {
+			changed[i] = nil
+			m.localMu.Lock()
+			lp := m.byPart[part]
+			m.localMu.Unlock()
+			if lp == nil {
+				continue
+			}
+			lp.mu.Lock()
+			if lp.gen {
+				m.apply(lp, lp.st.OnLocalAppend())
+			}
+			lp.mu.Unlock()
 		}
 	}
 }
@@ -261,11 +309,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		lp.mu.Lock()
 		m.apply(lp, st.Tick(now))
 		lp.mu.Unlock()
-		m.s.wg.Add(1)
-		go func() {
-			defer m.s.wg.Done()
-			m.watchLocal(lp)
-		}()
+		m.watchLocal(lp)
 		return
 	}
 	m.dropLeader(key, fmt.Errorf("%s-%d: leader is now %d: %w", t.Name, idx, p.Leader, replication.ErrNotLeaderOrFollower))
@@ -288,6 +332,7 @@ func (m *replicaManager) dropLeader(key tpKey, why error) {
 	if lp == nil {
 		return
 	}
+	m.unwatchLocal(lp)
 	lp.mu.Lock()
 	lp.gen = false
 	close(lp.stop)

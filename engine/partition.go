@@ -112,7 +112,7 @@ func (p *Partition) setHW(hw int64, seg *segment, pos int64) {
 func (p *Partition) notify() {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	p.watch.wakeWatchers()
+	p.watch.wakeWatchers(p)
 }
 
 type waiter struct {

@@ -10,10 +10,51 @@ import (
 // long-poll fetch needs one channel and no goroutine per partition.
 // Wake-ups coalesce: several changes before the reader receives leave one
 // token. A Waker may be reused once it is unwatched everywhere.
-type Waker struct{ c chan struct{} }
+type Waker struct {
+	c chan struct{}
+	// tagged Wakers also remember which partitions changed (Take), for a
+	// reader that acts per changed partition among many (the leader's
+	// local-append watcher) without scanning all of them on each wake.
+	tagged  bool
+	mu      sync.Mutex
+	changed []*Partition
+	marked  map[*Partition]struct{}
+}
 
 // NewWaker returns a Waker with no token.
 func NewWaker() *Waker { return &Waker{c: make(chan struct{}, 1)} }
+
+// NewTaggedWaker returns a Waker that also records the partitions that
+// woke it, for Take.
+func NewTaggedWaker() *Waker {
+	return &Waker{c: make(chan struct{}, 1), tagged: true, marked: map[*Partition]struct{}{}}
+}
+
+// Take appends to dst the partitions that changed since the last Take
+// (each once) and forgets them. Only for NewTaggedWaker; a partition
+// reported here was changed after the reader's previous Take, so the
+// reader acting on each reported partition misses no change.
+func (w *Waker) Take(dst []*Partition) []*Partition {
+	w.mu.Lock()
+	dst = append(dst, w.changed...)
+	clear(w.changed)
+	w.changed = w.changed[:0]
+	clear(w.marked)
+	w.mu.Unlock()
+	return dst
+}
+
+func (w *Waker) wakeFor(p *Partition) {
+	if w.tagged {
+		w.mu.Lock()
+		if _, ok := w.marked[p]; !ok {
+			w.marked[p] = struct{}{}
+			w.changed = append(w.changed, p)
+		}
+		w.mu.Unlock()
+	}
+	w.wake()
+}
 
 // C receives once after one or more changes since the last receive.
 func (w *Waker) C() <-chan struct{} { return w.c }
@@ -69,7 +110,7 @@ func (p *Partition) Watch(w *Waker, seen uint64) {
 	// misses comes later and finds w in the set (notify bumps the version
 	// before it looks at the set).
 	if ws.version.Load() != seen {
-		w.wake()
+		w.wakeFor(p)
 	}
 }
 
@@ -89,14 +130,14 @@ func (p *Partition) Unwatch(w *Waker) {
 func (p *Partition) Watchers() int { return int(p.watch.n.Load()) }
 
 // wakeWatchers bumps the version and wakes every registered Waker.
-func (ws *watchers) wakeWatchers() {
+func (ws *watchers) wakeWatchers(p *Partition) {
 	ws.version.Add(1)
 	if ws.n.Load() == 0 {
 		return
 	}
 	ws.mu.Lock()
 	for w := range ws.set {
-		w.wake()
+		w.wakeFor(p)
 	}
 	ws.mu.Unlock()
 }

@@ -110,3 +110,44 @@ func TestWakerRacingAppends(t *testing.T) {
 		}
 	}
 }
+
+// A tagged Waker reports each changed partition once per Take, and only
+// those that changed.
+func TestTaggedWakerTake(t *testing.T) {
+	e := mustOpen(t, testConfig(t.TempDir()))
+	defer e.Close()
+	const n = 8
+	e.CreateTopic("tw", n, nil)
+	parts := make([]*Partition, n)
+	w := NewTaggedWaker()
+	for i := range parts {
+		parts[i] = mustPartition(t, e, "tw", int32(i))
+		parts[i].Watch(w, parts[i].Version())
+	}
+	if got := w.Take(nil); len(got) != 0 {
+		t.Fatalf("Take before any change: %d partitions", len(got))
+	}
+	appendWait(t, parts[2], batchOf(0, 1))
+	appendWait(t, parts[5], batchOf(0, 1))
+	appendWait(t, parts[2], batchOf(1, 1))
+	select {
+	case <-w.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up")
+	}
+	got := w.Take(nil)
+	if len(got) != 2 || !((got[0] == parts[2] && got[1] == parts[5]) || (got[0] == parts[5] && got[1] == parts[2])) {
+		t.Fatalf("Take = %v, want partitions 2 and 5 once each", got)
+	}
+	if got := w.Take(nil); len(got) != 0 {
+		t.Fatalf("second Take: %d partitions", len(got))
+	}
+	// A change before Watch is reported too.
+	parts[7].Unwatch(w)
+	seen := parts[7].Version()
+	appendWait(t, parts[7], batchOf(0, 1))
+	parts[7].Watch(w, seen)
+	if got := w.Take(nil); len(got) != 1 || got[0] != parts[7] {
+		t.Fatalf("Take after a change before Watch = %v", got)
+	}
+}
