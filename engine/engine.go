@@ -70,7 +70,7 @@ type engineStats struct {
 	diskFullRollbacks atomic.Int64
 	// The journal (journal.go).
 	journalWrites, journalBytes, journalRecords, journalCheckpoints atomic.Int64
-	journalCheckpointNanos, journalReplayed                          atomic.Int64
+	journalCheckpointNanos, journalReplayed                         atomic.Int64
 }
 
 // Stats are cumulative engine counters.

@@ -191,7 +191,7 @@ type ioGroup struct {
 	dropped             bool // by dropGroups
 	jseq                uint64
 	gen                 uint64
-	sentAt  time.Time // when prepared: the fsync latency runs from here
+	sentAt              time.Time // when prepared: the fsync latency runs from here
 	// Fault seam (q.faults): checked once per group; the errno a write or
 	// fsync completes with instead of running, and when it may be sent.
 	checked           bool
