@@ -145,6 +145,10 @@ func (e *Engine) Stats() Stats {
 	return st
 }
 
+// JournalInUse reports whether FsyncAlways appends go through the
+// broker-wide journal (journal.go).
+func (e *Engine) JournalInUse() bool { return e.j != nil }
+
 // IOPath names the write path in use: "uring" or "sync".
 func (e *Engine) IOPath() string { return e.wq.name() }
 

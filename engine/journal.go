@@ -392,7 +392,11 @@ func (j *journal) plan(recs []jrec) *jwrite {
 		h.pos = journalDataStart
 	}
 	w.pos = h.pos
-	hdrs := make([]byte, 0, int64(len(recs))*journalRecFixed+64)
+	hn := 0
+	for i := range recs {
+		hn += journalRecFixed + len(recs[i].name)
+	}
+	hdrs := make([]byte, 0, hn) // one array: parts point into it
 	w.parts = make([][]byte, 0, 2*len(recs)+8)
 	for i := range recs {
 		r := &recs[i]
