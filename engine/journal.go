@@ -55,6 +55,7 @@ type jcut struct {
 
 // jrec is one record: n bytes (bufs, back to back) that land at pos in seg.
 type jrec struct {
+	p    *Partition
 	name string // partition directory name
 	seg  *segment
 	pos  int64
@@ -92,7 +93,7 @@ type journal struct {
 	cond    *sync.Cond
 	start   jcut // checkpointed start: records before it are in durable segments
 	settled jcut // end of the last completed write
-	dirty   map[*segment]struct{}
+	dirty   map[*segment]*Partition
 	slotGen uint64
 	failed  error
 	// wake, when set (the ring owner), is called after a checkpoint freed
@@ -123,7 +124,7 @@ func openJournal(e *Engine) (*journal, error) {
 	if !exists && !use {
 		return nil, nil
 	}
-	j := &journal{e: e, path: path, dirty: map[*segment]struct{}{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	j := &journal{e: e, path: path, dirty: map[*segment]*Partition{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
 	if exists {
 		f, err := e.fs.OpenFile(path, os.O_RDWR, 0)
@@ -501,7 +502,7 @@ func (j *journal) settle(w *jwrite) {
 		s := w.recs[i].seg
 		if _, ok := j.dirty[s]; !ok {
 			s.acquire()
-			j.dirty[s] = struct{}{}
+			j.dirty[s] = w.recs[i].p
 		}
 	}
 	half := w.end.l-j.start.l > j.capacity/2
@@ -590,7 +591,7 @@ func (j *journal) checkpoint() error {
 	j.mu.Lock()
 	cut, segs, failed := j.settled, j.dirty, j.failed
 	if failed == nil {
-		j.dirty = map[*segment]struct{}{}
+		j.dirty = map[*segment]*Partition{}
 	}
 	same := cut.l == j.start.l
 	j.mu.Unlock()
@@ -604,20 +605,22 @@ func (j *journal) checkpoint() error {
 		journalCheckpointHook()
 	}
 	t0 := time.Now()
-	var err error
-	for s := range segs {
-		if err == nil {
-			if err = s.log.Datasync(); err != nil {
-				err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, s.path(logSuffix), err)
+	for s, p := range segs {
+		if err := s.log.Datasync(); err != nil {
+			// Fatal for the partition, as a failed fdatasync always is,
+			// not for the others: it goes offline (asynchronously: the
+			// caller may hold its lock) and the start moves on. What the
+			// kernel dropped of it since the last checkpoint is then
+			// only on its replicas (docs/disk-errors.md).
+			err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, s.path(logSuffix), err)
+			if p != nil {
+				go p.failLocked(err)
 			}
-			j.e.stats.fdatasyncs.Add(1)
 		}
+		j.e.stats.fdatasyncs.Add(1)
 		s.release()
 	}
-	if err == nil {
-		err = j.writeSlot(cut)
-	}
-	if err != nil {
+	if err := j.writeSlot(cut); err != nil {
 		j.fail(err)
 		return err
 	}

@@ -127,7 +127,7 @@ func (q *syncQueue) journalRound(recs []syncRec, target uint64) {
 		if failed[r.p] != nil {
 			continue
 		}
-		rec := jrec{name: r.p.dirName(), seg: r.seg, pos: r.pos, bufs: [][]byte{r.data}, n: r.dataSize}
+		rec := jrec{p: r.p, name: r.p.dirName(), seg: r.seg, pos: r.pos, bufs: [][]byte{r.data}, n: r.dataSize}
 		if !j.fits(rec.size()) {
 			if !synced[r.seg] {
 				synced[r.seg] = true

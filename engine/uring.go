@@ -74,6 +74,8 @@ type uringQueue struct {
 	// uringOpened): the descriptor a write or fsync of seg uses, so tests
 	// can make the kernel fail one.
 	writeFd, syncFd func(seg *segment) int
+	// journalSyncFd, when set, is the descriptor the journal's fsync uses.
+	journalSyncFd func() int
 
 	// faults is the engine's ErrorFS when it wraps the OS file system
 	// (tests, --fault-injection): the ring bypasses the FS, so the owner

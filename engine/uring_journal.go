@@ -118,7 +118,7 @@ func (q *uringQueue) fillJournal() {
 	k := 0
 	for ; k < len(q.jPending); k++ {
 		g := q.jPending[k]
-		r := jrec{name: g.p.dirName(), seg: g.seg, pos: g.pos, bufs: g.bufs, n: g.n}
+		r := jrec{p: g.p, name: g.p.dirName(), seg: g.seg, pos: g.pos, bufs: g.bufs, n: g.n}
 		if k > 0 && n+r.size() > q.j.maxWrite {
 			break
 		}
@@ -176,6 +176,9 @@ func (q *uringQueue) fillJournal() {
 	}
 	// The fsync runs only after every write of the chain succeeded in
 	// full; a failed or short one cancels it.
+	if q.journalSyncFd != nil {
+		fd = q.journalSyncFd()
+	}
 	iouring.PrepFsync(q.sqe(opRef{jw: jio, sync: true}), fd, true)
 	jio.pending++
 }
