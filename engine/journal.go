@@ -166,37 +166,44 @@ func openJournal(e *Engine) (*journal, error) {
 
 // create writes a zero-filled journal of size bytes with an empty
 // checkpoint, durably (file and directory entries), so later overwrites
-// need no metadata commit.
+// need no metadata commit. It is written under a temporary name and
+// renamed into place: a crash during creation leaves no journal without
+// a valid checkpoint slot.
 func (j *journal) create(size int64) error {
 	fs := j.e.fs
 	dir := filepath.Dir(j.path)
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := fs.OpenFile(j.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	tmp := j.path + tmpSuffix
+	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
+	}
+	fail := func(err error) error {
+		f.Close()
+		fs.Remove(tmp)
+		return fmt.Errorf("%w: creating the %d-byte journal %s (Config.JournalBytes, serve --journal-bytes): %v", ErrStorage, size, j.path, err)
 	}
 	zero := make([]byte, min(size, 1<<20))
 	for off := int64(0); off < size; off += int64(len(zero)) {
 		if _, err := f.WriteAt(zero[:min(int64(len(zero)), size-off)], off); err != nil {
-			f.Close()
-			return fmt.Errorf("%w: creating %s: %v", ErrStorage, j.path, err)
+			return fail(err)
 		}
 	}
 	j.f, j.size = f, size
 	j.start = jcut{pos: journalDataStart, seq: 1}
 	if err := j.writeSlot(j.start); err != nil {
-		f.Close()
-		return err
+		return fail(err)
+	}
+	if err := fs.Rename(tmp, j.path); err != nil {
+		return fail(err)
 	}
 	if err := fs.SyncDir(dir); err != nil {
-		f.Close()
-		return err
+		return fail(err)
 	}
 	if err := fs.SyncDir(j.e.cfg.Dir); err != nil {
-		f.Close()
-		return err
+		return fail(err)
 	}
 	return nil
 }
