@@ -219,15 +219,9 @@ func TestJournalWrapCheckpointCrash(t *testing.T) {
 						if err != nil {
 							return
 						}
-						res, err := aw.Result()
-						if err != nil {
+						if !awaitAck(aw, &mu, acked[int32(w)], v) {
 							return
 						}
-						mu.Lock()
-						for o := res.BaseOffset; o <= res.LastOffset; o++ {
-							acked[int32(w)][o] = fmt.Sprintf("%s/%d", v, o-res.BaseOffset)
-						}
-						mu.Unlock()
 					}
 				}()
 			}
@@ -262,6 +256,21 @@ func TestJournalWrapCheckpointCrash(t *testing.T) {
 			e2.Close()
 		}
 	})
+}
+
+// awaitAck waits for an append of valuesBatch(v, n) and records its
+// values by offset in acked (under mu); false when it failed.
+func awaitAck(aw AppendWaiter, mu *sync.Mutex, acked map[int64]string, v string) bool {
+	res, err := aw.Result()
+	if err != nil {
+		return false
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for o := res.BaseOffset; o <= res.LastOffset; o++ {
+		acked[o] = fmt.Sprintf("%s/%d", v, o-res.BaseOffset)
+	}
+	return true
 }
 
 // TestJournalTruncateThenCrash: a truncation checkpoints the journal
