@@ -32,7 +32,7 @@ var (
 	descJournalCheckpointSeconds = prometheus.NewDesc("ringlog_journal_checkpoint_seconds_total",
 		"Time spent in journal checkpoints.", nil, nil)
 	descJournalFill = prometheus.NewDesc("ringlog_journal_fill_ratio",
-		"Share of the journal between its checkpoint and its last write (a checkpoint starts above 0.5; at 1 appends wait).", nil, nil)
+		"Share of the journal between its checkpoint and its last write (a checkpoint starts above 0.125; at 1 appends wait).", nil, nil)
 	descJournalReplayed = prometheus.NewDesc("ringlog_journal_replayed_records_total",
 		"Journal records replayed into segments when the broker started.", nil, nil)
 	descSegmentsDeleted = prometheus.NewDesc("ringlog_segments_deleted_total",

@@ -151,7 +151,8 @@
 // than a header is left) and goes on at byte 4096. An append larger than
 // a quarter of the journal is fdatasynced in its segment instead.
 //
-// Checkpoints run in the background once half the journal is used, at
+// Checkpoints run in the background once an eighth of the journal is
+// used (smaller checkpoints, shorter disk stalls), at
 // Close, and before anything rewrites segment bytes other than by
 // appending (TruncateTo, TruncateFullyAndStartAt, topic and partition
 // deletion): every segment written by journaled appends is fdatasynced,

@@ -40,6 +40,16 @@ const (
 	journalMaxName   = 512
 	// MinJournalBytes is the smallest Config.JournalBytes.
 	MinJournalBytes = 64 << 10
+	// A checkpoint starts when 1/journalCheckpointShare of the journal is
+	// used: each then fdatasyncs 8 MiB of segment data (at the default
+	// size) instead of 32 at half, so the disk stalls it causes for the
+	// journal's own fdatasyncs stay short (1 broker, 8 partitions, 20k
+	// msg/s on this VM: ack p99 18.8 ms at half, 5-10 ms at an eighth).
+	journalCheckpointShare = 8
+	// checkpointSyncers bounds the segment fdatasyncs a checkpoint runs
+	// at once: parallel ones cost 23 ms for 256 files here, sequential
+	// ones 150 ms.
+	checkpointSyncers = 32
 )
 
 var journalCRC = crc32.MakeTable(crc32.Castagnoli)
@@ -496,8 +506,8 @@ func pwritevAll(fd int, parts [][]byte, off int64) error {
 }
 
 // settle records that w is durable: its segments join the next
-// checkpoint's fdatasyncs, and a checkpoint starts once the journal is
-// half full.
+// checkpoint's fdatasyncs, and a checkpoint starts once an eighth of the
+// journal is used.
 func (j *journal) settle(w *jwrite) {
 	st := &j.e.stats
 	st.journalWrites.Add(1)
@@ -512,10 +522,10 @@ func (j *journal) settle(w *jwrite) {
 			j.dirty[s] = w.recs[i].p
 		}
 	}
-	half := w.end.l-j.start.l > j.capacity/2
+	due := w.end.l-j.start.l > j.capacity/journalCheckpointShare
 	j.cond.Broadcast()
 	j.mu.Unlock()
-	if half {
+	if due {
 		j.kickCheckpoint()
 	}
 }
@@ -585,6 +595,16 @@ func (j *journal) waitSpace() error {
 	return j.failed
 }
 
+// syncfs flushes the file system holding dir.
+func syncfs(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
+}
+
 // journalCheckpointHook, when set (tests only), runs at the start of every
 // checkpoint that has work: tests hold checkpoints back with it.
 var journalCheckpointHook func()
@@ -612,21 +632,39 @@ func (j *journal) checkpoint() error {
 		journalCheckpointHook()
 	}
 	t0 := time.Now()
-	for s, p := range segs {
-		if err := s.log.Datasync(); err != nil {
-			// Fatal for the partition, as a failed fdatasync always is,
-			// not for the others: it goes offline (asynchronously: the
-			// caller may hold its lock) and the start moves on. What the
-			// kernel dropped of it since the last checkpoint is then
-			// only on its replicas (docs/disk-errors.md).
-			err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, s.path(logSuffix), err)
-			if p != nil {
-				go p.failLocked(err)
-			}
+	if j.e.fs == vfs.Default && len(segs) > 1 && syncfs(j.e.cfg.Dir) == nil {
+		// One syncfs flushes every dirty segment with one file-system
+		// journal commit, where each fdatasync of a grown file commits
+		// its own (256 files here: 11 ms against 23 in parallel). On an
+		// error the fdatasyncs below find the partition it belongs to.
+		for s := range segs {
+			s.release()
 		}
-		j.e.stats.fdatasyncs.Add(1)
-		s.release()
+		segs = nil
 	}
+	sem := make(chan struct{}, checkpointSyncers)
+	var wg sync.WaitGroup
+	for s, p := range segs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := s.log.Datasync(); err != nil {
+				// Fatal for the partition, as a failed fdatasync always
+				// is, not for the others: it goes offline (async: the
+				// caller may hold its lock) and the start moves on. What
+				// the kernel dropped of it since the last checkpoint is
+				// then only on its replicas.
+				err = fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, s.path(logSuffix), err)
+				if p != nil {
+					go p.failLocked(err)
+				}
+			}
+			j.e.stats.fdatasyncs.Add(1)
+			s.release()
+		}()
+	}
+	wg.Wait()
 	if err := j.writeSlot(cut); err != nil {
 		j.fail(err)
 		return err
