@@ -165,6 +165,10 @@ type partIO struct {
 	// dropped are sent journal groups dropGroups dropped, for
 	// finishDropped.
 	dropped []*ioGroup
+	// jwaiting counts journal groups written but not done (waiting for
+	// the journal): they no longer hold the partition back, so its next
+	// segment write overlaps the journal write (busy: out > jwaiting).
+	jwaiting int
 }
 
 type ioWait struct {
@@ -856,6 +860,11 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		g.wrote = true
 		g.pin.Unpin()
 		g.iov = nil
+		if g.jrnl {
+			pio := q.parts[g.p]
+			pio.jwaiting++
+			pio.busy.Store(pio.out > pio.jwaiting)
+		}
 		// This write's own outcome: g.err may already hold its fsync's
 		// (an injected completion can be reaped first), which says
 		// nothing about the bytes in the file.
@@ -886,7 +895,10 @@ func (q *uringQueue) finished(g *ioGroup) {
 	}
 	pio := q.parts[g.p]
 	pio.out--
-	pio.busy.Store(pio.out > 0)
+	if g.jrnl {
+		pio.jwaiting--
+	}
+	pio.busy.Store(pio.out > pio.jwaiting)
 	if pio.out == 0 && pio.torn != nil && (pio.failed != nil || pio.fatal != nil) {
 		q.cutTorn(g.p, pio)
 	}
