@@ -21,6 +21,20 @@ var (
 		"Group-commit fdatasync latency: the call on the sync path; submission of the write (or flush) to the fdatasync's completion on the io_uring path.", nil, nil)
 	descFlushRounds = prometheus.NewDesc("ringlog_flush_rounds_total",
 		"Group-commit rounds of the sync path's flusher (fsyncs per round: the group commit factor).", nil, nil)
+	descJournalWrites = prometheus.NewDesc("ringlog_journal_writes_total",
+		"Writes of the broker-wide journal (fsync always with --journal): one write+fdatasync per round, whatever the number of dirty partitions.", nil, nil)
+	descJournalBytes = prometheus.NewDesc("ringlog_journal_bytes_total",
+		"Bytes written to the journal, record headers included.", nil, nil)
+	descJournalRecords = prometheus.NewDesc("ringlog_journal_records_total",
+		"Journal records written: one per append on the sync path, one per partition group on the io_uring path; per write this is the dirty partitions (or appends) per round.", nil, nil)
+	descJournalCheckpoints = prometheus.NewDesc("ringlog_journal_checkpoints_total",
+		"Journal checkpoints: the segments written since the last one fdatasynced, the journal's start moved past them.", nil, nil)
+	descJournalCheckpointSeconds = prometheus.NewDesc("ringlog_journal_checkpoint_seconds_total",
+		"Time spent in journal checkpoints.", nil, nil)
+	descJournalFill = prometheus.NewDesc("ringlog_journal_fill_ratio",
+		"Share of the journal between its checkpoint and its last write (a checkpoint starts above 0.125; at 1 appends wait).", nil, nil)
+	descJournalReplayed = prometheus.NewDesc("ringlog_journal_replayed_records_total",
+		"Journal records replayed into segments when the broker started.", nil, nil)
 	descSegmentsDeleted = prometheus.NewDesc("ringlog_segments_deleted_total",
 		"Segments deleted by retention.", nil, nil)
 	descRingEnters = prometheus.NewDesc("ringlog_ring_enters_total",
@@ -46,7 +60,8 @@ var (
 )
 
 var storageDescs = []*prometheus.Desc{descIOPath, descAppends, descAppendedBytes, descFsyncs, descFsyncSeconds,
-	descFlushRounds, descSegmentsDeleted, descRingEnters, descRingSQEs, descRingCQEs, descRingPerEnter,
+	descFlushRounds, descSegmentsDeleted, descJournalWrites, descJournalBytes, descJournalRecords, descJournalCheckpoints,
+	descJournalCheckpointSeconds, descJournalFill, descJournalReplayed, descRingEnters, descRingSQEs, descRingCQEs, descRingPerEnter,
 	descCleanerPasses, descCleanerSegments, descCleanerBytesBefore, descCleanerBytesAfter, descCleanerRecords, descCleanerErrors,
 	descDiskFree, descDiskTotal, descDiskMinFree, descDiskResumeFree, descDiskDegraded, descDiskRefused,
 	descDiskFullRollbacks, descDiskOffline}
@@ -105,6 +120,15 @@ func (s *wireServer) collectStorage(ch chan<- prometheus.Metric) {
 	counter(descFlushRounds, st.FlushRounds)
 	counter(descSegmentsDeleted, st.SegmentsDeleted)
 	counter(descDiskFullRollbacks, st.DiskFullRollbacks)
+	if e.JournalInUse() {
+		counter(descJournalWrites, st.JournalWrites)
+		counter(descJournalBytes, st.JournalBytes)
+		counter(descJournalRecords, st.JournalRecords)
+		counter(descJournalCheckpoints, st.JournalCheckpoints)
+		ch <- prometheus.MustNewConstMetric(descJournalCheckpointSeconds, prometheus.CounterValue, float64(st.JournalCheckpointNanos)/1e9)
+		ch <- prometheus.MustNewConstMetric(descJournalFill, prometheus.GaugeValue, st.JournalFill)
+		counter(descJournalReplayed, st.JournalReplayed)
+	}
 	ch <- prometheus.MustNewConstMetric(descDiskOffline, prometheus.GaugeValue, float64(len(e.OfflinePartitions())))
 	cs := e.CleanerStats()
 	counter(descCleanerPasses, cs.Passes)

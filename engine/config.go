@@ -24,6 +24,15 @@ type Config struct {
 	Fsync FsyncPolicy
 	// FsyncInterval is the flush period under FsyncInterval (1 s).
 	FsyncInterval time.Duration
+	// Journal makes FsyncAlways durable through the broker-wide journal
+	// (journal.go): one fdatasync of one file per round, whatever the
+	// number of dirty partitions, segments checkpointed in the background
+	// (true). false keeps one fdatasync per dirty partition per round.
+	// Other fsync policies never use it.
+	Journal bool
+	// JournalBytes is the journal file's size, preallocated (64 MiB, at
+	// least MinJournalBytes). A checkpoint starts when an eighth is used.
+	JournalBytes int64
 	// Defaults apply to topics that do not override them.
 	Defaults TopicConfig
 	// RetentionCheckInterval is how often retention runs (5 min).
@@ -68,6 +77,8 @@ func DefaultConfig() Config {
 	return Config{
 		Fsync:                  FsyncAlways,
 		FsyncInterval:          time.Second,
+		Journal:                true,
+		JournalBytes:           64 << 20,
 		Defaults:               DefaultTopicConfig(),
 		RetentionCheckInterval: 5 * time.Minute,
 		CheckpointInterval:     time.Minute,
@@ -93,6 +104,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("engine: unknown FsyncPolicy %d", c.Fsync)
+	}
+	if c.Fsync == FsyncAlways && c.Journal && (c.JournalBytes < MinJournalBytes || c.JournalBytes > 1<<40) {
+		return fmt.Errorf("engine: JournalBytes %d must be in [%d, 1 TiB] with Journal on", c.JournalBytes, MinJournalBytes)
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return fmt.Errorf("engine: RetentionCheckInterval %v must be positive", c.RetentionCheckInterval)

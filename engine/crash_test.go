@@ -53,15 +53,9 @@ func testCrashKeepsAcknowledgedRecords(t *testing.T, mode string) {
 						if err != nil {
 							return
 						}
-						res, err := aw.Result()
-						if err != nil {
+						if !awaitAck(aw, &mu, acked[part], v) {
 							return
 						}
-						mu.Lock()
-						for o := res.BaseOffset; o <= res.LastOffset; o++ {
-							acked[part][o] = fmt.Sprintf("%s/%d", v, o-res.BaseOffset)
-						}
-						mu.Unlock()
 					}
 				}()
 			}

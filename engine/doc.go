@@ -18,6 +18,9 @@
 //	<dir>/recovery-point-offset-checkpoint   per-partition flushed offset
 //	<dir>/replication-offset-checkpoint      per-partition high watermark (replica.go)
 //	<dir>/.ringlog-clean-shutdown            present only after a clean Close
+//	<dir>/journal/journal.log                the broker-wide journal of FsyncAlways
+//	                                         (Config.JournalBytes, preallocated;
+//	                                         "Journal" below)
 //	<dir>/<topic>-<partition>/
 //	    00000000000000000000.log             record batches
 //	    00000000000000000000.index           sparse offset index
@@ -109,6 +112,61 @@
 // .ringlog-clean-shutdown is empty; Close writes it last when every
 // partition flushed successfully, and Open deletes it after loading.
 //
+// # Journal
+//
+// Under FsyncAlways with Config.Journal (the default) an append is
+// acknowledged once it is in its segment (written, not synced) and in the
+// broker-wide journal, a preallocated circular file made durable by one
+// fdatasync per round for every partition of the round (journal.go). Per
+// round, on this VM (ext4 on virtio, 4 KiB per dirty file):
+//
+//	dirty files  sequential fdatasync  parallel (io-wq)  syncfs   journal write
+//	1            0.66 ms               0.70              1.00     0.30
+//	8            4.3                   1.9               0.80     0.35
+//	64           32                    8.2               2.5      1.0
+//	256          150                   23                11       3.4
+//
+// so the barrier costs per byte, not per partition; syncfs also flushes
+// what other writers dirtied and still grows with the files. Layout,
+// big-endian:
+//
+//	0     slot 0 (512 bytes)  checkpoint: u32 magic "RLJH", u32 version 1,
+//	512   slot 1                u32 CRC-32C of bytes 12..43, u64 generation,
+//	                            u64 start position, u64 start sequence,
+//	                            u64 file size; the valid slot with the
+//	                            higher generation wins, written alternately
+//	4096  records, circular:    u32 magic "RLJR", u32 CRC-32C of bytes 8..
+//	                            end of data, u64 sequence (+1 per record,
+//	                            continuous across wraps), u8 kind (1 data,
+//	                            2 wrap), u8 0, u16 name length, u32 data
+//	                            length, i64 segment base offset, i64 file
+//	                            position, partition directory name, data
+//
+// A round's records (a header and the append's own buffers each) go out
+// as one pwritev (sync path) or a chain of WRITEVs linked to one
+// FSYNC(DATASYNC) of the journal (ring), at most one journal write in
+// flight: what arrives meanwhile is the next round, and the journal is a
+// prefix of complete writes plus at most one torn one. A write that does
+// not fit before the end leaves a wrap record there (or nothing when less
+// than a header is left) and goes on at byte 4096. An append larger than
+// a quarter of the journal is fdatasynced in its segment instead.
+//
+// Checkpoints run in the background once an eighth of the journal is
+// used (smaller checkpoints, shorter disk stalls), at
+// Close, and before anything rewrites segment bytes other than by
+// appending (TruncateTo, TruncateFullyAndStartAt, topic and partition
+// deletion): every segment written by journaled appends is fdatasynced,
+// then the start moves past them (a slot write and fdatasync). A write
+// that would pass the start waits for a checkpoint. Open, before loading
+// partitions, replays the records from the start while their CRC is
+// right and their sequence continues, into their segment at their
+// position, skipping segments that are gone or no longer their
+// partition's last (rolled, so fdatasynced in full; the cleaner may
+// have rewritten them since), fdatasyncs what it wrote and checkpoints
+// at the scan's end; then the usual recovery below judges the tails. A
+// rollback after ENOSPC needs no checkpoint: only a partition's groups
+// below its first failed write are ever journaled.
+//
 // # topics.json
 //
 // {"version":1,"topics":[{"name":..,"id":<32 hex digits>,"partitions":N,
@@ -173,7 +231,8 @@
 // (vfs.KernelFiles):
 //
 //   - sync: pwrite in the caller; fdatasync on one flusher goroutine that
-//     serves all partitions per round (group commit).
+//     serves all partitions per round (group commit), or under the
+//     journal one journal write per round (syncjournal.go).
 //   - uring (uring.go, the only io_uring loop; package iouring is the bare
 //     ring): one owner goroutine collects every partition's appends,
 //     writes each partition's queued bytes with one (p)writev and, under
@@ -182,6 +241,8 @@
 //     accumulates. The HW moves only over each partition's contiguous
 //     completed prefix; a failed fsync or I/O error fails the partition,
 //     a write out of space rolls it back to that write (uring_undo.go).
+//     Under the journal the groups go out without fsyncs and, once
+//     written, into one journal write chain per round (uring_journal.go).
 //
 // Under FsyncAlways the high watermark is the flushed end; otherwise it is
 // the written (completed) end. Reads never return bytes at or above it.

@@ -29,6 +29,9 @@ type Engine struct {
 	log  *slog.Logger
 	meta *metaStore
 	wq   writeQueue
+	// j is the broker-wide journal under FsyncAlways (journal.go), nil
+	// when not in use.
+	j *journal
 	// ioReason says why wq is the write path it is.
 	ioReason string
 
@@ -65,6 +68,9 @@ type engineStats struct {
 	// diskFullRollbacks counts writes undone after failing for lack of
 	// space, the partition kept online.
 	diskFullRollbacks atomic.Int64
+	// The journal (journal.go).
+	journalWrites, journalBytes, journalRecords, journalCheckpoints atomic.Int64
+	journalCheckpointNanos, journalReplayed                         atomic.Int64
 }
 
 // Stats are cumulative engine counters.
@@ -88,6 +94,19 @@ type Stats struct {
 	RingEnters      int64
 	RingSQEs        int64
 	RingCompletions int64
+	// The broker-wide journal (zero when not in use): writes (one
+	// fdatasync each: the round's durability barrier), their bytes
+	// (headers included) and records (one per append on the pwrite path,
+	// per partition group on the ring), checkpoints and the time they
+	// took, records replayed at Open, and the share of the journal
+	// between its checkpoint and its last write (0..1).
+	JournalWrites          int64
+	JournalBytes           int64
+	JournalRecords         int64
+	JournalCheckpoints     int64
+	JournalCheckpointNanos int64
+	JournalReplayed        int64
+	JournalFill            float64
 }
 
 // SQEsPerEnter is the io_uring batching factor (0 on the sync path).
@@ -109,12 +128,26 @@ func (e *Engine) Stats() Stats {
 
 		DuplicateBatches:  e.stats.duplicates.Load(),
 		DiskFullRollbacks: e.stats.diskFullRollbacks.Load(),
+
+		JournalWrites:          e.stats.journalWrites.Load(),
+		JournalBytes:           e.stats.journalBytes.Load(),
+		JournalRecords:         e.stats.journalRecords.Load(),
+		JournalCheckpoints:     e.stats.journalCheckpoints.Load(),
+		JournalCheckpointNanos: e.stats.journalCheckpointNanos.Load(),
+		JournalReplayed:        e.stats.journalReplayed.Load(),
+	}
+	if e.j != nil {
+		st.JournalFill = e.j.fill()
 	}
 	if rs, ok := e.wq.ringStats(); ok {
 		st.RingEnters, st.RingSQEs, st.RingCompletions = int64(rs.Enters), int64(rs.SQEs), int64(rs.CQEs)
 	}
 	return st
 }
+
+// JournalInUse reports whether FsyncAlways appends go through the
+// broker-wide journal (journal.go).
+func (e *Engine) JournalInUse() bool { return e.j != nil }
 
 // IOPath names the write path in use: "uring" or "sync".
 func (e *Engine) IOPath() string { return e.wq.name() }
@@ -212,12 +245,19 @@ func Open(cfg Config) (*Engine, error) {
 	marker := filepath.Join(cfg.Dir, cleanMarkerName)
 	_, statErr := e.fs.Stat(marker)
 	clean := statErr == nil
+	// The journal's tail goes into the segments before they are loaded
+	// and their tails validated.
+	if e.j, err = openJournal(e); err != nil {
+		return nil, err
+	}
 	if e.wq, e.ioReason, err = e.openWriteQueue(); err != nil {
+		e.closeJournal()
 		return nil, err
 	}
 	e.log.Info("engine write path", "io", e.wq.name(), "reason", e.ioReason)
 	if err := e.load(clean); err != nil {
 		e.wq.close()
+		e.closeJournal()
 		e.releaseAll()
 		return nil, err
 	}
@@ -225,6 +265,7 @@ func Open(cfg Config) (*Engine, error) {
 		// From here on a crash must be recovered by scanning.
 		if err := e.fs.Remove(marker); err != nil {
 			e.wq.close()
+			e.closeJournal()
 			e.releaseAll()
 			return nil, err
 		}
@@ -555,6 +596,27 @@ func (e *Engine) dropPartitions(parts []*Partition) {
 			w.finish(fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx))
 		}
 		p.waiters = nil
+		p.mu.Unlock()
+	}
+	if e.j != nil {
+		// A topic of the same name may be created again: a replay after
+		// a crash must not write the deleted partitions' records into its
+		// segments. No append gets past deleted; the barriers wait for
+		// the writes already queued, the checkpoint covers them.
+		for _, p := range parts {
+			if p != nil {
+				e.wq.barrier(p)
+			}
+		}
+		if err := e.checkpointJournal(); err != nil {
+			e.log.Warn("checkpointing the journal before deleting partitions", "err", err)
+		}
+	}
+	for _, p := range parts {
+		if p == nil {
+			continue
+		}
+		p.mu.Lock()
 		for _, s := range p.dirty {
 			s.release()
 		}
@@ -828,6 +890,10 @@ func (e *Engine) close() error {
 	e.wq.close()
 	var errs []error
 	offline := false
+	// What the last journal writes covered goes into the segments.
+	if err := e.closeJournal(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, p := range ps {
 		p.mu.Lock()
 		if p.failed != nil {
@@ -855,6 +921,30 @@ func (e *Engine) close() error {
 	}
 	e.releaseAll()
 	return errors.Join(errs...)
+}
+
+// closeJournal checkpoints and closes the journal, if one is in use.
+func (e *Engine) closeJournal() error {
+	if e.j == nil {
+		return nil
+	}
+	return e.j.close()
+}
+
+// checkpointJournal makes everything the journal holds durable in the
+// segments and moves its start past it, so a replay after a crash cannot
+// write those bytes again: called before an operation rewrites or
+// removes segment bytes other than by appending (truncations, topic
+// deletion). Every write of the partitions concerned must have completed
+// (barrier). It takes no partition lock; callers may hold one.
+func (e *Engine) checkpointJournal() error {
+	if e.j == nil {
+		return nil
+	}
+	if err := e.wq.drainJournal(); err != nil {
+		return err
+	}
+	return e.j.checkpoint()
 }
 
 func (e *Engine) releaseAll() {

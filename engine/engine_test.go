@@ -48,8 +48,13 @@ func testConfig(dir string) Config {
 	cfg.IOMode = testIOMode()
 	cfg.RetentionCheckInterval = time.Hour // tests call RunRetention
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Small: tests open many engines, in-memory ones copy the whole
+	// journal at every sync, and a small one wraps and checkpoints often.
+	cfg.JournalBytes = testJournalBytes
 	return cfg
 }
+
+const testJournalBytes = 256 << 10
 
 func mustOpen(t *testing.T, cfg Config) *Engine {
 	t.Helper()

@@ -323,6 +323,10 @@ func (p *Partition) TruncateTo(offset int64) error {
 		}
 		return p.fail(err)
 	}
+	// A replay after a crash must not write the removed bytes back.
+	if err := p.e.checkpointJournal(); err != nil {
+		return p.fail(err)
+	}
 	i := max(sort.Search(len(p.segs), func(i int) bool { return p.segs[i].base > offset })-1, 0)
 	seg := p.segs[i]
 	pos := seg.lookup(offset)
@@ -490,6 +494,9 @@ func (p *Partition) truncateFullyLocked(offset int64) error {
 		if rollingBack(err) {
 			return err
 		}
+		return p.fail(err)
+	}
+	if err := p.e.checkpointJournal(); err != nil {
 		return p.fail(err)
 	}
 	p.e.log.Info("restarting replica log", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "at", offset)

@@ -74,6 +74,8 @@ type uringQueue struct {
 	// uringOpened): the descriptor a write or fsync of seg uses, so tests
 	// can make the kernel fail one.
 	writeFd, syncFd func(seg *segment) int
+	// journalSyncFd, when set, is the descriptor the journal's fsync uses.
+	journalSyncFd func() int
 
 	// faults is the engine's ErrorFS when it wraps the OS file system
 	// (tests, --fault-injection): the ring bypasses the FS, so the owner
@@ -83,6 +85,17 @@ type uringQueue struct {
 	// that long. Owner only, apart from the FS's own locking.
 	faults   *vfs.ErrorFS
 	injected []injectedCQE // completions to apply at the next reap
+
+	// The journal (uring_journal.go), owner only: groups whose segment
+	// write completed wait in jPending for the next journal write; jio is
+	// the one in flight. jQueued counts groups queued so far, jDone the
+	// highest of them whose journal write completed; drains wait for it.
+	j        *journal
+	jPending []*ioGroup
+	jio      *jwIO
+	jQueued  uint64
+	jDone    uint64
+	drains   []jdrain
 }
 
 // Ring sizes. One round holds at most one chain (writev + fsync) per
@@ -107,6 +120,7 @@ const (
 	reqAppend  ioReqKind = iota
 	reqFlush             // fsync the dirty segments once writes below end completed
 	reqBarrier           // answer once every write queued so far completed
+	reqDrain             // answer once every group queued for the journal so far is in it
 )
 
 // ioReq is one request to the owner.
@@ -148,6 +162,13 @@ type partIO struct {
 	// undo is set while the partition is rolled back after writes failed
 	// for lack of space.
 	undo *undoState
+	// dropped are sent journal groups dropGroups dropped, for
+	// finishDropped.
+	dropped []*ioGroup
+	// jwaiting counts journal groups written but not done (waiting for
+	// the journal): they no longer hold the partition back, so its next
+	// segment write overlaps the journal write (busy: out > jwaiting).
+	jwaiting int
 }
 
 type ioWait struct {
@@ -169,8 +190,14 @@ type ioGroup struct {
 	refs    int   // segment refs held (one per append)
 	waiters []*waiter
 	sync    bool // an fsync is linked behind the write
-	gen     uint64
-	sentAt  time.Time // when prepared: the fsync latency runs from here
+	// jrnl: the group is made durable by a journal write (after its
+	// segment write completed: jq once queued, journaled once durable;
+	// jseq is its place in the journal queue).
+	jrnl, jq, journaled bool
+	dropped             bool // by dropGroups
+	jseq                uint64
+	gen                 uint64
+	sentAt              time.Time // when prepared: the fsync latency runs from here
 	// Fault seam (q.faults): checked once per group; the errno a write or
 	// fsync completes with instead of running, and when it may be sent.
 	checked           bool
@@ -183,7 +210,11 @@ type ioGroup struct {
 	pin                 runtime.Pinner
 }
 
-func (g *ioGroup) done() bool { return g.wrote && (!g.sync || g.synced) }
+func (g *ioGroup) done() bool {
+	// A dropped group (its partition failed or rolls back) that is not
+	// queued for the journal will never be: its write is all it waits for.
+	return g.wrote && (!g.sync || g.synced) && (!g.jrnl || g.journaled || g.dropped && !g.jq)
+}
 
 // ioFlush is an interval/close flush: one fsync per dirty segment.
 type ioFlush struct {
@@ -200,6 +231,8 @@ type opRef struct {
 	f    *ioFlush
 	seg  *segment // flush: the segment synced
 	sync bool
+	jw   *jwIO // a journal write's SQE
+	want int64 // journal write: the bytes it must write
 }
 
 type noteKind uint8
@@ -233,6 +266,11 @@ func newUringQueue(e *Engine) (*uringQueue, error) {
 	q := newUringState(e)
 	q.wakeFd = wakeFd
 	q.faults, _ = e.fs.(*vfs.ErrorFS)
+	if q.j != nil {
+		q.j.mu.Lock()
+		q.j.wake = q.kick // a checkpoint freed journal space
+		q.j.mu.Unlock()
+	}
 	ready := make(chan error, 1)
 	go q.run(ready)
 	if err := <-ready; err != nil {
@@ -258,6 +296,7 @@ func newUringState(e *Engine) *uringQueue {
 	return &uringQueue{
 		e:       e,
 		always:  e.cfg.Fsync == FsyncAlways,
+		j:       e.j,
 		wakeFd:  -1,
 		parts:   map[*Partition]*partIO{},
 		wakeBuf: new([8]byte),
@@ -445,7 +484,8 @@ func (q *uringQueue) run(ready chan<- error) {
 
 // idle reports that nothing is queued, in flight or waiting.
 func (q *uringQueue) idle() bool {
-	return q.inflight == 0 && len(q.ready) == 0 && len(q.flushes) == 0 && q.waits == 0 && len(q.injected) == 0
+	return q.inflight == 0 && len(q.ready) == 0 && len(q.flushes) == 0 && q.waits == 0 && len(q.injected) == 0 &&
+		len(q.jPending) == 0 && q.jio == nil && len(q.drains) == 0
 }
 
 // drain takes the intake and turns it into groups and waits. It reports
@@ -480,6 +520,11 @@ func (q *uringQueue) touch(p *Partition) { q.touched = append(q.touched, p) }
 
 // accept files one request. Owner only.
 func (q *uringQueue) accept(r ioReq) {
+	if r.kind == reqDrain {
+		q.drains = append(q.drains, jdrain{target: q.jQueued, reply: r.reply})
+		q.answerDrains()
+		return
+	}
 	pio := q.partIO(r.p)
 	if pio.undo != nil && pio.undo.sent && r.gen > pio.undo.gen {
 		pio.undo = nil // stamped after the rollback was applied
@@ -498,16 +543,21 @@ func (q *uringQueue) accept(r ioReq) {
 			q.note(ioNote{kind: noteReject, p: r.p, err: pio.undo.err, waiters: []*waiter{r.w}})
 			return
 		}
+		// Under the journal a group is one journal record, so it stays
+		// within a journal write; an append too large for one is synced
+		// in its segment (a linked fsync) instead.
+		jr := q.always && q.j != nil && q.j.fits(journalRecFixed+int64(len(r.p.dirName()))+int64(len(r.data)))
 		var g *ioGroup
 		if pio.unsent > 0 {
 			g = pio.groups[len(pio.groups)-1]
-			if g.seg != r.seg || g.pos+g.n != r.pos || g.gen != r.gen || len(g.bufs) >= maxGroupIovecs {
+			if g.seg != r.seg || g.pos+g.n != r.pos || g.gen != r.gen || len(g.bufs) >= maxGroupIovecs ||
+				g.jrnl != jr || jr && !q.j.fits(journalRecFixed+int64(len(r.p.dirName()))+g.n+int64(len(r.data))) {
 				g = nil
 			}
 		}
 		if g == nil {
 			pio.seq++
-			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, base: r.w.res.BaseOffset, sync: q.always, gen: r.gen}
+			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, base: r.w.res.BaseOffset, sync: q.always && !jr, jrnl: jr, gen: r.gen}
 			pio.groups = append(pio.groups, g)
 			pio.unsent++
 			if !pio.queued {
@@ -640,6 +690,9 @@ func (q *uringQueue) fill() {
 	}
 	clear(q.flushes[n:])
 	q.flushes = q.flushes[:n]
+	if q.j != nil {
+		q.fillJournal()
+	}
 }
 
 // sqe takes an SQE and a slot for ref. The caller checked space.
@@ -751,6 +804,13 @@ func (q *uringQueue) reap() {
 // settle retires finished groups and answers waits of the partitions that
 // had completions.
 func (q *uringQueue) settle() {
+	if q.j != nil {
+		// Queue newly written groups for the journal first: a barrier
+		// answered below is followed by a drain that must see them.
+		for _, p := range q.touched {
+			q.queueJournal(q.parts[p])
+		}
+	}
 	for _, p := range q.touched {
 		pio := q.parts[p]
 		q.retire(p, pio)
@@ -763,6 +823,10 @@ func (q *uringQueue) settle() {
 func (q *uringQueue) completed(ref opRef, res int32) {
 	if ref.f != nil {
 		q.flushCompleted(ref, res)
+		return
+	}
+	if ref.jw != nil {
+		q.journalCompleted(ref, res)
 		return
 	}
 	g := ref.g
@@ -796,6 +860,11 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		g.wrote = true
 		g.pin.Unpin()
 		g.iov = nil
+		if g.jrnl {
+			pio := q.parts[g.p]
+			pio.jwaiting++
+			pio.busy.Store(pio.out > pio.jwaiting)
+		}
 		// This write's own outcome: g.err may already hold its fsync's
 		// (an injected completion can be reaped first), which says
 		// nothing about the bytes in the file.
@@ -811,17 +880,27 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 			q.noteTorn(g, res, werr)
 		}
 	}
-	if g.done() {
-		g.bufs = nil
-		for ; g.refs > 0; g.refs-- {
-			g.seg.release()
-		}
-		pio := q.parts[g.p]
-		pio.out--
-		pio.busy.Store(pio.out > 0)
-		if pio.out == 0 && pio.torn != nil && (pio.failed != nil || pio.fatal != nil) {
-			q.cutTorn(g.p, pio)
-		}
+	q.finished(g)
+}
+
+// finished releases a group once it is done: its buffers, segment refs
+// and the partition's place in the kernel.
+func (q *uringQueue) finished(g *ioGroup) {
+	if !g.done() {
+		return
+	}
+	g.bufs = nil
+	for ; g.refs > 0; g.refs-- {
+		g.seg.release()
+	}
+	pio := q.parts[g.p]
+	pio.out--
+	if g.jrnl {
+		pio.jwaiting--
+	}
+	pio.busy.Store(pio.out > pio.jwaiting)
+	if pio.out == 0 && pio.torn != nil && (pio.failed != nil || pio.fatal != nil) {
+		q.cutTorn(g.p, pio)
 	}
 }
 
@@ -890,5 +969,9 @@ func (q *uringQueue) breakRing(err error) {
 		q.failPart(p, pio, err)
 		q.checkWaits(p, pio)
 	}
+	for _, d := range q.drains {
+		d.reply <- err
+	}
+	q.drains = nil
 	q.deliver()
 }

@@ -46,7 +46,10 @@ func (q *uringQueue) faultHold(pio *partIO) bool {
 			if _, partial, err := q.faults.CheckWrite(path); err != nil {
 				g.writeErr, g.partial = errnoOf(err), partial
 			}
-			if g.sync {
+			if g.sync || g.jrnl {
+				// Under the journal the injected fdatasync fault of a
+				// segment stands for its barrier, the journal write
+				// (queueJournal).
 				d, err := q.faults.Check(vfs.OpSync, path)
 				if err != nil {
 					g.syncErr = errnoOf(err)

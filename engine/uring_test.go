@@ -191,7 +191,9 @@ func TestUringWriteErrorFailsPartition(t *testing.T) {
 // A failed fsync (EINVAL: a pipe cannot be synced) is fatal for the
 // partition.
 func TestUringFsyncErrorFailsPartition(t *testing.T) {
-	e, q := openUring(t, testConfig(t.TempDir()))
+	cfg := testConfig(t.TempDir())
+	cfg.Journal = false // the per-partition linked fsync; TestUringJournalFsyncErrorFailsRound for the journal
+	e, q := openUring(t, cfg)
 	defer e.Close()
 	e.CreateTopic("f", 1, nil)
 	p := mustPartition(t, e, "f", 0)
@@ -212,6 +214,43 @@ func TestUringFsyncErrorFailsPartition(t *testing.T) {
 	}
 	if hw := p.Info().HighWatermark; hw != 1 {
 		t.Fatalf("HW %d moved past the failed fsync", hw)
+	}
+}
+
+// A failed journal fdatasync (EINVAL: a pipe cannot be synced) is fatal
+// for every partition of the round, as a failed fdatasync of each would
+// be, and the journal refuses later rounds.
+func TestUringJournalFsyncErrorFailsRound(t *testing.T) {
+	e, q := openUring(t, testConfig(t.TempDir()))
+	defer e.Close()
+	e.CreateTopic("f", 2, nil)
+	p0, p1 := mustPartition(t, e, "f", 0), mustPartition(t, e, "f", 1)
+	appendWait(t, p0, batchOf(0, 1))
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	q.journalSyncFd = func() int { return fds[0] }
+	w0, err := p0.Append(batchOf(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, err := p1.Append(batchOf(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []AppendWaiter{w0, w1} {
+		if _, err := w.Result(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "fdatasync") {
+			t.Fatalf("waiter err %v, want ErrStorage from fdatasync", err)
+		}
+	}
+	if hw := p0.Info().HighWatermark; hw != 1 {
+		t.Fatalf("HW %d moved past the failed journal fsync", hw)
+	}
+	if _, err := p0.Append(batchOf(1, 1)); !errors.Is(err, ErrStorage) {
+		t.Fatalf("append after the journal failed: %v", err)
 	}
 }
 

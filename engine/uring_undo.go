@@ -82,6 +82,7 @@ func (q *uringQueue) failPart(p *Partition, pio *partIO, err error) {
 	}
 	pio.failed = err
 	q.note(ioNote{kind: noteFail, p: p, err: err, waiters: pio.dropGroups(0)})
+	q.finishDropped(pio)
 	q.touch(p) // answers its barriers and drops its flushes
 	if pio.out == 0 && pio.torn != nil {
 		q.cutTorn(p, pio)
@@ -156,6 +157,7 @@ func (q *uringQueue) undo(p *Partition, pio *partIO) {
 			pio.undo = &undoState{gen: pio.groups[k].gen, err: fmt.Errorf("%w (%w)", pio.groups[k].err, errRollingBack)}
 		}
 		q.note(ioNote{kind: noteReject, p: p, err: pio.undo.err, waiters: pio.dropGroups(k)})
+		q.finishDropped(pio)
 	}
 	if pio.undo == nil || pio.undo.sent || pio.out > 0 || len(pio.groups) > 0 {
 		return
@@ -204,6 +206,16 @@ func (p *Partition) rollBack(seg *segment, pos, offset int64, gen uint64, cause 
 		"topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "to", offset, "log_end_was", from, "path", seg.path(logSuffix), "pos", pos, "err", cause)
 }
 
+// finishDropped finishes the journal groups dropGroups dropped whose
+// writes completed: they wait for nothing more (done).
+func (q *uringQueue) finishDropped(pio *partIO) {
+	for _, g := range pio.dropped {
+		q.finished(g)
+	}
+	clear(pio.dropped)
+	pio.dropped = pio.dropped[:0]
+}
+
 // dropGroups forgets the groups from index k on (every unsent group among
 // them: they follow the sent ones) and returns their waiters. Groups still
 // in the kernel keep their buffers pinned and their segment refs until
@@ -213,6 +225,10 @@ func (pio *partIO) dropGroups(k int) []*waiter {
 	for _, g := range pio.groups[k:] {
 		ws = append(ws, g.waiters...)
 		g.waiters = nil
+		g.dropped = true
+		if g.sent && g.jrnl {
+			pio.dropped = append(pio.dropped, g)
+		}
 		if !g.sent {
 			for ; g.refs > 0; g.refs-- {
 				g.seg.release()

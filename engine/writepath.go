@@ -39,6 +39,10 @@ type writeQueue interface {
 	// ringStats reports the io_uring ring's counters; false on the
 	// pwrite path.
 	ringStats() (iouring.Stats, bool)
+	// drainJournal returns once every append submitted so far that goes
+	// through the journal is in a completed journal write (or failed):
+	// a checkpoint after it covers them. It takes no partition lock.
+	drainJournal() error
 	// close flushes what was requested, completes every waiter and stops
 	// the queue.
 	close()
@@ -49,6 +53,10 @@ type writeQueue interface {
 // partition that asked since the last round, so many waiting appends cost
 // one fdatasync per dirty segment (group commit), and appends keep landing
 // while a round is in flight.
+//
+// With the journal (FsyncAlways and Config.Journal) a round is one journal
+// write of every append since the previous round plus one fdatasync of
+// the journal instead (syncjournal.go).
 type syncQueue struct {
 	e       *Engine
 	mu      sync.Mutex
@@ -56,6 +64,13 @@ type syncQueue struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
+	// Journal mode: guarded by mu.
+	j          *journal
+	jrecs      []syncRec
+	jSubmitted uint64 // appends queued for the journal so far
+	jDone      uint64 // of those, written (or failed)
+	jcond      *sync.Cond
+	compl      *syncCompleter
 }
 
 func newSyncQueue(e *Engine) *syncQueue {
@@ -65,6 +80,11 @@ func newSyncQueue(e *Engine) *syncQueue {
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
+		j:       e.j,
+	}
+	q.jcond = sync.NewCond(&q.mu)
+	if q.j != nil {
+		q.compl = newSyncCompleter(e)
 	}
 	go q.run()
 	return q
@@ -74,12 +94,17 @@ func (q *syncQueue) name() string { return "sync" }
 
 // submit completes an append written by write: at once under FsyncNever
 // and FsyncInterval, after the next flush round under FsyncAlways.
-func (q *syncQueue) submit(p *Partition, seg *segment, _ []byte, _, end int64, w *waiter) error {
+func (q *syncQueue) submit(p *Partition, seg *segment, data []byte, pos, end int64, w *waiter) error {
 	if p.replicated && end > p.rend {
 		// pwrite done: followers may read it before the flush, as in
 		// Kafka (leader and follower fsyncs overlap).
 		p.rend, p.rendSeg, p.rendPos = end, seg, seg.size
 		p.notify()
+	}
+	if q.j != nil {
+		p.waiters = append(p.waiters, w)
+		q.queueRecord(p, seg, data, pos, end)
+		return nil
 	}
 	if q.e.cfg.Fsync == FsyncAlways {
 		p.waiters = append(p.waiters, w)
@@ -122,6 +147,12 @@ func (q *syncQueue) write(seg *segment, data []byte, pos int64) error {
 var errWriteUndone = errors.New("segment truncated back to its last whole batch")
 
 func (q *syncQueue) requestFlush(p *Partition) {
+	if q.compl != nil {
+		// Not on the flusher: it must never wait for a partition lock
+		// (truncations wait for it holding one, drainJournal).
+		q.compl.add(syncNote{p: p, flush: true})
+		return
+	}
 	q.mu.Lock()
 	q.pending[p] = struct{}{}
 	q.mu.Unlock()
@@ -149,7 +180,13 @@ func (q *syncQueue) round() {
 	q.mu.Lock()
 	batch := q.pending
 	q.pending = make(map[*Partition]struct{}, len(batch))
+	recs, target := q.jrecs, q.jSubmitted
+	q.jrecs = nil
 	q.mu.Unlock()
+	if len(recs) > 0 {
+		q.e.stats.flushRounds.Add(1)
+		q.journalRound(recs, target)
+	}
 	if len(batch) == 0 {
 		return
 	}
@@ -184,4 +221,7 @@ func flushPartition(e *Engine, p *Partition) {
 func (q *syncQueue) close() {
 	close(q.stop)
 	<-q.done
+	if q.compl != nil {
+		q.compl.close()
+	}
 }

@@ -143,6 +143,9 @@ func TestDiskFullRecovery(t *testing.T) {
 	mnt := mountSmallFS(t, 96)
 	b := startBroker(t, filepath.Join(mnt, "data"),
 		"--segment-bytes", "4194304",
+		// The default 64 MiB journal would take most of the small file
+		// system up front.
+		"--journal-bytes", "4194304",
 		"--retention-check-interval", "500ms",
 		"--disk-check-interval", "200ms",
 		"--offsets-topic-partitions", "1",
@@ -386,6 +389,7 @@ func TestDiskFullTornTail(t *testing.T) {
 	mnt := mountSmallFS(t, 64)
 	b := startBroker(t, filepath.Join(mnt, "data"),
 		"--disk-check-interval", "3s",
+		"--journal-bytes", "4194304", // not 64 MiB of the 64 MiB file system
 		"--offsets-topic-partitions", "1",
 		"--log-level", "info")
 	ctx := testContext(t, 60*time.Second)

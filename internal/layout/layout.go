@@ -11,6 +11,7 @@
 //	    recovery-point-offset-checkpoint      RecoveryPointCheckpoint
 //	    replication-offset-checkpoint         ReplicationOffsetCheckpoint
 //	    .ringlog-clean-shutdown               CleanShutdownMarker
+//	    journal/journal.log                   JournalDir, JournalFile
 //	    <topic>-<partition>/                  PartitionDir
 //	        <base offset, 20 digits>.log      LogSuffix
 //	        ....index, ....timeindex          IndexSuffix, TimeIndexSuffix
@@ -48,6 +49,11 @@ const (
 	ReplicationOffsetCheckpoint = "replication-offset-checkpoint"
 	// CleanShutdownMarker is present only after a clean engine Close.
 	CleanShutdownMarker = ".ringlog-clean-shutdown"
+	// JournalDir/JournalFile is the broker-wide journal of the fsync
+	// always path (engine/journal.go); the directory name has no
+	// "-<partition>" suffix, so Open never takes it for a topic's.
+	JournalDir  = "journal"
+	JournalFile = "journal.log"
 )
 
 // Names inside a partition directory.

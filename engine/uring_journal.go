@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"fmt"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/iouring"
+)
+
+// The ring's journal rounds (owner only). Under the journal a group's
+// segment write goes out without an fsync; once it completed, and every
+// earlier group of its partition completed without error, the group is
+// queued for the journal (queueJournal). With no journal write in flight
+// the owner takes the queue (up to one write's worth) into one journal
+// write: a chain of WRITEVs of [header, data..., header, data...] from the
+// groups' own buffers, linked to one FSYNC(DATASYNC) of the journal
+// (fillJournal). Its completion makes every group in it done, and the
+// usual in-order retirement acknowledges them. A group that failed is
+// never journaled, nor anything of its partition after it, so a rollback
+// (uring_undo.go) never cuts bytes a replay would bring back.
+
+// jwIO is a journal write in the kernel.
+type jwIO struct {
+	w       *jwrite
+	groups  []*ioGroup
+	pending int
+	err     error
+	pin     runtime.Pinner
+	iovs    [][]unix.Iovec
+	sentAt  time.Time
+}
+
+// jdrain is a drainJournal waiting for the groups queued up to target.
+type jdrain struct {
+	target uint64
+	reply  chan error
+}
+
+// drainJournal asks the owner to answer once every group queued for the
+// journal so far is in a completed journal write.
+func (q *uringQueue) drainJournal() error {
+	if q.j == nil {
+		return nil
+	}
+	reply := make(chan error, 1)
+	if err := q.put(ioReq{kind: reqDrain, reply: reply}); err != nil {
+		return err
+	}
+	return <-reply
+}
+
+// answerDrains answers the drains the journal has caught up with.
+func (q *uringQueue) answerDrains() {
+	n := 0
+	for _, d := range q.drains {
+		if d.target <= q.jDone {
+			d.reply <- q.j.err()
+			continue
+		}
+		q.drains[n] = d
+		n++
+	}
+	clear(q.drains[n:])
+	q.drains = q.drains[:n]
+}
+
+// queueJournal queues pio's groups whose segment writes completed, in
+// order, stopping at the first one not written or failed.
+func (q *uringQueue) queueJournal(pio *partIO) {
+	if pio == nil || pio.failed != nil || pio.fatal != nil || pio.undo != nil {
+		return
+	}
+	for _, g := range pio.groups[:len(pio.groups)-pio.unsent] {
+		if g.err != nil || !g.wrote {
+			return
+		}
+		if !g.jrnl || g.jq {
+			continue
+		}
+		g.jq = true
+		if g.syncErr != 0 {
+			// An injected fdatasync fault of the segment: the
+			// partition's barrier failed, as a failed fdatasync would.
+			err := fmt.Errorf("%w: fdatasync %s: %w", ErrStorage, g.seg.path(logSuffix), g.syncErr)
+			g.journaled, g.err = true, err
+			pio.fatal = err
+			q.touch(g.p)
+			q.finished(g)
+			return
+		}
+		q.jQueued++
+		g.jseq = q.jQueued
+		q.jPending = append(q.jPending, g)
+	}
+}
+
+// fillJournal starts the next journal write when none is in flight.
+func (q *uringQueue) fillJournal() {
+	if q.jio != nil || len(q.jPending) == 0 {
+		return
+	}
+	if err := q.j.err(); err != nil {
+		gs := q.jPending
+		q.jPending = nil
+		q.failJournal(gs, err)
+		q.settle() // outside reap: retire the failed partitions now
+		q.deliver()
+		return
+	}
+	var recs []jrec
+	var n int64
+	bufs := 0
+	k := 0
+	for ; k < len(q.jPending); k++ {
+		g := q.jPending[k]
+		r := jrec{p: g.p, name: g.p.dirName(), seg: g.seg, pos: g.pos, bufs: g.bufs, n: g.n}
+		if k > 0 && n+r.size() > q.j.maxWrite {
+			break
+		}
+		recs = append(recs, r)
+		n += r.size()
+		bufs += 1 + len(g.bufs)
+	}
+	need := 2 + (bufs+maxGroupIovecs-1)/maxGroupIovecs
+	if need > int(q.ring.SQSpace()) || q.inflight+need > q.maxInfl {
+		return // next round
+	}
+	w := q.j.plan(recs)
+	if w == nil {
+		q.j.kickCheckpoint() // its completion wakes the owner (journal.wake)
+		return
+	}
+	jio := &jwIO{w: w, groups: append([]*ioGroup(nil), q.jPending[:k]...), sentAt: time.Now()}
+	q.jPending = append(q.jPending[:0:0], q.jPending[k:]...)
+	q.jio = jio
+	fd := q.j.f.Fd()
+	if q.faults != nil {
+		// The journal file's own faults: a failed write fails the round.
+		if _, _, err := q.faults.CheckWrite(q.j.path); err != nil {
+			q.injected = append(q.injected, injectedCQE{opRef{jw: jio, want: w.n}, -int32(errnoOf(err))})
+			jio.pending++
+			return
+		}
+	}
+	if w.wrapPos >= 0 {
+		jio.pin.Pin(&w.wrapHdr[0])
+		sqe := q.sqe(opRef{jw: jio, want: int64(len(w.wrapHdr))})
+		iouring.PrepWrite(sqe, fd, w.wrapHdr, uint64(w.wrapPos))
+		sqe.SetFlags(iouring.SQEIOLink)
+		jio.pending++
+	}
+	off := w.pos
+	for parts := w.parts; len(parts) > 0; {
+		c := parts[:min(len(parts), maxGroupIovecs)]
+		parts = parts[len(c):]
+		iov := make([]unix.Iovec, len(c))
+		var m int64
+		for i, b := range c {
+			jio.pin.Pin(&b[0])
+			iov[i].Base = &b[0]
+			iov[i].SetLen(len(b))
+			m += int64(len(b))
+		}
+		jio.pin.Pin(&iov[0])
+		jio.iovs = append(jio.iovs, iov)
+		sqe := q.sqe(opRef{jw: jio, want: m})
+		iouring.PrepWritev(sqe, fd, iov, uint64(off))
+		sqe.SetFlags(iouring.SQEIOLink)
+		off += m
+		jio.pending++
+	}
+	// The fsync runs only after every write of the chain succeeded in
+	// full; a failed or short one cancels it.
+	if q.journalSyncFd != nil {
+		fd = q.journalSyncFd()
+	}
+	iouring.PrepFsync(q.sqe(opRef{jw: jio, sync: true}), fd, true)
+	jio.pending++
+}
+
+// journalCompleted applies one completion of the journal write in flight.
+func (q *uringQueue) journalCompleted(ref opRef, res int32) {
+	jio := ref.jw
+	jio.pending--
+	var err error
+	switch {
+	case res == -int32(syscall.ECANCELED):
+		// Behind a failed write of the chain, which says what went wrong.
+	case res < 0:
+		err = syscall.Errno(-res)
+	case ref.sync:
+		q.e.stats.fsyncLatency.observe(time.Since(jio.sentAt))
+		err = vfs.Synced(q.j.f) // a crashable FS counts the journal durable now
+	case int64(res) != ref.want:
+		err = fmt.Errorf("short write %d of %d", res, ref.want)
+	}
+	if err != nil && jio.err == nil {
+		op := "write"
+		if ref.sync {
+			op = "fdatasync"
+		}
+		jio.err = fmt.Errorf("%w: %s %s: %v", ErrStorage, op, q.j.path, err)
+	}
+	if jio.pending > 0 {
+		return
+	}
+	jio.pin.Unpin()
+	jio.iovs = nil
+	q.jio = nil
+	if jio.err != nil {
+		q.j.fail(jio.err)
+		gs := append(jio.groups, q.jPending...)
+		q.jPending = nil
+		q.failJournal(gs, jio.err)
+		return
+	}
+	q.j.settle(jio.w)
+	for _, g := range jio.groups {
+		g.journaled = true
+		q.touch(g.p)
+		q.finished(g)
+	}
+	q.jDone = max(q.jDone, jio.groups[len(jio.groups)-1].jseq)
+	q.answerDrains()
+}
+
+// failJournal fails groups whose journal write failed (or cannot be
+// made): fatal for their partitions, as a failed fdatasync is.
+func (q *uringQueue) failJournal(gs []*ioGroup, err error) {
+	for _, g := range gs {
+		g.journaled = true
+		if g.err == nil {
+			g.err = err
+		}
+		if pio := q.parts[g.p]; pio.fatal == nil {
+			pio.fatal = err
+		}
+		q.touch(g.p)
+		q.finished(g)
+		q.jDone = max(q.jDone, g.jseq)
+	}
+	q.answerDrains()
+}
