@@ -31,7 +31,7 @@ type Config struct {
 	// Other fsync policies never use it.
 	Journal bool
 	// JournalBytes is the journal file's size, preallocated (64 MiB, at
-	// least MinJournalBytes). A checkpoint starts when an eighth is used.
+	// least MinJournalBytes). A checkpoint starts after 1 MiB (or an eighth, if less) was written.
 	JournalBytes int64
 	// Defaults apply to topics that do not override them.
 	Defaults TopicConfig

@@ -151,8 +151,9 @@
 // than a header is left) and goes on at byte 4096. An append larger than
 // a quarter of the journal is fdatasynced in its segment instead.
 //
-// Checkpoints run in the background once an eighth of the journal is
-// used (smaller checkpoints, shorter disk stalls), at
+// Checkpoints run in the background after every 1 MiB written (an eighth
+// of the journal if that is less: many small checkpoints stall the
+// journal's fdatasyncs less than few large ones), at
 // Close, and before anything rewrites segment bytes other than by
 // appending (TruncateTo, TruncateFullyAndStartAt, topic and partition
 // deletion): every segment written by journaled appends is fdatasynced,
