@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/vfs"
 )
 
@@ -241,21 +242,30 @@ func TestJournalWrapCheckpointCrash(t *testing.T) {
 			cfg.FS = after
 			e2 := mustOpen(t, cfg)
 			for part := int32(0); part < 3; part++ {
-				recs := readAll(t, mustPartition(t, e2, "w", part), 0)
-				checkSequence(t, recs, 0, nil)
-				got := map[int64]string{}
-				for _, r := range recs {
-					got[r.Offset] = string(r.Value)
-				}
-				for o, v := range acked[part] {
-					if got[o] != v {
-						t.Fatalf("seed %d partition %d offset %d: acked %q, recovered %q", seed, part, o, v, got[o])
-					}
-				}
+				checkAcked(t, mustPartition(t, e2, "w", part), acked[part], fmt.Sprintf("seed %d partition %d", seed, part))
 			}
 			e2.Close()
 		}
 	})
+}
+
+// checkAcked reads p after a crash: the offsets are a gapless sequence
+// from 0 and every acknowledged value (by offset) was recovered. It
+// returns the records read.
+func checkAcked(t *testing.T, p *Partition, acked map[int64]string, what string) []batchtest.DecodedRecord {
+	t.Helper()
+	recs := readAll(t, p, 0)
+	checkSequence(t, recs, 0, nil)
+	got := map[int64]string{}
+	for _, r := range recs {
+		got[r.Offset] = string(r.Value)
+	}
+	for o, v := range acked {
+		if got[o] != v {
+			t.Fatalf("%s offset %d: acked %q, recovered %q (%d records)", what, o, v, got[o], len(recs))
+		}
+	}
+	return recs
 }
 
 // awaitAck waits for an append of valuesBatch(v, n) and records its
