@@ -38,10 +38,24 @@ func openUring(t *testing.T, cfg Config) (*Engine, *uringQueue) {
 	return e, q
 }
 
-// Many partitions under FsyncAlways: data is intact and each enter carries
-// many partitions' writes and fsyncs.
+// Many partitions under FsyncAlways: data is intact, and durability is
+// batched across partitions: with the journal, one journal write carries
+// many partitions' groups; without it, each enter carries many
+// partitions' writes and fsyncs. (With the journal a group's segment
+// write and its journal write go in different enters, so SQEs per enter
+// is not the measure there.)
 func TestUringManyPartitionsFsyncAlways(t *testing.T) {
-	e, _ := openUring(t, testConfig(t.TempDir()))
+	for _, journal := range []bool{true, false} {
+		t.Run(fmt.Sprintf("journal=%v", journal), func(t *testing.T) {
+			cfg := testConfig(t.TempDir())
+			cfg.Journal = journal
+			uringManyPartitions(t, cfg)
+		})
+	}
+}
+
+func uringManyPartitions(t *testing.T, cfg Config) {
+	e, _ := openUring(t, cfg)
 	defer e.Close()
 	const parts, writers, per = 64, 128, 20
 	e.CreateTopic("m", parts, map[string]string{"segment.bytes": "16384"})
@@ -85,8 +99,12 @@ func TestUringManyPartitionsFsyncAlways(t *testing.T) {
 		}
 	}
 	st := e.Stats()
-	t.Logf("%d appends, %d fdatasyncs, %d enters, %d SQEs (%.1f per enter)", st.Appends, st.Fdatasyncs, st.RingEnters, st.RingSQEs, st.SQEsPerEnter())
-	if st.SQEsPerEnter() < 3 {
+	t.Logf("%d appends, %d fdatasyncs, %d enters, %d SQEs (%.1f per enter), %d journal writes of %d records", st.Appends, st.Fdatasyncs, st.RingEnters, st.RingSQEs, st.SQEsPerEnter(), st.JournalWrites, st.JournalRecords)
+	if cfg.Journal {
+		if st.JournalWrites == 0 || float64(st.JournalRecords)/float64(st.JournalWrites) < 3 {
+			t.Fatalf("%d journal writes for %d records: rounds are not batched across partitions", st.JournalWrites, st.JournalRecords)
+		}
+	} else if st.SQEsPerEnter() < 3 {
 		t.Fatalf("%.2f SQEs per io_uring_enter: writes are not batched across partitions", st.SQEsPerEnter())
 	}
 	if st.Fdatasyncs >= st.Appends {
