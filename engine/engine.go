@@ -486,6 +486,7 @@ func (p *Partition) recover(clean bool, recoveryPoint int64) error {
 			return err
 		}
 		s.size = bad
+		s.forgetTail()
 		// Stale index files could point past the new end.
 		p.e.fs.Remove(s.path(indexSuffix))
 		p.e.fs.Remove(s.path(timeIndexSuffix))

@@ -482,6 +482,9 @@ func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, e
 		limit = endPos
 	}
 	pos := seg.lookup(offset)
+	if tp, ok := seg.tailStart(offset); ok && tp > pos {
+		pos = tp
+	}
 	var first batchHeader
 	// An emptied producer batch (compaction) is skipped when records
 	// follow: a response holding nothing but an empty batch makes some

@@ -398,6 +398,7 @@ func (p *Partition) truncateAt(i int, pos, newEnd int64, shared bool) error {
 	p.e.fs.SyncDir(p.dir)
 	// Rebuild the segment's in-memory state from its remaining headers.
 	seg.index, seg.tindex, seg.sinceIndex, seg.next, seg.maxTs, seg.maxTsAt, seg.size = nil, nil, 0, seg.base, -1, -1, 0
+	seg.forgetTail()
 	if bad, why := seg.scan(0, pos, false, p.topic.config().IndexIntervalBytes); bad >= 0 {
 		return p.fail(fmt.Errorf("rescanning %s after truncation: %v", seg.path(logSuffix), why))
 	}

@@ -64,8 +64,14 @@ type segment struct {
 	// sinceIndex counts bytes appended since the last index entry.
 	sinceIndex int64
 	createdMs  int64 // for segment.ms
-	refs       atomic.Int32
-	closeOnce  sync.Once
+	// tail holds the headers of the last batches noted, oldest first
+	// from tailNext: fetches read at the log end, and every header
+	// found here is a pread saved (one per partition read otherwise).
+	tail      [tailHeaders]tailEntry
+	tailNext  int
+	tailLen   int
+	refs      atomic.Int32
+	closeOnce sync.Once
 }
 
 func (s *segment) path(suffix string) string {
@@ -81,6 +87,52 @@ func (s *segment) release() {
 		s.closeOnce.Do(func() { s.log.Close() })
 	}
 }
+
+// tailHeaders is how many of a segment's last batch headers stay in
+// memory.
+const tailHeaders = 16
+
+type tailEntry struct {
+	pos int64
+	h   batchHeader
+}
+
+// tailAt returns the i-th newest remembered header (0: the last noted).
+func (s *segment) tailAt(i int) tailEntry {
+	return s.tail[(s.tailNext-1-i+2*tailHeaders)%tailHeaders]
+}
+
+// cachedHeader returns the remembered header of the batch at pos.
+// Positions grow with appends, so the walk stops at the first older one.
+func (s *segment) cachedHeader(pos int64) (batchHeader, bool) {
+	for i := range s.tailLen {
+		e := s.tailAt(i)
+		if e.pos == pos {
+			return e.h, true
+		}
+		if e.pos < pos {
+			break
+		}
+	}
+	return batchHeader{}, false
+}
+
+// tailStart returns the position of the newest remembered batch whose
+// base offset is at or below offset: the batch holding offset (or the
+// first after it) is there or later, so a read can start there instead
+// of at the sparse index entry.
+func (s *segment) tailStart(offset int64) (int64, bool) {
+	for i := range s.tailLen {
+		if e := s.tailAt(i); e.h.baseOffset <= offset {
+			return e.pos, true
+		}
+	}
+	return 0, false
+}
+
+// forgetTail drops the remembered headers: every truncation of a
+// segment calls it, since later appends reuse the positions.
+func (s *segment) forgetTail() { s.tailNext, s.tailLen = 0, 0 }
 
 // noteBatch updates the in-memory indexes for a batch written at pos.
 // indexInterval 0 indexes every batch.
@@ -98,6 +150,9 @@ func (s *segment) noteBatch(h batchHeader, pos int64, indexInterval int32) {
 	}
 	s.size = pos + int64(h.size)
 	s.next = h.lastOffset() + 1
+	s.tail[s.tailNext] = tailEntry{pos: pos, h: h}
+	s.tailNext = (s.tailNext + 1) % tailHeaders
+	s.tailLen = min(s.tailLen+1, tailHeaders)
 }
 
 // lookup returns the position of the last indexed batch starting at or
@@ -123,6 +178,9 @@ func (s *segment) lookupPos(pos int64) int64 {
 
 // readHeader reads the header of the batch at pos without validating it.
 func (s *segment) readHeader(pos int64) (batchHeader, error) {
+	if h, ok := s.cachedHeader(pos); ok {
+		return h, nil
+	}
 	var buf [records.HeaderSize]byte
 	if _, err := s.log.ReadAt(buf[:], pos); err != nil {
 		return batchHeader{}, fmt.Errorf("%w: read %s at %d: %v", ErrStorage, s.path(logSuffix), pos, err)
