@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -16,8 +17,7 @@ import (
 	"github.com/ringlog/ringlog/iouring"
 )
 
-// uringQueue is the io_uring write path. One owner goroutine, locked to its
-// OS thread (SINGLE_ISSUER), owns the ring. Appends from every partition
+// uringQueue is the io_uring write path. One owner goroutine owns the ring. Appends from every partition
 // land in one intake list; each round the owner turns a partition's queued
 // appends into one group, a single (p)writev of their contiguous bytes,
 // with FsyncAlways followed by a linked FSYNC(DATASYNC), and submits all
@@ -36,9 +36,15 @@ type uringQueue struct {
 	e      *Engine
 	ring   *iouring.Ring // owner only
 	always bool          // FsyncAlways: link an fsync behind every group
-	wakeFd int           // eventfd; a READ of it is always armed in the ring
-	parked atomic.Bool   // owner is (about to be) waiting in io_uring_enter
-	active atomic.Bool   // requests are in the kernel: a completion will wake the owner
+	// wakeFd is an eventfd registered with the ring: the kernel signals it
+	// when it posts completions, appenders and close when they need the
+	// owner. The owner waits by reading it through evf, in the Go
+	// netpoller: no thread sits blocked in io_uring_enter, which cost a
+	// P handoff (and kept sysmon polling) at every wait.
+	wakeFd int
+	evf    *os.File
+	parked atomic.Bool // owner is (about to be) waiting for the eventfd
+	active atomic.Bool // requests are in the kernel: a completion will wake the owner
 
 	mu      sync.Mutex
 	intake  []ioReq
@@ -47,19 +53,16 @@ type uringQueue struct {
 	fdGone  bool  // wakeFd is closed: timers must not write it
 
 	// Owner-only state.
-	parts     map[*Partition]*partIO
-	ready     []*Partition // partitions with unsent groups
-	flushes   []*ioFlush   // fsyncs ready to be prepared
-	touched   []*Partition // partitions with completions this round
-	slots     []opRef
-	free      []uint32
-	inflight  int // SQEs in the kernel, the wakeup read excluded
-	maxInfl   int
-	waits     int // barriers and flushes not yet answered
-	wakeBuf   *[8]byte
-	wakePin   runtime.Pinner
-	wakeArmed bool
-	leaked    []*ioGroup // buffers the kernel may still use after a ring failure
+	parts    map[*Partition]*partIO
+	ready    []*Partition // partitions with unsent groups
+	flushes  []*ioFlush   // fsyncs ready to be prepared
+	touched  []*Partition // partitions with completions this round
+	slots    []opRef
+	free     []uint32
+	inflight int // SQEs in the kernel
+	maxInfl  int
+	waits    int        // barriers and flushes not yet answered
+	leaked   []*ioGroup // buffers the kernel may still use after a ring failure
 
 	// Owner to completer handoff.
 	nmu          sync.Mutex
@@ -105,7 +108,6 @@ const (
 	uringSQEntries = 1024
 	uringCQEntries = 4096
 	maxGroupIovecs = 1024 // IOV_MAX
-	wakeUserData   = ^uint64(0)
 	// waitDivisor: the owner waits for 1/waitDivisor of the SQEs in flight.
 	waitDivisor = 8
 	// uringMaxBlockingWorkers caps the kernel threads running blocking
@@ -259,12 +261,15 @@ type ioNote struct {
 }
 
 func newUringQueue(e *Engine) (*uringQueue, error) {
-	wakeFd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	wakeFd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return nil, fmt.Errorf("eventfd: %w", err)
 	}
 	q := newUringState(e)
 	q.wakeFd = wakeFd
+	// Non-blocking, so os.NewFile makes it pollable: reads park the owner
+	// goroutine instead of blocking its thread.
+	q.evf = os.NewFile(uintptr(wakeFd), "ring-eventfd")
 	q.faults, _ = e.fs.(*vfs.ErrorFS)
 	if q.j != nil {
 		q.j.mu.Lock()
@@ -275,7 +280,7 @@ func newUringQueue(e *Engine) (*uringQueue, error) {
 	go q.run(ready)
 	if err := <-ready; err != nil {
 		<-q.ownerDn
-		unix.Close(wakeFd)
+		q.evf.Close()
 		return nil, err
 	}
 	go q.complete()
@@ -299,7 +304,6 @@ func newUringState(e *Engine) *uringQueue {
 		j:       e.j,
 		wakeFd:  -1,
 		parts:   map[*Partition]*partIO{},
-		wakeBuf: new([8]byte),
 		notify:  make(chan struct{}, 1),
 		stopC:   make(chan struct{}),
 		ownerDn: make(chan struct{}),
@@ -407,8 +411,8 @@ func (q *uringQueue) close() {
 	q.mu.Lock()
 	q.fdGone = true
 	q.mu.Unlock()
-	if q.wakeFd >= 0 {
-		unix.Close(q.wakeFd)
+	if q.evf != nil {
+		q.evf.Close()
 		q.wakeFd = -1
 	}
 }
@@ -416,11 +420,19 @@ func (q *uringQueue) close() {
 // run is the owner goroutine.
 func (q *uringQueue) run(ready chan<- error) {
 	defer close(q.ownerDn)
-	// With SINGLE_ISSUER only the creating thread may submit.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	ring, err := iouring.New(uringSQEntries, iouring.WithCQSize(uringCQEntries))
+	// Completions must reach the eventfd while the owner is parked
+	// outside io_uring_enter: no DEFER_TASKRUN (it posts them only inside
+	// an enter), and so no SINGLE_ISSUER either, since the owner
+	// goroutine is not locked to a thread. Nor COOP_TASKRUN: a thread
+	// that submitted may sleep for long in the Go scheduler, and work the
+	// kernel queues for it must not wait for it to wake.
+	ring, err := iouring.New(uringSQEntries, iouring.WithCQSize(uringCQEntries), iouring.WithSetupFlags(iouring.SetupSubmitAll))
 	if err != nil {
+		ready <- err
+		return
+	}
+	if err := ring.RegisterEventfd(q.wakeFd); err != nil {
+		ring.Close()
 		ready <- err
 		return
 	}
@@ -442,8 +454,6 @@ func (q *uringQueue) run(ready chan<- error) {
 	for i := range q.free {
 		q.free[i] = uint32(q.maxInfl - 1 - i)
 	}
-	q.wakePin.Pin(q.wakeBuf)
-	defer q.wakePin.Unpin()
 	ready <- nil
 
 	for {
@@ -452,34 +462,53 @@ func (q *uringQueue) run(ready chan<- error) {
 		if closing && q.idle() {
 			break
 		}
-		// Announce the wait, then look once more: an appender that queued
-		// after the drain either is seen here or sees parked and writes the
-		// eventfd, which completes the armed read and ends the wait.
+		if _, err := ring.Submit(); err != nil && !errors.Is(err, iouring.ErrCQOverflow) {
+			q.breakRing(err)
+			return
+		}
 		// Wait for a share of what is in flight, not just the first
 		// completion: parallel fsyncs end close together, and reaping them
 		// in one round lets the next submission carry all their
 		// partitions' new appends instead of one partition per enter.
+		// Announce the wait, then look once more: an appender that queued
+		// after the drain either is seen here or sees parked and writes the
+		// eventfd, which ends the wait.
 		wait := uint32(max(1, q.inflight/waitDivisor))
 		q.parked.Store(true)
-		q.mu.Lock()
-		if len(q.intake) > 0 || q.closing != closing || len(q.injected) > 0 {
-			wait = 0
+		for ring.CQReady() < wait {
+			q.mu.Lock()
+			pending := len(q.intake) > 0 || q.closing != closing || len(q.injected) > 0
+			q.mu.Unlock()
+			if pending {
+				break
+			}
+			if err := q.waitWake(); err != nil {
+				q.parked.Store(false)
+				q.breakRing(err)
+				return
+			}
+			if ring.CQReady() == 0 {
+				// Not a completion: an appender, close, or a fault
+				// timer (kick) that needs another fill.
+				break
+			}
 		}
-		q.mu.Unlock()
-		_, err := ring.SubmitAndWait(wait)
 		q.parked.Store(false)
-		if err != nil && !errors.Is(err, iouring.ErrCQOverflow) {
-			q.breakRing(err)
-			return
-		}
 		q.reap()
 		// Cleared only once nothing is in the kernel, and before the next
 		// drain, which then sees whatever was queued while it was set.
 		q.active.Store(q.inflight > 0)
 		q.deliver()
 	}
-	q.retireWakeup()
 	ring.Close()
+}
+
+// waitWake parks the owner until the eventfd fires (a completion, an
+// appender, close or a fault timer) and consumes the signal.
+func (q *uringQueue) waitWake() error {
+	var b [8]byte
+	_, err := q.evf.Read(b[:])
+	return err
 }
 
 // idle reports that nothing is queued, in flight or waiting.
@@ -635,15 +664,6 @@ func (pio *partIO) writtenUpTo(seq uint64) bool {
 // none in the kernel) and ready flushes, while the SQ and CQ have room.
 func (q *uringQueue) fill() {
 	r := q.ring
-	if !q.wakeArmed {
-		sqe := r.GetSQE()
-		if sqe == nil {
-			return
-		}
-		iouring.PrepRead(sqe, q.wakeFd, q.wakeBuf[:], 0)
-		sqe.SetUserData(wakeUserData)
-		q.wakeArmed = true
-	}
 	n := 0
 	for _, p := range q.ready {
 		pio := q.parts[p]
@@ -788,10 +808,6 @@ func (q *uringQueue) reap() {
 		q.completed(c.ref, c.res)
 	}
 	q.ring.ForEachCQE(func(c iouring.CQE) {
-		if c.UserData == wakeUserData {
-			q.wakeArmed = false
-			return
-		}
 		ref := q.slots[c.UserData]
 		q.slots[c.UserData] = opRef{}
 		q.free = append(q.free, uint32(c.UserData))
@@ -930,22 +946,6 @@ func (q *uringQueue) flushCompleted(ref opRef, res int32) {
 }
 
 func (q *uringQueue) note(n ioNote) { q.notes = append(q.notes, n) }
-
-// retireWakeup completes the armed eventfd read so no request refers to
-// wakeBuf when the ring closes.
-func (q *uringQueue) retireWakeup() {
-	if !q.wakeArmed {
-		return
-	}
-	q.wake()
-	for q.wakeArmed {
-		if _, err := q.ring.SubmitAndWait(1); err != nil && !errors.Is(err, iouring.ErrCQOverflow) {
-			return
-		}
-		q.reap()
-	}
-	q.deliver()
-}
 
 // breakRing handles a failed io_uring_enter: the ring is unusable. Every
 // partition with work fails, later requests are refused, and buffers the

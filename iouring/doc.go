@@ -16,13 +16,20 @@
 // # Threading model
 //
 // A Ring is single-owner and not safe for concurrent use. New asks for
-// SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|SUBMIT_ALL and drops flags newest
-// first while the kernel answers EINVAL. With SINGLE_ISSUER only the thread
-// that created the ring may enter it (others get ErrWrongThread), so the
-// owner calls runtime.LockOSThread before New and keeps it until Close. With
-// DEFER_TASKRUN, completions are only posted while the owner is inside
-// io_uring_enter with GETEVENTS, which is why Submit always passes it on
-// such rings.
+// SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|SUBMIT_ALL (or WithSetupFlags)
+// and drops flags newest first while the kernel answers EINVAL. With
+// SINGLE_ISSUER only the thread that created the ring may enter it (others
+// get ErrWrongThread), so such an owner calls runtime.LockOSThread before
+// New and keeps it until Close. With DEFER_TASKRUN, completions are only
+// posted while the owner is inside io_uring_enter with GETEVENTS, which is
+// why Submit always passes it on such rings.
+//
+// The storage engine's owner does not block in io_uring_enter: in Go a
+// thread blocked in a syscall loses its P to sysmon, and a locked thread
+// then needs a handoff of its own to run again. It sets the ring up with
+// SUBMIT_ALL only, registers an eventfd (RegisterEventfd) that the kernel
+// signals as it posts completions, submits without waiting and parks on the
+// eventfd in the Go netpoller.
 //
 // Memory referenced by a prepared SQE (buffers, iovec arrays) must stay
 // reachable and unmoved until its CQE is reaped: the owner pins it
@@ -50,6 +57,6 @@
 //   - An FSYNC is not ordered after writes still in flight: link it behind
 //     the writes it must cover (SQEIOLink).
 //   - Close unmaps the rings and closes the ring descriptor; the owner
-//     first reaps every op it submitted (the engine also retires its
-//     armed eventfd read) so no buffer is in the kernel after it.
+//     first reaps every op it submitted, so no buffer is in the kernel
+//     after it.
 package iouring

@@ -360,6 +360,23 @@ func (r *Ring) ForEachCQE(fn func(CQE)) int {
 	return int(tail - head)
 }
 
+// RegisterEventfd makes the kernel signal the eventfd fd whenever it
+// posts completions, so an owner can wait for them somewhere else than in
+// io_uring_enter: in the Go netpoller, without a thread blocked in a
+// syscall. Signals may be coalesced or spurious: after a wake-up, look at
+// CQReady. The ring must not be set up with DEFER_TASKRUN, which posts
+// completions only inside io_uring_enter.
+func (r *Ring) RegisterEventfd(fd int) error {
+	if r.fd < 0 {
+		return ErrClosed
+	}
+	efd := int32(fd)
+	if err := sysRegister(r.fd, registerEventfd, unsafe.Pointer(&efd), 1); err != nil {
+		return fmt.Errorf("iouring: register eventfd: %w", err)
+	}
+	return nil
+}
+
 // SetIOWQMaxWorkers caps the kernel's async worker threads that serve this
 // ring: bounded ones run work that blocks on a file (fsync, and writes
 // that cannot complete inline), unbounded ones the rest. The kernel's

@@ -486,3 +486,61 @@ func TestSetIOWQMaxWorkers(t *testing.T) {
 		t.Fatalf("caps read back %d/%d, %v; want bounded 64", b, u, err)
 	}
 }
+
+// A registered eventfd fires for completions the kernel posts while no
+// one is inside io_uring_enter (an fsync finishing on an io-wq worker
+// after a submit that did not wait), so an owner can wait for them in
+// the Go netpoller. DEFER_TASKRUN would hold them back until the next
+// enter; the ring is set up without it.
+func TestRegisteredEventfdSignalsCompletions(t *testing.T) {
+	r := newTestRing(t, 8, WithSetupFlags(SetupSubmitAll))
+	if r.SetupFlags()&SetupDeferTaskrun != 0 {
+		t.Fatal("DEFER_TASKRUN set although not asked for")
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(efd)
+	if err := r.RegisterEventfd(efd); err != nil {
+		t.Fatal(err)
+	}
+	f := tempFile(t)
+	buf := bytes.Repeat([]byte("x"), 4096)
+	w := r.GetSQE()
+	PrepWrite(w, int(f.Fd()), buf, 0)
+	w.SetFlags(SQEIOLink)
+	w.SetUserData(1)
+	s := r.GetSQE()
+	PrepFsync(s, int(f.Fd()), true)
+	s.SetUserData(2)
+	if n, err := r.Submit(); err != nil || n != 2 {
+		t.Fatalf("Submit = %d, %v", n, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	fired := false
+	for r.CQReady() < 2 {
+		// Wait on the eventfd only, never in io_uring_enter.
+		fds := []unix.PollFd{{Fd: int32(efd), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, 1000); err != nil && err != syscall.EINTR {
+			t.Fatal(err)
+		}
+		if fds[0].Revents&unix.POLLIN != 0 {
+			var b [8]byte
+			if _, err := unix.Read(efd, b[:]); err != nil {
+				t.Fatal(err)
+			}
+			fired = true
+		} else if time.Now().After(deadline) {
+			t.Fatalf("eventfd never fired; %d completions posted", r.CQReady())
+		}
+	}
+	var b [8]byte
+	if _, err := unix.Read(efd, b[:]); !fired && err != nil {
+		t.Fatalf("completions posted without signalling the eventfd: %v", err)
+	}
+	got := byUserData(reapN(t, r, 2))
+	if got[1].Res != 4096 || got[2].Res != 0 {
+		t.Fatalf("completions %+v", got)
+	}
+}

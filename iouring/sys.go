@@ -196,6 +196,9 @@ func sysEnter(fd int, toSubmit, minComplete, flags uint32) (int, error) {
 // registerIOWQMaxWorkers is IORING_REGISTER_IOWQ_MAX_WORKERS (5.15).
 const registerIOWQMaxWorkers = 19
 
+// registerEventfd is IORING_REGISTER_EVENTFD (5.1).
+const registerEventfd = 4
+
 func sysRegister(fd int, op uint32, arg unsafe.Pointer, n uint32) error {
 	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_REGISTER, uintptr(fd), uintptr(op), uintptr(arg), uintptr(n), 0, 0)
 	if errno != 0 {
