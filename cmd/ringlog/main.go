@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/ringlog/ringlog/loadgen"
@@ -21,6 +22,12 @@ var (
 
 func main() {
 	loadgen.Version, loadgen.Commit = version, commit // recorded in result.json
+	// The load generator's clients allocate per message as the broker
+	// does per request: the same GC target for every command (serve's
+	// --gc-percent then sets its own), unless GOGC says otherwise.
+	if _, ok := os.LookupEnv("GOGC"); !ok {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	app := &cli.App{
 		Name:    "ringlog",
 		Usage:   "Kafka-compatible replicated log broker and benchmark harness",
