@@ -1,36 +1,46 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"os"
+	"runtime/debug"
 	"testing"
 )
 
-// The broker's GC target as the Go runtime reports it
-// (go_gc_gogc_percent): --gc-percent's default, the flag, and GOGC over
-// both.
-func TestGCPercent(t *testing.T) {
+// A broker started without flags runs with the default GC target, as the
+// Go runtime reports it (go_gc_gogc_percent).
+func TestGCPercentDefault(t *testing.T) {
 	if _, ok := os.LookupEnv("GOGC"); ok {
-		t.Skip("GOGC is set in the test environment; it would override every case")
+		t.Skip("GOGC is set in the test environment; it overrides the default")
 	}
-	cases := []struct {
-		name string
-		env  []string
-		args []string
-		want float64
-	}{
-		{"default", nil, nil, defaultGCPercent},
-		{"flag", nil, []string{"--gc-percent", "150"}, 150},
-		{"GOGC wins", []string{"GOGC=250"}, []string{"--gc-percent", "150"}, 250},
+	b := startBroker(t, t.TempDir())
+	if got := scrape(t, b.admin)["go_gc_gogc_percent"]; got != defaultGCPercent {
+		t.Fatalf("go_gc_gogc_percent %v, want %v", got, defaultGCPercent)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			b := &brokerProc{t: t, dataDir: t.TempDir(), addr: freePort(t), admin: freePort(t), env: tc.env}
-			b.args = append([]string{"serve", "--listen", b.addr, "--admin-listen", b.admin, "--data-dir", b.dataDir, "--io", ioMode()}, tc.args...)
-			b.start()
-			t.Cleanup(b.stop)
-			if got := scrape(t, b.admin)["go_gc_gogc_percent"]; got != tc.want {
-				t.Fatalf("go_gc_gogc_percent %v, want %v", got, tc.want)
-			}
-		})
+}
+
+// --gc-percent applies unless GOGC is set.
+func TestSetGCPercentYieldsToGOGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+	old, had := os.LookupEnv("GOGC")
+	defer func() {
+		if had {
+			os.Setenv("GOGC", old)
+		} else {
+			os.Unsetenv("GOGC")
+		}
+	}()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	os.Unsetenv("GOGC")
+	setGCPercent(150, log)
+	if got := debug.SetGCPercent(100); got != 150 {
+		t.Fatalf("GC percent %d after setGCPercent(150), want 150", got)
+	}
+	os.Setenv("GOGC", "250")
+	setGCPercent(150, log)
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Fatalf("GC percent %d with GOGC set, want it left alone (100)", got)
 	}
 }
