@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // The operator's view of transactions (KIP-664) on three real nodes:
@@ -272,4 +273,72 @@ func TestAdminTransactions(t *testing.T) {
 		return true, ""
 	})
 	waitStable(ctx, t, seeds, topic)
+}
+
+// TestAdminTransactionsACL: with the authorizer on, ListTransactions
+// leaves out ids the caller may not DESCRIBE, DescribeTransactions needs
+// DESCRIBE on the id and shows only partitions of topics the caller may
+// DESCRIBE, and DescribeProducers needs READ on the topic.
+func TestAdminTransactionsACL(t *testing.T) {
+	b := startBroker(t, t.TempDir(), txnBrokerArgs...)
+	for _, u := range []string{"admin", "alice"} {
+		runCmd(t, "", 30*time.Second, ringlogBin, "users", "set", "--bootstrap", b.addr, "--password", u+"-pw", u)
+	}
+	createTopic(t, kadm.NewClient(b.client(t)), "ta", 1, 1)
+	b.stop()
+	b.args = append(b.args, "--sasl-listeners", "plaintext", "--authorizer", "--super-users", "User:admin", "--auth-failure-delay", "100ms")
+	b.restart()
+	ctx := testContext(t, 40*time.Second)
+	as := func(user string, opts ...kgo.Opt) *kgo.Client {
+		return b.client(t, append([]kgo.Opt{kgo.SASL(scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()),
+			kgo.RequestRetries(1)}, opts...)...)
+	}
+	// admin (a super user) leaves a transaction open on ta.
+	tx := as("admin", kgo.TransactionalID("tx-secret"), kgo.TransactionTimeout(20*time.Second))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, &kgo.Record{Topic: "ta", Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	alice := kadm.NewClient(as("alice"))
+	if ls, err := alice.ListTransactions(ctx, nil, nil); err != nil || len(ls) != 0 {
+		t.Fatalf("alice without ACLs lists %v (%v)", ls.TransactionalIDs(), err)
+	}
+	if _, err := alice.DescribeTransactions(ctx, "tx-secret"); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("alice describes tx-secret: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+	if _, err := alice.DescribeProducers(ctx, kadm.TopicsSet{"ta": {0: {}}}); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice describes producers of ta: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	admin := []string{"--bootstrap", b.addr, "--sasl-user", "admin", "--sasl-password", "admin-pw"}
+	acl := func(args ...string) {
+		runCmd(t, "", 30*time.Second, ringlogBin, append(append([]string{"acls", "add"}, admin...), args...)...)
+	}
+	acl("--allow", "User:alice", "--transactional-id", "tx-secret", "--operation", "describe")
+	ls, err := alice.ListTransactions(ctx, nil, nil)
+	if err != nil || ls["tx-secret"].State != "Ongoing" {
+		t.Fatalf("alice with DESCRIBE lists %+v (%v)", ls.Sorted(), err)
+	}
+	dts, err := alice.DescribeTransactions(ctx, "tx-secret")
+	if d := dts["tx-secret"]; err != nil || d.Err != nil || d.State != "Ongoing" || len(d.Topics) != 0 {
+		t.Fatalf("alice with DESCRIBE on the id only: %+v (%v), want Ongoing without ta's partitions", d, err)
+	}
+	acl("--allow", "User:alice", "--topic", "ta", "--operation", "read")
+	dts, err = alice.DescribeTransactions(ctx, "tx-secret")
+	if d := dts["tx-secret"]; err != nil || d.Err != nil || len(d.Topics["ta"]) != 1 {
+		t.Fatalf("alice with READ on ta: %+v (%v), want ta-0 listed", d, err)
+	}
+	pid, _, err := tx.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new client: the first one cached ta's refused metadata.
+	dps, err := kadm.NewClient(as("alice")).DescribeProducers(ctx, kadm.TopicsSet{"ta": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := producerOn(dps, "ta", 0, pid); !ok || p.CurrentTxnStartOffset != 0 {
+		t.Fatalf("alice sees producer %+v (found %v), want txn start 0", p, ok)
+	}
 }
