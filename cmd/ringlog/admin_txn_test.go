@@ -240,6 +240,42 @@ func TestAdminTransactions(t *testing.T) {
 		t.Fatalf("unknown topic answered %d, want UNKNOWN_TOPIC_OR_PARTITION", code)
 	}
 
+	// The coordinator dies: the next one loads the transaction from
+	// __transaction_state and the partitions' new leaders rebuild the
+	// producer state from the log, so the operator's view is the same.
+	c.node(coord.NodeID).kill9()
+	seeds = c.addrs(coord.NodeID)
+	adm = kadm.NewClient(newClient(t, seeds))
+	eventually(t, 20*time.Second, "a new coordinator describes the open transaction", func() (bool, string) {
+		// A fresh client each time: kgo keeps a coordinator it cannot
+		// dial cached.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer cl.Close()
+		dts, err := kadm.NewClient(cl).DescribeTransactions(ctx, "txadm-hang")
+		if err != nil {
+			return false, err.Error()
+		}
+		d := dts["txadm-hang"]
+		tl := d.Topics.Sorted()
+		return d.Err == nil && d.Coordinator != coord.NodeID && d.State == "Ongoing" && d.ProducerID == pid &&
+			len(tl) == 1 && slices.Equal(tl[0].Partitions, []int32{0, 1}), fmt.Sprintf("%+v", d)
+	})
+	eventually(t, 20*time.Second, "the partitions' leaders show the open transaction", func() (bool, string) {
+		dps, err := adm.DescribeProducers(ctx, set)
+		if err != nil {
+			return false, err.Error()
+		}
+		for p := range int32(2) {
+			if tp, ok := producerOn(dps, topic, p, pid); !ok || tp.CurrentTxnStartOffset != 2 {
+				return false, fmt.Sprintf("partition %d: %+v (found %v)", p, dps[topic].Partitions[p], ok)
+			}
+		}
+		return true, ""
+	})
+
 	// Commit: the transaction completes, the producers have no open
 	// transaction, and the LSO reaches the high watermark.
 	if err := hang.EndTransaction(ctx, kgo.TryCommit); err != nil {
