@@ -141,6 +141,10 @@ type Transactions interface {
 	AddPartitions(req txn.AddPartitionsRequest) *txn.Future[[]txn.PartitionResult]
 	AddOffsets(transactionalID string, producerID int64, producerEpoch int16, groupID string) *txn.Future[error]
 	EndTxn(req txn.EndTxnRequest) *txn.Future[error]
+	// Describe and List answer DescribeTransactions and ListTransactions
+	// from the coordinator's in-memory state.
+	Describe(transactionalID string) (txn.Description, error)
+	List(f txn.ListFilter) ([]txn.Listing, error)
 
 	// WriteMarker appends mk to topic/p, which this broker must lead,
 	// and returns once it is durable and covered by the high watermark

@@ -54,6 +54,8 @@ func errorCode(err error) int16 {
 		return kerr.ClusterAuthorizationFailed.Code
 	case errors.Is(err, errTxnIDAuthz):
 		return kerr.TransactionalIDAuthorizationFailed.Code
+	case errors.Is(err, errInvalidRegex):
+		return kerr.InvalidRegularExpression.Code
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
