@@ -212,6 +212,36 @@ func TestAdminDeleteRecords(t *testing.T) {
 	if r, _ := res.Lookup("dr", 0); r.Err != nil || r.LowWatermark != n+100 {
 		t.Fatalf("DeleteRecords to the HW: %+v, want low watermark %d", r, n+100)
 	}
+
+	// A follower that cannot fetch holds the low watermark back: the
+	// answer comes at timeout_ms with REQUEST_TIMED_OUT. The pause stays
+	// well under the 3 s session timeout, so the follower stays in the ISR.
+	produceDR(t, cl, "dr", n+100, 100)
+	leader = leaderOf(t, adm, "dr")
+	follower := c.node(leader%3 + 1)
+	follower.pause()
+	short := kadm.NewClient(cl)
+	short.SetTimeoutMillis(800)
+	start = time.Now()
+	res, err = short.DeleteRecords(testContext(t, 10*time.Second), kadm.Offsets{"dr": {0: {At: n + 150}}})
+	took := time.Since(start)
+	follower.resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := res.Lookup("dr", 0); !errors.Is(r.Err, kerr.RequestTimedOut) || took < 700*time.Millisecond {
+		t.Fatalf("DeleteRecords with a paused follower: %+v after %v, want REQUEST_TIMED_OUT after ~800ms", r, took)
+	}
+	// The leader moved its start anyway; once the follower fetches again
+	// the low watermark catches up.
+	eventually(t, 10*time.Second, "low watermark after the follower resumed", func() (bool, string) {
+		res, err := adm.DeleteRecords(testContext(t, 5*time.Second), kadm.Offsets{"dr": {0: {At: n + 150}}})
+		if err != nil {
+			return false, err.Error()
+		}
+		r, _ := res.Lookup("dr", 0)
+		return r.Err == nil && r.LowWatermark == n+150, fmt.Sprintf("%+v", r)
+	})
 }
 
 // leaderOf returns the leader of topic/0.
