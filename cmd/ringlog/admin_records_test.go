@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // DeleteRecords (21) and DescribeLogDirs (35) against a 3-broker cluster
@@ -357,5 +358,60 @@ func TestAdminDescribeLogDirs(t *testing.T) {
 	}
 	if n := len(d[c.node(1).dataDir].Topics); n != 0 {
 		t.Fatalf("unknown partitions described: %+v", d)
+	}
+}
+
+// TestAdminRecordsAuthorization: with the authorizer on, DeleteRecords
+// needs DELETE on the topic and DescribeLogDirs DESCRIBE on the cluster.
+// Also the single-broker (RF=1, not replicated) DeleteRecords path.
+func TestAdminRecordsAuthorization(t *testing.T) {
+	b := startBroker(t, t.TempDir())
+	for _, u := range []string{"admin", "alice"} {
+		runCmd(t, "", 30*time.Second, ringlogBin, "users", "set", "--bootstrap", b.addr, "--password", u+"-pw", u)
+	}
+	createTopic(t, kadm.NewClient(b.client(t)), "orders", 1, 1)
+	b.stop()
+	b.args = append(b.args, "--sasl-listeners", "plaintext", "--authorizer", "--super-users", "User:admin", "--auth-failure-delay", "100ms")
+	b.restart()
+	as := func(user string) *kadm.Client {
+		return kadm.NewClient(b.client(t, kgo.SASL(scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()), kgo.RequestRetries(1)))
+	}
+	admin, alice := as("admin"), as("alice")
+	produceDR(t, b.client(t, kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha512Mechanism())), "orders", 0, 100)
+	ctx := testContext(t, 20*time.Second)
+	del := func(cl *kadm.Client, at int64) kadm.DeleteRecordsResponse {
+		t.Helper()
+		res, err := cl.DeleteRecords(ctx, kadm.Offsets{"orders": {0: {At: at}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := res.Lookup("orders", 0)
+		return r
+	}
+	grant := func(op kadm.ACLOperation) {
+		t.Helper()
+		if res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("orders").Operations(op)); err != nil || res[0].Err != nil {
+			t.Fatalf("grant %v: %v %+v", op, err, res)
+		}
+	}
+	// DESCRIBE lets kadm route the request (metadata lists the topic);
+	// DELETE is what the broker checks.
+	grant(kadm.OpDescribe)
+	if r := del(alice, 10); !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice DeleteRecords without DELETE: %+v", r)
+	}
+	if _, err := alice.DescribeBrokerLogDirs(ctx, 1, nil); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice DescribeLogDirs without DESCRIBE on the cluster: %v", err)
+	}
+	grant(kadm.OpDelete)
+	if r := del(alice, 40); r.Err != nil || r.LowWatermark != 40 {
+		t.Fatalf("alice DeleteRecords with DELETE: %+v, want low watermark 40", r)
+	}
+	d, err := admin.DescribeBrokerLogDirs(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := d[b.dataDir].Topics.Lookup("orders", 0); !ok || p.Size != logSegmentBytes(t, filepath.Join(b.dataDir, "orders-0")) {
+		t.Fatalf("admin DescribeLogDirs: %+v", d)
 	}
 }
