@@ -60,6 +60,9 @@ func (p *Partition) AdvanceLogStart(offset int64) (int64, error) {
 	start := p.logStart
 	p.mu.Unlock()
 	p.e.stats.segmentsDeleted.Add(int64(n))
+	if n > 0 {
+		p.e.disk.sample() // space freed: produce may resume now
+	}
 	if err := p.e.writeLogStartCheckpoint(); err != nil {
 		return start, fmt.Errorf("%w: writing %s: %v", ErrStorage, lsCheckpointName, err)
 	}
