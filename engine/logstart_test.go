@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestAdvanceLogStart is DeleteRecords on the engine: the start moves
@@ -65,6 +66,24 @@ func TestAdvanceLogStart(t *testing.T) {
 		t.Fatalf("log start after restart %d, want %d", got, to)
 	}
 	check()
+	// Retention keeps working above the moved start: it deletes whole
+	// segments and the start follows the first one left, also after a
+	// restart (the checkpoint's lower start is ignored then).
+	before = len(segmentFiles(t, pdir))
+	if n := p.applyRetention(TopicConfig{RetentionMs: -1, RetentionBytes: 1}, time.Now().UnixMilli()); n == 0 {
+		t.Fatal("retention deleted nothing")
+	}
+	ret := p.Info().LogStartOffset
+	if ret <= to || len(segmentFiles(t, pdir)) >= before {
+		t.Fatalf("after retention start %d (was %d), %d segments (were %d)", ret, to, len(segmentFiles(t, pdir)), before)
+	}
+	e.Close()
+	e = mustOpen(t, testConfig(dir))
+	defer e.Close()
+	p = mustPartition(t, e, "dr", 0)
+	if got := p.Info().LogStartOffset; got != ret {
+		t.Fatalf("log start after retention and restart %d, want %d", got, ret)
+	}
 	// A topic of the same name created again starts at 0.
 	if err := e.DeleteTopic("dr"); err != nil {
 		t.Fatal(err)
