@@ -467,6 +467,17 @@ func (lp *leaderPart) CheckProduce(acks int16) (int32, error) {
 	return lp.st.LeaderEpoch(), lp.st.CheckProduce(acks)
 }
 
+// LowWatermark is LeaderState.LowWatermark under the partition lock
+// (DeleteRecords waits on it).
+func (lp *leaderPart) LowWatermark() (int64, error) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if !lp.gen {
+		return 0, replication.ErrNotLeaderOrFollower
+	}
+	return lp.st.LowWatermark(), nil
+}
+
 // Ended is closed when this leadership ends.
 func (lp *leaderPart) Ended() <-chan struct{} { return lp.stop }
 

@@ -17,6 +17,8 @@
 //	<dir>/__meta/topics.json                 topic metadata
 //	<dir>/recovery-point-offset-checkpoint   per-partition flushed offset
 //	<dir>/replication-offset-checkpoint      per-partition high watermark (replica.go)
+//	<dir>/log-start-offset-checkpoint        log starts DeleteRecords moved inside a
+//	                                         segment (logstart.go)
 //	<dir>/.ringlog-clean-shutdown            present only after a clean Close
 //	<dir>/journal/journal.log                the broker-wide journal of FsyncAlways
 //	                                         (Config.JournalBytes, preallocated;
@@ -108,7 +110,11 @@
 // is durable. It is written on segment roll, every
 // Config.CheckpointInterval and at Close. The replication file holds the
 // high watermark instead, written every Config.HWCheckpointInterval and at
-// Close (replica.go).
+// Close (replica.go). log-start-offset-checkpoint has the same format and
+// lists only partitions whose log start lies above their first segment's
+// base (DeleteRecords); it is rewritten before a DeleteRecords returns and
+// after partitions are dropped, and Open applies it (capped at the log
+// end).
 // .ringlog-clean-shutdown is empty; Close writes it last when every
 // partition flushed successfully, and Open deletes it after loading.
 //

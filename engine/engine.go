@@ -289,6 +289,10 @@ func (e *Engine) load(clean bool) error {
 	if err != nil {
 		return err
 	}
+	lss, err := e.readOffsetsFile(lsCheckpointName)
+	if err != nil {
+		return err
+	}
 	live := map[string]bool{metaDirName: true}
 	for _, mt := range topics {
 		cfg, err := ParseTopicConfig(e.cfg.Defaults, mt.Configs)
@@ -309,6 +313,7 @@ func (e *Engine) load(clean bool) error {
 			if err != nil {
 				return err
 			}
+			p.initLogStart(lss)
 			p.initHWCheckpoint(hws)
 			t.parts[i] = p
 			live[partitionDirName(t.name, i)] = true
@@ -627,6 +632,11 @@ func (e *Engine) dropPartitions(parts []*Partition) {
 		e.fs.RemoveAll(p.dir)
 	}
 	e.fs.SyncDir(e.cfg.Dir)
+	// A topic created again under the same name must not inherit the
+	// dropped partitions' log starts.
+	if err := e.writeLogStartCheckpoint(); err != nil {
+		e.log.Warn("writing "+lsCheckpointName, "err", err)
+	}
 	e.disk.sample() // space freed: produce may resume now
 }
 

@@ -28,6 +28,7 @@ const (
 	topicsFileName   = layout.TopicsFile
 	checkpointName   = layout.RecoveryPointCheckpoint
 	hwCheckpointName = layout.ReplicationOffsetCheckpoint
+	lsCheckpointName = layout.LogStartOffsetCheckpoint
 	cleanMarkerName  = layout.CleanShutdownMarker
 	offsetNameDigits = layout.OffsetNameDigits
 	indexEntrySize   = 8

@@ -323,6 +323,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 				div, err := s.repl.FollowerFetch(ft.name, rp.Partition, replication.FollowerFetch{
 					ReplicaID: req.ReplicaID, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 					FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch,
+					LogStartOffset: rp.LogStartOffset,
 				})
 				if err != nil || div != nil {
 					var code int16

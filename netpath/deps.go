@@ -102,6 +102,10 @@ type Leadership interface {
 	AwaitHW(epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter
 	// Ended is closed when the leadership ends.
 	Ended() <-chan struct{}
+	// LowWatermark is the smallest log start offset over the leader and
+	// its in-sync followers (replication.NoOffset while one has not
+	// reported yet); ErrNotLeaderOrFollower once the leadership ended.
+	LowWatermark() (int64, error)
 }
 
 // Groups is the consumer group coordinator (group.Manager) and the

@@ -347,6 +347,16 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 	// A follower never exposes more than it has; its HW may drop after a
 	// truncation or under a new leader whose HW still lags.
 	log.SetHighWatermark(min(r.HighWatermark, log.LogEndOffset()))
+	// The leader's start moved (DeleteRecords, retention): follow it as
+	// far as our HW allows (Kafka's LeaderOffsetIncremented); the next
+	// fetch reports it, which moves the leader's low watermark.
+	if ls := min(r.LogStartOffset, log.HighWatermark()); ls > log.LogStartOffset() {
+		if _, err := log.AdvanceLogStart(ls); err != nil {
+			f.delay(p, fmt.Errorf("advance log start to %d: %w: %w", ls, ErrStorage, err), now)
+			res.Delayed = append(res.Delayed, p.tp)
+			return
+		}
+	}
 }
 
 // outOfRange handles OFFSET_OUT_OF_RANGE (Kafka's handleOffsetOutOfRange):

@@ -38,6 +38,9 @@ type FollowerFetch struct {
 	// LastFetchedEpoch is the epoch of the follower's last batch (Fetch
 	// v12+), NoEpoch when unknown.
 	LastFetchedEpoch int32
+	// LogStartOffset is the follower's log start (Fetch v5+), NoOffset
+	// when its Fetch version does not carry one.
+	LogStartOffset int64
 }
 
 // FetchOutcome is the leader's answer to a follower fetch, apart from the
@@ -54,6 +57,9 @@ type followerState struct {
 	// leo is the offset the follower reported it has durably, NoOffset
 	// until it fetches from this leader (so the HW waits for it).
 	leo int64
+	// logStart is the follower's reported log start, NoOffset until it
+	// fetches from this leader (LowWatermark waits for it).
+	logStart int64
 	// lastCaughtUp is the last time the follower was known to have
 	// reached the leader's log end offset (Kafka's lastCaughtUpTimeMs).
 	lastCaughtUp time.Time
@@ -156,12 +162,33 @@ func (l *LeaderState) setMembership(replicas, isr []int32, now time.Time) {
 		if id == l.localID || l.followers[id] != nil {
 			continue
 		}
-		fs := &followerState{leo: NoOffset, leaderLEOAtLastFetch: NoOffset}
+		fs := &followerState{leo: NoOffset, logStart: NoOffset, leaderLEOAtLastFetch: NoOffset}
 		if containsID(isr, id) {
 			fs.lastCaughtUp = now
 		}
 		l.followers[id] = fs
 	}
+}
+
+// LowWatermark is the smallest log start offset over the leader and the
+// ISR's followers: what DeleteRecords answers and waits on (Kafka's
+// lowWatermarkIfLeader takes the replicas on live brokers; the ISR is
+// our view of those that keep up, so a dead follower cannot hold a
+// DeleteRecords until its timeout). NoOffset while an ISR follower has
+// not reported its start to this leader yet.
+func (l *LeaderState) LowWatermark() int64 {
+	low := l.log.LogStartOffset()
+	for _, id := range l.isr {
+		fs := l.followers[id]
+		if fs == nil {
+			continue // ourselves
+		}
+		if fs.logStart == NoOffset {
+			return NoOffset
+		}
+		low = min(low, fs.logStart)
+	}
+	return low
 }
 
 // HighWatermark is the offset below which records are committed.
@@ -302,6 +329,7 @@ func (l *LeaderState) OnFollowerFetch(f FollowerFetch, now time.Time) (FetchOutc
 	fs.leaderLEOAtLastFetch = leo
 	fs.lastFetch = now
 	fs.leo = f.FetchOffset
+	fs.logStart = f.LogStartOffset
 
 	var out FetchOutcome
 	out.Update = l.advance()

@@ -93,6 +93,17 @@ func (l *memLog) TruncateFullyAndStartAt(off int64) error {
 
 func (l *memLog) SetHighWatermark(hw int64) { l.hw = hw }
 
+func (l *memLog) AdvanceLogStart(off int64) (int64, error) {
+	if off > l.hw {
+		return l.start, fmt.Errorf("memlog: log start %d above hw %d", off, l.hw)
+	}
+	if off > l.start {
+		l.entries = l.entries[off-l.start:]
+		l.start = off
+	}
+	return l.start, nil
+}
+
 func (l *memLog) AssignLeaderEpoch(e int32) error {
 	l.curEpoch = e
 	return l.cache.Assign(e, l.LogEndOffset())

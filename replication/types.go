@@ -107,6 +107,11 @@ type Log interface {
 	// TruncateFullyAndStartAt empties the log and restarts it at offset
 	// (the leader's log start moved past everything we have).
 	TruncateFullyAndStartAt(offset int64) error
+	// AdvanceLogStart moves the log start up to offset (at most the high
+	// watermark), deleting what lies wholly below it, and returns the log
+	// start after the call (DeleteRecords on the leader; a follower
+	// follows the leader's start, see Follower.handlePartition).
+	AdvanceLogStart(offset int64) (int64, error)
 	// SetHighWatermark sets the consumer-visible end; a follower's is
 	// min(leader's, own LogEndOffset), a leader's comes from LeaderState.
 	SetHighWatermark(hw int64)

@@ -10,6 +10,7 @@
 //	    __meta/topics.json                    MetaDir, TopicsFile
 //	    recovery-point-offset-checkpoint      RecoveryPointCheckpoint
 //	    replication-offset-checkpoint         ReplicationOffsetCheckpoint
+//	    log-start-offset-checkpoint           LogStartOffsetCheckpoint
 //	    .ringlog-clean-shutdown               CleanShutdownMarker
 //	    journal/journal.log                   JournalDir, JournalFile
 //	    <topic>-<partition>/                  PartitionDir
@@ -47,6 +48,9 @@ const (
 	RecoveryPointCheckpoint = "recovery-point-offset-checkpoint"
 	// ReplicationOffsetCheckpoint lists each partition's high watermark.
 	ReplicationOffsetCheckpoint = "replication-offset-checkpoint"
+	// LogStartOffsetCheckpoint lists the log start offsets that
+	// DeleteRecords moved inside a segment (above its first segment's base).
+	LogStartOffsetCheckpoint = "log-start-offset-checkpoint"
 	// CleanShutdownMarker is present only after a clean engine Close.
 	CleanShutdownMarker = ".ringlog-clean-shutdown"
 	// JournalDir/JournalFile is the broker-wide journal of the fsync

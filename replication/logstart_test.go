@@ -1,0 +1,81 @@
+package replication
+
+import (
+	"testing"
+)
+
+// TestLeaderLowWatermark: the low watermark is the smallest log start over
+// the leader and the ISR, unknown until every ISR follower reported one,
+// and a follower outside the ISR does not hold it back.
+func TestLeaderLowWatermark(t *testing.T) {
+	l, log := leaderFixture(t)
+	if got := l.LowWatermark(); got != NoOffset {
+		t.Fatalf("low watermark before followers fetched: %d", got)
+	}
+	ff := func(id int32, off, start int64) {
+		t.Helper()
+		if _, err := l.OnFollowerFetch(FollowerFetch{ReplicaID: id, CurrentLeaderEpoch: l.LeaderEpoch(), FetchOffset: off, LastFetchedEpoch: NoEpoch, LogStartOffset: start}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ff(2, 10, 0)
+	ff(3, 10, 0)
+	if got := l.LowWatermark(); got != 0 {
+		t.Fatalf("low watermark %d, want 0", got)
+	}
+	if _, err := log.AdvanceLogStart(4); err != nil {
+		t.Fatal(err)
+	}
+	ff(2, 10, 4)
+	if got := l.LowWatermark(); got != 0 {
+		t.Fatalf("low watermark %d while follower 3 is at 0", got)
+	}
+	ff(3, 10, 4)
+	if got := l.LowWatermark(); got != 4 {
+		t.Fatalf("low watermark %d, want 4", got)
+	}
+	// Follower 3 leaves the ISR: it no longer counts.
+	l.setMembership([]int32{1, 2, 3}, []int32{1, 2}, t0)
+	ff(3, 10, 1)
+	if got := l.LowWatermark(); got != 4 {
+		t.Fatalf("low watermark %d with an out-of-ISR follower at 1", got)
+	}
+}
+
+// TestFollowerFollowsLeaderLogStart: a fetch response carrying a higher
+// log start moves the follower's, never past its own high watermark, and
+// the next request reports it.
+func TestFollowerFollowsLeaderLogStart(t *testing.T) {
+	log := logWith(3, 3, 3, 3, 3, 3)
+	log.hw = 2
+	f := NewFollower(DefaultConfig(), 2, 1)
+	f.AddPartition(tpA, 3, log)
+	req := f.BuildRequest(t0)
+	if req.Partitions[0].LogStartOffset != 0 {
+		t.Fatalf("reported start %d", req.Partitions[0].LogStartOffset)
+	}
+	f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 4, LogStartOffset: 5},
+	}}, t0)
+	if log.LogStartOffset() != 4 || log.hw != 4 {
+		t.Fatalf("start %d hw %d, want 4 (capped at our HW)", log.LogStartOffset(), log.hw)
+	}
+	req = f.BuildRequest(t0)
+	f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 6, LogStartOffset: 5},
+	}}, t0)
+	if log.LogStartOffset() != 5 {
+		t.Fatalf("start %d, want 5", log.LogStartOffset())
+	}
+	if req = f.BuildRequest(t0); req.Partitions[0].LogStartOffset != 5 {
+		t.Fatalf("next request reports start %d, want 5", req.Partitions[0].LogStartOffset)
+	}
+	// A lower start from the leader (e.g. after a leader change) never
+	// moves ours back.
+	f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 6, LogStartOffset: 0},
+	}}, t0)
+	if log.LogStartOffset() != 5 {
+		t.Fatalf("start moved back to %d", log.LogStartOffset())
+	}
+}
