@@ -3,8 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
@@ -57,6 +60,9 @@ func (s *wireServer) reconcile() error {
 	keep := map[string]bool{}
 	seen := map[tpKey]bool{}
 	var errs []error
+	if err := s.applyBrokerConfigs(img); err != nil {
+		errs = append(errs, err)
+	}
 	for _, t := range img.Topics() {
 		var hosted []int32
 		for i, p := range t.Partitions {
@@ -100,6 +106,31 @@ func (s *wireServer) reconcile() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// applyBrokerConfigs hands the engine the dynamic broker configs that
+// apply here: the cluster-wide default ("") with this broker's own on top
+// (Kafka's precedence). netpath validated them before proposing; a value
+// that still fails (an image written by a newer version) is reported and
+// the previous defaults stay.
+func (s *wireServer) applyBrokerConfigs(img *metadata.Image) error {
+	kv := maps.Clone(img.BrokerConfigs(""))
+	if kv == nil {
+		kv = map[string]string{}
+	}
+	maps.Copy(kv, img.BrokerConfigs(strconv.Itoa(int(s.nodeID))))
+	d, err := engine.BrokerDefaults(kv)
+	if err != nil {
+		return fmt.Errorf("dynamic broker configs: %w", err)
+	}
+	changed, err := s.engine.SetDynamicDefaults(d)
+	if err != nil {
+		return fmt.Errorf("dynamic broker configs: %w", err)
+	}
+	if changed {
+		s.log.Info("dynamic broker configs applied", "configs", kv)
+	}
+	return nil
 }
 
 // LookupTopic finds topic in img, and when it is missing there asks the

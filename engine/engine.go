@@ -37,6 +37,9 @@ type Engine struct {
 
 	mu     sync.RWMutex
 	topics map[string]*topicState
+	// dynDefaults are the topic defaults with the dynamic broker configs
+	// applied (dynconfig.go); nil until the first SetDynamicDefaults.
+	dynDefaults atomic.Pointer[TopicConfig]
 
 	closed    atomic.Bool
 	stopBg    chan struct{}
@@ -291,7 +294,7 @@ func (e *Engine) load(clean bool) error {
 	}
 	live := map[string]bool{metaDirName: true}
 	for _, mt := range topics {
-		cfg, err := ParseTopicConfig(e.cfg.Defaults, mt.Configs)
+		cfg, err := ParseTopicConfig(e.Defaults(), mt.Configs)
 		if err != nil {
 			return fmt.Errorf("topic %s: %w", mt.Name, err)
 		}
@@ -509,7 +512,7 @@ func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]s
 	if partitions <= 0 {
 		return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
 	}
-	cfg, err := ParseTopicConfig(e.cfg.Defaults, configs)
+	cfg, err := ParseTopicConfig(e.Defaults(), configs)
 	if err != nil {
 		return TopicInfo{}, err
 	}
