@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // Dynamic configs on a 3-node cluster (IncrementalAlterConfigs,
@@ -322,5 +323,41 @@ func TestAdminConfigsConfluent(t *testing.T) {
 		if c.Key == "retention.ms" && (c.MaybeValue() != "1234567" || c.Source != kmsg.ConfigSourceDynamicTopicConfig) {
 			t.Fatalf("kadm sees retention.ms %s (%v)", c.MaybeValue(), c.Source)
 		}
+	}
+}
+
+// With the authorizer on, altering configs needs ALTER_CONFIGS on the
+// topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker configs
+// (CLUSTER_AUTHORIZATION_FAILED).
+func TestAdminConfigsACL(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "--fsync", "never")
+	for _, u := range []string{"admin", "alice"} {
+		runCmd(t, "", 30*time.Second, ringlogBin, "users", "set", "--bootstrap", b.addr, "--password", u+"-pw", u)
+	}
+	createTopic(t, kadm.NewClient(b.client(t)), "orders", 1, 1)
+	b.stop()
+	b.args = append(b.args, "--sasl-listeners", "plaintext", "--authorizer", "--super-users", "User:admin", "--auth-failure-delay", "100ms")
+	b.restart()
+	as := func(user string) *kadm.Client {
+		return kadm.NewClient(b.client(t, kgo.SASL(scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()), kgo.RequestRetries(1)))
+	}
+	alice, admin := as("alice"), as("admin")
+	ctx := testContext(t, 30*time.Second)
+	retention := []kadm.AlterConfig{set("retention.ms", "60000")}
+	if err := alterErr(alice.AlterTopicConfigs(ctx, retention, "orders")); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	if err := alterErr(alice.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("log.retention.ms", "60000")})); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice altering broker configs: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts("*").Topics("orders").Operations(kadm.OpAlterConfigs))
+	if err != nil || len(res) != 1 || res[0].Err != nil {
+		t.Fatalf("granting ALTER_CONFIGS: %+v %v", res, err)
+	}
+	if err := alterErr(alice.AlterTopicConfigs(ctx, retention, "orders")); err != nil {
+		t.Fatalf("alice with ALTER_CONFIGS: %v", err)
+	}
+	if got := describeOn(t, b.client(t, kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha512Mechanism())), 1, kmsg.ConfigResourceTypeTopic, "orders")["retention.ms"]; got.value != "60000" {
+		t.Fatalf("retention.ms after alice's change: %+v", got)
 	}
 }
