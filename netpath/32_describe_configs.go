@@ -101,7 +101,8 @@ func handleDescribeConfigs(s *Server, r *request) reply {
 				if len(syns) > 0 {
 					src = syns[0].source
 				}
-				add(e.Name, e.Value, e.IsDefault, e.ReadOnly, e.Sensitive, src, syns)
+				// v0 has only is_default: true when nothing above Kafka's default is set.
+				add(e.Name, e.Value, src == kmsg.ConfigSourceDefaultConfig, e.ReadOnly, e.Sensitive, src, syns)
 			}
 		case kmsg.ConfigResourceTypeBroker:
 			if !s.authorizeCluster(r, metadata.OpDescribeConfigs) {
