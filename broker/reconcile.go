@@ -111,24 +111,30 @@ func (s *wireServer) reconcile() error {
 // applyBrokerConfigs hands the engine the dynamic broker configs that
 // apply here: the cluster-wide default ("") with this broker's own on top
 // (Kafka's precedence). netpath validated them before proposing; a value
-// that still fails (an image written by a newer version) is reported and
-// the previous defaults stay.
+// that still fails (an image written by a newer version) is left out and
+// reported, the rest applies.
 func (s *wireServer) applyBrokerConfigs(img *metadata.Image) error {
 	kv := maps.Clone(img.BrokerConfigs(""))
 	if kv == nil {
 		kv = map[string]string{}
 	}
 	maps.Copy(kv, img.BrokerConfigs(strconv.Itoa(int(s.nodeID))))
+	var errs []error
+	for k, v := range kv {
+		if _, err := engine.BrokerDefaults(map[string]string{k: v}); err != nil {
+			errs = append(errs, err)
+			delete(kv, k)
+		}
+	}
 	d, err := engine.BrokerDefaults(kv)
-	if err != nil {
-		return fmt.Errorf("dynamic broker configs: %w", err)
+	if err == nil {
+		var changed bool
+		if changed, err = s.engine.SetDynamicDefaults(d); changed {
+			s.log.Info("dynamic broker configs applied", "configs", kv)
+		}
 	}
-	changed, err := s.engine.SetDynamicDefaults(d)
-	if err != nil {
+	if err = errors.Join(append(errs, err)...); err != nil {
 		return fmt.Errorf("dynamic broker configs: %w", err)
-	}
-	if changed {
-		s.log.Info("dynamic broker configs applied", "configs", kv)
 	}
 	return nil
 }

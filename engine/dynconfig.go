@@ -95,6 +95,9 @@ func (e *Engine) Defaults() TopicConfig {
 // re-derives the config of every topic, so topics without their own value
 // follow at once. It reports whether anything changed.
 func (e *Engine) SetDynamicDefaults(kv map[string]string) (bool, error) {
+	// Known once the broker has looked, even when the values fail (the
+	// previous defaults stay): retention must not wait forever.
+	defer e.dynKnown.Store(true) // after the topics took the new defaults
 	d, err := ParseTopicConfig(e.cfg.Defaults, kv)
 	if err != nil {
 		return false, err

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // Dynamic broker configs reach topics without their own value at once,
@@ -53,5 +54,42 @@ func TestDynamicDefaults(t *testing.T) {
 		if _, err := BrokerDefaults(kv); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("BrokerDefaults(%v): %v, want ErrInvalidConfig", kv, err)
 		}
+	}
+}
+
+// With AwaitDynamicDefaults the periodic retention pass waits for the
+// broker's first SetDynamicDefaults, so the static defaults alone never
+// delete what a dynamic broker config may keep; then it runs with them.
+func TestRetentionAwaitsDynamicDefaults(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.AwaitDynamicDefaults = true
+	cfg.RetentionCheckInterval = 10 * time.Millisecond
+	cfg.Defaults.RetentionBytes = 1000 // static: keep about one segment
+	e := mustOpen(t, cfg)
+	defer e.Close()
+	if _, err := e.CreateTopic("t", 1, map[string]string{"segment.bytes": "500"}); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPartition(t, e, "t", 0)
+	for i := int64(0); i < 40; i++ {
+		appendWait(t, p, batchOf(i, 1))
+	}
+	time.Sleep(100 * time.Millisecond) // ten retention ticks
+	if got := p.LogStartOffset(); got != 0 {
+		t.Fatalf("retention ran before the dynamic defaults were known: log start %d", got)
+	}
+	d, err := BrokerDefaults(map[string]string{"log.retention.bytes": "2000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.SetDynamicDefaults(d); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.LogStartOffset() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("retention did not run after SetDynamicDefaults")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -40,6 +40,8 @@ type Engine struct {
 	// dynDefaults are the topic defaults with the dynamic broker configs
 	// applied (dynconfig.go); nil until the first SetDynamicDefaults.
 	dynDefaults atomic.Pointer[TopicConfig]
+	// dynKnown is set by the first SetDynamicDefaults.
+	dynKnown atomic.Bool
 
 	closed    atomic.Bool
 	stopBg    chan struct{}
@@ -773,6 +775,11 @@ func (e *Engine) background() {
 		case <-e.stopBg:
 			return
 		case <-retention.C:
+			if e.cfg.AwaitDynamicDefaults && !e.dynKnown.Load() {
+				// A pass over the static defaults could delete what a
+				// dynamic broker config keeps (dynconfig.go).
+				continue
+			}
 			e.RunRetention()
 		case <-flushC:
 			for _, p := range e.allPartitions() {
