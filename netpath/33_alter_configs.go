@@ -1,7 +1,6 @@
 package netpath
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -21,24 +20,19 @@ func handleAlterConfigs(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.AlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	return reply{resolve: func(<-chan struct{}) *response {
-		dup := duplicateResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
-			return req.Resources[i].ResourceType, req.Resources[i].ResourceName
-		})
+		errs := s.alterConfigResources(r, len(req.Resources), func(i int) (kmsg.ConfigResourceType, string, []configOp) {
+			rr := req.Resources[i]
+			ops := make([]configOp, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				ops = append(ops, configOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value})
+			}
+			return rr.ResourceType, rr.ResourceName, ops
+		}, true, req.ValidateOnly)
 		for i, rr := range req.Resources {
 			sr := kmsg.NewAlterConfigsResponseResource()
 			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-			var cerr *configErr
-			if dup[i] {
-				cerr = cfgErr(kerr.InvalidRequest.Code, "resource named more than once in the request")
-			} else {
-				ops := make([]configOp, 0, len(rr.Configs))
-				for _, c := range rr.Configs {
-					ops = append(ops, configOp{name: c.Name, op: kmsg.IncrementalAlterConfigOpSet, value: c.Value})
-				}
-				cerr = s.alterConfigResource(r, rr.ResourceType, rr.ResourceName, ops, true, req.ValidateOnly, 0)
-			}
-			if cerr != nil {
-				sr.ErrorCode, sr.ErrorMessage = cerr.code, &cerr.msg
+			if errs[i] != nil {
+				sr.ErrorCode, sr.ErrorMessage = errs[i].code, &errs[i].msg
 			}
 			resp.Resources = append(resp.Resources, sr)
 		}

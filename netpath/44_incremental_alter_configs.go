@@ -1,7 +1,6 @@
 package netpath
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -28,46 +27,22 @@ func handleIncrementalAlterConfigs(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	return reply{resolve: func(<-chan struct{}) *response {
-		dup := duplicateResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
-			return req.Resources[i].ResourceType, req.Resources[i].ResourceName
-		})
+		errs := s.alterConfigResources(r, len(req.Resources), func(i int) (kmsg.ConfigResourceType, string, []configOp) {
+			rr := req.Resources[i]
+			ops := make([]configOp, 0, len(rr.Configs))
+			for _, c := range rr.Configs {
+				ops = append(ops, configOp{name: c.Name, op: c.Op, value: c.Value})
+			}
+			return rr.ResourceType, rr.ResourceName, ops
+		}, false, req.ValidateOnly)
 		for i, rr := range req.Resources {
 			sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-			var cerr *configErr
-			if dup[i] {
-				cerr = cfgErr(kerr.InvalidRequest.Code, "resource named more than once in the request")
-			} else {
-				ops := make([]configOp, 0, len(rr.Configs))
-				for _, c := range rr.Configs {
-					ops = append(ops, configOp{name: c.Name, op: c.Op, value: c.Value})
-				}
-				cerr = s.alterConfigResource(r, rr.ResourceType, rr.ResourceName, ops, false, req.ValidateOnly, 0)
-			}
-			if cerr != nil {
-				sr.ErrorCode, sr.ErrorMessage = cerr.code, &cerr.msg
+			if errs[i] != nil {
+				sr.ErrorCode, sr.ErrorMessage = errs[i].code, &errs[i].msg
 			}
 			resp.Resources = append(resp.Resources, sr)
 		}
 		return &response{msg: resp}
 	}}
-}
-
-// duplicateResources marks the resources named more than once.
-func duplicateResources(n int, at func(int) (kmsg.ConfigResourceType, string)) []bool {
-	type key struct {
-		t    kmsg.ConfigResourceType
-		name string
-	}
-	count := map[key]int{}
-	for i := 0; i < n; i++ {
-		t, name := at(i)
-		count[key{t, name}]++
-	}
-	out := make([]bool, n)
-	for i := range out {
-		t, name := at(i)
-		out[i] = count[key{t, name}] > 1
-	}
-	return out
 }

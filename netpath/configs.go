@@ -57,10 +57,36 @@ var readOnlyBrokerConfigs = map[string]bool{
 	"socket.request.max.bytes": true,
 }
 
+// alterConfigResources runs alterConfigResource for each of n resources
+// (at returns the i-th) and returns the outcome per resource. Resources
+// are independent; one named twice in the request fails every time
+// (INVALID_REQUEST), as Kafka answers.
+func (s *Server) alterConfigResources(r *request, n int, at func(i int) (kmsg.ConfigResourceType, string, []configOp), replace, validateOnly bool) []*configErr {
+	type key struct {
+		t    kmsg.ConfigResourceType
+		name string
+	}
+	count := map[key]int{}
+	for i := 0; i < n; i++ {
+		t, name, _ := at(i)
+		count[key{t, name}]++
+	}
+	out := make([]*configErr, n)
+	for i := range out {
+		t, name, ops := at(i)
+		if count[key{t, name}] > 1 {
+			out[i] = cfgErr(kerr.InvalidRequest.Code, "resource named more than once in the request")
+			continue
+		}
+		out[i] = s.alterConfigResource(r, t, name, ops, replace, validateOnly)
+	}
+	return out
+}
+
 // alterConfigResource validates one resource's change and, unless
 // validateOnly, proposes it through the controller. replace is
 // AlterConfigs: ops (all SET) become the whole dynamic set.
-func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, name string, ops []configOp, replace, validateOnly bool, timeoutMs int32) *configErr {
+func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, name string, ops []configOp, replace, validateOnly bool) *configErr {
 	if len(ops) > maxConfigEntries {
 		return cfgErr(kerr.InvalidRequest.Code, "%d config entries, at most %d", len(ops), maxConfigEntries)
 	}
@@ -139,7 +165,7 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 	if validateOnly {
 		return nil
 	}
-	ctx, cancel := s.adminContext(timeoutMs)
+	ctx, cancel := s.adminContext(0)
 	err := s.node.AlterConfigs(ctx, cmd)
 	cancel()
 	if err != nil {

@@ -58,9 +58,14 @@ func TestApplyConfigOps(t *testing.T) {
 			t.Fatalf("%+v: %v, want code %d", tc.op, cerr, tc.code)
 		}
 	}
-	if d := duplicateResources(3, func(i int) (kmsg.ConfigResourceType, string) {
-		return kmsg.ConfigResourceTypeTopic, []string{"a", "b", "a"}[i]
-	}); !slices.Equal(d, []bool{true, false, true}) {
-		t.Fatalf("duplicates %v", d)
+	// A resource named twice fails both times without being looked at (a
+	// bare Server would panic if it were).
+	errs := (&Server{}).alterConfigResources(nil, 2, func(int) (kmsg.ConfigResourceType, string, []configOp) {
+		return kmsg.ConfigResourceTypeTopic, "a", nil
+	}, false, false)
+	for _, e := range errs {
+		if e == nil || e.code != kerr.InvalidRequest.Code {
+			t.Fatalf("duplicate resource: %v", e)
+		}
 	}
 }
