@@ -73,6 +73,9 @@ func New(cfg Config) (_ *Broker, err error) {
 	_, statErr := os.Stat(filepath.Join(cfg.DataDir, layout.RaftDir))
 	b.freshRaft = errors.Is(statErr, os.ErrNotExist)
 
+	// Reconcile hands the engine the dynamic broker configs once the
+	// metadata image is caught up; retention waits for them.
+	cfg.Engine.AwaitDynamicDefaults = true
 	if b.eng, err = engine.Open(cfg.Engine); err != nil {
 		// errors.Is(err, engine.ErrIOUringUnusable) tells the caller
 		// that io mode uring was asked for on a host without it.

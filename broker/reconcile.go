@@ -3,8 +3,11 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
@@ -57,6 +60,9 @@ func (s *wireServer) reconcile() error {
 	keep := map[string]bool{}
 	seen := map[tpKey]bool{}
 	var errs []error
+	if err := s.applyBrokerConfigs(img); err != nil {
+		errs = append(errs, err)
+	}
 	for _, t := range img.Topics() {
 		var hosted []int32
 		for i, p := range t.Partitions {
@@ -100,6 +106,37 @@ func (s *wireServer) reconcile() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// applyBrokerConfigs hands the engine the dynamic broker configs that
+// apply here: the cluster-wide default ("") with this broker's own on top
+// (Kafka's precedence). netpath validated them before proposing; a value
+// that still fails (an image written by a newer version) is left out and
+// reported, the rest applies.
+func (s *wireServer) applyBrokerConfigs(img *metadata.Image) error {
+	kv := maps.Clone(img.BrokerConfigs(""))
+	if kv == nil {
+		kv = map[string]string{}
+	}
+	maps.Copy(kv, img.BrokerConfigs(strconv.Itoa(int(s.nodeID))))
+	var errs []error
+	for k, v := range kv {
+		if _, err := engine.BrokerDefaults(map[string]string{k: v}); err != nil {
+			errs = append(errs, err)
+			delete(kv, k)
+		}
+	}
+	d, err := engine.BrokerDefaults(kv)
+	if err == nil {
+		var changed bool
+		if changed, err = s.engine.SetDynamicDefaults(d); changed {
+			s.log.Info("dynamic broker configs applied", "configs", kv)
+		}
+	}
+	if err = errors.Join(append(errs, err)...); err != nil {
+		return fmt.Errorf("dynamic broker configs: %w", err)
+	}
+	return nil
 }
 
 // LookupTopic finds topic in img, and when it is missing there asks the

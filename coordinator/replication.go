@@ -67,8 +67,16 @@ const uncleanKey = "unclean.leader.election.enable"
 // only the old ISR held is lost, so each election is logged at error level.
 func (n *Node) electUnclean() {
 	img := n.fsm.Image()
+	// The dynamic broker config (IncrementalAlterConfigs), the cluster-wide
+	// default then this controller's own, overrides the flag.
+	def := n.cfg.UncleanLeaderElection
+	for _, res := range []string{"", strconv.Itoa(int(n.cfg.NodeID))} {
+		if b, err := strconv.ParseBool(img.BrokerConfigs(res)[uncleanKey]); err == nil {
+			def = b
+		}
+	}
 	for _, t := range img.Topics() {
-		unclean := n.cfg.UncleanLeaderElection
+		unclean := def
 		if v, ok := t.Configs[uncleanKey]; ok {
 			// Parsed as the engine validated it ("True", "1" are true too).
 			if b, err := strconv.ParseBool(v); err == nil {

@@ -92,3 +92,19 @@ func (n *Node) handleDeleteACLs(ctx context.Context, req *delReq) (any, uint64, 
 	}
 	return delResp{res.Deleted}, idx, nil
 }
+
+type configsReq struct{ metadata.AlterConfigs }
+
+// AlterConfigs changes one resource's dynamic configs through the active
+// controller (metadata/configs.go). The values must have been validated.
+func (n *Node) AlterConfigs(ctx context.Context, c metadata.AlterConfigs) error {
+	return n.write(ctx, "AlterConfigs", configsReq{c}, nil)
+}
+
+func (n *Node) handleAlterConfigs(ctx context.Context, req *configsReq) (any, uint64, error) {
+	_, idx, err := n.propose(ctx, metadata.Command{AlterConfigs: &req.AlterConfigs})
+	if err != nil {
+		return nil, idx, err
+	}
+	return emptyResp{}, idx, nil
+}

@@ -39,7 +39,7 @@ func (e *Engine) SyncTopic(spec TopicSpec) error {
 	if spec.Partitions <= 0 {
 		return fmt.Errorf("%w: %d", ErrInvalidPartitions, spec.Partitions)
 	}
-	cfg, err := ParseTopicConfig(e.cfg.Defaults, spec.Configs)
+	cfg, err := ParseTopicConfig(e.Defaults(), spec.Configs)
 	if err != nil {
 		return err
 	}
@@ -75,6 +75,10 @@ func (e *Engine) SyncTopic(spec TopicSpec) error {
 	if !maps.Equal(t.cfg.overrides, cfg.overrides) {
 		t.cfg = cfg
 		changed = true
+	} else if !sameValues(t.cfg, cfg) {
+		// Same overrides over changed broker defaults: nothing to
+		// persist (topics.json holds overrides only).
+		t.cfg = cfg
 	}
 	if int32(len(t.parts)) > spec.Partitions {
 		// Partitions never shrink in Kafka; an image that says so wins.
@@ -134,9 +138,10 @@ func (e *Engine) Hosted(topic string) []int32 {
 }
 
 // ParseConfig parses topic config overrides over this engine's defaults
-// (the broker's log.* settings), as CreateTopic would.
+// (the broker's log.* settings and dynamic broker configs), as CreateTopic
+// would.
 func (e *Engine) ParseConfig(kv map[string]string) (TopicConfig, error) {
-	return ParseTopicConfig(e.cfg.Defaults, kv)
+	return ParseTopicConfig(e.Defaults(), kv)
 }
 
 // SetLeaderEpoch sets the leader epoch stamped into batches appended from

@@ -37,6 +37,12 @@ type Config struct {
 	Defaults TopicConfig
 	// RetentionCheckInterval is how often retention runs (5 min).
 	RetentionCheckInterval time.Duration
+	// AwaitDynamicDefaults holds the periodic retention pass until the
+	// first SetDynamicDefaults (false): a clustered broker learns the
+	// dynamic broker configs from the metadata log only after start, and a
+	// pass over the static defaults alone could delete segments that a
+	// longer dynamic log.retention.ms keeps.
+	AwaitDynamicDefaults bool
 	// CheckpointInterval is how often recovery points are written (1 min).
 	CheckpointInterval time.Duration
 	// HWCheckpointInterval is how often replication-offset-checkpoint

@@ -37,6 +37,11 @@ type Engine struct {
 
 	mu     sync.RWMutex
 	topics map[string]*topicState
+	// dynDefaults are the topic defaults with the dynamic broker configs
+	// applied (dynconfig.go); nil until the first SetDynamicDefaults.
+	dynDefaults atomic.Pointer[TopicConfig]
+	// dynKnown is set by the first SetDynamicDefaults.
+	dynKnown atomic.Bool
 
 	closed    atomic.Bool
 	stopBg    chan struct{}
@@ -295,7 +300,7 @@ func (e *Engine) load(clean bool) error {
 	}
 	live := map[string]bool{metaDirName: true}
 	for _, mt := range topics {
-		cfg, err := ParseTopicConfig(e.cfg.Defaults, mt.Configs)
+		cfg, err := ParseTopicConfig(e.Defaults(), mt.Configs)
 		if err != nil {
 			return fmt.Errorf("topic %s: %w", mt.Name, err)
 		}
@@ -514,7 +519,7 @@ func (e *Engine) CreateTopic(name string, partitions int32, configs map[string]s
 	if partitions <= 0 {
 		return TopicInfo{}, fmt.Errorf("%w: %d", ErrInvalidPartitions, partitions)
 	}
-	cfg, err := ParseTopicConfig(e.cfg.Defaults, configs)
+	cfg, err := ParseTopicConfig(e.Defaults(), configs)
 	if err != nil {
 		return TopicInfo{}, err
 	}
@@ -780,6 +785,11 @@ func (e *Engine) background() {
 		case <-e.stopBg:
 			return
 		case <-retention.C:
+			if e.cfg.AwaitDynamicDefaults && !e.dynKnown.Load() {
+				// A pass over the static defaults could delete what a
+				// dynamic broker config keeps (dynconfig.go).
+				continue
+			}
 			e.RunRetention()
 		case <-flushC:
 			for _, p := range e.allPartitions() {

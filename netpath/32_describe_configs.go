@@ -1,8 +1,11 @@
 package netpath
 
 import (
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"maps"
+	"slices"
 	"strconv"
+
+	"github.com/ringlog/ringlog/coordinator/metadata"
 
 	"github.com/ringlog/ringlog/engine"
 
@@ -14,11 +17,17 @@ import (
 //
 // Behavior:
 //   - Topic resources (from the metadata image, so any broker answers)
-//     list every supported topic config with its effective
-//     value; source is TOPIC_CONFIG when set on the topic, DEFAULT_CONFIG
-//     otherwise (v0: is_default).
-//   - Broker resources (name = this node id, or empty) list the broker
-//     settings that clients commonly look at.
+//     list every supported topic config with its effective value and
+//     source: DYNAMIC_TOPIC_CONFIG when set on the topic, else the source
+//     of the broker-level value in force (DYNAMIC_BROKER_CONFIG for this
+//     broker's dynamic config, DYNAMIC_DEFAULT_BROKER_CONFIG for the
+//     cluster-wide one, STATIC_BROKER_CONFIG for a flag, DEFAULT_CONFIG);
+//     v0 has only is_default. include_synonyms (v1+) lists every level
+//     that has a value, highest precedence first.
+//   - Broker resources named this node id list the broker settings that
+//     clients commonly look at (read-only) and the dynamic broker configs
+//     with their sources; the empty name lists the cluster-wide dynamic
+//     defaults only, as Kafka does. Another broker's id is INVALID_REQUEST.
 //   - config_names filters; null means all.
 //   - Other resource types get INVALID_REQUEST.
 
@@ -41,7 +50,7 @@ func handleDescribeConfigs(s *Server, r *request) reply {
 			}
 			return false
 		}
-		add := func(name, value string, isDefault, readOnly, sensitive bool, source kmsg.ConfigSource) {
+		add := func(name, value string, isDefault, readOnly, sensitive bool, source kmsg.ConfigSource, syns []configSynonym) {
 			if !want(name) {
 				return
 			}
@@ -53,8 +62,17 @@ func handleDescribeConfigs(s *Server, r *request) reply {
 			c.ReadOnly = readOnly
 			c.IsSensitive = sensitive
 			c.Source = source
+			if req.IncludeSynonyms {
+				for _, sy := range syns {
+					cs := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+					sv := sy.value
+					cs.Name, cs.Value, cs.Source = sy.name, &sv, sy.source
+					c.ConfigSynonyms = append(c.ConfigSynonyms, cs)
+				}
+			}
 			sr.Configs = append(sr.Configs, c)
 		}
+		img := s.node.MetadataImage()
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			if !s.authorize(r, metadata.OpDescribeConfigs, metadata.ResourceTopic, rr.ResourceName) {
@@ -66,32 +84,59 @@ func handleDescribeConfigs(s *Server, r *request) reply {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			cfg, err := s.engine.ParseConfig(t.Configs)
+			cfg, err := engine.ParseTopicConfig(s.defaultsFor(img), t.Configs)
 			if err != nil {
 				sr.ErrorCode = errorCode(err)
 				break
 			}
 			for _, e := range cfg.Entries() {
-				src := kmsg.ConfigSourceDynamicTopicConfig
-				if e.IsDefault {
-					src = kmsg.ConfigSourceDefaultConfig
+				var syns []configSynonym
+				if v, ok := t.Configs[e.Name]; ok {
+					syns = append(syns, configSynonym{e.Name, v, kmsg.ConfigSourceDynamicTopicConfig})
 				}
-				add(e.Name, e.Value, e.IsDefault, e.ReadOnly, e.Sensitive, src)
+				if bk, ok := engine.BrokerKeyFor(e.Name); ok {
+					syns = append(syns, s.brokerKeySynonyms(img, bk, e.Name)...)
+				}
+				src := kmsg.ConfigSourceDefaultConfig
+				if len(syns) > 0 {
+					src = syns[0].source
+				}
+				// v0 has only is_default: true when nothing above Kafka's default is set.
+				add(e.Name, e.Value, src == kmsg.ConfigSourceDefaultConfig, e.ReadOnly, e.Sensitive, src, syns)
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
+			if !s.authorizeCluster(r, metadata.OpDescribeConfigs) {
+				sr.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+				break
+			}
+			if rr.ResourceName == "" {
+				// The cluster-wide default resource holds only what was
+				// set on it.
+				def := img.BrokerConfigs("")
+				for _, k := range slices.Sorted(maps.Keys(def)) {
+					syn := []configSynonym{{k, def[k], kmsg.ConfigSourceDynamicDefaultBrokerConfig}}
+					add(k, def[k], false, false, false, kmsg.ConfigSourceDynamicDefaultBrokerConfig, syn)
+				}
+				break
+			}
+			if rr.ResourceName != strconv.Itoa(int(s.cfg.NodeID)) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				msg := "this broker is node " + strconv.Itoa(int(s.cfg.NodeID))
 				sr.ErrorMessage = &msg
 				break
 			}
 			src := kmsg.ConfigSourceStaticBrokerConfig
-			add("broker.id", strconv.Itoa(int(s.cfg.NodeID)), false, true, false, src)
-			add("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics), false, true, false, src)
-			add("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)), false, true, false, src)
-			add("socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxRequestBytes)), false, true, false, src)
-			for _, e := range engine.DefaultTopicConfig().Entries() {
-				add("log."+e.Name, e.Value, e.IsDefault, true, e.Sensitive, kmsg.ConfigSourceDefaultConfig)
+			static := func(name, value string) {
+				add(name, value, false, true, false, src, []configSynonym{{name, value, src}})
+			}
+			static("broker.id", strconv.Itoa(int(s.cfg.NodeID)))
+			static("auto.create.topics.enable", strconv.FormatBool(s.cfg.AutoCreateTopics))
+			static("num.partitions", strconv.Itoa(int(s.cfg.DefaultPartitions)))
+			static("socket.request.max.bytes", strconv.Itoa(int(s.cfg.MaxRequestBytes)))
+			for _, bk := range engine.DynamicBrokerKeys() {
+				tk, _ := engine.TopicKeyFor(bk)
+				syns := s.brokerKeySynonyms(img, bk, tk)
+				add(bk, syns[0].value, syns[0].source == kmsg.ConfigSourceDefaultConfig, false, false, syns[0].source, syns)
 			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code

@@ -51,6 +51,8 @@ type Metadata interface {
 	CreateACLs(ctx context.Context, acls []metadata.ACL) ([]error, error)
 	DeleteACLs(ctx context.Context, filters []metadata.ACLFilter) ([][]metadata.ACL, error)
 	AlterScramCredentials(ctx context.Context, c metadata.AlterScramCredentials) ([]error, error)
+	// AlterConfigs changes one resource's dynamic configs (validated).
+	AlterConfigs(ctx context.Context, c metadata.AlterConfigs) error
 }
 
 var _ Metadata = (*coordinator.Node)(nil)

@@ -30,6 +30,8 @@ type Command struct {
 	AlterScramCredentials *AlterScramCredentials `json:",omitempty"`
 	CreateACLs            *CreateACLs            `json:",omitempty"`
 	DeleteACLs            *DeleteACLs            `json:",omitempty"`
+	// Dynamic configs (configs.go).
+	AlterConfigs *AlterConfigs `json:",omitempty"`
 }
 
 // InitCluster fixes the cluster id; the first controller leader proposes it
@@ -161,7 +163,7 @@ func (c Command) count() int {
 		c.FenceBroker != nil, c.CreateTopic != nil, c.DeleteTopic != nil,
 		c.CreatePartitions != nil, c.AlterPartition != nil, c.ElectLeader != nil,
 		c.AllocateProducerIDs != nil, c.AlterScramCredentials != nil, c.CreateACLs != nil,
-		c.DeleteACLs != nil, c.ReplicaOffline != nil,
+		c.DeleteACLs != nil, c.ReplicaOffline != nil, c.AlterConfigs != nil,
 	} {
 		if set {
 			n++
@@ -177,7 +179,7 @@ type Result struct {
 	Index     uint64     // raft index the command was applied at
 	Err       error      `json:"-"`
 	Broker    *Broker    // RegisterBroker, UnfenceBroker, FenceBroker
-	Topic     *Topic     // CreateTopic, CreatePartitions
+	Topic     *Topic     // CreateTopic, CreatePartitions, AlterConfigs of a topic
 	Partition *Partition // AlterPartition, ElectLeader
 	// ProducerIDStart is the first id of the allocated block of
 	// ProducerIDBlockSize ids.

@@ -84,6 +84,8 @@ type snapshotV1 struct {
 	// Added later; absent in older snapshots.
 	Scram []ScramCredential `json:",omitempty"`
 	ACLs  []ACL             `json:",omitempty"`
+	// Dynamic broker configs (configs.go); absent in older snapshots.
+	BrokerConfigs []BrokerConfigSet `json:",omitempty"`
 }
 
 // Encode writes the image as a versioned JSON snapshot.
@@ -97,6 +99,7 @@ func (im *Image) Encode(w io.Writer) error {
 		Topics:         im.Topics(),
 		Scram:          im.ScramCredentials(),
 		ACLs:           im.acls,
+		BrokerConfigs:  im.brokerConfigSets(),
 	})
 }
 
@@ -118,6 +121,15 @@ func DecodeImage(r io.Reader) (*Image, error) {
 		}
 	}
 	im.acls = s.ACLs
+	for _, bc := range s.BrokerConfigs {
+		if im.brokerConfigs == nil {
+			im.brokerConfigs = map[string]map[string]string{}
+		}
+		if bc.Configs == nil {
+			bc.Configs = map[string]string{}
+		}
+		im.brokerConfigs[bc.Name] = bc.Configs
+	}
 	for i := range s.Brokers {
 		b := s.Brokers[i]
 		im.brokers[b.ID] = &b
@@ -174,7 +186,8 @@ func (fsmSnapshot) Release() {}
 func (im *Image) Equal(o *Image) bool {
 	if im.index != o.index || im.clusterID != o.clusterID || im.nextProducerID != o.nextProducerID ||
 		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) ||
-		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) {
+		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) ||
+		!equalBrokerConfigs(im.brokerConfigs, o.brokerConfigs) {
 		return false
 	}
 	for k, c := range im.scram {

@@ -21,6 +21,9 @@ type Image struct {
 	// scram and acls are replaced whole on change (security.go).
 	scram map[ScramKey]ScramCredential
 	acls  []ACL // sorted by compareACL
+	// brokerConfigs are the dynamic broker configs by broker id ("" =
+	// cluster-wide default), replaced whole on change (configs.go).
+	brokerConfigs map[string]map[string]string
 }
 
 // EmptyImage is the state before the first log entry.

@@ -1,0 +1,71 @@
+package netpath
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestApplyConfigOps(t *testing.T) {
+	str := func(s string) *string { return &s }
+	inherited := func(string) string { return "delete" }
+	cur := map[string]string{"retention.ms": "1", "segment.bytes": "2048"}
+	next, cerr := applyConfigOps(cur, []configOp{
+		{"retention.ms", kmsg.IncrementalAlterConfigOpSet, str("5")},
+		{"segment.bytes", kmsg.IncrementalAlterConfigOpDelete, nil},
+		{"cleanup.policy", kmsg.IncrementalAlterConfigOpAppend, str("compact")},
+	}, false, inherited)
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	if want := map[string]string{"retention.ms": "5", "cleanup.policy": "delete,compact"}; !maps.Equal(next, want) {
+		t.Fatalf("got %v, want %v", next, want)
+	}
+	if cur["retention.ms"] != "1" {
+		t.Fatal("current map modified")
+	}
+	set, del := diffConfigs(cur, next, false)
+	if !maps.Equal(set, map[string]string{"retention.ms": "5", "cleanup.policy": "delete,compact"}) || !slices.Equal(del, []string{"segment.bytes"}) {
+		t.Fatalf("diff: set %v delete %v", set, del)
+	}
+	// SUBTRACT from the set value; APPEND of a present item is a no-op.
+	next, _ = applyConfigOps(next, []configOp{
+		{"cleanup.policy", kmsg.IncrementalAlterConfigOpSubtract, str("delete")},
+		{"retention.ms", kmsg.IncrementalAlterConfigOpDelete, nil},
+	}, false, inherited)
+	next, _ = applyConfigOps(next, []configOp{{"cleanup.policy", kmsg.IncrementalAlterConfigOpAppend, str("compact")}}, false, inherited)
+	if !maps.Equal(next, map[string]string{"cleanup.policy": "compact"}) {
+		t.Fatalf("after subtract: %v", next)
+	}
+	// Replace starts empty.
+	next, _ = applyConfigOps(cur, []configOp{{"retention.ms", kmsg.IncrementalAlterConfigOpSet, str("9")}}, true, inherited)
+	if !maps.Equal(next, map[string]string{"retention.ms": "9"}) {
+		t.Fatalf("replace: %v", next)
+	}
+	for _, tc := range []struct {
+		op   configOp
+		code int16
+	}{
+		{configOp{"retention.ms", kmsg.IncrementalAlterConfigOpAppend, str("1")}, kerr.InvalidConfig.Code},
+		{configOp{"retention.ms", kmsg.IncrementalAlterConfigOpSet, nil}, kerr.InvalidConfig.Code},
+		{configOp{"cleanup.policy", kmsg.IncrementalAlterConfigOpSubtract, nil}, kerr.InvalidConfig.Code},
+		{configOp{"retention.ms", 9, str("1")}, kerr.InvalidRequest.Code},
+	} {
+		if _, cerr := applyConfigOps(cur, []configOp{tc.op}, false, inherited); cerr == nil || cerr.code != tc.code {
+			t.Fatalf("%+v: %v, want code %d", tc.op, cerr, tc.code)
+		}
+	}
+	// A resource named twice fails both times without being looked at (a
+	// bare Server would panic if it were).
+	errs := (&Server{}).alterConfigResources(nil, 2, func(int) (kmsg.ConfigResourceType, string, []configOp) {
+		return kmsg.ConfigResourceTypeTopic, "a", nil
+	}, false, false)
+	for _, e := range errs {
+		if e == nil || e.code != kerr.InvalidRequest.Code {
+			t.Fatalf("duplicate resource: %v", e)
+		}
+	}
+}
