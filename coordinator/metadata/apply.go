@@ -44,6 +44,8 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.createACLs(c.CreateACLs)
 	case c.DeleteACLs != nil:
 		res = t.deleteACLs(c.DeleteACLs)
+	case c.AlterClientQuotas != nil:
+		res = t.alterClientQuotas(c.AlterClientQuotas)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}

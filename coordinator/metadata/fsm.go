@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 
@@ -84,6 +85,8 @@ type snapshotV1 struct {
 	// Added later; absent in older snapshots.
 	Scram []ScramCredential `json:",omitempty"`
 	ACLs  []ACL             `json:",omitempty"`
+	// Client quotas; absent in older snapshots.
+	Quotas []ClientQuota `json:",omitempty"`
 }
 
 // Encode writes the image as a versioned JSON snapshot.
@@ -97,6 +100,7 @@ func (im *Image) Encode(w io.Writer) error {
 		Topics:         im.Topics(),
 		Scram:          im.ScramCredentials(),
 		ACLs:           im.acls,
+		Quotas:         im.ClientQuotas(),
 	})
 }
 
@@ -118,6 +122,12 @@ func DecodeImage(r io.Reader) (*Image, error) {
 		}
 	}
 	im.acls = s.ACLs
+	if len(s.Quotas) > 0 {
+		im.quotas = make(map[QuotaEntity]map[string]float64, len(s.Quotas))
+		for _, q := range s.Quotas {
+			im.quotas[q.Entity] = q.Values
+		}
+	}
 	for i := range s.Brokers {
 		b := s.Brokers[i]
 		im.brokers[b.ID] = &b
@@ -174,8 +184,13 @@ func (fsmSnapshot) Release() {}
 func (im *Image) Equal(o *Image) bool {
 	if im.index != o.index || im.clusterID != o.clusterID || im.nextProducerID != o.nextProducerID ||
 		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) ||
-		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) {
+		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) || len(im.quotas) != len(o.quotas) {
 		return false
+	}
+	for e, v := range im.quotas {
+		if ov, ok := o.quotas[e]; !ok || !maps.Equal(v, ov) {
+			return false
+		}
 	}
 	for k, c := range im.scram {
 		oc, ok := o.scram[k]

@@ -21,6 +21,8 @@ type Image struct {
 	// scram and acls are replaced whole on change (security.go).
 	scram map[ScramKey]ScramCredential
 	acls  []ACL // sorted by compareACL
+	// quotas is replaced whole on change (quotas.go).
+	quotas map[QuotaEntity]map[string]float64
 }
 
 // EmptyImage is the state before the first log entry.
