@@ -175,6 +175,7 @@ var handlers = map[string]handler{
 	"AlterScramCredentials": h((*Node).handleAlterScram),
 	"CreateACLs":            h((*Node).handleCreateACLs),
 	"DeleteACLs":            h((*Node).handleDeleteACLs),
+	"AlterClientQuotas":     h((*Node).handleAlterClientQuotas),
 }
 
 // serveRPC answers calls on one connection until it closes.

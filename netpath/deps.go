@@ -51,6 +51,7 @@ type Metadata interface {
 	CreateACLs(ctx context.Context, acls []metadata.ACL) ([]error, error)
 	DeleteACLs(ctx context.Context, filters []metadata.ACLFilter) ([][]metadata.ACL, error)
 	AlterScramCredentials(ctx context.Context, c metadata.AlterScramCredentials) ([]error, error)
+	AlterClientQuotas(ctx context.Context, c metadata.AlterClientQuotas) ([]error, error)
 }
 
 var _ Metadata = (*coordinator.Node)(nil)
