@@ -197,6 +197,13 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
+		// A fetch throttled by the writer mutes the connection after this
+		// request may already have been read: it waits here instead, as
+		// if it had not been read yet (KIP-219).
+		if !c.waitUnmuted() {
+			c.s.budget.release(held)
+			return net.ErrClosed
+		}
 		c.l.bytesIn.Add(uint64(size) + 4)
 		c.s.stats.requests.Add(1)
 		start := time.Now()

@@ -273,3 +273,70 @@ func TestAdminClientQuotaThrottle(t *testing.T) {
 		t.Fatalf("throttle not lifted: %d more throttled responses, %.2f MB/s", slow.throttles.Load()-throttled, lifted/1e6)
 	}
 }
+
+// TestAdminClientQuotaFetch: a consumer with consumer_byte_rate 5 MB/s is
+// held to it (fetch responses carry throttle_time_ms and the connection
+// is muted), measured over the same window as the produce test.
+func TestAdminClientQuotaFetch(t *testing.T) {
+	const quota = 5e6
+	seconds := 8
+	if s, err := strconv.Atoi(os.Getenv("RINGLOG_QUOTA_TEST_SECONDS")); err == nil && s > 0 {
+		seconds = s
+	}
+	b := startBroker(t, t.TempDir(), "--quota-window-size", "50ms")
+	adm := kadm.NewClient(b.client(t))
+	createTopic(t, adm, "quota-read", 1, 1)
+	ctx := testContext(t, time.Duration(seconds+60)*time.Second)
+	// Enough data that the consumer cannot run out while measured.
+	total := int(quota) * (seconds + 6)
+	val := make([]byte, 16<<10)
+	rand.Read(val)
+	// Small batches: a fetch returns at least one whole batch, and each
+	// response must stay well under the quota's window (5 MB/s x 0.55 s).
+	pr := b.client(t, kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(128<<10))
+	for sent := 0; sent < total; sent += len(val) {
+		pr.Produce(ctx, &kgo.Record{Topic: "quota-read", Value: val}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err := pr.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: quotaEntity(sp("client-id"), sp("reader")),
+		Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: quota}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", res, err)
+	}
+	p := &quotaProducer{}
+	cl := b.client(t, kgo.ClientID("reader"), kgo.ConsumeTopics("quota-read"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxBytes(256<<10), kgo.FetchMaxPartitionBytes(256<<10), kgo.WithHooks(throttleHook{p}))
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for cctx.Err() == nil {
+			fs := cl.PollFetches(cctx)
+			now := time.Now()
+			n := 0
+			fs.EachRecord(func(r *kgo.Record) { n += len(r.Value) })
+			p.mu.Lock()
+			p.acks = append(p.acks, ackAt{now, n})
+			p.mu.Unlock()
+		}
+	}()
+	defer func() { stop(); <-done }()
+	time.Sleep(2 * time.Second)
+	from := time.Now()
+	time.Sleep(time.Duration(seconds) * time.Second)
+	r := p.rate(from, time.Now())
+	t.Logf("consumer over %d s: %.2f MB/s (%d throttled responses)", seconds, r/1e6, p.throttles.Load())
+	if r < quota*0.9 || r > quota*1.1 || p.throttles.Load() == 0 {
+		t.Fatalf("consumer at %.2f MB/s with %d throttled responses, want 5 MB/s within 10%% and throttles", r/1e6, p.throttles.Load())
+	}
+	if v := scrape(t, b.admin)[`ringlog_quota_throttle_seconds_total{entity="client-id=reader",type="fetch"}`]; v <= 0 {
+		t.Fatalf("fetch throttle metric %v", v)
+	}
+}
