@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -11,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func quotaEntity(kv ...*string) kadm.ClientQuotaEntity {
@@ -338,5 +343,83 @@ func TestAdminClientQuotaFetch(t *testing.T) {
 	}
 	if v := scrape(t, b.admin)[`ringlog_quota_throttle_seconds_total{entity="client-id=reader",type="fetch"}`]; v <= 0 {
 		t.Fatalf("fetch throttle metric %v", v)
+	}
+}
+
+// TestAdminClientQuotaIgnoredHint: a client that ignores throttle_time_ms
+// and pipelines produce requests as fast as TCP lets it is still held to
+// its quota, because the broker stops reading its connection (KIP-219).
+func TestAdminClientQuotaIgnoredHint(t *testing.T) {
+	const quota = 5e6
+	b := startBroker(t, t.TempDir(), "--quota-window-size", "50ms")
+	adm := kadm.NewClient(b.client(t))
+	createTopic(t, adm, "quota-rude", 1, 1)
+	ctx := testContext(t, 60*time.Second)
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: quotaEntity(sp("client-id"), sp("rude")),
+		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: quota}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", res, err)
+	}
+	c, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	batch := batchtest.Sized(8, 128<<10)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, 1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "quota-rude"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("rude"))
+	stop := make(chan struct{})
+	go func() {
+		for corr := int32(1); ; corr++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := c.Write(f.AppendRequest(nil, req, corr)); err != nil {
+				return
+			}
+		}
+	}()
+	defer close(stop)
+	var acked []ackAt
+	var throttled int
+	deadline := time.Now().Add(10 * time.Second)
+	c.SetReadDeadline(deadline.Add(10 * time.Second))
+	for time.Now().Before(deadline) {
+		var size [4]byte
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(c, body); err != nil {
+			t.Fatal(err)
+		}
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 9
+		if err := resp.ReadFrom(body[5:]); err != nil { // correlation id, empty header tags
+			t.Fatal(err)
+		}
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("produce error %v", kerr.ErrorForCode(code))
+		}
+		if resp.ThrottleMillis > 0 {
+			throttled++
+		}
+		acked = append(acked, ackAt{time.Now(), len(batch)})
+	}
+	p := &quotaProducer{acks: acked}
+	from := deadline.Add(-8 * time.Second)
+	r := p.rate(from, deadline)
+	t.Logf("client ignoring throttles: %.2f MB/s over 8 s, %d throttled responses", r/1e6, throttled)
+	if r < quota*0.9 || r > quota*1.1 || throttled == 0 {
+		t.Fatalf("client ignoring throttles at %.2f MB/s (%d throttled), want 5 MB/s within 10%%", r/1e6, throttled)
 	}
 }
