@@ -146,6 +146,36 @@ func TestAdminClientQuotas(t *testing.T) {
 	}
 }
 
+// quotaBroker starts a broker measuring quotas over 11 samples of 50 ms,
+// creates one-partition topics, and returns the measured window's length
+// (RINGLOG_QUOTA_TEST_SECONDS, default 8).
+func quotaBroker(t *testing.T, topics ...string) (*brokerProc, *kadm.Client, int, context.Context) {
+	t.Helper()
+	seconds := 8
+	if s, err := strconv.Atoi(os.Getenv("RINGLOG_QUOTA_TEST_SECONDS")); err == nil && s > 0 {
+		seconds = s
+	}
+	b := startBroker(t, t.TempDir(), "--quota-window-size", "50ms")
+	adm := kadm.NewClient(b.client(t))
+	for _, topic := range topics {
+		createTopic(t, adm, topic, 1, 1)
+	}
+	return b, adm, seconds, testContext(t, time.Duration(seconds+60)*time.Second)
+}
+
+// setClientQuota sets (or with remove, removes) key on client-id id.
+func setClientQuota(ctx context.Context, t *testing.T, adm *kadm.Client, id, key string, v float64, remove bool) {
+	t.Helper()
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: quotaEntity(sp("client-id"), sp(id)),
+		Ops: []kadm.AlterClientQuotaOp{{Key: key, Value: v, Remove: remove}}}})
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("alter quota of client-id %s: %v", id, err)
+	}
+}
+
 // quotaProducer produces incompressible records as fast as the broker
 // lets it and records when each acknowledged byte arrived.
 type quotaProducer struct {
@@ -205,20 +235,8 @@ func (p *quotaProducer) rate(from, to time.Time) float64 {
 // the bound holds over 11 s periods and an 8 s window could not show it.
 func TestAdminClientQuotaThrottle(t *testing.T) {
 	const quota = 5e6
-	seconds := 8
-	if s, err := strconv.Atoi(os.Getenv("RINGLOG_QUOTA_TEST_SECONDS")); err == nil && s > 0 {
-		seconds = s
-	}
-	b := startBroker(t, t.TempDir(), "--quota-window-size", "50ms")
-	adm := kadm.NewClient(b.client(t))
-	createTopic(t, adm, "quota-slow", 3, 1)
-	createTopic(t, adm, "quota-fast", 3, 1)
-	ctx := testContext(t, time.Duration(seconds+60)*time.Second)
-	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: quotaEntity(sp("client-id"), sp("slow")),
-		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: quota}}}})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("alter: %v %v", res, err)
-	}
+	b, adm, seconds, ctx := quotaBroker(t, "quota-slow", "quota-fast")
+	setClientQuota(ctx, t, adm, "slow", "producer_byte_rate", quota, false)
 	newProducer := func(id string) *quotaProducer {
 		p := &quotaProducer{}
 		// Batches well under the quota's window (5 MB/s x 0.55 s): a
@@ -263,11 +281,7 @@ func TestAdminClientQuotaThrottle(t *testing.T) {
 		t.Fatalf("quota bytes metric %v", v)
 	}
 
-	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: quotaEntity(sp("client-id"), sp("slow")),
-		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}}})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("remove: %v %v", res, err)
-	}
+	setClientQuota(ctx, t, adm, "slow", "producer_byte_rate", 0, true)
 	time.Sleep(time.Second)
 	throttled := slow.throttles.Load()
 	from = time.Now()
@@ -284,14 +298,7 @@ func TestAdminClientQuotaThrottle(t *testing.T) {
 // is muted), measured over the same window as the produce test.
 func TestAdminClientQuotaFetch(t *testing.T) {
 	const quota = 5e6
-	seconds := 8
-	if s, err := strconv.Atoi(os.Getenv("RINGLOG_QUOTA_TEST_SECONDS")); err == nil && s > 0 {
-		seconds = s
-	}
-	b := startBroker(t, t.TempDir(), "--quota-window-size", "50ms")
-	adm := kadm.NewClient(b.client(t))
-	createTopic(t, adm, "quota-read", 1, 1)
-	ctx := testContext(t, time.Duration(seconds+60)*time.Second)
+	b, adm, seconds, ctx := quotaBroker(t, "quota-read")
 	// Enough data that the consumer cannot run out while measured.
 	total := int(quota) * (seconds + 6)
 	val := make([]byte, 16<<10)
@@ -309,11 +316,7 @@ func TestAdminClientQuotaFetch(t *testing.T) {
 	if err := pr.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: quotaEntity(sp("client-id"), sp("reader")),
-		Ops: []kadm.AlterClientQuotaOp{{Key: "consumer_byte_rate", Value: quota}}}})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("alter: %v %v", res, err)
-	}
+	setClientQuota(ctx, t, adm, "reader", "consumer_byte_rate", quota, false)
 	p := &quotaProducer{}
 	cl := b.client(t, kgo.ClientID("reader"), kgo.ConsumeTopics("quota-read"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -351,15 +354,8 @@ func TestAdminClientQuotaFetch(t *testing.T) {
 // its quota, because the broker stops reading its connection (KIP-219).
 func TestAdminClientQuotaIgnoredHint(t *testing.T) {
 	const quota = 5e6
-	b := startBroker(t, t.TempDir(), "--quota-window-size", "50ms")
-	adm := kadm.NewClient(b.client(t))
-	createTopic(t, adm, "quota-rude", 1, 1)
-	ctx := testContext(t, 60*time.Second)
-	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: quotaEntity(sp("client-id"), sp("rude")),
-		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: quota}}}})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("alter: %v %v", res, err)
-	}
+	b, adm, _, ctx := quotaBroker(t, "quota-rude")
+	setClientQuota(ctx, t, adm, "rude", "producer_byte_rate", quota, false)
 	c, err := net.Dial("tcp", b.addr)
 	if err != nil {
 		t.Fatal(err)
