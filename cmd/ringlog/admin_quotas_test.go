@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -418,4 +420,50 @@ func TestAdminClientQuotaIgnoredHint(t *testing.T) {
 	if r < quota*0.9 || r > quota*1.1 || throttled == 0 {
 		t.Fatalf("client ignoring throttles at %.2f MB/s (%d throttled), want 5 MB/s within 10%%", r/1e6, throttled)
 	}
+}
+
+// TestAdminClientQuotasCluster: a quota set through any broker is in every
+// broker's image, and quotas survive the loss of the active controller
+// (they are raft log entries).
+func TestAdminClientQuotasCluster(t *testing.T) {
+	c := startCluster(t, 3)
+	ctx := testContext(t, 90*time.Second)
+	ctrl := c.controller(30 * time.Second)
+	via := int32(1)
+	if ctrl == via {
+		via = 2
+	}
+	adm := kadm.NewClient(c.node(via).client(t))
+	setClientQuota(ctx, t, adm, "tenant-a", "producer_byte_rate", 1e6, false)
+	// described by broker id, on every broker that is up
+	seenEverywhere := func(exclude int32, ids ...string) {
+		t.Helper()
+		cl := c.node(via).client(t, kgo.SeedBrokers(c.addrs(exclude)...))
+		eventually(t, 30*time.Second, "quotas on every broker", func() (bool, string) {
+			for i := range c.nodes {
+				id := int32(i + 1)
+				if id == exclude {
+					continue
+				}
+				req := kmsg.NewPtrDescribeClientQuotasRequest()
+				resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+				if err != nil {
+					return false, err.Error()
+				}
+				var got []string
+				for _, e := range resp.Entries {
+					got = append(got, *e.Entity[0].Name)
+				}
+				if !slices.Equal(got, ids) {
+					return false, fmt.Sprintf("broker %d describes %v, want %v", id, got, ids)
+				}
+			}
+			return true, ""
+		})
+	}
+	seenEverywhere(0, "tenant-a")
+	c.node(ctrl).kill9()
+	c.controller(30*time.Second, ctrl)
+	setClientQuota(ctx, t, adm, "tenant-b", "consumer_byte_rate", 2e6, false)
+	seenEverywhere(ctrl, "tenant-a", "tenant-b")
 }
