@@ -35,14 +35,13 @@ import (
 const (
 	// Sensors idle this long are dropped (Kafka expires them after an
 	// hour too); the sweep runs when the map grows past sweepAt.
-	quotaSensorIdle   = time.Hour
-	quotaSweepAt      = 1024
-	quotaMetricLimit  = 64 // labelled entities per quota type on /metrics
-	quotaOtherEntity  = "other"
-	quotaTypeProduce  = 0
-	quotaTypeFetch    = 1
-	quotaTypeCount    = 2
-	anonymousUserName = "ANONYMOUS"
+	quotaSensorIdle  = time.Hour
+	quotaSweepAt     = 1024
+	quotaMetricLimit = 64 // labelled entities per quota type on /metrics
+	quotaOtherEntity = "other"
+	quotaTypeProduce = 0
+	quotaTypeFetch   = 1
+	quotaTypeCount   = 2
 )
 
 var quotaKeys = [quotaTypeCount]string{metadata.QuotaProducerByteRate, metadata.QuotaConsumerByteRate}
@@ -199,17 +198,15 @@ func (q *quotaManager) sensor(typ int, e metadata.QuotaEntity, now time.Time) *q
 	return s
 }
 
-// record charges n bytes of typ to the connection's quota and returns how
-// long it is throttled (0: within the quota or no quota applies).
+// recordQuota charges n bytes of typ to the connection's quota and
+// returns how long it is throttled (0: within the quota or no quota
+// applies). A user is the SASL user name, ANONYMOUS without SASL.
 func (s *Server) recordQuota(typ int, c *conn, clientID *string, n int, now time.Time) time.Duration {
 	img := s.node.MetadataImage()
 	if img == nil || !img.HasClientQuotas() {
 		return 0
 	}
 	user := strings.TrimPrefix(c.principal(), "User:")
-	if c.principal() == AnonymousPrincipal {
-		user = anonymousUserName
-	}
 	cid := ""
 	if clientID != nil {
 		cid = *clientID
