@@ -168,6 +168,9 @@ type quotaManager struct {
 	window  QuotaWindow
 	mu      sync.Mutex
 	sensors [quotaTypeCount]map[metadata.QuotaEntity]*quotaSensor
+	// lastSweep bounds the sweeps to one a minute, so many live client
+	// ids under a default quota do not make each new one cost a sweep.
+	lastSweep time.Time
 	// throttled counts requests answered with a throttle, per type.
 	throttled [quotaTypeCount]atomic.Uint64
 }
@@ -182,7 +185,8 @@ func (q *quotaManager) sensor(typ int, e metadata.QuotaEntity, now time.Time) *q
 	}
 	s := m[e]
 	if s == nil {
-		if len(m) >= quotaSweepAt {
+		if len(m) >= quotaSweepAt && now.Sub(q.lastSweep) > time.Minute {
+			q.lastSweep = now
 			for k, old := range m {
 				old.mu.Lock()
 				idle := now.Sub(old.lastUse) > quotaSensorIdle
