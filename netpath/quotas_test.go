@@ -1,9 +1,13 @@
 package netpath
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 )
 
 func TestRateWindow(t *testing.T) {
@@ -88,3 +92,41 @@ func TestQuotaHoldsGreedyClient(t *testing.T) {
 		}
 	}
 }
+
+// The quota series are bounded however many client ids a default quota
+// covers: the first quotaMetricLimit entities by name, the rest summed.
+func TestQuotaMetricsBounded(t *testing.T) {
+	q := &quotaManager{window: DefaultQuotaWindow()}
+	now := time.Now()
+	for i := range 100 {
+		s := q.sensor(quotaTypeProduce, metadata.QuotaEntity{ClientID: metadata.Specific(fmt.Sprintf("c%03d", i))}, now)
+		s.bytes.Add(10)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(quotaCollector{q})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entities := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "ringlog_quota_bytes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "entity" {
+					entities[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if len(entities) != quotaMetricLimit+1 || entities[quotaOtherEntity] != 10*(100-quotaMetricLimit) {
+		t.Fatalf("%d entities, other=%v", len(entities), entities[quotaOtherEntity])
+	}
+}
+
+type quotaCollector struct{ q *quotaManager }
+
+func (c quotaCollector) Describe(ch chan<- *prometheus.Desc) { c.q.describe(ch) }
+func (c quotaCollector) Collect(ch chan<- prometheus.Metric) { c.q.collect(ch) }
