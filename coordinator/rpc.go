@@ -176,6 +176,7 @@ var handlers = map[string]handler{
 	"CreateACLs":            h((*Node).handleCreateACLs),
 	"DeleteACLs":            h((*Node).handleDeleteACLs),
 	"AlterConfigs":          h((*Node).handleAlterConfigs),
+	"AlterClientQuotas":     h((*Node).handleAlterClientQuotas),
 }
 
 // serveRPC answers calls on one connection until it closes.

@@ -108,3 +108,23 @@ func (n *Node) handleAlterConfigs(ctx context.Context, req *configsReq) (any, ui
 	}
 	return emptyResp{}, idx, nil
 }
+
+type quotasReq struct{ metadata.AlterClientQuotas }
+
+// AlterClientQuotas applies quota alterations; the returned errors are per
+// alteration.
+func (n *Node) AlterClientQuotas(ctx context.Context, c metadata.AlterClientQuotas) ([]error, error) {
+	var out itemsResp
+	if err := n.write(ctx, "AlterClientQuotas", quotasReq{c}, &out); err != nil {
+		return nil, err
+	}
+	return fromWireErrs(out.Items), nil
+}
+
+func (n *Node) handleAlterClientQuotas(ctx context.Context, req *quotasReq) (any, uint64, error) {
+	res, idx, err := n.propose(ctx, metadata.Command{AlterClientQuotas: &req.AlterClientQuotas})
+	if err != nil {
+		return nil, idx, err
+	}
+	return itemsResp{toWireErrs(res.ItemErrs)}, idx, nil
+}

@@ -87,6 +87,9 @@ type conn struct {
 	quietUntilClose atomic.Int64
 	// auth is the SASL state and principal (auth.go).
 	auth connAuth
+	// mutedUntil (unix ns) holds the reader back while a client quota
+	// throttles the connection (quotas.go).
+	mutedUntil atomic.Int64
 }
 
 func newConn(s *Server, l *listener, nc net.Conn) *conn {
@@ -164,6 +167,9 @@ var errFrame = errors.New("bad request frame")
 func (c *conn) readLoop() error {
 	var sizeBuf [4]byte
 	for {
+		if !c.waitUnmuted() {
+			return net.ErrClosed
+		}
 		if quiet := time.Duration(c.quietUntilClose.Load()); quiet > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(quiet))
 		} else if c.s.cfg.IdleTimeout > 0 {
@@ -190,6 +196,13 @@ func (c *conn) readLoop() error {
 		frame, held, err := c.readBody(int(size))
 		if err != nil {
 			return err
+		}
+		// A fetch throttled by the writer mutes the connection after this
+		// request may already have been read: it waits here instead, as
+		// if it had not been read yet (KIP-219).
+		if !c.waitUnmuted() {
+			c.s.budget.release(held)
+			return net.ErrClosed
 		}
 		c.l.bytesIn.Add(uint64(size) + 4)
 		c.s.stats.requests.Add(1)
@@ -230,7 +243,14 @@ func (c *conn) dispatch(frame []byte) (pendingReply, error) {
 		return pendingReply{hdr: hdr, reply: apiVersionsUnsupported()}, nil
 	}
 	r := &request{hdr: hdr, kreq: kreq, conn: c}
-	return pendingReply{hdr: hdr, reply: handlers[hdr.key].handle(c.s, r), req: kreq}, nil
+	rep := handlers[hdr.key].handle(c.s, r)
+	if hdr.key == produceKey {
+		if d := c.s.recordQuota(quotaTypeProduce, c, hdr.clientID, len(frame), time.Now()); d > 0 {
+			rep = throttleProduce(rep, hdr.version, d)
+			c.mute(d)
+		}
+	}
+	return pendingReply{hdr: hdr, reply: rep, req: kreq}, nil
 }
 
 // decodeRequest turns a frame into a header and a decoded request of a
@@ -320,6 +340,12 @@ func (c *conn) writeLoop() {
 		resolving.Add(1)
 		resp := p.reply.resolve(c.done)
 		resolving.Add(-1)
+		if resp != nil && p.hdr.key == fetchKey {
+			if !c.throttleFetch(p, resp) {
+				resp.releaseAll()
+				resp = nil
+			}
+		}
 		if resp == nil {
 			c.s.budget.release(p.held)
 			continue

@@ -53,6 +53,7 @@ type Metadata interface {
 	AlterScramCredentials(ctx context.Context, c metadata.AlterScramCredentials) ([]error, error)
 	// AlterConfigs changes one resource's dynamic configs (validated).
 	AlterConfigs(ctx context.Context, c metadata.AlterConfigs) error
+	AlterClientQuotas(ctx context.Context, c metadata.AlterClientQuotas) ([]error, error)
 }
 
 var _ Metadata = (*coordinator.Node)(nil)

@@ -92,7 +92,7 @@ func errorCode(err error) int16 {
 	case errors.Is(err, metadata.ErrNoScramCredential):
 		return kerr.ResourceNotFound.Code
 	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, coordinator.ErrInvalidRequest),
-		errors.Is(err, metadata.ErrInvalidACL):
+		errors.Is(err, metadata.ErrInvalidACL), errors.Is(err, metadata.ErrInvalidQuota):
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, engine.ErrUnknownTopic):
 		return kerr.UnknownTopicOrPartition.Code

@@ -45,6 +45,7 @@ func (c serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	c.s.metrics.describe(ch)
 	c.s.sessions.describe(ch)
+	c.s.quotas.describe(ch)
 }
 
 func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
@@ -73,4 +74,5 @@ func (c serverCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTLSErrors, s.stats.tlsHandshakeErrors.Load())
 	s.metrics.collect(s, ch)
 	s.sessions.collect(ch)
+	s.quotas.collect(ch)
 }

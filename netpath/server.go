@@ -89,6 +89,8 @@ type Config struct {
 	// being evicted by a weaker one
 	// (min.incremental.fetch.session.eviction.ms).
 	FetchSessionEvictionAge time.Duration
+	// QuotaWindow is how client quota rates are measured (quotas.go).
+	QuotaWindow QuotaWindow
 	// Security configures SASL and ACLs (auth.go).
 	Security SecurityConfig
 	Logger   *slog.Logger
@@ -111,6 +113,7 @@ func DefaultConfig() Config {
 
 		FetchSessionSlots:       1000,
 		FetchSessionEvictionAge: 2 * time.Minute,
+		QuotaWindow:             DefaultQuotaWindow(),
 
 		DefaultReplicationFactor: 1,
 		AdminTimeout:             30 * time.Second,
@@ -162,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnections < 0 || c.MaxConnectionsPerIP < 0 || c.RequestReadTimeout < 0 {
 		return fmt.Errorf("connection limits and the request read timeout must not be negative")
+	}
+	if err := c.QuotaWindow.Validate(); err != nil {
+		return err
 	}
 	return c.Security.Validate()
 }
@@ -223,6 +229,8 @@ type Server struct {
 	budget *byteBudget
 	// sessions are the incremental fetch sessions (fetch_sessions.go).
 	sessions *fetchSessions
+	// quotas are the client quota sensors (quotas.go).
+	quotas quotaManager
 
 	stats struct {
 		connections        atomic.Int64
@@ -290,6 +298,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		budget: newByteBudget(cfg.QueuedMaxRequestBytes),
 
 		sessions: newFetchSessions(cfg.FetchSessionSlots, cfg.FetchSessionEvictionAge),
+		quotas:   quotaManager{window: cfg.QuotaWindow},
 	}
 	return s, nil
 }

@@ -92,6 +92,8 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.Int64Flag{Name: "queued-max-request-bytes", Value: d.Wire.QueuedMaxRequestBytes, Usage: "queued.max.request.bytes: memory for large request frames in flight across all connections", EnvVars: env("queued-max-request-bytes")},
 		&cli.IntFlag{Name: "max-incremental-fetch-session-cache-slots", Value: d.Wire.FetchSessionSlots, Usage: "incremental fetch sessions (KIP-227) kept for consumers and followers; 0 disables them (every fetch lists all its partitions)", EnvVars: env("max-incremental-fetch-session-cache-slots")},
 		&cli.DurationFlag{Name: "min-incremental-fetch-session-eviction", Value: d.Wire.FetchSessionEvictionAge, Usage: "min.incremental.fetch.session.eviction.ms as a duration: a fetch session used within it is evicted only for a stronger one (a follower's, or one with more partitions)", EnvVars: env("min-incremental-fetch-session-eviction")},
+		&cli.IntFlag{Name: "quota-window-num", Value: d.Wire.QuotaWindow.Samples, Usage: "quota.window.num: samples client quota rates are measured over", EnvVars: env("quota-window-num")},
+		&cli.DurationFlag{Name: "quota-window-size", Value: d.Wire.QuotaWindow.Size, Usage: "quota.window.size.seconds as a duration: the span of one quota sample; a greedy client can burst about (num-1) x size of its quota, so shorter samples throttle more smoothly", EnvVars: env("quota-window-size")},
 		&cli.StringSliceFlag{Name: "sasl-listeners", Usage: "listeners requiring SASL authentication: plaintext, tls (default: none)", EnvVars: env("sasl-listeners")},
 		&cli.StringSliceFlag{Name: "sasl-mechanisms", Value: cli.NewStringSlice(d.Wire.Security.Mechanisms...), Usage: "SASL mechanisms offered: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN (PLAIN only on TLS listeners unless --sasl-plain-over-plaintext)", EnvVars: env("sasl-mechanisms")},
 		&cli.BoolFlag{Name: "sasl-plain-over-plaintext", Value: d.Wire.Security.PlainOverPlaintext, Usage: "allow SASL PLAIN on a listener without TLS (passwords cross the network in clear text)", EnvVars: env("sasl-plain-over-plaintext")},
@@ -261,6 +263,8 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	w.QueuedMaxRequestBytes = c.Int64("queued-max-request-bytes")
 	w.FetchSessionSlots = c.Int("max-incremental-fetch-session-cache-slots")
 	w.FetchSessionEvictionAge = c.Duration("min-incremental-fetch-session-eviction")
+	w.QuotaWindow.Samples = c.Int("quota-window-num")
+	w.QuotaWindow.Size = c.Duration("quota-window-size")
 	sec := &w.Security
 	sec.SASLListeners = c.StringSlice("sasl-listeners")
 	sec.Mechanisms = c.StringSlice("sasl-mechanisms")

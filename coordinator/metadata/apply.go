@@ -46,6 +46,8 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.deleteACLs(c.DeleteACLs)
 	case c.AlterConfigs != nil:
 		res = t.alterConfigs(c.AlterConfigs)
+	case c.AlterClientQuotas != nil:
+		res = t.alterClientQuotas(c.AlterClientQuotas)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}

@@ -32,6 +32,8 @@ type Command struct {
 	DeleteACLs            *DeleteACLs            `json:",omitempty"`
 	// Dynamic configs (configs.go).
 	AlterConfigs *AlterConfigs `json:",omitempty"`
+	// Client quotas (quotas.go).
+	AlterClientQuotas *AlterClientQuotas `json:",omitempty"`
 }
 
 // InitCluster fixes the cluster id; the first controller leader proposes it
@@ -163,7 +165,7 @@ func (c Command) count() int {
 		c.FenceBroker != nil, c.CreateTopic != nil, c.DeleteTopic != nil,
 		c.CreatePartitions != nil, c.AlterPartition != nil, c.ElectLeader != nil,
 		c.AllocateProducerIDs != nil, c.AlterScramCredentials != nil, c.CreateACLs != nil,
-		c.DeleteACLs != nil, c.ReplicaOffline != nil, c.AlterConfigs != nil,
+		c.DeleteACLs != nil, c.ReplicaOffline != nil, c.AlterConfigs != nil, c.AlterClientQuotas != nil,
 	} {
 		if set {
 			n++
@@ -184,8 +186,8 @@ type Result struct {
 	// ProducerIDStart is the first id of the allocated block of
 	// ProducerIDBlockSize ids.
 	ProducerIDStart int64
-	// ItemErrs is the outcome per item of AlterScramCredentials and
-	// CreateACLs (nil: applied).
+	// ItemErrs is the outcome per item of AlterScramCredentials,
+	// CreateACLs and AlterClientQuotas (nil: applied).
 	ItemErrs []error `json:"-"`
 	// Deleted lists the ACLs DeleteACLs removed, per filter.
 	Deleted [][]ACL

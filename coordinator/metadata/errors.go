@@ -29,6 +29,7 @@ var (
 	ErrInvalidCommand        = errors.New("invalid metadata command")           // INVALID_REQUEST
 	ErrInvalidACL            = errors.New("invalid acl binding")                // INVALID_REQUEST
 	ErrNoScramCredential     = errors.New("no such scram credential")           // RESOURCE_NOT_FOUND
+	ErrInvalidQuota          = errors.New("invalid client quota")               // INVALID_REQUEST
 )
 
 // Errors lists every sentinel above, so a transport can map them to codes
@@ -41,4 +42,5 @@ var Errors = []error{
 	ErrFencedLeaderEpoch, ErrNotLeader, ErrIneligibleReplica,
 	ErrElectionNotNeeded, ErrNoEligibleLeader, ErrInvalidCommand,
 	ErrInvalidACL, ErrNoScramCredential, ErrPreferredNotAvailable,
+	ErrInvalidQuota,
 }

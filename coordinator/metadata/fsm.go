@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 
@@ -86,6 +87,8 @@ type snapshotV1 struct {
 	ACLs  []ACL             `json:",omitempty"`
 	// Dynamic broker configs (configs.go); absent in older snapshots.
 	BrokerConfigs []BrokerConfigSet `json:",omitempty"`
+	// Client quotas; absent in older snapshots.
+	Quotas []ClientQuota `json:",omitempty"`
 }
 
 // Encode writes the image as a versioned JSON snapshot.
@@ -100,6 +103,7 @@ func (im *Image) Encode(w io.Writer) error {
 		Scram:          im.ScramCredentials(),
 		ACLs:           im.acls,
 		BrokerConfigs:  im.brokerConfigSets(),
+		Quotas:         im.ClientQuotas(),
 	})
 }
 
@@ -129,6 +133,12 @@ func DecodeImage(r io.Reader) (*Image, error) {
 			bc.Configs = map[string]string{}
 		}
 		im.brokerConfigs[bc.Name] = bc.Configs
+	}
+	if len(s.Quotas) > 0 {
+		im.quotas = make(map[QuotaEntity]map[string]float64, len(s.Quotas))
+		for _, q := range s.Quotas {
+			im.quotas[q.Entity] = q.Values
+		}
 	}
 	for i := range s.Brokers {
 		b := s.Brokers[i]
@@ -186,9 +196,14 @@ func (fsmSnapshot) Release() {}
 func (im *Image) Equal(o *Image) bool {
 	if im.index != o.index || im.clusterID != o.clusterID || im.nextProducerID != o.nextProducerID ||
 		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) ||
-		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) ||
+		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) || len(im.quotas) != len(o.quotas) ||
 		!equalBrokerConfigs(im.brokerConfigs, o.brokerConfigs) {
 		return false
+	}
+	for e, v := range im.quotas {
+		if ov, ok := o.quotas[e]; !ok || !maps.Equal(v, ov) {
+			return false
+		}
 	}
 	for k, c := range im.scram {
 		oc, ok := o.scram[k]

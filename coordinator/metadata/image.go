@@ -24,6 +24,8 @@ type Image struct {
 	// brokerConfigs are the dynamic broker configs by broker id ("" =
 	// cluster-wide default), replaced whole on change (configs.go).
 	brokerConfigs map[string]map[string]string
+	// quotas is replaced whole on change (quotas.go).
+	quotas map[QuotaEntity]map[string]float64
 }
 
 // EmptyImage is the state before the first log entry.
