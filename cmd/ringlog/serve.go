@@ -124,12 +124,6 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }
 
-// defaultGCPercent: the broker's live heap is small (metadata, indexes,
-// producer state) next to the request bodies that pass through it, so a
-// collection every 100% of growth ran many times a second under load.
-// Request memory stays bounded by --queued-max-request-bytes either way.
-const defaultGCPercent = 400
-
 // setGCPercent applies --gc-percent unless GOGC is set: the variable is
 // Go's own knob, and whoever set it meant it.
 func setGCPercent(pct int, log *slog.Logger) {
