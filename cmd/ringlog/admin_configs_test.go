@@ -330,18 +330,8 @@ func TestAdminConfigsConfluent(t *testing.T) {
 // topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker configs
 // (CLUSTER_AUTHORIZATION_FAILED).
 func TestAdminConfigsACL(t *testing.T) {
-	b := startBroker(t, t.TempDir(), "--fsync", "never")
-	for _, u := range []string{"admin", "alice"} {
-		runCmd(t, "", 30*time.Second, ringlogBin, "users", "set", "--bootstrap", b.addr, "--password", u+"-pw", u)
-	}
-	createTopic(t, kadm.NewClient(b.client(t)), "orders", 1, 1)
-	b.stop()
-	b.args = append(b.args, "--sasl-listeners", "plaintext", "--authorizer", "--super-users", "User:admin", "--auth-failure-delay", "100ms")
-	b.restart()
-	as := func(user string) *kadm.Client {
-		return kadm.NewClient(b.client(t, kgo.SASL(scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()), kgo.RequestRetries(1)))
-	}
-	alice, admin := as("alice"), as("admin")
+	b, as := startAuthorizedBroker(t, []string{"orders"}, "--fsync", "never")
+	alice, admin := kadm.NewClient(as("alice")), kadm.NewClient(as("admin"))
 	ctx := testContext(t, 30*time.Second)
 	retention := []kadm.AlterConfig{set("retention.ms", "60000")}
 	if err := alterErr(alice.AlterTopicConfigs(ctx, retention, "orders")); !errors.Is(err, kerr.TopicAuthorizationFailed) {

@@ -365,18 +365,8 @@ func TestAdminDescribeLogDirs(t *testing.T) {
 // needs DELETE on the topic and DescribeLogDirs DESCRIBE on the cluster.
 // Also the single-broker (RF=1, not replicated) DeleteRecords path.
 func TestAdminRecordsAuthorization(t *testing.T) {
-	b := startBroker(t, t.TempDir())
-	for _, u := range []string{"admin", "alice"} {
-		runCmd(t, "", 30*time.Second, ringlogBin, "users", "set", "--bootstrap", b.addr, "--password", u+"-pw", u)
-	}
-	createTopic(t, kadm.NewClient(b.client(t)), "orders", 1, 1)
-	b.stop()
-	b.args = append(b.args, "--sasl-listeners", "plaintext", "--authorizer", "--super-users", "User:admin", "--auth-failure-delay", "100ms")
-	b.restart()
-	as := func(user string) *kadm.Client {
-		return kadm.NewClient(b.client(t, kgo.SASL(scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()), kgo.RequestRetries(1)))
-	}
-	admin, alice := as("admin"), as("alice")
+	b, as := startAuthorizedBroker(t, []string{"orders"})
+	admin, alice := kadm.NewClient(as("admin")), kadm.NewClient(as("alice"))
 	produceDR(t, b.client(t, kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha512Mechanism())), "orders", 0, 100)
 	ctx := testContext(t, 20*time.Second)
 	del := func(cl *kadm.Client, at int64) kadm.DeleteRecordsResponse {

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 // The operator's view of transactions (KIP-664) on three real nodes:
@@ -316,19 +315,8 @@ func TestAdminTransactions(t *testing.T) {
 // DESCRIBE on the id and shows only partitions of topics the caller may
 // DESCRIBE, and DescribeProducers needs READ on the topic.
 func TestAdminTransactionsACL(t *testing.T) {
-	b := startBroker(t, t.TempDir(), txnBrokerArgs...)
-	for _, u := range []string{"admin", "alice"} {
-		runCmd(t, "", 30*time.Second, ringlogBin, "users", "set", "--bootstrap", b.addr, "--password", u+"-pw", u)
-	}
-	createTopic(t, kadm.NewClient(b.client(t)), "ta", 1, 1)
-	b.stop()
-	b.args = append(b.args, "--sasl-listeners", "plaintext", "--authorizer", "--super-users", "User:admin", "--auth-failure-delay", "100ms")
-	b.restart()
+	b, as := startAuthorizedBroker(t, []string{"ta"}, txnBrokerArgs...)
 	ctx := testContext(t, 40*time.Second)
-	as := func(user string, opts ...kgo.Opt) *kgo.Client {
-		return b.client(t, append([]kgo.Opt{kgo.SASL(scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()),
-			kgo.RequestRetries(1)}, opts...)...)
-	}
 	// admin (a super user) leaves a transaction open on ta.
 	tx := as("admin", kgo.TransactionalID("tx-secret"), kgo.TransactionTimeout(20*time.Second))
 	if err := tx.BeginTransaction(); err != nil {
