@@ -94,12 +94,43 @@ type Partition struct {
 	// (ReplicaOffline). They neither lead nor rejoin the ISR until their
 	// broker registers again (a restart recovers the log).
 	Offline []int32 `json:",omitempty"`
+	// A reassignment in progress (KIP-455): Replicas holds the target
+	// replicas first, then the original replicas that are not in the
+	// target. AddingReplicas are target replicas that were not original
+	// ones (they catch up through the follower path and join the ISR);
+	// RemovingReplicas are original replicas not in the target (they
+	// leave once every adding replica is in the ISR). Both are empty when
+	// no reassignment is in progress.
+	AddingReplicas   []int32 `json:",omitempty"`
+	RemovingReplicas []int32 `json:",omitempty"`
+}
+
+// Reassigning reports whether a reassignment of p is in progress.
+func (p Partition) Reassigning() bool {
+	return len(p.AddingReplicas) > 0 || len(p.RemovingReplicas) > 0
+}
+
+// TargetReplicas is the assignment p has once its reassignment completes
+// (Replicas less RemovingReplicas); Replicas when none is in progress.
+func (p Partition) TargetReplicas() []int32 {
+	if len(p.RemovingReplicas) == 0 {
+		return p.Replicas
+	}
+	out := make([]int32, 0, len(p.Replicas))
+	for _, r := range p.Replicas {
+		if !contains(p.RemovingReplicas, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (p Partition) clone() Partition {
 	p.Replicas = append([]int32(nil), p.Replicas...)
 	p.ISR = append([]int32(nil), p.ISR...)
 	p.Offline = slices.Clone(p.Offline)
+	p.AddingReplicas = slices.Clone(p.AddingReplicas)
+	p.RemovingReplicas = slices.Clone(p.RemovingReplicas)
 	return p
 }
 
