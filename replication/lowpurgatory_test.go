@@ -253,7 +253,6 @@ func TestDeleteRecordsStoppedFollower(t *testing.T) {
 	}
 }
 
-
 // Concurrent adds, advances, cancels and expiries: every waiter is
 // answered exactly once (a double close would panic) and the counts end
 // at zero.
