@@ -88,7 +88,7 @@ type Replicas interface {
 	// OffsetsAvailable is the ListOffsets check of a replicated partition
 	// the image says this broker leads in epoch.
 	OffsetsAvailable(topic string, idx, epoch int32) error
-	// Cancel withdraws a wait of Leadership.AwaitHW.
+	// Cancel withdraws a wait of Leadership.AwaitHW or AwaitLowWatermark.
 	Cancel(w *replication.Waiter)
 	// Waiting is how many acks=all waits are parked (for /metrics).
 	Waiting() int
