@@ -104,24 +104,7 @@ func NewPurgatory() *Purgatory {
 // once with ErrNotLeaderOrFollower. now is when the request arrived (for
 // OldestWait).
 func (p *Purgatory) Add(tp TopicPartition, epoch int32, lastOffset int64, now, deadline time.Time) *Waiter {
-	w := &Waiter{tp: tp, epoch: epoch, last: lastOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		p.finish(w, ErrClosed)
-		return w
-	}
-	pw := p.enterEpoch(tp, epoch)
-	if pw == nil {
-		p.finish(w, fmt.Errorf("%s-%d offset %d: leader epoch %d ended: %w", tp.Topic, tp.Partition, lastOffset, epoch, ErrNotLeaderOrFollower))
-		return w
-	}
-	if pw.known && lastOffset < pw.hw {
-		p.finish(w, afterAppend(tp, pw))
-		return w
-	}
-	p.park(w, &pw.byOffset)
-	return w
+	return p.add(&Waiter{tp: tp, epoch: epoch, last: lastOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1})
 }
 
 // AddLow registers a DeleteRecords wait: the low watermark (the smallest
@@ -132,31 +115,38 @@ func (p *Purgatory) Add(tp TopicPartition, epoch int32, lastOffset int64, now, d
 // with ErrNotLeaderOrFollower when the epoch ended. Report the current
 // low watermark before calling it (the leader's own start just moved).
 func (p *Purgatory) AddLow(tp TopicPartition, epoch int32, target int64, now, deadline time.Time) *Waiter {
-	w := &Waiter{tp: tp, epoch: epoch, last: target, low: true, lw: NoOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1}
+	return p.add(&Waiter{tp: tp, epoch: epoch, last: target, low: true, lw: NoOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1})
+}
+
+// add answers w at once when it can (closed, its epoch ended, the progress
+// last reported covers it) and parks it otherwise: in its partition's heap
+// of its kind and in the deadline heap, nudging Run when its deadline is
+// the earliest.
+func (p *Purgatory) add(w *Waiter) *Waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		p.finish(w, ErrClosed)
 		return w
 	}
-	pw := p.enterEpoch(tp, epoch)
+	pw := p.enterEpoch(w.tp, w.epoch)
 	if pw == nil {
-		p.finish(w, fmt.Errorf("%s-%d log start %d: leader epoch %d ended: %w", tp.Topic, tp.Partition, target, epoch, ErrNotLeaderOrFollower))
+		p.finish(w, fmt.Errorf("%s-%d %s %d: leader epoch %d ended: %w", w.tp.Topic, w.tp.Partition, w.what(), w.last, w.epoch, ErrNotLeaderOrFollower))
 		return w
 	}
-	if pw.lowKnown && pw.low >= target {
+	h := &pw.byOffset
+	switch {
+	case w.low && pw.lowKnown && pw.low >= w.last:
 		w.lw = pw.low
 		p.finish(w, nil)
 		return w
+	case w.low:
+		h = &pw.byLow
+		p.nLow++
+	case pw.known && w.last < pw.hw:
+		p.finish(w, afterAppend(w.tp, pw))
+		return w
 	}
-	p.park(w, &pw.byLow)
-	p.nLow++
-	return w
-}
-
-// park puts w in its partition heap h and the deadline heap, nudging Run
-// when w's deadline is the earliest. Lock should be held.
-func (p *Purgatory) park(w *Waiter, h *offsetHeap) {
 	heap.Push(h, w)
 	earliest := len(p.deadlines) == 0 || w.deadline.Before(p.deadlines[0].deadline)
 	heap.Push(&p.deadlines, w)
@@ -166,6 +156,15 @@ func (p *Purgatory) park(w *Waiter, h *offsetHeap) {
 		default:
 		}
 	}
+	return w
+}
+
+// what names the offset w waits on, for errors.
+func (w *Waiter) what() string {
+	if w.low {
+		return "log start"
+	}
+	return "offset"
 }
 
 // enterEpoch returns tp's waiters for epoch, failing those of an older
@@ -260,10 +259,7 @@ func (p *Purgatory) Lead(tp TopicPartition, epoch int32, hw int64, maximalISR, m
 func (p *Purgatory) Advance(tp TopicPartition, epoch int32, hw int64, maximalISR, minISR int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return 0
-	}
-	pw := p.enterEpoch(tp, epoch)
+	pw := p.progress(tp, epoch)
 	if pw == nil {
 		return 0
 	}
@@ -276,6 +272,16 @@ func (p *Purgatory) Advance(tp TopicPartition, epoch int32, hw int64, maximalISR
 	return n
 }
 
+// progress returns tp's waiters for a progress report of epoch, nil when
+// the report is to be ignored (closed, or a stale epoch). Lock should be
+// held.
+func (p *Purgatory) progress(tp TopicPartition, epoch int32) *partWaiters {
+	if p.closed {
+		return nil
+	}
+	return p.enterEpoch(tp, epoch)
+}
+
 // AdvanceLow reports a partition's low watermark in leader epoch epoch
 // (LeaderState's Update.Low): that epoch's low waiters whose offset it
 // reached complete with it. NoOffset (a follower has not reported its
@@ -286,10 +292,7 @@ func (p *Purgatory) Advance(tp TopicPartition, epoch int32, hw int64, maximalISR
 func (p *Purgatory) AdvanceLow(tp TopicPartition, epoch int32, low int64) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return 0
-	}
-	pw := p.enterEpoch(tp, epoch)
+	pw := p.progress(tp, epoch)
 	if pw == nil {
 		return 0
 	}
@@ -336,11 +339,7 @@ func (p *Purgatory) Expire(now time.Time) int {
 	n := 0
 	for len(p.deadlines) > 0 && !p.deadlines[0].deadline.After(now) {
 		w := p.deadlines[0]
-		what := "offset"
-		if w.low {
-			what = "low watermark"
-		}
-		p.finish(w, fmt.Errorf("%s-%d %s %d: %w", w.tp.Topic, w.tp.Partition, what, w.last, ErrRequestTimedOut))
+		p.finish(w, fmt.Errorf("%s-%d %s %d: %w", w.tp.Topic, w.tp.Partition, w.what(), w.last, ErrRequestTimedOut))
 		n++
 	}
 	return n
