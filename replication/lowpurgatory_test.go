@@ -286,3 +286,56 @@ func TestPurgatoryLowConcurrent(t *testing.T) {
 		t.Fatalf("left low %d len %d", p.LenLow(), p.Len())
 	}
 }
+
+// Random follower fetches, ISR changes, leader start moves and ticks:
+// after every event no parked waiter is covered by the LeaderState's
+// current low watermark (no input change went unreported to the
+// purgatory), and every answered waiter got a low watermark at least its
+// target. Seeded, so a failure replays.
+func TestDeleteRecordsLowWatermarkModel(t *testing.T) {
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 18))
+		h := newLowHarness(t)
+		var parked []*Waiter
+		partEpoch := int32(7)
+		for step := range 300 {
+			switch r.IntN(5) {
+			case 0, 1:
+				h.fetch(int32(2+r.IntN(2)), int64(r.IntN(11)))
+			case 2:
+				isr := []int32{1}
+				for _, id := range []int32{2, 3} {
+					if r.IntN(2) == 0 {
+						isr = append(isr, id)
+					}
+				}
+				partEpoch++
+				u, err := h.l.OnMetadata(PartitionState{Replicas: []int32{1, 2, 3}, ISR: isr, Leader: 1, LeaderEpoch: 5, PartitionEpoch: partEpoch}, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.apply(u)
+			case 3:
+				target := h.log.LogStartOffset() + int64(r.IntN(int(11-h.log.LogStartOffset())))
+				parked = append(parked, h.deleteRecords(target, t0.Add(time.Hour)))
+			default:
+				h.apply(h.l.Tick(t0))
+			}
+			low := h.l.LowWatermark()
+			keep := parked[:0]
+			for _, w := range parked {
+				if !done(w) {
+					if low != NoOffset && w.last <= low {
+						t.Fatalf("seed %d step %d: waiter for %d parked with low watermark %d", seed, step, w.last, low)
+					}
+					keep = append(keep, w)
+					continue
+				}
+				if w.Err() != nil || w.LowWatermark() < w.last {
+					t.Fatalf("seed %d step %d: waiter for %d answered %d, %v", seed, step, w.last, w.LowWatermark(), w.Err())
+				}
+			}
+			parked = keep
+		}
+	}
+}
