@@ -138,7 +138,8 @@ func (m *replicaManager) tickLoop() {
 }
 
 // apply acts on a LeaderState update. The purgatory hears every change
-// of what answers a waiter, the HW or the ISR counts: a waiter added
+// of what answers a waiter, the HW, the ISR counts or the low watermark
+// (DeleteRecords): a waiter added
 // below the HW (a deduplicated retry) is answered from the last report,
 // which must be current. Unchanged reports are skipped: this runs for
 // every partition of every follower fetch. lp.mu should be held.
@@ -149,6 +150,9 @@ func (m *replicaManager) apply(lp *leaderPart, u replication.Update) {
 	if isr, minISR := lp.st.MaximalISRSize(), lp.st.MinInsync(); u.HWChanged || isr != lp.reportedISR || minISR != lp.reportedMin {
 		lp.reportedISR, lp.reportedMin = isr, minISR
 		m.purg.Advance(lp.tp, lp.st.LeaderEpoch(), lp.st.HighWatermark(), isr, minISR)
+	}
+	if u.LowChanged {
+		m.purg.AdvanceLow(lp.tp, lp.st.LeaderEpoch(), u.Low)
 	}
 	if u.Proposal != nil {
 		prop := *u.Proposal
@@ -467,15 +471,23 @@ func (lp *leaderPart) CheckProduce(acks int16) (int32, error) {
 	return lp.st.LeaderEpoch(), lp.st.CheckProduce(acks)
 }
 
-// LowWatermark is LeaderState.LowWatermark under the partition lock
-// (DeleteRecords waits on it).
-func (lp *leaderPart) LowWatermark() (int64, error) {
+// AwaitLowWatermark parks a DeleteRecords wait until the low watermark
+// reaches target, the log start this leadership just moved to. The
+// purgatory first hears the low watermark with the leader's new start
+// (alone in the ISR that answers at once), then followers' fetches
+// reporting their starts move it (apply); the leadership ending fails the
+// wait with NOT_LEADER_OR_FOLLOWER (dropLeader), and the deadline
+// answers it at the latest. If the leadership ended before the wait was
+// parked, the purgatory's FailPartition, run after gen turned false,
+// answers it.
+func (lp *leaderPart) AwaitLowWatermark(target int64, arrived, deadline time.Time) *replication.Waiter {
 	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	if !lp.gen {
-		return 0, replication.ErrNotLeaderOrFollower
+	epoch := lp.st.LeaderEpoch()
+	if lp.gen {
+		lp.m.apply(lp, lp.st.OnLogStart())
 	}
-	return lp.st.LowWatermark(), nil
+	lp.mu.Unlock()
+	return lp.m.purg.AddLow(lp.tp, epoch, target, arrived, deadline)
 }
 
 // Ended is closed when this leadership ends.
@@ -505,6 +517,9 @@ func (m *replicaManager) Cancel(w *replication.Waiter) { m.purg.Cancel(w) }
 
 // Waiting is how many acks=all waits the purgatory holds.
 func (m *replicaManager) Waiting() int { return m.purg.Len() }
+
+// WaitingLow is how many DeleteRecords waits the purgatory holds.
+func (m *replicaManager) WaitingLow() int { return m.purg.LenLow() }
 
 var _ netpath.Replicas = (*replicaManager)(nil)
 

@@ -58,6 +58,9 @@ func (p *Partition) AdvanceLogStart(offset int64) (int64, error) {
 	}
 	p.ps.DropAbortedBefore(p.logStart)
 	start := p.logStart
+	// Long polls wake: a follower's fetch answers the new start at once
+	// (netpath's Fetch), which DeleteRecords' answer waits for.
+	p.notify()
 	p.mu.Unlock()
 	p.e.stats.segmentsDeleted.Add(int64(n))
 	if n > 0 {

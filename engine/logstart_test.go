@@ -32,8 +32,13 @@ func TestAdvanceLogStart(t *testing.T) {
 		t.Fatalf("AdvanceLogStart above HW: %v, want ErrOffsetOutOfRange", err)
 	}
 	const to = 151 // inside a batch and a segment
+	v := p.Version()
 	if got, err := p.AdvanceLogStart(to); err != nil || got != to {
 		t.Fatalf("AdvanceLogStart(%d) = %d, %v", to, got, err)
+	}
+	// A move wakes long polls (a follower's fetch answers the new start).
+	if p.Version() == v {
+		t.Fatal("AdvanceLogStart did not change the partition's version")
 	}
 	if got, err := p.AdvanceLogStart(10); err != nil || got != to {
 		t.Fatalf("AdvanceLogStart backwards = %d, %v; want %d unchanged", got, err, to)

@@ -21,7 +21,10 @@ import (
 //   - Long poll: if fewer than min_bytes are available the request waits,
 //     woken by high watermark advances of the fetched partitions (for a
 //     follower, log end advances), until max_wait_ms after its arrival
-//     (capped at 2 min); then it answers with what there is. The fetch
+//     (capped at 2 min); then it answers with what there is. A replica
+//     fetch whose follower reported a log start below ours answers at
+//     once (a log start move wakes it too), so DeleteRecords' low
+//     watermark does not wait for a long poll to run out. The fetch
 //     registers one engine.Waker with every partition it read (no
 //     goroutine per partition); each partition's version is taken before
 //     it is read, so an advance between the read and the registration
@@ -125,7 +128,7 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	st := getFetchState()
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
-		if total >= int64(req.MinBytes) || hasErr || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 {
+		if total >= int64(req.MinBytes) || hasErr || st.startNews || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 {
 			return s.fetchResponse(req, sess, full, topics, st)
 		}
 		releaseFetch(topics)
@@ -180,7 +183,11 @@ type fetchState struct {
 	waker *engine.Waker
 	// limited: the last read cut a partition short for max_bytes.
 	limited bool
-	timer   *time.Timer
+	// startNews: the last read found a replica fetch's follower behind
+	// our log start (DeleteRecords moved it): answer now, without
+	// waiting for min_bytes, so the follower follows and reports it.
+	startNews bool
+	timer     *time.Timer
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -269,7 +276,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 		hasErr bool
 	)
 	topics := st.topics[:0]
-	st.watch, st.limited = st.watch[:0], false
+	st.watch, st.limited, st.startNews = st.watch[:0], false, false
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -373,6 +380,13 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			// records below it are committed, and the HW a later fetch
 			// returns has caught up; only ListOffsets refuses then.
 			fp.highWatermark, fp.lastStable, fp.logStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+			if mode == readReplica && rp.LogStartOffset >= 0 && res.LogStartOffset > rp.LogStartOffset {
+				// The leader's low watermark (DeleteRecords' answer)
+				// waits for this follower's start; it can always
+				// follow ours (start <= its HW once it has this
+				// response), so this cannot repeat without progress.
+				st.startNews = true
+			}
 			if res.Data.Len() > 0 {
 				fp.data = res.Data
 				total += int64(res.Data.Len())

@@ -25,16 +25,18 @@ import (
 //     the next fetch. As in Kafka's DelayedDeleteRecords the answer waits
 //     until the low watermark reaches offset, the leadership ends
 //     (NOT_LEADER_OR_FOLLOWER) or timeout_ms passes (REQUEST_TIMED_OUT,
-//     low watermark -1). The wait polls every deleteRecordsPoll: the low
-//     watermark moves on follower fetches, which come at most
-//     replica.fetch.wait.max.ms apart.
+//     low watermark -1). Each partition waits in the replication
+//     purgatory (replication.Purgatory.AddLow), woken when a follower
+//     fetch reports a new log start or the ISR changes (Update.Low), not
+//     by polling; the resolve goroutine of the connection waits on the
+//     waiters one after the other, all parked at once and all answered
+//     by the deadline at the latest. A client that goes away withdraws
+//     them.
 //   - Not the leader: NOT_LEADER_OR_FOLLOWER; unknown topic or partition:
 //     UNKNOWN_TOPIC_OR_PARTITION; internal (__) topics: INVALID_TOPIC_EXCEPTION;
 //     with an authorizer, DELETE on the topic (TOPIC_AUTHORIZATION_FAILED).
 
 func init() { register(21, 0, 2, handleDeleteRecords) }
-
-const deleteRecordsPoll = 10 * time.Millisecond
 
 // deleteWait is one partition whose answer waits for the low watermark.
 type deleteWait struct {
@@ -47,7 +49,8 @@ func handleDeleteRecords(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
-	deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
+	arrived := time.Now()
+	deadline := arrived.Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
 	return reply{resolve: func(done <-chan struct{}) *response {
 		var waits []deleteWait
 		resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(req.Topics))
@@ -69,7 +72,9 @@ func handleDeleteRecords(s *Server, r *request) reply {
 				}
 			}
 		}
-		s.awaitLowWatermarks(waits, deadline, done)
+		if !s.awaitLowWatermarks(waits, arrived, deadline, done) {
+			return nil
+		}
 		return &response{msg: resp}
 	}}
 }
@@ -114,38 +119,29 @@ func (s *Server) deleteRecords(img *metadata.Image, fresh error, topic string, r
 	return deleteWait{sp: sp, lead: lead, target: target}, true
 }
 
-// awaitLowWatermarks answers every wait: low watermark reached, the
-// leadership ended, the deadline passed, or the connection went away.
-func (s *Server) awaitLowWatermarks(waits []deleteWait, deadline time.Time, done <-chan struct{}) {
-	tick := time.NewTicker(deleteRecordsPoll)
-	defer tick.Stop()
-	for {
-		pending := waits[:0]
-		for _, w := range waits {
-			lw, err := w.lead.LowWatermark()
-			switch {
-			case err != nil:
-				w.sp.ErrorCode = replErrorCode(err)
-			case lw != replication.NoOffset && lw >= w.target:
-				w.sp.LowWatermark = lw
-			default:
-				pending = append(pending, w)
-			}
-		}
-		waits = pending
-		if len(waits) == 0 {
-			return
-		}
-		if !time.Now().Before(deadline) {
-			for _, w := range waits {
-				w.sp.ErrorCode = kerr.RequestTimedOut.Code
-			}
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-done:
-			return
-		}
+// awaitLowWatermarks parks every wait in the purgatory, then fills each
+// answer as its waiter completes: low watermark reached, the leadership
+// ended, or the deadline passed (the purgatory answers every waiter by
+// then). false: the connection went away and the waits were withdrawn.
+func (s *Server) awaitLowWatermarks(waits []deleteWait, arrived, deadline time.Time, done <-chan struct{}) bool {
+	ws := make([]*replication.Waiter, len(waits))
+	for i, w := range waits {
+		ws[i] = w.lead.AwaitLowWatermark(w.target, arrived, deadline)
 	}
+	for i, pw := range ws {
+		select {
+		case <-pw.Done():
+		case <-done:
+			for _, pw := range ws[i:] {
+				s.repl.Cancel(pw)
+			}
+			return false
+		}
+		if err := pw.Err(); err != nil {
+			waits[i].sp.ErrorCode = replErrorCode(err)
+			continue
+		}
+		waits[i].sp.LowWatermark = pw.LowWatermark()
+	}
+	return true
 }

@@ -88,10 +88,12 @@ type Replicas interface {
 	// OffsetsAvailable is the ListOffsets check of a replicated partition
 	// the image says this broker leads in epoch.
 	OffsetsAvailable(topic string, idx, epoch int32) error
-	// Cancel withdraws a wait of Leadership.AwaitHW.
+	// Cancel withdraws a wait of Leadership.AwaitHW or AwaitLowWatermark.
 	Cancel(w *replication.Waiter)
 	// Waiting is how many acks=all waits are parked (for /metrics).
 	Waiting() int
+	// WaitingLow is how many DeleteRecords waits are parked (for /metrics).
+	WaitingLow() int
 }
 
 // Leadership is one partition this broker leads in replication.
@@ -105,10 +107,12 @@ type Leadership interface {
 	AwaitHW(epoch int32, lastOffset int64, arrived, deadline time.Time) *replication.Waiter
 	// Ended is closed when the leadership ends.
 	Ended() <-chan struct{}
-	// LowWatermark is the smallest log start offset over the leader and
-	// its in-sync followers (replication.NoOffset while one has not
-	// reported yet); ErrNotLeaderOrFollower once the leadership ended.
-	LowWatermark() (int64, error)
+	// AwaitLowWatermark parks a DeleteRecords wait until the low
+	// watermark (the smallest log start over the leader and its in-sync
+	// followers) reaches target; it is answered by deadline at the latest
+	// (ErrRequestTimedOut), or with ErrNotLeaderOrFollower when the
+	// leadership ends. Withdraw it with Replicas.Cancel.
+	AwaitLowWatermark(target int64, arrived, deadline time.Time) *replication.Waiter
 }
 
 // Groups is the consumer group coordinator (group.Manager) and the

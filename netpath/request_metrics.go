@@ -312,7 +312,7 @@ var (
 	descRebalances = prometheus.NewDesc("ringlog_group_rebalances_total",
 		"Consumer group generations completed by this coordinator (counted at the leader's JoinGroup response).", nil, nil)
 	descPurgatory = prometheus.NewDesc("ringlog_purgatory_size",
-		"Requests parked until an event: produce (waiting for durability or replication), fetch (long polls waiting for data), join_group (waiting for a rebalance), replication (acks=all partition waiters on the high watermark).",
+		"Requests parked until an event: produce (waiting for durability or replication), fetch (long polls waiting for data), join_group (waiting for a rebalance), replication (acks=all partition waiters on the high watermark), delete_records (DeleteRecords partitions waiting for the replicas' log starts).",
 		[]string{"purgatory"}, nil)
 	descTopicMessagesIn = prometheus.NewDesc("ringlog_topic_messages_in_total",
 		"Records appended by produce requests (acks=0: received), by topic.", []string{"topic"}, nil)
@@ -368,6 +368,7 @@ func (m *serverMetrics) collect(s *Server, ch chan<- prometheus.Metric) {
 	s.mu.Unlock()
 	if repl != nil {
 		gauge(descPurgatory, float64(repl.Waiting()), "replication")
+		gauge(descPurgatory, float64(repl.WaitingLow()), "delete_records")
 	}
 	hosted := func(name string) bool {
 		if s.engine == nil {

@@ -23,6 +23,11 @@ type Update struct {
 	// the log and calls Purgatory.Advance.
 	HWChanged bool
 	HW        int64
+	// LowChanged says LowWatermark moved (up, or down when a lagging
+	// follower rejoined the ISR) to Low: the caller calls
+	// Purgatory.AdvanceLow, which answers DeleteRecords waits.
+	LowChanged bool
+	Low        int64
 	// Proposal, when set, is an AlterPartition to send now.
 	Proposal *AlterProposal
 }
@@ -104,6 +109,10 @@ type LeaderState struct {
 	// join the ISR.
 	epochStartOffset int64
 	hw               int64
+	// low is the low watermark last reported in an Update; lowDirty says
+	// an input of it (a follower's start, the ISR) changed since.
+	low      int64
+	lowDirty bool
 
 	followers map[int32]*followerState
 	pending   *pendingAlter
@@ -142,6 +151,7 @@ func NewLeaderState(cfg Config, tp TopicPartition, localID int32, minISR int, p 
 		leaderEpoch: p.LeaderEpoch, partitionEpoch: p.PartitionEpoch,
 		epochStartOffset: log.LogEndOffset(),
 		hw:               log.HighWatermark(),
+		low:              NoOffset,
 		followers:        map[int32]*followerState{},
 	}
 	l.setMembership(p.Replicas, p.ISR, now)
@@ -151,6 +161,7 @@ func NewLeaderState(cfg Config, tp TopicPartition, localID int32, minISR int, p 
 // setMembership adopts replicas and committed ISR, keeping the progress of
 // followers we already track.
 func (l *LeaderState) setMembership(replicas, isr []int32, now time.Time) {
+	l.lowDirty = true
 	l.replicas = slices.Clone(replicas)
 	l.isr = slices.Clone(isr)
 	for id := range l.followers {
@@ -329,7 +340,10 @@ func (l *LeaderState) OnFollowerFetch(f FollowerFetch, now time.Time) (FetchOutc
 	fs.leaderLEOAtLastFetch = leo
 	fs.lastFetch = now
 	fs.leo = f.FetchOffset
-	fs.logStart = f.LogStartOffset
+	if fs.logStart != f.LogStartOffset {
+		fs.logStart = f.LogStartOffset
+		l.lowDirty = true
+	}
 
 	var out FetchOutcome
 	out.Update = l.advance()
@@ -351,9 +365,33 @@ func later(a, b time.Time) time.Time {
 // DurableEnd is part of the HW minimum.
 func (l *LeaderState) OnLocalAppend() Update { return l.advance() }
 
-// advance recomputes the HW: the minimum of our durable end and the
-// reported durable ends of the maximal ISR. It never moves down.
+// OnLogStart is called after the leader's own log start moved
+// (DeleteRecords): it is part of the low watermark minimum. With
+// followers in the ISR their starts still hold the low watermark; alone
+// in the ISR the leader's move answers at once.
+func (l *LeaderState) OnLogStart() Update {
+	l.lowDirty = true
+	return l.advance()
+}
+
+// advance recomputes the HW and, when one of its inputs changed, the low
+// watermark.
 func (l *LeaderState) advance() Update {
+	u := l.advanceHW()
+	if l.lowDirty {
+		l.lowDirty = false
+		if low := l.LowWatermark(); low != l.low {
+			l.low = low
+			u.LowChanged = true
+		}
+	}
+	u.Low = l.low
+	return u
+}
+
+// advanceHW recomputes the HW: the minimum of our durable end and the
+// reported durable ends of the maximal ISR. It never moves down.
+func (l *LeaderState) advanceHW() Update {
 	hw := l.log.DurableEnd()
 	// The maximal ISR without building it: this runs for every partition
 	// of every follower fetch.
@@ -406,8 +444,10 @@ func (l *LeaderState) propose(newISR []int32) *AlterProposal {
 // it proposes removing ISR members that have not been caught up within
 // ReplicaLagTimeMax, and re-sends an AlterPartition whose outcome was
 // unknown. A new leader's HW may also advance here when nothing else
-// triggers it.
+// triggers it, and the low watermark follows a leader start that moved
+// without OnLogStart (retention).
 func (l *LeaderState) Tick(now time.Time) Update {
+	l.lowDirty = true
 	u := l.advance()
 	if p := l.pending; p != nil {
 		if !p.inFlight && !p.waitMetadata && !now.Before(p.resendAt) {
@@ -451,7 +491,7 @@ func (l *LeaderState) Tick(now time.Time) Update {
 func (l *LeaderState) OnAlterResult(prop AlterProposal, res PartitionState, err error, now time.Time) Update {
 	p := l.pending
 	if p == nil || p.prop.Seq != prop.Seq || !p.inFlight {
-		return Update{HW: l.hw} // superseded by metadata
+		return Update{HW: l.hw, Low: l.low} // superseded by metadata
 	}
 	p.inFlight = false
 	switch {
@@ -480,10 +520,10 @@ func (l *LeaderState) OnAlterResult(prop AlterProposal, res PartitionState, err 
 // LeaderState is over. Older metadata is ignored.
 func (l *LeaderState) OnMetadata(p PartitionState, now time.Time) (Update, error) {
 	if p.LeaderEpoch < l.leaderEpoch {
-		return Update{HW: l.hw}, nil
+		return Update{HW: l.hw, Low: l.low}, nil
 	}
 	if p.LeaderEpoch > l.leaderEpoch || p.Leader != l.localID {
-		return Update{HW: l.hw}, fmt.Errorf("%s-%d: leader %d epoch %d: %w", l.tp.Topic, l.tp.Partition, p.Leader, p.LeaderEpoch, ErrNotLeaderOrFollower)
+		return Update{HW: l.hw, Low: l.low}, fmt.Errorf("%s-%d: leader %d epoch %d: %w", l.tp.Topic, l.tp.Partition, p.Leader, p.LeaderEpoch, ErrNotLeaderOrFollower)
 	}
 	if p.PartitionEpoch > l.partitionEpoch {
 		l.partitionEpoch = p.PartitionEpoch

@@ -8,11 +8,17 @@ import (
 	"time"
 )
 
-// Waiter is one acks=all produce partition waiting for the high watermark.
+// Waiter is one acks=all produce partition waiting for the high watermark
+// (Add), or one DeleteRecords partition waiting for the low watermark
+// (AddLow).
 type Waiter struct {
-	tp       TopicPartition
-	epoch    int32 // leader epoch the append was made under
-	last     int64 // last offset of the append; done when HW > last
+	tp    TopicPartition
+	epoch int32 // leader epoch the append (or the log start move) was made under
+	// last is the last offset of the append, done when HW > last; for a
+	// low waiter the requested log start, done when low watermark >= last.
+	last     int64
+	low      bool  // a low-watermark waiter (AddLow)
+	lw       int64 // the low watermark that answered a low waiter
 	added    time.Time
 	deadline time.Time
 	done     chan struct{}
@@ -33,12 +39,21 @@ func (w *Waiter) Err() error {
 	return w.err
 }
 
+// LowWatermark is, for a low waiter answered without error, the low
+// watermark that answered it (at least the requested offset); NoOffset
+// otherwise. It blocks until the waiter is done.
+func (w *Waiter) LowWatermark() int64 {
+	<-w.done
+	return w.lw
+}
+
 // partWaiters is one partition's waiters and progress. Both belong to one
 // leader epoch: an offset means nothing across epochs (the new leader may
 // have truncated it and written other records there), so a waiter is only
 // ever completed by the high watermark of the epoch it was appended in.
 type partWaiters struct {
-	byOffset offsetHeap
+	byOffset offsetHeap // acks=all waiters, by last offset
+	byLow    offsetHeap // low-watermark waiters, by requested log start
 	// epoch is the leader epoch of the waiters and progress held; ended
 	// is the newest epoch FailPartition closed (NoEpoch if none). A
 	// waiter of an epoch <= ended, or older than epoch, fails at once.
@@ -50,21 +65,28 @@ type partWaiters struct {
 	hw         int64
 	maximalISR int
 	minISR     int
+	// Last low watermark reported by AdvanceLow, for the same reason.
+	lowKnown bool
+	low      int64
 }
 
-// Purgatory holds acks=all waiters. Each sits in a per-partition min-heap
-// by offset and in one min-heap by deadline, so Advance and Expire cost
-// O(k log n) for k completed waiters and never scan the others. It is safe
-// for concurrent use.
+// Purgatory holds acks=all waiters and DeleteRecords' low-watermark
+// waiters. Each sits in a per-partition min-heap by offset and in one
+// min-heap by deadline, so Advance, AdvanceLow and Expire cost O(k log n)
+// for k completed waiters and never scan the others. It is safe for
+// concurrent use.
 //
 // Every waiter is answered, by the first of: the HW of its leader epoch
-// passes its last offset (Advance), its epoch ends (FailPartition, or an
-// Add or Advance of a newer epoch), its deadline (Expire, driven by Run),
-// Cancel or Close. Kafka's delayed produce completes on the same events.
+// passes its last offset (Advance), or for a low waiter the low watermark
+// of its epoch reaches its offset (AdvanceLow); its epoch ends
+// (FailPartition, or an Add or Advance of a newer epoch); its deadline
+// (Expire, driven by Run); Cancel or Close. Kafka's delayed produce and
+// delayed delete-records complete on the same events.
 type Purgatory struct {
 	mu        sync.Mutex
 	parts     map[TopicPartition]*partWaiters
 	deadlines deadlineHeap
+	nLow      int // low waiters among deadlines
 	closed    bool
 	wake      chan struct{} // nudges Run when an earlier deadline arrives
 }
@@ -82,24 +104,51 @@ func NewPurgatory() *Purgatory {
 // once with ErrNotLeaderOrFollower. now is when the request arrived (for
 // OldestWait).
 func (p *Purgatory) Add(tp TopicPartition, epoch int32, lastOffset int64, now, deadline time.Time) *Waiter {
-	w := &Waiter{tp: tp, epoch: epoch, last: lastOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1}
+	return p.add(&Waiter{tp: tp, epoch: epoch, last: lastOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1})
+}
+
+// AddLow registers a DeleteRecords wait: the low watermark (the smallest
+// log start over the leader and its ISR, LeaderState.LowWatermark) of tp
+// must reach target, the log start this broker moved to while leading tp
+// in leader epoch epoch. Like Add it completes at once when the last
+// AdvanceLow of that epoch already reached target, and fails at once
+// with ErrNotLeaderOrFollower when the epoch ended. Report the current
+// low watermark before calling it (the leader's own start just moved).
+func (p *Purgatory) AddLow(tp TopicPartition, epoch int32, target int64, now, deadline time.Time) *Waiter {
+	return p.add(&Waiter{tp: tp, epoch: epoch, last: target, low: true, lw: NoOffset, added: now, deadline: deadline, done: make(chan struct{}), offIdx: -1, dlIdx: -1})
+}
+
+// add answers w at once when it can (closed, its epoch ended, the progress
+// last reported covers it) and parks it otherwise: in its partition's heap
+// of its kind and in the deadline heap, nudging Run when its deadline is
+// the earliest.
+func (p *Purgatory) add(w *Waiter) *Waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		p.finish(w, ErrClosed)
 		return w
 	}
-	pw := p.enterEpoch(tp, epoch)
+	pw := p.enterEpoch(w.tp, w.epoch)
 	if pw == nil {
-		p.finish(w, fmt.Errorf("%s-%d offset %d: leader epoch %d ended: %w", tp.Topic, tp.Partition, lastOffset, epoch, ErrNotLeaderOrFollower))
+		p.finish(w, fmt.Errorf("%s-%d %s %d: leader epoch %d ended: %w", w.tp.Topic, w.tp.Partition, w.what(), w.last, w.epoch, ErrNotLeaderOrFollower))
 		return w
 	}
-	if pw.known && lastOffset < pw.hw {
-		p.finish(w, afterAppend(tp, pw))
+	h := &pw.byOffset
+	switch {
+	case w.low && pw.lowKnown && pw.low >= w.last:
+		w.lw = pw.low
+		p.finish(w, nil)
+		return w
+	case w.low:
+		h = &pw.byLow
+		p.nLow++
+	case pw.known && w.last < pw.hw:
+		p.finish(w, afterAppend(w.tp, pw))
 		return w
 	}
-	heap.Push(&pw.byOffset, w)
-	earliest := len(p.deadlines) == 0 || deadline.Before(p.deadlines[0].deadline)
+	heap.Push(h, w)
+	earliest := len(p.deadlines) == 0 || w.deadline.Before(p.deadlines[0].deadline)
 	heap.Push(&p.deadlines, w)
 	if earliest {
 		select {
@@ -108,6 +157,14 @@ func (p *Purgatory) Add(tp TopicPartition, epoch int32, lastOffset int64, now, d
 		}
 	}
 	return w
+}
+
+// what names the offset w waits on, for errors.
+func (w *Waiter) what() string {
+	if w.low {
+		return "log start"
+	}
+	return "offset"
 }
 
 // enterEpoch returns tp's waiters for epoch, failing those of an older
@@ -127,7 +184,7 @@ func (p *Purgatory) enterEpoch(tp TopicPartition, epoch int32) *partWaiters {
 		// missed FailPartition): the old waiters' offsets mean nothing
 		// in the new epoch.
 		p.failWaiters(pw, fmt.Errorf("%s-%d: leader epoch %d superseded by %d: %w", tp.Topic, tp.Partition, pw.epoch, epoch, ErrNotLeaderOrFollower))
-		pw.epoch, pw.known = epoch, false
+		pw.epoch, pw.known, pw.lowKnown = epoch, false, false
 	}
 	return pw
 }
@@ -137,6 +194,10 @@ func (p *Purgatory) failWaiters(pw *partWaiters, err error) int {
 	n := 0
 	for len(pw.byOffset) > 0 {
 		p.finish(pw.byOffset[0], err)
+		n++
+	}
+	for len(pw.byLow) > 0 {
+		p.finish(pw.byLow[0], err)
 		n++
 	}
 	return n
@@ -152,7 +213,13 @@ func afterAppend(tp TopicPartition, pw *partWaiters) error {
 // finish completes w. Lock should be held.
 func (p *Purgatory) finish(w *Waiter, err error) {
 	if w.offIdx >= 0 {
-		heap.Remove(&p.parts[w.tp].byOffset, w.offIdx)
+		pw := p.parts[w.tp]
+		if w.low {
+			heap.Remove(&pw.byLow, w.offIdx)
+			p.nLow--
+		} else {
+			heap.Remove(&pw.byOffset, w.offIdx)
+		}
 	}
 	if w.dlIdx >= 0 {
 		heap.Remove(&p.deadlines, w.dlIdx)
@@ -192,10 +259,7 @@ func (p *Purgatory) Lead(tp TopicPartition, epoch int32, hw int64, maximalISR, m
 func (p *Purgatory) Advance(tp TopicPartition, epoch int32, hw int64, maximalISR, minISR int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return 0
-	}
-	pw := p.enterEpoch(tp, epoch)
+	pw := p.progress(tp, epoch)
 	if pw == nil {
 		return 0
 	}
@@ -203,6 +267,41 @@ func (p *Purgatory) Advance(tp TopicPartition, epoch int32, hw int64, maximalISR
 	n := 0
 	for len(pw.byOffset) > 0 && pw.byOffset[0].last < hw {
 		p.finish(pw.byOffset[0], afterAppend(tp, pw))
+		n++
+	}
+	return n
+}
+
+// progress returns tp's waiters for a progress report of epoch, nil when
+// the report is to be ignored (closed, or a stale epoch). Lock should be
+// held.
+func (p *Purgatory) progress(tp TopicPartition, epoch int32) *partWaiters {
+	if p.closed {
+		return nil
+	}
+	return p.enterEpoch(tp, epoch)
+}
+
+// AdvanceLow reports a partition's low watermark in leader epoch epoch
+// (LeaderState's Update.Low): that epoch's low waiters whose offset it
+// reached complete with it. NoOffset (a follower has not reported its
+// start yet) completes nothing. The low watermark may also move down (a
+// lagging follower rejoined the ISR); later waiters then wait again.
+// Reports of an ended or older epoch are ignored. It returns how many
+// completed.
+func (p *Purgatory) AdvanceLow(tp TopicPartition, epoch int32, low int64) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pw := p.progress(tp, epoch)
+	if pw == nil {
+		return 0
+	}
+	pw.lowKnown, pw.low = true, low
+	n := 0
+	for len(pw.byLow) > 0 && pw.byLow[0].last <= low {
+		w := pw.byLow[0]
+		w.lw = low
+		p.finish(w, nil)
 		n++
 	}
 	return n
@@ -228,7 +327,7 @@ func (p *Purgatory) FailPartition(tp TopicPartition, epoch int32, err error) int
 	if pw.epoch > epoch {
 		return 0
 	}
-	pw.known = false
+	pw.known, pw.lowKnown = false, false
 	return p.failWaiters(pw, err)
 }
 
@@ -240,7 +339,7 @@ func (p *Purgatory) Expire(now time.Time) int {
 	n := 0
 	for len(p.deadlines) > 0 && !p.deadlines[0].deadline.After(now) {
 		w := p.deadlines[0]
-		p.finish(w, fmt.Errorf("%s-%d offset %d: %w", w.tp.Topic, w.tp.Partition, w.last, ErrRequestTimedOut))
+		p.finish(w, fmt.Errorf("%s-%d %s %d: %w", w.tp.Topic, w.tp.Partition, w.what(), w.last, ErrRequestTimedOut))
 		n++
 	}
 	return n
@@ -266,24 +365,33 @@ func (p *Purgatory) NextDeadline() (time.Time, bool) {
 	return p.deadlines[0].deadline, true
 }
 
-// OldestWait is how long the longest-waiting pending waiter has waited
-// at now (since the request it belongs to arrived), 0 when none waits.
-// It is a scan: call it at scrape time, not per request.
+// OldestWait is how long the longest-waiting pending acks=all waiter has
+// waited at now (since the request it belongs to arrived), 0 when none
+// waits. It is a scan: call it at scrape time, not per request.
 func (p *Purgatory) OldestWait(now time.Time) time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var oldest time.Duration
 	for _, w := range p.deadlines {
-		oldest = max(oldest, now.Sub(w.added))
+		if !w.low {
+			oldest = max(oldest, now.Sub(w.added))
+		}
 	}
 	return oldest
 }
 
-// Len is the number of pending waiters.
+// Len is the number of pending acks=all waiters.
 func (p *Purgatory) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.deadlines)
+	return len(p.deadlines) - p.nLow
+}
+
+// LenLow is the number of pending low-watermark (DeleteRecords) waiters.
+func (p *Purgatory) LenLow() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nLow
 }
 
 // Close fails every pending waiter with ErrClosed; later Adds fail at once.

@@ -133,7 +133,15 @@ func TestAdminDeleteRecords(t *testing.T) {
 	if r.Err != nil || r.LowWatermark != cut {
 		t.Fatalf("DeleteRecords to %d: %+v", cut, r)
 	}
-	t.Logf("DeleteRecords answered in %v (waits for the ISR's log starts)", time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	t.Logf("DeleteRecords answered in %v (waits for the ISR's log starts)", took.Round(time.Millisecond))
+	// Woken, not polled: the move wakes the followers' parked fetches,
+	// their next fetches report the start, and that wakes the wait. A
+	// follower learning it only when its long poll (500 ms) ran out
+	// would take longer than this.
+	if took > 450*time.Millisecond {
+		t.Fatalf("DeleteRecords took %v: the followers' long polls were not woken", took)
+	}
 	// The answer waited for the low watermark: every replica already has
 	// the new start.
 	for i, b := range c.nodes {
@@ -224,13 +232,33 @@ func TestAdminDeleteRecords(t *testing.T) {
 	short := kadm.NewClient(cl)
 	short.SetTimeoutMillis(800)
 	start = time.Now()
-	res, err = short.DeleteRecords(testContext(t, 10*time.Second), kadm.Offsets{"dr": {0: {At: n + 150}}})
-	took := time.Since(start)
+	type drResult struct {
+		res kadm.DeleteRecordsResponses
+		err error
+	}
+	answered := make(chan drResult, 1)
+	go func() {
+		res, err := short.DeleteRecords(testContext(t, 10*time.Second), kadm.Offsets{"dr": {0: {At: n + 150}}})
+		answered <- drResult{res, err}
+	}()
+	// The wait is parked in the purgatory (not a polling loop) until the
+	// timeout answers it, and gone once answered.
+	purgSize := `ringlog_purgatory_size{purgatory="delete_records"}`
+	eventually(t, 700*time.Millisecond, "DeleteRecords parked in the purgatory", func() (bool, string) {
+		v := scrape(t, c.node(leader).admin)[purgSize]
+		return v == 1, fmt.Sprint(v)
+	})
+	dr := <-answered
+	took = time.Since(start)
+	res, err = dr.res, dr.err
 	follower.resume()
+	if got := scrape(t, c.node(leader).admin)[purgSize]; got != 0 {
+		t.Fatalf("delete_records purgatory size %v after the answer, want 0", got)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := res.Lookup("dr", 0); !errors.Is(r.Err, kerr.RequestTimedOut) || took < 700*time.Millisecond {
+	if r, _ := res.Lookup("dr", 0); !errors.Is(r.Err, kerr.RequestTimedOut) || took < 700*time.Millisecond || took > 2*time.Second {
 		t.Fatalf("DeleteRecords with a paused follower: %+v after %v, want REQUEST_TIMED_OUT after ~800ms", r, took)
 	}
 	// The leader moved its start anyway; once the follower fetches again

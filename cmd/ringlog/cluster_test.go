@@ -67,22 +67,11 @@ func startClusterAt(t *testing.T, specs []nodeSpec, voters int, nodeFlags func(i
 	}
 	c.voters = strings.Join(vs, ",")
 	for i, s := range specs {
-		b := &brokerProc{t: t, dataDir: t.TempDir(), addr: s.addr, admin: s.admin, prefix: s.prefix}
-		b.args = []string{"serve",
-			"--node-id", fmt.Sprint(i + 1),
-			"--listen", b.addr,
-			"--admin-listen", b.admin,
-			"--controller-listen", s.ctrl,
-			"--controller-voters", c.voters,
-			"--broker-session-timeout", testSessionTimeout.String(),
-			"--data-dir", b.dataDir,
-			"--io", ioMode(),
-			"--log-level", "debug",
-		}
+		var extra []string
 		if nodeFlags != nil {
-			b.args = append(b.args, nodeFlags(i)...)
+			extra = nodeFlags(i)
 		}
-		c.nodes = append(c.nodes, b)
+		c.nodes = append(c.nodes, c.newNode(int32(i+1), s, extra))
 	}
 	// All processes first: none becomes ready before a quorum runs.
 	for _, b := range c.nodes {
@@ -93,6 +82,27 @@ func startClusterAt(t *testing.T, specs []nodeSpec, voters int, nodeFlags func(i
 		b.waitReady(60 * time.Second)
 	}
 	return c
+}
+
+// newNode prepares (does not start) node id listening where s says, over
+// a fresh data directory, in the cluster's quorum: a controller voter if
+// c.voters names it, otherwise a broker following the metadata log as a
+// raft non-voter. extra flags go after the common ones.
+func (c *testCluster) newNode(id int32, s nodeSpec, extra []string) *brokerProc {
+	b := &brokerProc{t: c.t, dataDir: c.t.TempDir(), addr: s.addr, admin: s.admin, prefix: s.prefix}
+	b.args = []string{"serve",
+		"--node-id", fmt.Sprint(id),
+		"--listen", b.addr,
+		"--admin-listen", b.admin,
+		"--controller-listen", s.ctrl,
+		"--controller-voters", c.voters,
+		"--broker-session-timeout", testSessionTimeout.String(),
+		"--data-dir", b.dataDir,
+		"--io", ioMode(),
+		"--log-level", "debug",
+	}
+	b.args = append(b.args, extra...)
+	return b
 }
 
 func (c *testCluster) node(id int32) *brokerProc { return c.nodes[id-1] }

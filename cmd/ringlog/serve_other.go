@@ -15,3 +15,11 @@ func devClusterCommand() *cli.Command {
 	c.Usage = "run an N-node cluster on 127.0.0.1 (Linux only)"
 	return c
 }
+
+// devJoinCommand: dev join runs a serve child process; Linux-only.
+func devJoinCommand() *cli.Command {
+	c := unsupportedServe()
+	c.Name = "join"
+	c.Usage = "start one more broker joining a dev cluster (Linux only)"
+	return c
+}
