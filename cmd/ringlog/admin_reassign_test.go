@@ -285,6 +285,30 @@ func TestAdminReassignMove(t *testing.T) {
 	if v, _ := sumSeries(scrape(t, c.node(y0).admin), "ringlog_reassignment_partitions"); v != 0 {
 		t.Fatalf("ringlog_reassignment_partitions %v after completion", v)
 	}
+
+	// A single-replica partition moves too: it is replicated while both
+	// copies exist, and single again on its new broker.
+	createAssigned(t, cl, "one", [][]int32{{2}}, nil)
+	var recs []*kgo.Record
+	for i := range 300 {
+		recs = append(recs, &kgo.Record{Topic: "one", Value: fmt.Appendf(nil, "one-%06d", i)})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	oldOne := readPartition(t, c.node(1).addr, "one", 0, 300)
+	if res, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"one": {0: {3}}}); err != nil || res.Error() != nil {
+		t.Fatalf("move rf=1 partition: %v %v", err, res.Error())
+	}
+	waitMetadata(t, adm, 20*time.Second, "rf=1 partition on broker 3", func(m kadm.Metadata) bool {
+		p := m.Topics["one"].Partitions[0]
+		return slices.Equal(p.Replicas, []int32{3}) && p.Leader == 3
+	})
+	waitPath(t, filepath.Join(c.node(2).dataDir, "one-0"), false)
+	sameRecords(t, "rf=1 partition before and after the move", oldOne, readPartition(t, c.node(1).addr, "one", 0, 300))
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "one", Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatalf("produce after the rf=1 move: %v", err)
+	}
 }
 
 // TestAdminReassignCancel starts a move to a broker that was just killed:

@@ -367,7 +367,7 @@ func (t *txn) createPartitions(c *CreatePartitions) Result {
 	if len(c.Assignment) == 0 || int(c.Total) != len(tp.Partitions)+len(c.Assignment) {
 		return Result{Err: fmt.Errorf("%w: topic %q has %d partitions; asked for %d with %d new", ErrInvalidPartitions, c.Name, len(tp.Partitions), c.Total, len(c.Assignment))}
 	}
-	if err := t.validAssignment(c.Assignment, len(tp.Partitions[0].Replicas)); err != nil {
+	if err := t.validAssignment(c.Assignment, len(tp.Partitions[0].TargetReplicas())); err != nil {
 		return Result{Err: err}
 	}
 	nt := *tp

@@ -255,3 +255,18 @@ func TestReassignOldEncodings(t *testing.T) {
 		t.Fatalf("old snapshot reads as reassigning: %+v", p)
 	}
 }
+
+// The replication factor of a topic in reassignment is its target's, not
+// the wider replica set's (CreatePartitions checks manual assignments
+// against it).
+func TestReassignKeepsReplicationFactor(t *testing.T) {
+	m, _ := newReassignMachine(t)
+	m.mustReassign(target(1, 2, 4))
+	m.ok(Command{CreatePartitions: &CreatePartitions{Name: "a", Total: 2, Assignment: [][]int32{{2, 3, 4}}}})
+	m.reject(Command{CreatePartitions: &CreatePartitions{Name: "a", Total: 3, Assignment: [][]int32{{2, 3, 4, 1}}}}, ErrInvalidAssignment)
+	// Deleting a topic in reassignment drops it with everything else.
+	m.ok(Command{DeleteTopic: &DeleteTopic{Name: "a"}})
+	if len(m.img.Reassignments()) != 0 {
+		t.Fatal("deleted topic still listed")
+	}
+}
