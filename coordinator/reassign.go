@@ -6,7 +6,9 @@ import (
 	"github.com/ringlog/ringlog/coordinator/metadata"
 )
 
-type reassignReq struct{ metadata.AlterPartitionReassignments }
+type reassignReq struct {
+	metadata.AlterPartitionReassignments
+}
 
 // AlterPartitionReassignments starts, replaces or cancels partition
 // reassignments through the active controller (metadata/reassign.go); the
