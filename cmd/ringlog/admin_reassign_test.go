@@ -403,6 +403,17 @@ func TestAdminReassignRefusals(t *testing.T) {
 	adm := kadm.NewClient(b.client(t))
 	createTopic(t, adm, "rf", 1, 1)
 	ctx := testContext(t, 30*time.Second)
+	av, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, b.client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[int16][2]int16{}
+	for _, k := range av.ApiKeys {
+		served[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	if served[45] != [2]int16{0, 0} || served[46] != [2]int16{0, 0} {
+		t.Fatalf("ApiVersions: AlterPartitionReassignments %v, ListPartitionReassignments %v; want 0-0 each", served[45], served[46])
+	}
 	var req kadm.AlterPartitionAssignmentsReq
 	req.Assign("nope", 0, []int32{1})
 	req.Assign("rf", 5, []int32{1})
