@@ -1,6 +1,8 @@
 package netpath
 
 import (
+	"slices"
+
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -27,6 +29,10 @@ import (
 //   - v1 (KIP-860, allow_replication_factor_change) is not served.
 
 func init() { register(45, 0, 0, handleAlterPartitionReassignments) }
+
+// maxReassignItemsPerCommand bounds one metadata entry (a few hundred
+// bytes per item).
+const maxReassignItemsPerCommand = 1000
 
 func handleAlterPartitionReassignments(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.AlterPartitionAssignmentsRequest)
@@ -62,17 +68,29 @@ func handleAlterPartitionReassignments(s *Server, r *request) reply {
 			return &response{msg: resp}
 		}
 		ctx, cancel := s.adminContext(req.TimeoutMillis)
-		errs, err := s.node.AlterPartitionReassignments(ctx, cmd)
+		// Items are independent: a large request becomes several metadata
+		// entries of bounded size rather than one huge one.
+		var errs []error
+		var err error
+		for items := range slices.Chunk(cmd.Items, maxReassignItemsPerCommand) {
+			var es []error
+			es, err = s.node.AlterPartitionReassignments(ctx, metadata.AlterPartitionReassignments{Items: items})
+			if err != nil {
+				break
+			}
+			errs = append(errs, es...)
+		}
 		cancel()
-		if err != nil {
-			// Nothing was applied (no controller, timeout): the whole
-			// request fails, as Kafka answers it.
+		if err != nil && len(errs) == 0 {
+			// No controller, timeout, before anything was applied: the
+			// request fails as a whole (and each item with it); later,
+			// only the items not applied fail.
 			msg := err.Error()
 			resp.ErrorCode, resp.ErrorMessage = errorCode(err), &msg
 		}
 		for i, a := range at {
 			e := err
-			if e == nil && i < len(errs) {
+			if i < len(errs) {
 				e = errs[i]
 			}
 			if e != nil {
@@ -81,11 +99,11 @@ func handleAlterPartitionReassignments(s *Server, r *request) reply {
 				sp.ErrorCode, sp.ErrorMessage = errorCode(e), &msg
 			}
 		}
-		if err == nil {
+		if len(errs) > 0 {
 			if rerr := s.cluster.Reconcile(); rerr != nil {
 				s.log.Warn("reconcile after partition reassignment", "err", rerr)
 			}
-			s.log.Info("partition reassignments altered", "partitions", len(cmd.Items))
+			s.log.Info("partition reassignments altered", "partitions", len(errs), "not_applied", len(cmd.Items)-len(errs), "err", err)
 		}
 		return &response{msg: resp}
 	}}

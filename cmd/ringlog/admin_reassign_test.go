@@ -462,6 +462,37 @@ func TestAdminReassignRefusals(t *testing.T) {
 	if res, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"rf": {0: {1}}}); err != nil || res.Error() != nil {
 		t.Fatalf("same target: %v %v", err, res.Error())
 	}
+	// A request larger than one metadata entry holds (1000 items) is
+	// applied in parts; every item is answered in its place. (A raw
+	// request: kadm's map cannot name a partition twice.)
+	big := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	bt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	bt.Topic = "rf"
+	for i := range 2100 {
+		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		rp.Replicas = []int32{1}
+		if i == 1500 {
+			rp.Partition = 3 // unknown, in the second part
+		}
+		bt.Partitions = append(bt.Partitions, rp)
+	}
+	big.Topics = append(big.Topics, bt)
+	bresp, err := big.RequestWith(ctx, b.client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bresp.ErrorCode != 0 || len(bresp.Topics) != 1 || len(bresp.Topics[0].Partitions) != 2100 {
+		t.Fatalf("large request: error %d, %d topics", bresp.ErrorCode, len(bresp.Topics))
+	}
+	for i, rp := range bresp.Topics[0].Partitions {
+		want := int16(0)
+		if i == 1500 {
+			want = kerr.UnknownTopicOrPartition.Code
+		}
+		if rp.ErrorCode != want {
+			t.Fatalf("large request item %d (partition %d): error %d, want %d", i, rp.Partition, rp.ErrorCode, want)
+		}
+	}
 }
 
 // TestAdminReassignAuthorization: with the authorizer on, both APIs need
