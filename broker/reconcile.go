@@ -74,6 +74,9 @@ func (s *wireServer) reconcile() error {
 			continue
 		}
 		keep[t.Name] = true
+		if s.repl != nil {
+			s.repl.dropMovedAway(t.Name, s.engine.Hosted(t.Name), hosted)
+		}
 		err := s.engine.SyncTopic(engine.TopicSpec{
 			Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Hosted: hosted, Configs: t.Configs,
 		})

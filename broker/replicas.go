@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -358,6 +359,22 @@ func (m *replicaManager) unfollow(key tpKey) {
 	m.mu.Unlock()
 	if ok {
 		m.fetchers.Unfollow(replication.TopicPartition{Topic: key.topic, Partition: key.part})
+	}
+}
+
+// dropMovedAway ends the roles of topic's partitions that have a local log
+// (had) but are no longer assigned here (want), before SyncTopic deletes
+// those logs: a leader moved off by a reassignment answers its waiting
+// acks=all produces NOT_LEADER_OR_FOLLOWER (producers retry on the new
+// leader) rather than finding its log gone under them.
+func (m *replicaManager) dropMovedAway(topic string, had, want []int32) {
+	for _, i := range had {
+		if slices.Contains(want, i) {
+			continue
+		}
+		key := tpKey{topic, i}
+		m.dropLeader(key, fmt.Errorf("%s-%d: replica moved off broker %d: %w", topic, i, m.s.nodeID, replication.ErrNotLeaderOrFollower))
+		m.unfollow(key)
 	}
 }
 

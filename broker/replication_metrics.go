@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,10 @@ var (
 		"Replica fetch requests this broker sent as a follower.", nil, nil)
 	descReplicaFetchInterrupts = prometheus.NewDesc("ringlog_replica_fetch_interrupts_total",
 		"Replica fetches this broker cancelled while they long-polled, to send at once one that carries a partition it started following.", nil, nil)
+	descReassigning = prometheus.NewDesc("ringlog_reassignment_partitions",
+		"Partitions this broker leads that are being reassigned (AlterPartitionReassignments in progress).", nil, nil)
+	descReassignLag = prometheus.NewDesc("ringlog_reassignment_adding_lag_messages",
+		"Sum over the partitions this broker leads that are being reassigned of the log end offset minus each adding replica's fetch offset (the whole log end for one that has not fetched yet): what the new replicas still have to copy.", nil, nil)
 	descProduceOldestWait = prometheus.NewDesc("ringlog_produce_oldest_wait_seconds",
 		"Age (since its request arrived) of the oldest acks=all produce waiting in the replication purgatory for the high watermark; 0 when none waits. Every wait ends by its timeout_ms, so a value above the clients' timeout means a stuck acknowledgement.", nil, nil)
 )
@@ -60,7 +65,7 @@ const maxPartitionSeries = 2000
 var replicationDescs = []*prometheus.Desc{descLedPartitions, descUnderReplicated, descUnderMinISR, descOffline,
 	descISRShrinks, descISRExpands, descFollowerLag, descPartLogEndOffset, descPartHighWatermark, descPartLogStart,
 	descPartISRSize, descPartUnderRepl, descPartUnderMinISR, descPartOmitted, descProduceOldestWait,
-	descReplicaFetches, descReplicaFetchInterrupts}
+	descReplicaFetches, descReplicaFetchInterrupts, descReassigning, descReassignLag}
 
 // isrCounters counts committed ISR changes of partitions this broker leads.
 type isrCounters struct {
@@ -133,7 +138,12 @@ func (s *wireServer) collectReplication(ch chan<- prometheus.Metric) {
 		lps = append(lps, lp)
 	}
 	m.mu.Unlock()
+	var img *metadata.Image
+	if s.node != nil {
+		img = s.node.MetadataImage()
+	}
 	led, under, underMin := 0, 0, 0
+	reassigning, addingLag := 0, int64(0)
 	for _, lp := range lps {
 		lp.mu.Lock()
 		if !lp.gen {
@@ -160,7 +170,20 @@ func (s *wireServer) collectReplication(ch chan<- prometheus.Metric) {
 		for _, f := range followers {
 			gauge(descFollowerLag, float64(f.Lag), lp.tp.Topic, part, strconv.Itoa(int(f.ReplicaID)), strconv.FormatBool(f.InISR))
 		}
+		if img == nil {
+			continue
+		}
+		if p, ok := img.Partition(lp.tp.Topic, lp.tp.Partition); ok && p.Reassigning() && p.Leader == s.nodeID {
+			reassigning++
+			for _, f := range followers {
+				if slices.Contains(p.AddingReplicas, f.ReplicaID) {
+					addingLag += f.Lag
+				}
+			}
+		}
 	}
+	gauge(descReassigning, float64(reassigning))
+	gauge(descReassignLag, float64(addingLag))
 	gauge(descLedPartitions, float64(led))
 	gauge(descUnderReplicated, float64(under))
 	gauge(descUnderMinISR, float64(underMin))

@@ -331,7 +331,7 @@ func (n *Node) handleCreatePartitions(ctx context.Context, req *partsReq) (any, 
 	assign := req.Assignment
 	if len(assign) == 0 {
 		var err error
-		if assign, err = n.placement(img, add, len(t.Partitions[0].Replicas)); err != nil {
+		if assign, err = n.placement(img, add, len(t.Partitions[0].TargetReplicas())); err != nil {
 			return nil, 0, err
 		}
 	}

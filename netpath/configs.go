@@ -119,7 +119,7 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 		if err != nil {
 			return cfgErr(errorCode(err), "%v", err)
 		}
-		if rf := len(t.Partitions[0].Replicas); int(cfg.MinInsyncReplicas) > rf {
+		if rf := len(t.Partitions[0].TargetReplicas()); int(cfg.MinInsyncReplicas) > rf {
 			// Kafka accepts it only to refuse every acks=all write; the
 			// operator almost certainly mistyped.
 			return cfgErr(kerr.InvalidConfig.Code, "min.insync.replicas %d exceeds the replication factor %d", cfg.MinInsyncReplicas, rf)

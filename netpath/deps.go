@@ -54,6 +54,9 @@ type Metadata interface {
 	// AlterConfigs changes one resource's dynamic configs (validated).
 	AlterConfigs(ctx context.Context, c metadata.AlterConfigs) error
 	AlterClientQuotas(ctx context.Context, c metadata.AlterClientQuotas) ([]error, error)
+	// AlterPartitionReassignments starts or cancels reassignments; the
+	// errors are per item.
+	AlterPartitionReassignments(ctx context.Context, c metadata.AlterPartitionReassignments) ([]error, error)
 }
 
 var _ Metadata = (*coordinator.Node)(nil)

@@ -89,6 +89,8 @@ func errorCode(err error) int16 {
 		return kerr.PreferredLeaderNotAvailable.Code
 	case errors.Is(err, metadata.ErrNoEligibleLeader):
 		return kerr.EligibleLeadersNotAvailable.Code
+	case errors.Is(err, metadata.ErrNoReassignment):
+		return kerr.NoReassignmentInProgress.Code
 	case errors.Is(err, metadata.ErrNoScramCredential):
 		return kerr.ResourceNotFound.Code
 	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, coordinator.ErrInvalidRequest),

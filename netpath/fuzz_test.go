@@ -28,6 +28,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, req := range txnAdminSeeds() {
 		seed(req)
 	}
+	for _, req := range reassignSeeds() {
+		seed(req)
+	}
 	// Classic attacks: an array claiming 2^31-1 elements, a tagged-field
 	// count of 20 million, a client id longer than the frame.
 	md := []byte{0, 3, 0, 1, 0, 0, 0, 1, 0, 0}
@@ -46,4 +49,26 @@ func FuzzDecodeRequest(f *testing.F) {
 			_ = req.AppendTo(nil)
 		}
 	})
+}
+
+// reassignSeeds are AlterPartitionReassignments requests with a target,
+// a cancel (null replicas) and an empty target, and ListPartitionReassignments
+// for all and for named partitions.
+func reassignSeeds() []kmsg.Request {
+	alter := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	at := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	at.Topic = "t"
+	for _, reps := range [][]int32{{1, 2, 3}, nil, {}} {
+		p := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		p.Partition = int32(len(at.Partitions))
+		p.Replicas = reps
+		at.Partitions = append(at.Partitions, p)
+	}
+	alter.Topics = append(alter.Topics, at)
+	all := kmsg.NewPtrListPartitionReassignmentsRequest()
+	named := kmsg.NewPtrListPartitionReassignmentsRequest()
+	lt := kmsg.NewListPartitionReassignmentsRequestTopic()
+	lt.Topic, lt.Partitions = "t", []int32{0, 1}
+	named.Topics = append(named.Topics, lt)
+	return []kmsg.Request{alter, all, named}
 }

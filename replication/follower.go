@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/records"
 )
 
 // FetchRequest is one replica fetch to one leader, covering every
@@ -336,6 +338,20 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 		}
 		res.Truncated = append(res.Truncated, p.tp)
 	} else if len(r.Records) > 0 {
+		// The leader's log start (where an empty replica restarted, see
+		// outOfRange) may lie inside a batch, which the leader sends
+		// whole: an empty log then restarts at that batch's base offset
+		// (Kafka's UnexpectedAppendOffsetException handling in
+		// Partition.appendRecordsToFollowerOrFutureReplica). Without it
+		// a replica added after DeleteRecords never catches up.
+		if h, err := records.ParseHeader(r.Records); err == nil && log.LogEndOffset() == log.LogStartOffset() &&
+			h.BaseOffset < log.LogEndOffset() && h.LastOffset() >= log.LogEndOffset() {
+			if err := log.TruncateFullyAndStartAt(h.BaseOffset); err != nil {
+				f.delay(p, fmt.Errorf("restart at batch base %d: %w: %w", h.BaseOffset, ErrStorage, err), now)
+				res.Delayed = append(res.Delayed, p.tp)
+				return
+			}
+		}
 		pend, err := log.AppendReplicated(r.Records)
 		if err != nil {
 			f.delay(p, fmt.Errorf("append at %d: %w: %w", rp.FetchOffset, ErrStorage, err), now)

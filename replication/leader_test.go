@@ -289,3 +289,57 @@ func TestLeaderFollowerFetchAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per follower fetch, want 0", allocs)
 	}
 }
+
+// TestLeaderFollowsReassignment: a reassignment changes the replica set in
+// the same leader epoch. The adding replica is tracked but does not hold
+// the HW until it joins the ISR, which the leader proposes once it caught
+// up; at completion the removed follower is forgotten and the HW is over
+// the new ISR alone.
+func TestLeaderFollowsReassignment(t *testing.T) {
+	l, log := leaderFixture(t)
+	fetch(t, l, 2, 10, t0)
+	fetch(t, l, 3, 10, t0)
+	if l.HighWatermark() != 10 {
+		t.Fatalf("hw %d", l.HighWatermark())
+	}
+	// Start: replicas 1, 2, 4, 3 (adding 4, removing 3), ISR unchanged.
+	if _, err := l.OnMetadata(PartitionState{Replicas: []int32{1, 2, 4, 3}, ISR: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 8}, t0); err != nil {
+		t.Fatal(err)
+	}
+	log.appendLeader(10)
+	log.flush()
+	fetch(t, l, 2, 11, t0)
+	if out := fetch(t, l, 3, 11, t0); l.HighWatermark() != 11 || out.Proposal != nil {
+		t.Fatalf("hw %d with the adding replica not fetching yet (proposal %+v)", l.HighWatermark(), out.Proposal)
+	}
+	// The new replica copies the log; caught up, it is proposed.
+	if out := fetch(t, l, 4, 5, t0); out.Proposal != nil {
+		t.Fatalf("proposed a replica at 5 of 11: %+v", out.Proposal)
+	}
+	out := fetch(t, l, 4, 11, t0)
+	if out.Proposal == nil || !slices.Equal(sorted(out.Proposal.NewISR), []int32{1, 2, 3, 4}) {
+		t.Fatalf("caught-up adding replica not proposed: %+v", out.Proposal)
+	}
+	// The controller completes the move in the same entry.
+	done := PartitionState{Replicas: []int32{1, 2, 4}, ISR: []int32{1, 2, 4}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 9}
+	l.OnAlterResult(*out.Proposal, done, nil, t0)
+	if !slices.Equal(l.Replicas(), []int32{1, 2, 4}) || !slices.Equal(l.ISR(), []int32{1, 2, 4}) {
+		t.Fatalf("replicas %v isr %v after completion", l.Replicas(), l.ISR())
+	}
+	if _, err := l.OnFollowerFetch(FollowerFetch{ReplicaID: 3, CurrentLeaderEpoch: 5, FetchOffset: 11, LastFetchedEpoch: NoEpoch}, t0); !errors.Is(err, ErrNotLeaderOrFollower) {
+		t.Fatalf("removed replica's fetch: %v", err)
+	}
+	log.appendLeader(11)
+	log.flush()
+	fetch(t, l, 2, 12, t0)
+	fetch(t, l, 4, 12, t0)
+	if l.HighWatermark() != 12 {
+		t.Fatalf("hw %d over the new ISR, want 12", l.HighWatermark())
+	}
+}
+
+func sorted(s []int32) []int32 {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}

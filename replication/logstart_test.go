@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"encoding/binary"
 	"testing"
 )
 
@@ -77,5 +78,38 @@ func TestFollowerFollowsLeaderLogStart(t *testing.T) {
 	}}, t0)
 	if log.LogStartOffset() != 5 {
 		t.Fatalf("start moved back to %d", log.LogStartOffset())
+	}
+}
+
+// TestFollowerRestartsAtStraddlingBatch: an empty replica restarted at the
+// leader's log start gets the batch holding that offset, which starts
+// below it; it restarts at the batch's base offset and appends it.
+func TestFollowerRestartsAtStraddlingBatch(t *testing.T) {
+	log := newMemLog()
+	log.autoFlush = true
+	if err := log.TruncateFullyAndStartAt(5); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFollower(DefaultConfig(), 2, 1)
+	f.AddPartition(tpA, 3, log)
+	req := f.BuildRequest(t0)
+	b := appendBatch(nil, 3, 3, 42) // offsets 3..7: lastOffsetDelta 4
+	binary.BigEndian.PutUint32(b[23:], 4)
+	res := f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 8, LogStartOffset: 5, Records: b},
+	}}, t0)
+	// Appended whole, then the start follows the leader's up to our HW.
+	if len(res.Appended) != 1 || log.LogStartOffset() != 5 || log.LogEndOffset() != 8 {
+		t.Fatalf("appended %d, log [%d, %d), want [5, 8)", len(res.Appended), log.LogStartOffset(), log.LogEndOffset())
+	}
+	// A log that is not empty refuses such a batch as before.
+	if req = f.BuildRequest(t0); req == nil {
+		t.Fatal("no request after the append")
+	}
+	res = f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 8, LogStartOffset: 5, Records: b},
+	}}, t0)
+	if len(res.Appended) != 0 || log.LogEndOffset() != 8 {
+		t.Fatalf("overlapping batch appended to a non-empty log: end %d", log.LogEndOffset())
 	}
 }

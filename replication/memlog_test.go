@@ -61,7 +61,9 @@ func (l *memLog) AppendReplicated(b []byte) (Pending, error) {
 		if bt.offset != l.LogEndOffset() {
 			return nil, fmt.Errorf("memlog: batch at %d, log end %d", bt.offset, l.LogEndOffset())
 		}
-		l.entries = append(l.entries, memEntry{epoch: bt.epoch, val: bt.val})
+		for range bt.count {
+			l.entries = append(l.entries, memEntry{epoch: bt.epoch, val: bt.val})
+		}
 	}
 	if err := l.cache.AssignFromBatches(b); err != nil {
 		return nil, err
@@ -146,6 +148,7 @@ type testBatch struct {
 	offset int64
 	epoch  int32
 	val    uint64
+	count  int64 // records (lastOffsetDelta+1); appendBatch writes 1
 }
 
 // appendBatch writes a v2 batch header (the fields replication and the
@@ -176,6 +179,7 @@ func decodeBatches(b []byte) ([]testBatch, error) {
 			offset: int64(binary.BigEndian.Uint64(b[0:])),
 			epoch:  int32(binary.BigEndian.Uint32(b[12:])),
 			val:    binary.BigEndian.Uint64(b[61:]),
+			count:  int64(binary.BigEndian.Uint32(b[23:])) + 1,
 		})
 		b = b[size:]
 	}

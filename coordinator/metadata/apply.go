@@ -48,6 +48,8 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.alterConfigs(c.AlterConfigs)
 	case c.AlterClientQuotas != nil:
 		res = t.alterClientQuotas(c.AlterClientQuotas)
+	case c.AlterPartitionReassignments != nil:
+		res = t.alterReassignments(c.AlterPartitionReassignments)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}
@@ -143,8 +145,10 @@ func (t *txn) unfenceBroker(c *UnfenceBroker) Result {
 	// Partitions left without a leader come back when a member of their
 	// ISR does (the ISR is never shrunk below one member, see fence).
 	t.updatePartitions(func(p *Partition) bool {
+		// A reassignment that waited for an eligible leader may finish.
+		completed := t.maybeComplete(p)
 		if p.Leader != NoLeader || !contains(p.ISR, nb.ID) || contains(p.Offline, nb.ID) {
-			return false
+			return completed
 		}
 		p.Leader = nb.ID
 		p.LeaderEpoch++
@@ -363,7 +367,7 @@ func (t *txn) createPartitions(c *CreatePartitions) Result {
 	if len(c.Assignment) == 0 || int(c.Total) != len(tp.Partitions)+len(c.Assignment) {
 		return Result{Err: fmt.Errorf("%w: topic %q has %d partitions; asked for %d with %d new", ErrInvalidPartitions, c.Name, len(tp.Partitions), c.Total, len(c.Assignment))}
 	}
-	if err := t.validAssignment(c.Assignment, len(tp.Partitions[0].Replicas)); err != nil {
+	if err := t.validAssignment(c.Assignment, len(tp.Partitions[0].TargetReplicas())); err != nil {
 		return Result{Err: err}
 	}
 	nt := *tp
@@ -431,6 +435,9 @@ func (t *txn) alterPartition(c *AlterPartition) Result {
 	}
 	if !sameSet(p.ISR, c.NewISR) {
 		p.ISR = slices.Clone(c.NewISR)
+		// The ISR change that brings the last adding replica in sync
+		// completes a reassignment in the same entry (KRaft does too).
+		t.maybeComplete(&p)
 		p.PartitionEpoch++
 		t.replacePartition(tp, c.Partition, p)
 	}

@@ -34,6 +34,8 @@ type Command struct {
 	AlterConfigs *AlterConfigs `json:",omitempty"`
 	// Client quotas (quotas.go).
 	AlterClientQuotas *AlterClientQuotas `json:",omitempty"`
+	// Partition reassignment (reassign.go).
+	AlterPartitionReassignments *AlterPartitionReassignments `json:",omitempty"`
 }
 
 // InitCluster fixes the cluster id; the first controller leader proposes it
@@ -166,6 +168,7 @@ func (c Command) count() int {
 		c.CreatePartitions != nil, c.AlterPartition != nil, c.ElectLeader != nil,
 		c.AllocateProducerIDs != nil, c.AlterScramCredentials != nil, c.CreateACLs != nil,
 		c.DeleteACLs != nil, c.ReplicaOffline != nil, c.AlterConfigs != nil, c.AlterClientQuotas != nil,
+		c.AlterPartitionReassignments != nil,
 	} {
 		if set {
 			n++
@@ -187,7 +190,8 @@ type Result struct {
 	// ProducerIDBlockSize ids.
 	ProducerIDStart int64
 	// ItemErrs is the outcome per item of AlterScramCredentials,
-	// CreateACLs and AlterClientQuotas (nil: applied).
+	// CreateACLs, AlterClientQuotas and AlterPartitionReassignments
+	// (nil: applied).
 	ItemErrs []error `json:"-"`
 	// Deleted lists the ACLs DeleteACLs removed, per filter.
 	Deleted [][]ACL

@@ -6,30 +6,31 @@ import "errors"
 // replica rejects the same command at the same index. The comment names the
 // Kafka error code netpath should answer with.
 var (
-	ErrClusterNotInitialized = errors.New("cluster id not set yet")             // retriable (COORDINATOR_NOT_AVAILABLE-ish)
-	ErrClusterInitialized    = errors.New("cluster id already set")             // internal
-	ErrClusterIDMismatch     = errors.New("cluster id mismatch")                // INCONSISTENT_CLUSTER_ID
-	ErrUnknownBroker         = errors.New("broker not registered")              // BROKER_ID_NOT_REGISTERED
-	ErrStaleBrokerEpoch      = errors.New("stale broker epoch")                 // STALE_BROKER_EPOCH
-	ErrBrokerFenced          = errors.New("broker is fenced")                   // BROKER_ID_NOT_REGISTERED / retriable
-	ErrAlreadyFenced         = errors.New("broker already fenced")              // internal (duplicate fence)
-	ErrTopicExists           = errors.New("topic already exists")               // TOPIC_ALREADY_EXISTS
-	ErrUnknownTopic          = errors.New("unknown topic or partition")         // UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID
-	ErrInvalidTopic          = errors.New("invalid topic")                      // INVALID_TOPIC_EXCEPTION
-	ErrInvalidPartitions     = errors.New("invalid number of partitions")       // INVALID_PARTITIONS
-	ErrInvalidReplication    = errors.New("invalid replication factor")         // INVALID_REPLICATION_FACTOR
-	ErrInvalidAssignment     = errors.New("invalid replica assignment")         // INVALID_REPLICA_ASSIGNMENT
-	ErrInvalidUpdateVersion  = errors.New("stale partition epoch")              // INVALID_UPDATE_VERSION
-	ErrFencedLeaderEpoch     = errors.New("stale leader epoch")                 // FENCED_LEADER_EPOCH
-	ErrNotLeader             = errors.New("broker is not the partition leader") // NOT_LEADER_OR_FOLLOWER
-	ErrIneligibleReplica     = errors.New("replica not eligible for the ISR")   // INELIGIBLE_REPLICA
-	ErrElectionNotNeeded     = errors.New("leader election not needed")         // ELECTION_NOT_NEEDED
-	ErrNoEligibleLeader      = errors.New("no eligible leader")                 // ELIGIBLE_LEADERS_NOT_AVAILABLE
-	ErrPreferredNotAvailable = errors.New("preferred leader not available")     // PREFERRED_LEADER_NOT_AVAILABLE
-	ErrInvalidCommand        = errors.New("invalid metadata command")           // INVALID_REQUEST
-	ErrInvalidACL            = errors.New("invalid acl binding")                // INVALID_REQUEST
-	ErrNoScramCredential     = errors.New("no such scram credential")           // RESOURCE_NOT_FOUND
-	ErrInvalidQuota          = errors.New("invalid client quota")               // INVALID_REQUEST
+	ErrClusterNotInitialized = errors.New("cluster id not set yet")                // retriable (COORDINATOR_NOT_AVAILABLE-ish)
+	ErrClusterInitialized    = errors.New("cluster id already set")                // internal
+	ErrClusterIDMismatch     = errors.New("cluster id mismatch")                   // INCONSISTENT_CLUSTER_ID
+	ErrUnknownBroker         = errors.New("broker not registered")                 // BROKER_ID_NOT_REGISTERED
+	ErrStaleBrokerEpoch      = errors.New("stale broker epoch")                    // STALE_BROKER_EPOCH
+	ErrBrokerFenced          = errors.New("broker is fenced")                      // BROKER_ID_NOT_REGISTERED / retriable
+	ErrAlreadyFenced         = errors.New("broker already fenced")                 // internal (duplicate fence)
+	ErrTopicExists           = errors.New("topic already exists")                  // TOPIC_ALREADY_EXISTS
+	ErrUnknownTopic          = errors.New("unknown topic or partition")            // UNKNOWN_TOPIC_OR_PARTITION / UNKNOWN_TOPIC_ID
+	ErrInvalidTopic          = errors.New("invalid topic")                         // INVALID_TOPIC_EXCEPTION
+	ErrInvalidPartitions     = errors.New("invalid number of partitions")          // INVALID_PARTITIONS
+	ErrInvalidReplication    = errors.New("invalid replication factor")            // INVALID_REPLICATION_FACTOR
+	ErrInvalidAssignment     = errors.New("invalid replica assignment")            // INVALID_REPLICA_ASSIGNMENT
+	ErrInvalidUpdateVersion  = errors.New("stale partition epoch")                 // INVALID_UPDATE_VERSION
+	ErrFencedLeaderEpoch     = errors.New("stale leader epoch")                    // FENCED_LEADER_EPOCH
+	ErrNotLeader             = errors.New("broker is not the partition leader")    // NOT_LEADER_OR_FOLLOWER
+	ErrIneligibleReplica     = errors.New("replica not eligible for the ISR")      // INELIGIBLE_REPLICA
+	ErrElectionNotNeeded     = errors.New("leader election not needed")            // ELECTION_NOT_NEEDED
+	ErrNoEligibleLeader      = errors.New("no eligible leader")                    // ELIGIBLE_LEADERS_NOT_AVAILABLE
+	ErrPreferredNotAvailable = errors.New("preferred leader not available")        // PREFERRED_LEADER_NOT_AVAILABLE
+	ErrInvalidCommand        = errors.New("invalid metadata command")              // INVALID_REQUEST
+	ErrInvalidACL            = errors.New("invalid acl binding")                   // INVALID_REQUEST
+	ErrNoScramCredential     = errors.New("no such scram credential")              // RESOURCE_NOT_FOUND
+	ErrInvalidQuota          = errors.New("invalid client quota")                  // INVALID_REQUEST
+	ErrNoReassignment        = errors.New("no partition reassignment in progress") // NO_REASSIGNMENT_IN_PROGRESS
 )
 
 // Errors lists every sentinel above, so a transport can map them to codes
@@ -42,5 +43,5 @@ var Errors = []error{
 	ErrFencedLeaderEpoch, ErrNotLeader, ErrIneligibleReplica,
 	ErrElectionNotNeeded, ErrNoEligibleLeader, ErrInvalidCommand,
 	ErrInvalidACL, ErrNoScramCredential, ErrPreferredNotAvailable,
-	ErrInvalidQuota,
+	ErrInvalidQuota, ErrNoReassignment,
 }

@@ -232,7 +232,8 @@ func (im *Image) Equal(o *Image) bool {
 		for i, p := range t.Partitions {
 			op := ot.Partitions[i]
 			if p.Leader != op.Leader || p.LeaderEpoch != op.LeaderEpoch || p.PartitionEpoch != op.PartitionEpoch ||
-				!slices.Equal(p.Replicas, op.Replicas) || !slices.Equal(p.ISR, op.ISR) || !slices.Equal(p.Offline, op.Offline) {
+				!slices.Equal(p.Replicas, op.Replicas) || !slices.Equal(p.ISR, op.ISR) || !slices.Equal(p.Offline, op.Offline) ||
+				!slices.Equal(p.AddingReplicas, op.AddingReplicas) || !slices.Equal(p.RemovingReplicas, op.RemovingReplicas) {
 				return false
 			}
 		}
