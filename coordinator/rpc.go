@@ -177,6 +177,7 @@ var handlers = map[string]handler{
 	"DeleteACLs":            h((*Node).handleDeleteACLs),
 	"AlterConfigs":          h((*Node).handleAlterConfigs),
 	"AlterClientQuotas":     h((*Node).handleAlterClientQuotas),
+	"UnregisterBroker":      h((*Node).handleUnregisterBroker),
 }
 
 // serveRPC answers calls on one connection until it closes.

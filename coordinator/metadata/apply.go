@@ -48,6 +48,8 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.alterConfigs(c.AlterConfigs)
 	case c.AlterClientQuotas != nil:
 		res = t.alterClientQuotas(c.AlterClientQuotas)
+	case c.UnregisterBroker != nil:
+		res = t.unregisterBroker(c.UnregisterBroker)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}

@@ -34,6 +34,8 @@ type Command struct {
 	AlterConfigs *AlterConfigs `json:",omitempty"`
 	// Client quotas (quotas.go).
 	AlterClientQuotas *AlterClientQuotas `json:",omitempty"`
+	// Broker removal (unregister.go).
+	UnregisterBroker *UnregisterBroker `json:",omitempty"`
 }
 
 // InitCluster fixes the cluster id; the first controller leader proposes it
@@ -166,6 +168,7 @@ func (c Command) count() int {
 		c.CreatePartitions != nil, c.AlterPartition != nil, c.ElectLeader != nil,
 		c.AllocateProducerIDs != nil, c.AlterScramCredentials != nil, c.CreateACLs != nil,
 		c.DeleteACLs != nil, c.ReplicaOffline != nil, c.AlterConfigs != nil, c.AlterClientQuotas != nil,
+		c.UnregisterBroker != nil,
 	} {
 		if set {
 			n++
@@ -180,7 +183,7 @@ func (c Command) count() int {
 type Result struct {
 	Index     uint64     // raft index the command was applied at
 	Err       error      `json:"-"`
-	Broker    *Broker    // RegisterBroker, UnfenceBroker, FenceBroker
+	Broker    *Broker    // RegisterBroker, UnfenceBroker, FenceBroker, UnregisterBroker (the removed record)
 	Topic     *Topic     // CreateTopic, CreatePartitions, AlterConfigs of a topic
 	Partition *Partition // AlterPartition, ElectLeader
 	// ProducerIDStart is the first id of the allocated block of

@@ -30,6 +30,8 @@ var (
 	ErrInvalidACL            = errors.New("invalid acl binding")                // INVALID_REQUEST
 	ErrNoScramCredential     = errors.New("no such scram credential")           // RESOURCE_NOT_FOUND
 	ErrInvalidQuota          = errors.New("invalid client quota")               // INVALID_REQUEST
+	ErrBrokerRunning         = errors.New("broker is running")                  // INVALID_REQUEST (UnregisterBroker)
+	ErrBrokerHasReplicas     = errors.New("broker still hosts replicas")        // INVALID_REPLICA_ASSIGNMENT (UnregisterBroker)
 )
 
 // Errors lists every sentinel above, so a transport can map them to codes
@@ -42,5 +44,5 @@ var Errors = []error{
 	ErrFencedLeaderEpoch, ErrNotLeader, ErrIneligibleReplica,
 	ErrElectionNotNeeded, ErrNoEligibleLeader, ErrInvalidCommand,
 	ErrInvalidACL, ErrNoScramCredential, ErrPreferredNotAvailable,
-	ErrInvalidQuota,
+	ErrInvalidQuota, ErrBrokerRunning, ErrBrokerHasReplicas,
 }
