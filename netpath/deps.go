@@ -54,6 +54,8 @@ type Metadata interface {
 	// AlterConfigs changes one resource's dynamic configs (validated).
 	AlterConfigs(ctx context.Context, c metadata.AlterConfigs) error
 	AlterClientQuotas(ctx context.Context, c metadata.AlterClientQuotas) ([]error, error)
+	// UnregisterBroker removes a stopped, empty broker's registration.
+	UnregisterBroker(ctx context.Context, id int32) error
 }
 
 var _ Metadata = (*coordinator.Node)(nil)
