@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// `ringlog admin` against real clusters: the planner's dry runs, the
+// refusals, UnregisterBroker and plan-file validation. Applying moves
+// needs AlterPartitionReassignments (TestAdminRebalanceApply).
+
+// runAdmin runs `ringlog admin args...` and returns its combined output
+// and exit error.
+func runAdmin(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(testContext(t, 90*time.Second), ringlogBin, append([]string{"admin"}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func mustAdmin(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runAdmin(t, args...)
+	if err != nil {
+		t.Fatalf("ringlog admin %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+func mustFailAdmin(t *testing.T, want string, args ...string) string {
+	t.Helper()
+	out, err := runAdmin(t, args...)
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("ringlog admin %v: err %v, want a failure saying %q; output:\n%s", args, err, want, out)
+	}
+	return out
+}
+
+// assignment returns topic's replica lists by partition.
+func assignment(m kadm.Metadata, topic string) map[int32][]int32 {
+	out := map[int32][]int32{}
+	for _, p := range m.Topics[topic].Partitions {
+		out[p.Partition] = p.Replicas
+	}
+	return out
+}
+
+func hasBroker(id int32) func(kadm.Metadata) bool {
+	return func(m kadm.Metadata) bool { return slices.Contains(m.Brokers.NodeIDs(), id) }
+}
+
+func lacksBroker(id int32) func(kadm.Metadata) bool {
+	return func(m kadm.Metadata) bool { return !slices.Contains(m.Brokers.NodeIDs(), id) }
+}
+
+// startJoinedCluster starts 3 voters and broker 4 (a raft non-voter),
+// creates topic (partitions x RF 3) while broker 4 is stopped, then starts
+// broker 4 again: it joined after the topic was placed and holds nothing.
+func startJoinedCluster(t *testing.T, topic string, partitions int32) (*testCluster, *kadm.Client) {
+	t.Helper()
+	c := startClusterAt(t, freshNodeSpecs(t, 4), 3, nil)
+	adm := kadm.NewClient(c.node(1).client(t))
+	c.node(4).stop()
+	waitMetadata(t, adm, 20*time.Second, "broker 4 fenced", lacksBroker(4))
+	createTopic(t, adm, topic, partitions, 3)
+	c.node(4).restart()
+	waitMetadata(t, adm, 20*time.Second, "broker 4 back", hasBroker(4))
+	return c, adm
+}
+
+func TestAdminCLICluster(t *testing.T) {
+	c, adm := startJoinedCluster(t, "bal", 12)
+	boot := c.node(1).addr
+	before := assignment(waitMetadata(t, adm, 10*time.Second, "topic bal", func(m kadm.Metadata) bool {
+		return len(m.Topics["bal"].Partitions) == 12
+	}), "bal")
+	for p, reps := range before {
+		if slices.Contains(reps, 4) {
+			t.Fatalf("bal-%d on broker 4 before the rebalance: %v", p, reps)
+		}
+	}
+
+	// A dry run plans moves onto broker 4 and changes nothing.
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	out := mustAdmin(t, "rebalance", "--bootstrap", boot, "--dry-run", "--plan-out", planFile)
+	if !strings.Contains(out, "dry run: nothing changed") || !strings.Contains(out, "broker 4: 9 replicas in, 0 out") {
+		t.Fatalf("rebalance --dry-run output:\n%s", out)
+	}
+	var plan kafkaPlan
+	b, err := os.ReadFile(planFile)
+	if err == nil {
+		err = json.Unmarshal(b, &plan)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	onto4 := 0
+	for _, p := range plan.Partitions {
+		if slices.Contains(p.Replicas, 4) {
+			onto4++
+		}
+	}
+	// 36 replicas over 4 brokers: 9 each.
+	if plan.Version != 1 || onto4 != 9 {
+		t.Fatalf("plan file: version %d, %d partitions onto broker 4 (want 9):\n%s", plan.Version, onto4, b)
+	}
+	m, err := adm.Metadata(testContext(t, 10*time.Second), "bal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, reps := range assignment(m, "bal") {
+		if !slices.Equal(reps, before[p]) {
+			t.Fatalf("dry run changed bal-%d: %v -> %v", p, before[p], reps)
+		}
+	}
+
+	// UnregisterBroker: refused for a running broker...
+	mustFailAdmin(t, "INVALID_REQUEST", "unregister", "--bootstrap", boot, "--broker", "4")
+	// ... and for a stopped one that hosts replicas.
+	c.node(3).stop()
+	waitMetadata(t, adm, 20*time.Second, "broker 3 fenced", lacksBroker(3))
+	out = mustFailAdmin(t, "INVALID_REPLICA_ASSIGNMENT", "unregister", "--bootstrap", boot, "--broker", "3")
+	if !strings.Contains(out, "bal-") {
+		t.Fatalf("refusal does not name the hosted partitions:\n%s", out)
+	}
+	c.node(3).restart()
+	waitMetadata(t, adm, 20*time.Second, "broker 3 back", hasBroker(3))
+	// Accepted for a stopped, empty broker; a second time it is unknown.
+	c.node(4).stop()
+	waitMetadata(t, adm, 20*time.Second, "broker 4 fenced", lacksBroker(4))
+	out = mustAdmin(t, "unregister", "--bootstrap", boot, "--broker", "4")
+	if !strings.Contains(out, "broker 4 unregistered") {
+		t.Fatalf("unregister output:\n%s", out)
+	}
+	mustFailAdmin(t, "BROKER_ID_NOT_REGISTERED", "unregister", "--bootstrap", c.node(2).addr, "--broker", "4")
+
+	// Decommission with 3 brokers and RF 3: refused, even as a dry run.
+	out = mustFailAdmin(t, "cannot place replicas", "decommission", "--bootstrap", boot, "--broker", "1", "--dry-run")
+	if !strings.Contains(out, "replication factor is 3 but only 2 brokers would remain") {
+		t.Fatalf("refusal does not say why:\n%s", out)
+	}
+
+	// Plan files are validated before anything is sent.
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"garbage.json":   "not json",
+		"version.json":   `{"version":2,"partitions":[{"topic":"bal","partition":0,"replicas":[1,2,3]}]}`,
+		"unknown.json":   `{"version":1,"partitions":[{"topic":"bal","partition":99,"replicas":[1,2,3]}]}`,
+		"dup.json":       `{"version":1,"partitions":[{"topic":"bal","partition":0,"replicas":[1,1,3]}]}`,
+		"empty.json":     `{"version":1,"partitions":[]}`,
+		"noreplica.json": `{"version":1,"partitions":[{"topic":"bal","partition":0,"replicas":[]}]}`,
+	} {
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustFailAdmin(t, f, "reassign", "--bootstrap", boot, "--plan", f)
+	}
+	mustFailAdmin(t, "no such file", "reassign", "--bootstrap", boot, "--plan", filepath.Join(dir, "missing.json"))
+	// A valid plan passes validation (dry run).
+	good := filepath.Join(dir, "good.json")
+	os.WriteFile(good, []byte(`{"version":1,"partitions":[{"topic":"bal","partition":0,"replicas":[3,2,1],"log_dirs":["any","any","any"]}]}`), 0o644)
+	if out := mustAdmin(t, "reassign", "--bootstrap", boot, "--plan", good, "--dry-run"); !strings.Contains(out, "bal-0: ") {
+		t.Fatalf("reassign --dry-run output:\n%s", out)
+	}
+
+	// A process started again with an unregistered id registers again.
+	c.node(4).restart()
+	waitMetadata(t, adm, 20*time.Second, "broker 4 registered again", hasBroker(4))
+}
+
+// TestAdminRebalanceApply applies a rebalance after broker 4 joined and
+// checks the balance and the data. It needs AlterPartitionReassignments
+// and ListPartitionReassignments (45/46) on the brokers, and skips where
+// they are not served.
+func TestAdminRebalanceApply(t *testing.T) {
+	// Ask one broker first: a skip should not cost a cluster start.
+	probe := startBroker(t, t.TempDir())
+	vs, err := kadm.NewClient(probe.client(t)).ApiVersions(testContext(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs.Sorted() {
+		for _, key := range []int16{45, 46} {
+			if _, ok := v.KeyMaxVersion(key); !ok {
+				t.Skipf("the broker answers UNSUPPORTED_VERSION for API %d (partition reassignment not built in this binary)", key)
+			}
+		}
+	}
+	probe.stop()
+	c, adm := startJoinedCluster(t, "apply", 12)
+	boot := c.node(1).addr
+	cl := c.node(1).client(t, kgo.DefaultProduceTopic("apply"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	const records = 1200
+	for i := range records {
+		cl.Produce(testContext(t, 30*time.Second), &kgo.Record{Value: []byte(fmt.Sprint(i))}, nil)
+	}
+	if err := cl.Flush(testContext(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	out := mustAdmin(t, "rebalance", "--bootstrap", boot, "--wait", "--timeout", "60s", "--throttle", "10000000")
+	if !strings.Contains(out, "all reassignments complete") {
+		t.Fatalf("rebalance output:\n%s", out)
+	}
+	// Every broker holds 9 of the 36 replicas and leads about 3 partitions.
+	waitMetadata(t, adm, 30*time.Second, "balanced replicas and leaders", func(m kadm.Metadata) bool {
+		reps, leads := map[int32]int{}, map[int32]int{}
+		for _, p := range m.Topics["apply"].Partitions {
+			if len(p.Replicas) != 3 {
+				return false
+			}
+			for _, r := range p.Replicas {
+				reps[r]++
+			}
+			leads[p.Leader]++
+		}
+		for id := int32(1); id <= 4; id++ {
+			if reps[id] != 9 || leads[id] < 2 || leads[id] > 4 {
+				return false
+			}
+		}
+		return true
+	})
+	// A second plan finds nothing to do, and the throttle is gone.
+	if out := mustAdmin(t, "rebalance", "--bootstrap", boot, "--dry-run"); !strings.Contains(out, "0 partitions change") {
+		t.Fatalf("rebalance after rebalance:\n%s", out)
+	}
+	// Every record is still there.
+	cons := c.node(2).client(t, kgo.ConsumeTopics("apply"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	ctx := testContext(t, 30*time.Second)
+	for len(seen) < records && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+	if len(seen) != records {
+		t.Fatalf("read %d distinct records after the rebalance, want %d", len(seen), records)
+	}
+}
