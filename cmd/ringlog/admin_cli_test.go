@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +14,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // `ringlog admin` against real clusters: the planner's dry runs, the
@@ -248,5 +251,44 @@ func TestAdminRebalanceApply(t *testing.T) {
 	}
 	if len(seen) != records {
 		t.Fatalf("read %d distinct records after the rebalance, want %d", len(seen), records)
+	}
+}
+
+// UnregisterBroker needs ALTER on the cluster; `ringlog admin` passes the
+// SASL connection flags through.
+func TestAdminUnregisterAuthorization(t *testing.T) {
+	b, as := startAuthorizedBroker(t, nil, "--fsync", "never")
+	unregister := func(cl *kgo.Client, id int32) error {
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = id
+		resp, err := req.RequestWith(testContext(t, 10*time.Second), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err := unregister(as("alice"), 7); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	if err := unregister(as("admin"), 7); !errors.Is(err, kerr.BrokerIDNotRegistered) {
+		t.Fatalf("unknown id: %v, want BROKER_ID_NOT_REGISTERED", err)
+	}
+	// The broker itself (node 1) is running.
+	if err := unregister(as("admin"), 1); !errors.Is(err, kerr.InvalidRequest) {
+		t.Fatalf("running broker: %v, want INVALID_REQUEST", err)
+	}
+	mustFailAdmin(t, "CLUSTER_AUTHORIZATION_FAILED", "unregister", "--bootstrap", b.addr, "--broker", "7",
+		"--sasl-user", "alice", "--sasl-password", "alice-pw")
+	mustFailAdmin(t, "BROKER_ID_NOT_REGISTERED", "unregister", "--bootstrap", b.addr, "--broker", "7",
+		"--sasl-user", "admin", "--sasl-password", "admin-pw")
+	// ApiVersions lists it at v0.
+	vs, err := kadm.NewClient(as("admin")).ApiVersions(testContext(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs.Sorted() {
+		if lo, hi, ok := v.KeyVersions(64); !ok || lo != 0 || hi != 0 {
+			t.Fatalf("ApiVersions key 64: %d-%d %v, want 0-0", lo, hi, ok)
+		}
 	}
 }
