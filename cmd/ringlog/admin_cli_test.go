@@ -185,12 +185,11 @@ func TestAdminCLICluster(t *testing.T) {
 	waitMetadata(t, adm, 20*time.Second, "broker 4 registered again", hasBroker(4))
 }
 
-// TestAdminRebalanceApply applies a rebalance after broker 4 joined and
-// checks the balance and the data. It needs AlterPartitionReassignments
-// and ListPartitionReassignments (45/46) on the brokers, and skips where
-// they are not served.
-func TestAdminRebalanceApply(t *testing.T) {
-	// Ask one broker first: a skip should not cost a cluster start.
+// skipWithoutReassign skips t when the broker does not serve
+// AlterPartitionReassignments and ListPartitionReassignments (45/46). It
+// asks one broker: a skip should not cost a cluster start.
+func skipWithoutReassign(t *testing.T) {
+	t.Helper()
 	probe := startBroker(t, t.TempDir())
 	vs, err := kadm.NewClient(probe.client(t)).ApiVersions(testContext(t, 10*time.Second))
 	if err != nil {
@@ -204,6 +203,14 @@ func TestAdminRebalanceApply(t *testing.T) {
 		}
 	}
 	probe.stop()
+}
+
+// TestAdminRebalanceApply applies a rebalance after broker 4 joined and
+// checks the balance and the data. It needs AlterPartitionReassignments
+// and ListPartitionReassignments (45/46) on the brokers, and skips where
+// they are not served.
+func TestAdminRebalanceApply(t *testing.T) {
+	skipWithoutReassign(t)
 	c, adm := startJoinedCluster(t, "apply", 12)
 	boot := c.node(1).addr
 	cl := c.node(1).client(t, kgo.DefaultProduceTopic("apply"), kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -290,5 +297,79 @@ func TestAdminUnregisterAuthorization(t *testing.T) {
 		if lo, hi, ok := v.KeyVersions(64); !ok || lo != 0 || hi != 0 {
 			t.Fatalf("ApiVersions key 64: %d-%d %v, want 0-0", lo, hi, ok)
 		}
+	}
+}
+
+// TestAdminDecommissionApply empties broker 4 of a 4-broker cluster with
+// `admin decommission --unregister`, stops it when the command asks, and
+// checks that it is unregistered, the others hold its replicas evenly and
+// every record is still there. Needs 45/46 like TestAdminRebalanceApply.
+func TestAdminDecommissionApply(t *testing.T) {
+	skipWithoutReassign(t)
+	c := startClusterAt(t, freshNodeSpecs(t, 4), 3, nil)
+	adm := kadm.NewClient(c.node(1).client(t))
+	createTopic(t, adm, "dec", 12, 3)
+	m := waitMetadata(t, adm, 10*time.Second, "topic dec", func(m kadm.Metadata) bool { return len(m.Topics["dec"].Partitions) == 12 })
+	on4 := 0
+	for _, reps := range assignment(m, "dec") {
+		if slices.Contains(reps, 4) {
+			on4++
+		}
+	}
+	if on4 == 0 {
+		t.Fatal("placement put nothing on broker 4: nothing to decommission")
+	}
+	cl := c.node(1).client(t, kgo.DefaultProduceTopic("dec"), kgo.RequiredAcks(kgo.AllISRAcks()))
+	const records = 1200
+	for i := range records {
+		cl.Produce(testContext(t, 30*time.Second), &kgo.Record{Value: []byte(fmt.Sprint(i))}, nil)
+	}
+	if err := cl.Flush(testContext(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.CommandContext(testContext(t, 90*time.Second), ringlogBin, "admin", "decommission",
+		"--bootstrap", c.node(1).addr, "--broker", "4", "--unregister", "--timeout", "60s")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "stop its process now") {
+		select {
+		case err := <-done:
+			t.Fatalf("decommission ended before asking to stop the broker: %v\n%s", err, out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("decommission did not empty broker 4 within 60s:\n%s", out.String())
+		}
+	}
+	c.node(4).stop()
+	if err := <-done; err != nil || !strings.Contains(out.String(), "broker 4 unregistered") {
+		t.Fatalf("decommission: %v\n%s", err, out.String())
+	}
+	m = waitMetadata(t, adm, 10*time.Second, "broker 4 gone", lacksBroker(4))
+	reps := map[int32]int{}
+	for _, p := range m.Topics["dec"].Partitions {
+		for _, r := range p.Replicas {
+			reps[r]++
+		}
+	}
+	if reps[4] != 0 || reps[1] != 12 || reps[2] != 12 || reps[3] != 12 {
+		t.Fatalf("replicas per broker after decommission: %v, want 12 each on 1-3", reps)
+	}
+	mustFailAdmin(t, "BROKER_ID_NOT_REGISTERED", "unregister", "--bootstrap", c.node(2).addr, "--broker", "4")
+	cons := c.node(2).client(t, kgo.ConsumeTopics("dec"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]bool{}
+	ctx := testContext(t, 30*time.Second)
+	for len(seen) < records && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+	if len(seen) != records {
+		t.Fatalf("read %d distinct records after the decommission, want %d", len(seen), records)
 	}
 }

@@ -54,13 +54,18 @@ type clusterState struct {
 	live    map[int32]bool
 }
 
+// readCluster asks for every topic's assignment. It sends Metadata itself
+// rather than through kadm.Metadata, which may answer from the client's
+// cache (up to kgo's MetadataMinAge old): a decommission re-reads right
+// after its moves complete and must see them.
 func (a *adminConn) readCluster(ctx context.Context) (clusterState, error) {
-	md, err := a.adm.Metadata(ctx)
+	req := kmsg.NewPtrMetadataRequest() // null topics: all
+	resp, err := req.RequestWith(ctx, a.cl)
 	if err != nil {
 		return clusterState{}, fmt.Errorf("metadata: %w", err)
 	}
 	st := clusterState{live: map[int32]bool{}}
-	for _, b := range md.Brokers {
+	for _, b := range resp.Brokers {
 		rack := ""
 		if b.Rack != nil {
 			rack = *b.Rack
@@ -69,14 +74,22 @@ func (a *adminConn) readCluster(ctx context.Context) (clusterState, error) {
 		st.live[b.NodeID] = true
 	}
 	sort.Slice(st.brokers, func(i, j int) bool { return st.brokers[i].ID < st.brokers[j].ID })
-	for _, t := range md.Topics.Sorted() {
-		if t.Err != nil {
-			return clusterState{}, fmt.Errorf("metadata of topic %s: %w", t.Topic, t.Err)
+	for _, t := range resp.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
 		}
-		for _, p := range t.Partitions.Sorted() {
-			st.parts = append(st.parts, balance.Partition{Topic: t.Topic, Index: p.Partition, Replicas: slices.Clone(p.Replicas)})
+		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+			return clusterState{}, fmt.Errorf("metadata of topic %q: %w", name, err)
+		}
+		for _, p := range t.Partitions {
+			st.parts = append(st.parts, balance.Partition{Topic: name, Index: p.Partition, Replicas: slices.Clone(p.Replicas)})
 		}
 	}
+	sort.Slice(st.parts, func(i, j int) bool {
+		a, b := st.parts[i], st.parts[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Index < b.Index
+	})
 	return st, nil
 }
 
