@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -372,4 +373,70 @@ func TestAdminDecommissionApply(t *testing.T) {
 	if len(seen) != records {
 		t.Fatalf("read %d distinct records after the decommission, want %d", len(seen), records)
 	}
+}
+
+// TestAdminReassignListCancel starts a throttled move with `admin reassign
+// --plan --throttle`, sees it in `admin reassignments`, cancels it with
+// `admin cancel`, and `admin reassignments --verify` then removes the
+// throttle. Needs 45/46, and the throttle to hold the copy back.
+func TestAdminReassignListCancel(t *testing.T) {
+	skipWithoutReassign(t)
+	c, adm := startJoinedCluster(t, "mv", 1)
+	boot := c.node(1).addr
+	// 4 MiB the new replica must copy at 20 KB/s: minutes, so the move
+	// is still in progress while the test looks.
+	cl := c.node(1).client(t, kgo.DefaultProduceTopic("mv"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	val := bytes.Repeat([]byte("x"), 4096)
+	for range 1024 {
+		cl.Produce(testContext(t, 30*time.Second), &kgo.Record{Value: val}, nil)
+	}
+	if err := cl.Flush(testContext(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	m := waitMetadata(t, adm, 10*time.Second, "topic mv", func(m kadm.Metadata) bool { return len(m.Topics["mv"].Partitions) == 1 })
+	orig := assignment(m, "mv")[0]
+	target := []int32{4, orig[1], orig[2]}
+	plan := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(plan, []byte(fmt.Sprintf(`{"version":1,"partitions":[{"topic":"mv","partition":0,"replicas":[%d,%d,%d]}]}`, target[0], target[1], target[2])), 0o644)
+	out := mustAdmin(t, "reassign", "--bootstrap", boot, "--plan", plan, "--throttle", "20000")
+	if !strings.Contains(out, "started 1 reassignments") || !strings.Contains(out, "throttle stays set") {
+		t.Fatalf("reassign output:\n%s", out)
+	}
+	out = mustAdmin(t, "reassignments", "--bootstrap", boot)
+	t.Logf("admin reassignments:\n%s", out)
+	if !strings.Contains(out, "mv") || !strings.Contains(out, "[4]") || !strings.Contains(out, fmt.Sprintf("[%d]", orig[0])) {
+		t.Fatalf("reassignments output (want mv-0 adding [4], removing [%d]):\n%s", orig[0], out)
+	}
+	// The copy progress of broker 4 against the existing replicas' 4 MiB.
+	if !regexp.MustCompile(`4:[0-9.]+[KMG]?i?B/4\.[0-9]MiB`).MatchString(out) {
+		t.Fatalf("reassignments output lacks broker 4's copy progress against 4 MiB:\n%s", out)
+	}
+	// The throttle stays while the move runs.
+	if out := mustAdmin(t, "reassignments", "--bootstrap", boot, "--verify"); !strings.Contains(out, "the throttle stays") {
+		t.Fatalf("reassignments --verify during the move:\n%s", out)
+	}
+	out = mustAdmin(t, "cancel", "--bootstrap", boot, "--topic", "mv")
+	if !strings.Contains(out, "cancelled 1 reassignments") {
+		t.Fatalf("cancel output:\n%s", out)
+	}
+	out = mustAdmin(t, "reassignments", "--bootstrap", boot, "--verify")
+	if !strings.Contains(out, "no reassignments in progress") || !strings.Contains(out, "replication throttle removed") {
+		t.Fatalf("reassignments --verify after cancel:\n%s", out)
+	}
+	rc, err := adm.DescribeBrokerConfigs(testContext(t, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rc {
+		for _, cfg := range r.Configs {
+			if (cfg.Key == leaderThrottleRate || cfg.Key == followerThrottleRate) && cfg.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+				t.Fatalf("throttle %s=%v still set after --verify", cfg.Key, cfg.Value)
+			}
+		}
+	}
+	// The cancelled partition is back on its original replicas.
+	waitMetadata(t, adm, 10*time.Second, "mv-0 back on its original replicas", func(m kadm.Metadata) bool {
+		reps := assignment(m, "mv")[0]
+		return len(reps) == 3 && !slices.Contains(reps, 4) && slices.Contains(reps, orig[0])
+	})
 }

@@ -104,7 +104,7 @@ func adminCommand() *cli.Command {
 			},
 			{
 				Name:  "reassignments",
-				Usage: "list the reassignments in progress (adding and removing replicas, and how far the adding ones lag)",
+				Usage: "list the reassignments in progress (adding and removing replicas, and how much of the log the adding ones copied)",
 				Flags: adminFlags([]cli.Flag{
 					&cli.BoolFlag{Name: "verify", Usage: "when none is in progress, remove the replication throttle a move set (like Kafka's --verify)"},
 				}),
@@ -363,19 +363,31 @@ func (a *adminConn) showReassignments(ctx context.Context, verify bool) error {
 		}
 		return nil
 	}
-	lags := a.addingLags(ctx, rs)
+	sizes := a.replicaSizes(ctx, rs)
 	w := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TOPIC\tPARTITION\tREPLICAS\tADDING\tREMOVING\tADDING LAG (records)")
+	fmt.Fprintln(w, "TOPIC\tPARTITION\tREPLICAS\tADDING\tREMOVING\tCOPIED (adding replica: bytes of the largest existing replica's)")
 	for _, r := range rs {
-		var lag []string
-		for _, b := range r.Adding {
-			if l, ok := lags[lagKey{r.Topic, r.Partition, b}]; ok {
-				lag = append(lag, fmt.Sprintf("%d:%d", b, l))
-			} else {
-				lag = append(lag, fmt.Sprintf("%d:?", b))
+		// The existing replicas' largest log is what an adding one copies
+		// (DescribeLogDirs sizes; "?" where a broker did not answer).
+		var full int64 = -1
+		for _, b := range r.Replicas {
+			if sz, ok := sizes[lagKey{r.Topic, r.Partition, b}]; ok && !slices.Contains(r.Adding, b) {
+				full = max(full, sz)
 			}
 		}
-		fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%v\t%s\n", r.Topic, r.Partition, r.Replicas, r.Adding, r.Removing, strings.Join(lag, " "))
+		var prog []string
+		for _, b := range r.Adding {
+			sz, ok := sizes[lagKey{r.Topic, r.Partition, b}]
+			switch {
+			case !ok:
+				prog = append(prog, fmt.Sprintf("%d:?", b))
+			case full < 0:
+				prog = append(prog, fmt.Sprintf("%d:%s", b, humanBytes(sz)))
+			default:
+				prog = append(prog, fmt.Sprintf("%d:%s/%s", b, humanBytes(sz), humanBytes(full)))
+			}
+		}
+		fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%v\t%s\n", r.Topic, r.Partition, r.Replicas, r.Adding, r.Removing, strings.Join(prog, " "))
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -392,28 +404,37 @@ type lagKey struct {
 	broker    int32
 }
 
-// addingLags asks each adding replica's broker for its offset lag
-// (DescribeLogDirs); brokers that do not answer are left out ("?").
-func (a *adminConn) addingLags(ctx context.Context, rs []reassignment) map[lagKey]int64 {
-	sets := map[int32]kadm.TopicsSet{}
+// replicaSizes asks every broker for the log size of its replicas of the
+// reassigning partitions (DescribeLogDirs); brokers that do not answer
+// are left out.
+func (a *adminConn) replicaSizes(ctx context.Context, rs []reassignment) map[lagKey]int64 {
+	set := kadm.TopicsSet{}
 	for _, r := range rs {
-		for _, b := range r.Adding {
-			s := sets[b]
-			s.Add(r.Topic, r.Partition)
-			sets[b] = s
-		}
+		set.Add(r.Topic, r.Partition)
 	}
 	out := map[lagKey]int64{}
-	for b, set := range sets {
-		dirs, err := a.adm.DescribeBrokerLogDirs(ctx, b, set)
-		if err != nil {
-			continue
-		}
+	all, err := a.adm.DescribeAllLogDirs(ctx, set)
+	if err != nil && len(all) == 0 {
+		return out
+	}
+	for b, dirs := range all {
 		dirs.EachPartition(func(p kadm.DescribedLogDirPartition) {
-			out[lagKey{p.Topic, p.Partition, b}] = p.OffsetLag
+			out[lagKey{p.Topic, p.Partition, b}] += p.Size
 		})
 	}
 	return out
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
 }
 
 func (a *adminConn) cancel(ctx context.Context, topic string, partition int32) error {
