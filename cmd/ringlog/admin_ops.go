@@ -226,6 +226,12 @@ func (a *adminConn) apply(ctx context.Context, moves []balance.Move, o moveOpts)
 			fmt.Fprintf(a.out, "%s-%d: %v %s\n", r.Topic, r.Partition, r.Err, r.ErrMessage)
 		}
 	}
+	if failed == len(moves) && o.throttle > 0 {
+		// Nothing moves: the throttle would only slow normal replication.
+		if err := a.setThrottle(ctx, 0); err != nil {
+			fmt.Fprintf(a.out, "removing the throttle: %v\n", err)
+		}
+	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d reassignments refused (the others were started)", failed, len(moves))
 	}
