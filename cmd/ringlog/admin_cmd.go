@@ -309,9 +309,16 @@ func (a *adminConn) unregisterWhenStopped(ctx context.Context, broker int32, tim
 			return err
 		}
 		if !st.live[broker] {
-			break
+			err := a.unregister(ctx, broker)
+			if !errors.Is(err, kerr.InvalidRequest) {
+				return err
+			}
+			// Still unfenced on the controller: a heartbeat sent just
+			// before the process stopped can unfence it once more,
+			// until its session expires.
+			fmt.Fprintf(a.out, "%v; retrying\n", err)
 		}
-		if !said {
+		if !said && st.live[broker] {
 			fmt.Fprintf(a.out, "broker %d is empty; stop its process now: waiting up to %v for it to be fenced before unregistering\n", broker, timeout)
 			said = true
 		}
@@ -324,7 +331,6 @@ func (a *adminConn) unregisterWhenStopped(ctx context.Context, broker int32, tim
 		case <-time.After(pollInterval):
 		}
 	}
-	return a.unregister(ctx, broker)
 }
 
 func (a *adminConn) unregister(ctx context.Context, broker int32) error {
