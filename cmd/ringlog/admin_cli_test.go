@@ -408,14 +408,21 @@ func TestAdminReassignListCancel(t *testing.T) {
 	if !strings.Contains(out, "started 1 reassignments") || !strings.Contains(out, "throttle stays set") {
 		t.Fatalf("reassign output:\n%s", out)
 	}
-	out = mustAdmin(t, "reassignments", "--bootstrap", boot)
-	t.Logf("admin reassignments:\n%s", out)
-	if !strings.Contains(out, "mv") || !strings.Contains(out, "[4]") || !strings.Contains(out, fmt.Sprintf("[%d]", orig[0])) {
-		t.Fatalf("reassignments output (want mv-0 adding [4], removing [%d]):\n%s", orig[0], out)
-	}
-	// The copy progress of broker 4 against the existing replicas' 4 MiB.
-	if !regexp.MustCompile(`4:[0-9.]+[KMG]?i?B/4\.[0-9]MiB`).MatchString(out) {
-		t.Fatalf("reassignments output lacks broker 4's copy progress against 4 MiB:\n%s", out)
+	// Broker 4 creates its replica when it applies the reassignment: until
+	// then its progress reads "?".
+	progress := regexp.MustCompile(`4:[0-9.]+[KMG]?i?B/4\.[0-9]MiB`)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out = mustAdmin(t, "reassignments", "--bootstrap", boot)
+		if !strings.Contains(out, "mv") || !strings.Contains(out, "[4]") || !strings.Contains(out, fmt.Sprintf("[%d]", orig[0])) {
+			t.Fatalf("reassignments output (want mv-0 adding [4], removing [%d]):\n%s", orig[0], out)
+		}
+		if progress.MatchString(out) {
+			t.Logf("admin reassignments:\n%s", out)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reassignments output lacks broker 4's copy progress against 4 MiB:\n%s", out)
+		}
 	}
 	// The throttle stays while the move runs.
 	if out := mustAdmin(t, "reassignments", "--bootstrap", boot, "--verify"); !strings.Contains(out, "the throttle stays") {
@@ -429,15 +436,25 @@ func TestAdminReassignListCancel(t *testing.T) {
 	if !strings.Contains(out, "no reassignments in progress") || !strings.Contains(out, "replication throttle removed") {
 		t.Fatalf("reassignments --verify after cancel:\n%s", out)
 	}
-	rc, err := adm.DescribeBrokerConfigs(testContext(t, 10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rc {
-		for _, cfg := range r.Configs {
-			if (cfg.Key == leaderThrottleRate || cfg.Key == followerThrottleRate) && cfg.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig {
-				t.Fatalf("throttle %s=%v still set after --verify", cfg.Key, cfg.Value)
+	// Gone on every broker (another broker's image may lag a moment).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		rc, err := adm.DescribeBrokerConfigs(testContext(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := ""
+		for _, r := range rc {
+			for _, cfg := range r.Configs {
+				if (cfg.Key == leaderThrottleRate || cfg.Key == followerThrottleRate) && cfg.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+					set = fmt.Sprintf("broker %q: %s=%s", r.Name, cfg.Key, cfg.MaybeValue())
+				}
 			}
+		}
+		if set == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("throttle still set 10s after --verify: %s", set)
 		}
 	}
 	// The cancelled partition is back on its original replicas.
