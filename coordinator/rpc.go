@@ -178,6 +178,7 @@ var handlers = map[string]handler{
 	"AlterConfigs":                h((*Node).handleAlterConfigs),
 	"AlterClientQuotas":           h((*Node).handleAlterClientQuotas),
 	"AlterPartitionReassignments": h((*Node).handleAlterReassignments),
+	"UnregisterBroker":            h((*Node).handleUnregisterBroker),
 }
 
 // serveRPC answers calls on one connection until it closes.

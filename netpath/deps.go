@@ -57,6 +57,8 @@ type Metadata interface {
 	// AlterPartitionReassignments starts or cancels reassignments; the
 	// errors are per item.
 	AlterPartitionReassignments(ctx context.Context, c metadata.AlterPartitionReassignments) ([]error, error)
+	// UnregisterBroker removes a stopped, empty broker's registration.
+	UnregisterBroker(ctx context.Context, id int32) error
 }
 
 var _ Metadata = (*coordinator.Node)(nil)

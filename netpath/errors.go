@@ -77,8 +77,12 @@ func errorCode(err error) int16 {
 		return kerr.InvalidPartitions.Code
 	case errors.Is(err, metadata.ErrInvalidReplication):
 		return kerr.InvalidReplicationFactor.Code
-	case errors.Is(err, metadata.ErrInvalidAssignment):
+	case errors.Is(err, metadata.ErrInvalidAssignment), errors.Is(err, metadata.ErrBrokerHasReplicas):
 		return kerr.InvalidReplicaAssignment.Code
+	case errors.Is(err, metadata.ErrUnknownBroker):
+		return kerr.BrokerIDNotRegistered.Code
+	case errors.Is(err, metadata.ErrBrokerRunning):
+		return kerr.InvalidRequest.Code
 	case errors.Is(err, metadata.ErrNotLeader):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, metadata.ErrFencedLeaderEpoch):

@@ -50,6 +50,8 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.alterClientQuotas(c.AlterClientQuotas)
 	case c.AlterPartitionReassignments != nil:
 		res = t.alterReassignments(c.AlterPartitionReassignments)
+	case c.UnregisterBroker != nil:
+		res = t.unregisterBroker(c.UnregisterBroker)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}

@@ -36,6 +36,8 @@ type Command struct {
 	AlterClientQuotas *AlterClientQuotas `json:",omitempty"`
 	// Partition reassignment (reassign.go).
 	AlterPartitionReassignments *AlterPartitionReassignments `json:",omitempty"`
+	// Broker removal (unregister.go).
+	UnregisterBroker *UnregisterBroker `json:",omitempty"`
 }
 
 // InitCluster fixes the cluster id; the first controller leader proposes it
@@ -169,6 +171,7 @@ func (c Command) count() int {
 		c.AllocateProducerIDs != nil, c.AlterScramCredentials != nil, c.CreateACLs != nil,
 		c.DeleteACLs != nil, c.ReplicaOffline != nil, c.AlterConfigs != nil, c.AlterClientQuotas != nil,
 		c.AlterPartitionReassignments != nil,
+		c.UnregisterBroker != nil,
 	} {
 		if set {
 			n++
@@ -183,7 +186,7 @@ func (c Command) count() int {
 type Result struct {
 	Index     uint64     // raft index the command was applied at
 	Err       error      `json:"-"`
-	Broker    *Broker    // RegisterBroker, UnfenceBroker, FenceBroker
+	Broker    *Broker    // RegisterBroker, UnfenceBroker, FenceBroker, UnregisterBroker (the removed record)
 	Topic     *Topic     // CreateTopic, CreatePartitions, AlterConfigs of a topic
 	Partition *Partition // AlterPartition, ElectLeader
 	// ProducerIDStart is the first id of the allocated block of

@@ -31,6 +31,8 @@ var (
 	ErrNoScramCredential     = errors.New("no such scram credential")              // RESOURCE_NOT_FOUND
 	ErrInvalidQuota          = errors.New("invalid client quota")                  // INVALID_REQUEST
 	ErrNoReassignment        = errors.New("no partition reassignment in progress") // NO_REASSIGNMENT_IN_PROGRESS
+	ErrBrokerRunning         = errors.New("broker is running")                     // INVALID_REQUEST (UnregisterBroker)
+	ErrBrokerHasReplicas     = errors.New("broker still hosts replicas")           // INVALID_REPLICA_ASSIGNMENT (UnregisterBroker)
 )
 
 // Errors lists every sentinel above, so a transport can map them to codes
@@ -44,4 +46,5 @@ var Errors = []error{
 	ErrElectionNotNeeded, ErrNoEligibleLeader, ErrInvalidCommand,
 	ErrInvalidACL, ErrNoScramCredential, ErrPreferredNotAvailable,
 	ErrInvalidQuota, ErrNoReassignment,
+	ErrBrokerRunning, ErrBrokerHasReplicas,
 }
