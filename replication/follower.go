@@ -103,12 +103,21 @@ type Follower struct {
 	parts    map[TopicPartition]*followPart
 	order    []TopicPartition // request order; rotated for fairness
 	next     int
+	// throttle, when set, holds back throttled partitions while the
+	// follower rate is exceeded; throttleWake is when the last request
+	// built without them may take them again (zero: none held back).
+	throttle     *FollowerThrottle
+	throttleWake time.Time
 }
 
 // NewFollower returns a follower of leaderID with no partitions.
 func NewFollower(cfg Config, localID, leaderID int32) *Follower {
 	return &Follower{cfg: cfg, localID: localID, leaderID: leaderID, parts: map[TopicPartition]*followPart{}}
 }
+
+// SetThrottle makes BuildRequest leave throttled partitions out while
+// ft's rate is exceeded (nil: no throttle).
+func (f *Follower) SetThrottle(ft *FollowerThrottle) { f.throttle = ft }
 
 // Leader is the broker followed.
 func (f *Follower) Leader() int32 { return f.leaderID }
@@ -169,12 +178,26 @@ func (f *Follower) ready(p *followPart, now time.Time) bool {
 
 // BuildRequest returns the fetch to send now, or nil when no partition is
 // ready (see NextWake).
+//
+// While the follower throttle's rate is exceeded, throttled partitions
+// are left out (Kafka's shouldFollowerThrottle; the fetch session then
+// forgets them, so the leader sends nothing for them either) and the
+// request's long poll is cut to when the rate allows them again. Only
+// partitions this broker is out of the ISR of are throttled, so leaving
+// one out never makes the leader think an in-sync follower stalled.
 func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
 	req := &FetchRequest{ReplicaID: f.localID, MaxWait: f.cfg.FetchMaxWait, MinBytes: f.cfg.FetchMinBytes, MaxBytes: f.cfg.FetchMaxBytes}
 	n := len(f.order)
+	hold := f.throttle.delay(now)
+	withheld := false
+	f.throttleWake = time.Time{}
 	for i := range n {
 		p := f.parts[f.order[(f.next+i)%n]]
 		if !f.ready(p, now) {
+			continue
+		}
+		if hold > 0 && f.throttle.Throttled(p.tp) {
+			withheld = true
 			continue
 		}
 		req.Partitions = append(req.Partitions, FetchPartition{
@@ -191,16 +214,22 @@ func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
 		// rotating the start keeps one busy partition from starving the rest.
 		f.next = (f.next + 1) % n
 	}
+	if withheld {
+		f.throttle.Limit.CountWithheld()
+		f.throttleWake = now.Add(hold)
+		req.MaxWait = min(req.MaxWait, hold)
+	}
 	if len(req.Partitions) == 0 {
 		return nil
 	}
 	return req
 }
 
-// NextWake is the earliest time a delayed partition becomes ready.
+// NextWake is the earliest time a delayed or throttled partition becomes
+// ready.
 func (f *Follower) NextWake() (time.Time, bool) {
-	var t time.Time
-	ok := false
+	t := f.throttleWake
+	ok := !t.IsZero()
 	for _, p := range f.parts {
 		if p.status == statusDelayed && (!ok || p.delayUntil.Before(t)) {
 			t, ok = p.delayUntil, true
@@ -343,6 +372,7 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 			return
 		}
 		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend})
+		f.throttle.record(p.tp, len(r.Records), now)
 	}
 	// A follower never exposes more than it has; its HW may drop after a
 	// truncation or under a new leader whose HW still lags.
