@@ -25,6 +25,7 @@ type Throttle struct {
 	tokens float64
 	last   time.Time
 
+	limited         atomic.Bool // rate != Unlimited, read without mu
 	bytes, withheld atomic.Uint64
 }
 
@@ -51,6 +52,7 @@ func (t *Throttle) SetRate(rate int64, now time.Time) {
 	}
 	t.refill(now)
 	t.rate = rate
+	t.limited.Store(rate != Unlimited)
 	if t.tokens > t.capacity() {
 		t.tokens = t.capacity()
 	}
@@ -63,8 +65,9 @@ func (t *Throttle) Rate() int64 {
 	return t.rate
 }
 
-// Limited reports whether a rate is set.
-func (t *Throttle) Limited() bool { return t.Rate() != Unlimited }
+// Limited reports whether a rate is set (lock-free: the fetch paths ask
+// per partition).
+func (t *Throttle) Limited() bool { return t.limited.Load() }
 
 func (t *Throttle) capacity() float64 {
 	return float64(t.rate) * ThrottleBurst.Seconds()
@@ -147,7 +150,7 @@ type FollowerThrottle struct {
 // delay is how long throttled partitions are held back from now (0: not
 // at all).
 func (ft *FollowerThrottle) delay(now time.Time) time.Duration {
-	if ft == nil || ft.Limit == nil || ft.Throttled == nil {
+	if ft == nil || ft.Limit == nil || ft.Throttled == nil || !ft.Limit.Limited() {
 		return 0
 	}
 	return ft.Limit.Delay(now)
