@@ -132,6 +132,7 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	}
 	denied := s.deniedTopics(req.Version, reqTopics, authz)
 	st := getFetchState()
+	st.heldBack = false
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
 		if total >= int64(req.MinBytes) || hasErr || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 && st.throttleWait == 0 {
@@ -202,8 +203,10 @@ type fetchState struct {
 	// limited: the last read cut a partition short for max_bytes.
 	limited bool
 	// throttleWait > 0: the last read withheld a throttled partition's
-	// records, which the replication throttle allows after this long.
+	// records, which the replication throttle allows after this long;
+	// heldBack: some read of this fetch did.
 	throttleWait time.Duration
+	heldBack     bool
 	timer        *time.Timer
 }
 
@@ -369,6 +372,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 					if st.throttleWait == 0 || wait < st.throttleWait {
 						st.throttleWait = wait
 					}
+					st.heldBack = true
 					ft.partitions = append(ft.partitions, fp)
 					continue
 				}
@@ -449,8 +453,8 @@ func (s *Server) fetchResponse(req *kmsg.FetchRequest, sess *fetchSession, full 
 				}
 			}
 		}
-		if n > 0 || st.throttleWait > 0 {
-			s.repl.RecordLeaderThrottle(n, st.throttleWait > 0)
+		if n > 0 || st.heldBack {
+			s.repl.RecordLeaderThrottle(n, st.heldBack)
 		}
 	}
 	var sessionID int32

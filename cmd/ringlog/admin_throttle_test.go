@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The replication throttle (leader/follower.replication.throttled.rate
+// with the topic's throttled replica lists) on a 3-node cluster: a
+// follower that fell out of the ISR catches up at about the limit while
+// acks=all producers, whose in-sync follower is never throttled, are not
+// held back; without the limit the rest comes at once.
+
+const (
+	throttleRecord  = 64 << 10  // bytes per catch-up record
+	throttleLimit   = 4_000_000 // bytes/s
+	throttleBacklog = 40 << 20  // bytes the lagging follower misses
+)
+
+// logEndOn reads a hosted partition's log end offset from a broker's
+// /metrics (ringlog_partition_log_end_offset).
+func logEndOn(t *testing.T, b *brokerProc, topic string) float64 {
+	t.Helper()
+	v, _ := sumSeries(scrape(t, b.admin), "ringlog_partition_log_end_offset", `topic="`+topic+`"`)
+	return v
+}
+
+// throttleTopic creates an RF=3 topic of one partition and returns its
+// leader and the follower to hold back: neither the leader nor the
+// controller, since stopping either would move them and blur what is
+// measured.
+func throttleTopic(t *testing.T, c *testCluster, adm *kadm.Client, topic string) (leader, lagger int32) {
+	t.Helper()
+	md := createRF3Topic(t, adm, topic, 1)
+	leader = md.Topics[topic].Partitions[0].Leader
+	ctrl := c.controller(10 * time.Second)
+	for id := int32(1); id <= 3; id++ {
+		if id != leader && id != ctrl {
+			lagger = id
+		}
+	}
+	return leader, lagger
+}
+
+// throttleBacklog stops the lagger until it leaves the ISR and writes the
+// backlog with acks=all through prod. It returns the log end offset
+// after the backlog. While the lagger is stopped only the leader is asked
+// anything (admin requests to a stopped broker would hang).
+func writeBacklog(t *testing.T, c *testCluster, prod *kgo.Client, topic string, leader, lagger int32) int64 {
+	t.Helper()
+	ctx := testContext(t, 60*time.Second)
+	c.node(lagger).pause()
+	paused := time.Now()
+	// The first acks=all write waits until the leader drops the lagger
+	// from the ISR (replica lag time).
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("first")}).FirstErr(); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	eventually(t, 30*time.Second, "the lagger out of the ISR", func() (bool, string) {
+		v, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_partition_isr_size", `topic="`+topic+`"`)
+		return v == 2, fmt.Sprint("ISR size ", v)
+	})
+	t.Logf("lagger out of the ISR %v after it stopped", time.Since(paused))
+	// Incompressible records, so bytes on the wire are bytes in the log.
+	val := make([]byte, throttleRecord)
+	var last int64
+	for sent := 0; sent < throttleBacklog; sent += 16 * throttleRecord {
+		recs := make([]*kgo.Record, 16)
+		for i := range recs {
+			rand.Read(val)
+			recs[i] = &kgo.Record{Topic: topic, Value: slices.Clone(val)}
+		}
+		res := prod.ProduceSync(ctx, recs...)
+		if err := res.FirstErr(); err != nil {
+			t.Fatalf("backlog: %v", err)
+		}
+		last = res[len(res)-1].Record.Offset
+	}
+	return last + 1
+}
+
+// ackLoad produces one small acks=all record every 20 ms until stop and
+// returns the ack latencies and errors.
+func ackLoad(t *testing.T, cl *kgo.Client, topic string, stop <-chan struct{}) func() ([]time.Duration, []error) {
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			start := time.Now()
+			err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("small")}).FirstErr()
+			cancel()
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, err)
+			} else {
+				lat = append(lat, time.Since(start))
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() ([]time.Duration, []error) {
+		wg.Wait()
+		return lat, errs
+	}
+}
+
+func TestAdminReplicationThrottle(t *testing.T) {
+	c := startReplCluster(t, 3, "--fsync", "never")
+	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
+	adm := kadm.NewClient(cl)
+	ctx := testContext(t, 120*time.Second)
+	const topic = "thr"
+	began := time.Now()
+	leader, lagger := throttleTopic(t, c, adm, topic)
+	other := 6 - leader - lagger
+
+	// Validation with Kafka's codes.
+	for _, tc := range []struct {
+		what string
+		err  error
+	}{
+		{"negative rate", alterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.rate", "-1")}))},
+		{"bad replica list", alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.replicas", "0:x")}, topic))},
+		{"star in a list", alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.replicas", "*,0:1")}, topic))},
+	} {
+		if !errors.Is(tc.err, kerr.InvalidConfig) {
+			t.Fatalf("%s: %v, want INVALID_CONFIG", tc.what, tc.err)
+		}
+	}
+
+	// Throttle the topic's replicas on the leader at 4 MB/s. Set while
+	// every replica is in the ISR, it throttles nothing until one falls
+	// out.
+	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.replicas", "*")}, topic)); err != nil {
+		t.Fatalf("throttled replicas: %v", err)
+	}
+	if err := alterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.rate", fmt.Sprint(throttleLimit))}, leader)); err != nil {
+		t.Fatalf("throttled rate: %v", err)
+	}
+	broker := kmsg.ConfigResourceTypeBroker
+	waitConfigEverywhere(t, cl, []int32{leader}, broker, fmt.Sprint(leader), "leader.replication.throttled.rate", fmt.Sprint(throttleLimit), kmsg.ConfigSourceDynamicBrokerConfig)
+	if d := describeOn(t, cl, other, broker, fmt.Sprint(other))["leader.replication.throttled.rate"]; d.value != "9223372036854775807" || d.source != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("broker %d leader.replication.throttled.rate %+v, want Kafka's default", other, d)
+	}
+	eventually(t, 10*time.Second, "the leader applies the rate", func() (bool, string) {
+		v, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_replication_throttle_rate_bytes", `side="leader"`)
+		return v == throttleLimit, fmt.Sprint("rate gauge ", v)
+	})
+
+	t.Logf("configs set after %v", time.Since(began))
+	// The lagger misses 40 MB.
+	prod := c.node(leader).client(t, kgo.SeedBrokers(c.addrs(lagger)...), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	end := writeBacklog(t, c, prod, topic, leader, lagger)
+	t.Logf("leader %d, lagger %d stopped; backlog written up to offset %d (%v)", leader, lagger, end, time.Since(began))
+
+	// Resume the lagger under the throttle while a small acks=all load
+	// runs: its in-sync peer is unthrottled, so acks are not held back.
+	stop := make(chan struct{})
+	acks := ackLoad(t, prod, topic, stop)
+	c.node(lagger).resume()
+	resumed := time.Now()
+	start := logEndOn(t, c.node(lagger), topic)
+	eventually(t, 20*time.Second, "the lagger starts catching up", func() (bool, string) {
+		o := logEndOn(t, c.node(lagger), topic)
+		return o > start, fmt.Sprint("log end ", o)
+	})
+	t.Logf("lagger fetching %v after resuming", time.Since(resumed))
+	// Past the first fetches (the bucket's saved-up second), measure 4 s.
+	time.Sleep(time.Second)
+	t0, o0 := time.Now(), logEndOn(t, c.node(lagger), topic)
+	time.Sleep(4 * time.Second)
+	t1, o1 := time.Now(), logEndOn(t, c.node(lagger), topic)
+	close(stop)
+	lat, errs := acks()
+	rate := (o1 - o0) * throttleRecord / t1.Sub(t0).Seconds()
+	t.Logf("throttled catch-up: %.2f MB/s (limit %.2f); offsets %0.f -> %0.f of %d; acks=all p50 %v p99 %v max %v over %d writes",
+		rate/1e6, throttleLimit/1e6, o0, o1, end, percentile(lat, 0.5), percentile(lat, 0.99), slices.Max(lat), len(lat))
+	if o1 >= float64(end) {
+		t.Fatalf("the lagger caught up within the measurement: offset %v of %d", o1, end)
+	}
+	if rate < 0.5*throttleLimit || rate > 1.5*throttleLimit {
+		t.Fatalf("catch-up at %.2f MB/s under a %.2f MB/s throttle", rate/1e6, throttleLimit/1e6)
+	}
+	if len(errs) > 0 || len(lat) < 50 {
+		t.Fatalf("acks=all during the catch-up: %d acked, errors %v", len(lat), errs)
+	}
+	if p50, mx := percentile(lat, 0.5), slices.Max(lat); p50 > 100*time.Millisecond || mx > 2*time.Second {
+		t.Fatalf("acks=all held back during the throttled catch-up: p50 %v max %v", p50, mx)
+	}
+	m := scrape(t, c.node(leader).admin)
+	if b, _ := sumSeries(m, "ringlog_replication_throttled_bytes_total", `side="leader"`); b < (o1-o0)*throttleRecord*0.9 {
+		t.Fatalf("leader throttled bytes %v, the lagger got %v meanwhile", b, (o1-o0)*throttleRecord)
+	}
+	if f, _ := sumSeries(m, "ringlog_replication_throttled_fetches_total", `side="leader"`); f == 0 {
+		t.Fatal("no fetch was throttled")
+	}
+
+	// Remove the rate: the rest comes at once and the lagger rejoins.
+	if err := alterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{deleteCfg("leader.replication.throttled.rate")}, leader)); err != nil {
+		t.Fatal(err)
+	}
+	t2, o2 := time.Now(), logEndOn(t, c.node(lagger), topic)
+	eventually(t, 10*time.Second, "the lagger at the log end", func() (bool, string) {
+		o := logEndOn(t, c.node(lagger), topic)
+		return o >= float64(end), fmt.Sprint("log end ", o)
+	})
+	took := time.Since(t2)
+	fast := (float64(end) - o2) * throttleRecord / took.Seconds()
+	t.Logf("unthrottled: %.0f records in %v = %.1f MB/s", float64(end)-o2, took, fast/1e6)
+	if fast < 2*throttleLimit {
+		t.Fatalf("without the throttle the rest came at %.2f MB/s, not faster than twice the limit", fast/1e6)
+	}
+	if v, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_replication_throttle_rate_bytes", `side="leader"`); v != 0 {
+		t.Fatalf("rate gauge %v after the rate was deleted, want 0 (unlimited)", v)
+	}
+	waitMetadata(t, adm, 30*time.Second, "the lagger back in the ISR", fullISR(topic, 1))
+	t.Logf("lagger back in the ISR %v after the rate was removed; test body %v", time.Since(t2), time.Since(began))
+}
