@@ -60,12 +60,17 @@ func throttleTopic(t *testing.T, c *testCluster, adm *kadm.Client, topic string)
 func writeBacklog(t *testing.T, c *testCluster, prod *kgo.Client, topic string, leader, lagger int32) int64 {
 	t.Helper()
 	ctx := testContext(t, 60*time.Second)
+	// Before the stop: the producer id and metadata come from any broker,
+	// which might be the stopped one.
+	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("warm")}).FirstErr(); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
 	c.node(lagger).pause()
 	paused := time.Now()
-	// The first acks=all write waits until the leader drops the lagger
+	// The next acks=all write waits until the leader drops the lagger
 	// from the ISR (replica lag time).
 	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("first")}).FirstErr(); err != nil {
-		t.Fatalf("first write: %v", err)
+		t.Fatalf("write after the stop: %v", err)
 	}
 	eventually(t, 30*time.Second, "the lagger out of the ISR", func() (bool, string) {
 		v, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_partition_isr_size", `topic="`+topic+`"`)
@@ -129,6 +134,49 @@ func ackLoad(t *testing.T, cl *kgo.Client, topic string, stop <-chan struct{}) f
 	}
 }
 
+// throttledCatchUp resumes the lagger and measures its catch-up over 4 s
+// while a small acks=all load runs, and checks the rate is about
+// throttleLimit and the acks were not held back (the in-sync follower is
+// never throttled). It returns the lagger's log end offsets at the start
+// and end of the measurement.
+func throttledCatchUp(t *testing.T, c *testCluster, prod *kgo.Client, topic string, lagger int32, end int64) (o0, o1 float64) {
+	t.Helper()
+	stop := make(chan struct{})
+	acks := ackLoad(t, prod, topic, stop)
+	c.node(lagger).resume()
+	resumed := time.Now()
+	start := logEndOn(t, c.node(lagger), topic)
+	eventually(t, 20*time.Second, "the lagger starts catching up", func() (bool, string) {
+		o := logEndOn(t, c.node(lagger), topic)
+		return o > start, fmt.Sprint("log end ", o)
+	})
+	t.Logf("lagger fetching %v after resuming", time.Since(resumed))
+	// Past the first fetches (the bucket's saved-up second, the lagger's
+	// metadata catching up), measure 4 s.
+	time.Sleep(time.Second)
+	t0, o0 := time.Now(), logEndOn(t, c.node(lagger), topic)
+	time.Sleep(4 * time.Second)
+	t1, o1 := time.Now(), logEndOn(t, c.node(lagger), topic)
+	close(stop)
+	lat, errs := acks()
+	rate := (o1 - o0) * throttleRecord / t1.Sub(t0).Seconds()
+	t.Logf("throttled catch-up: %.2f MB/s (limit %.2f); offsets %0.f -> %0.f of %d; acks=all p50 %v p99 %v max %v over %d writes",
+		rate/1e6, throttleLimit/1e6, o0, o1, end, percentile(lat, 0.5), percentile(lat, 0.99), slices.Max(lat), len(lat))
+	if o1 >= float64(end) {
+		t.Fatalf("the lagger caught up within the measurement: offset %v of %d", o1, end)
+	}
+	if rate < 0.5*throttleLimit || rate > 1.5*throttleLimit {
+		t.Fatalf("catch-up at %.2f MB/s under a %.2f MB/s throttle", rate/1e6, throttleLimit/1e6)
+	}
+	if len(errs) > 0 || len(lat) < 50 {
+		t.Fatalf("acks=all during the catch-up: %d acked, errors %v", len(lat), errs)
+	}
+	if p50, mx := percentile(lat, 0.5), slices.Max(lat); p50 > 100*time.Millisecond || mx > 2*time.Second {
+		t.Fatalf("acks=all held back during the throttled catch-up: p50 %v max %v", p50, mx)
+	}
+	return o0, o1
+}
+
 func TestAdminReplicationThrottle(t *testing.T) {
 	c := startReplCluster(t, 3, "--fsync", "never")
 	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
@@ -179,40 +227,7 @@ func TestAdminReplicationThrottle(t *testing.T) {
 	end := writeBacklog(t, c, prod, topic, leader, lagger)
 	t.Logf("leader %d, lagger %d stopped; backlog written up to offset %d (%v)", leader, lagger, end, time.Since(began))
 
-	// Resume the lagger under the throttle while a small acks=all load
-	// runs: its in-sync peer is unthrottled, so acks are not held back.
-	stop := make(chan struct{})
-	acks := ackLoad(t, prod, topic, stop)
-	c.node(lagger).resume()
-	resumed := time.Now()
-	start := logEndOn(t, c.node(lagger), topic)
-	eventually(t, 20*time.Second, "the lagger starts catching up", func() (bool, string) {
-		o := logEndOn(t, c.node(lagger), topic)
-		return o > start, fmt.Sprint("log end ", o)
-	})
-	t.Logf("lagger fetching %v after resuming", time.Since(resumed))
-	// Past the first fetches (the bucket's saved-up second), measure 4 s.
-	time.Sleep(time.Second)
-	t0, o0 := time.Now(), logEndOn(t, c.node(lagger), topic)
-	time.Sleep(4 * time.Second)
-	t1, o1 := time.Now(), logEndOn(t, c.node(lagger), topic)
-	close(stop)
-	lat, errs := acks()
-	rate := (o1 - o0) * throttleRecord / t1.Sub(t0).Seconds()
-	t.Logf("throttled catch-up: %.2f MB/s (limit %.2f); offsets %0.f -> %0.f of %d; acks=all p50 %v p99 %v max %v over %d writes",
-		rate/1e6, throttleLimit/1e6, o0, o1, end, percentile(lat, 0.5), percentile(lat, 0.99), slices.Max(lat), len(lat))
-	if o1 >= float64(end) {
-		t.Fatalf("the lagger caught up within the measurement: offset %v of %d", o1, end)
-	}
-	if rate < 0.5*throttleLimit || rate > 1.5*throttleLimit {
-		t.Fatalf("catch-up at %.2f MB/s under a %.2f MB/s throttle", rate/1e6, throttleLimit/1e6)
-	}
-	if len(errs) > 0 || len(lat) < 50 {
-		t.Fatalf("acks=all during the catch-up: %d acked, errors %v", len(lat), errs)
-	}
-	if p50, mx := percentile(lat, 0.5), slices.Max(lat); p50 > 100*time.Millisecond || mx > 2*time.Second {
-		t.Fatalf("acks=all held back during the throttled catch-up: p50 %v max %v", p50, mx)
-	}
+	o0, o1 := throttledCatchUp(t, c, prod, topic, lagger, end)
 	m := scrape(t, c.node(leader).admin)
 	if b, _ := sumSeries(m, "ringlog_replication_throttled_bytes_total", `side="leader"`); b < (o1-o0)*throttleRecord*0.9 {
 		t.Fatalf("leader throttled bytes %v, the lagger got %v meanwhile", b, (o1-o0)*throttleRecord)
@@ -241,4 +256,48 @@ func TestAdminReplicationThrottle(t *testing.T) {
 	}
 	waitMetadata(t, adm, 30*time.Second, "the lagger back in the ISR", fullISR(topic, 1))
 	t.Logf("lagger back in the ISR %v after the rate was removed; test body %v", time.Since(t2), time.Since(began))
+}
+
+// TestAdminReplicationThrottleFollower: the same catch-up held to
+// follower.replication.throttled.rate on the lagger itself, whose fetcher
+// leaves the throttled partition out of its fetches meanwhile.
+func TestAdminReplicationThrottleFollower(t *testing.T) {
+	c := startReplCluster(t, 3, "--fsync", "never")
+	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
+	adm := kadm.NewClient(cl)
+	ctx := testContext(t, 120*time.Second)
+	const topic = "thrf"
+	leader, lagger := throttleTopic(t, c, adm, topic)
+	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.replicas", fmt.Sprintf("0:%d", lagger))}, topic)); err != nil {
+		t.Fatalf("throttled replicas: %v", err)
+	}
+	// The cluster-wide default: every broker's follower side.
+	if err := alterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.rate", fmt.Sprint(throttleLimit))})); err != nil {
+		t.Fatalf("throttled rate: %v", err)
+	}
+	broker := kmsg.ConfigResourceTypeBroker
+	waitConfigEverywhere(t, cl, []int32{lagger}, broker, fmt.Sprint(lagger), "follower.replication.throttled.rate", fmt.Sprint(throttleLimit), kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+	eventually(t, 10*time.Second, "the lagger applies the rate", func() (bool, string) {
+		v, _ := sumSeries(scrape(t, c.node(lagger).admin), "ringlog_replication_throttle_rate_bytes", `side="follower"`)
+		return v == throttleLimit, fmt.Sprint("rate gauge ", v)
+	})
+	prod := c.node(leader).client(t, kgo.SeedBrokers(c.addrs(lagger)...), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	end := writeBacklog(t, c, prod, topic, leader, lagger)
+	o0, o1 := throttledCatchUp(t, c, prod, topic, lagger, end)
+	m := scrape(t, c.node(lagger).admin)
+	if b, _ := sumSeries(m, "ringlog_replication_throttled_bytes_total", `side="follower"`); b < (o1-o0)*throttleRecord*0.9 {
+		t.Fatalf("follower throttled bytes %v, it got %v meanwhile", b, (o1-o0)*throttleRecord)
+	}
+	if f, _ := sumSeries(m, "ringlog_replication_throttled_fetches_total", `side="follower"`); f == 0 {
+		t.Fatal("no fetch was throttled")
+	}
+	if b, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_replication_throttled_bytes_total", `side="leader"`); b != 0 {
+		t.Fatalf("leader side counted %v throttled bytes with no leader rate set", b)
+	}
+	// Removing the list frees the lagger at once.
+	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{deleteCfg("follower.replication.throttled.replicas")}, topic)); err != nil {
+		t.Fatal(err)
+	}
+	waitMetadata(t, adm, 30*time.Second, "the lagger back in the ISR", fullISR(topic, 1))
 }
