@@ -268,7 +268,9 @@ func TestAdminReplicationThrottleFollower(t *testing.T) {
 	ctx := testContext(t, 120*time.Second)
 	const topic = "thrf"
 	leader, lagger := throttleTopic(t, c, adm, topic)
-	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.replicas", fmt.Sprintf("0:%d", lagger))}, topic)); err != nil {
+	// Every replica listed, the in-sync follower too: it must not be
+	// throttled (nor leave the ISR), or acks=all would wait on it.
+	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.replicas", "*")}, topic)); err != nil {
 		t.Fatalf("throttled replicas: %v", err)
 	}
 	// The cluster-wide default: every broker's follower side.
@@ -284,7 +286,11 @@ func TestAdminReplicationThrottleFollower(t *testing.T) {
 	prod := c.node(leader).client(t, kgo.SeedBrokers(c.addrs(lagger)...), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
 	end := writeBacklog(t, c, prod, topic, leader, lagger)
+	shrinks, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_isr_shrinks_total")
 	o0, o1 := throttledCatchUp(t, c, prod, topic, lagger, end)
+	if after, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_isr_shrinks_total"); after != shrinks {
+		t.Fatalf("the ISR shrank during the throttled catch-up (%v -> %v shrinks): an in-sync follower was held back", shrinks, after)
+	}
 	m := scrape(t, c.node(lagger).admin)
 	if b, _ := sumSeries(m, "ringlog_replication_throttled_bytes_total", `side="follower"`); b < (o1-o0)*throttleRecord*0.9 {
 		t.Fatalf("follower throttled bytes %v, it got %v meanwhile", b, (o1-o0)*throttleRecord)
