@@ -168,11 +168,15 @@ func throttledCatchUp(t *testing.T, c *testCluster, prod *kgo.Client, topic stri
 	if rate < 0.5*throttleLimit || rate > 1.5*throttleLimit {
 		t.Fatalf("catch-up at %.2f MB/s under a %.2f MB/s throttle", rate/1e6, throttleLimit/1e6)
 	}
-	if len(errs) > 0 || len(lat) < 50 {
+	// One write per 20 ms for about 5 s, each waiting for the last: a
+	// throttled in-sync follower holds acks for hundreds of ms, so fewer
+	// get through and the p99 climbs (measured: 59 writes, p99 1.05 s;
+	// unthrottled about 250, p99 under 60 ms).
+	if len(errs) > 0 || len(lat) < 150 {
 		t.Fatalf("acks=all during the catch-up: %d acked, errors %v", len(lat), errs)
 	}
-	if p50, mx := percentile(lat, 0.5), slices.Max(lat); p50 > 100*time.Millisecond || mx > 2*time.Second {
-		t.Fatalf("acks=all held back during the throttled catch-up: p50 %v max %v", p50, mx)
+	if p99 := percentile(lat, 0.99); p99 > 500*time.Millisecond {
+		t.Fatalf("acks=all held back during the throttled catch-up: p99 %v", p99)
 	}
 	return o0, o1
 }
