@@ -36,12 +36,16 @@ func logEndOn(t *testing.T, b *brokerProc, topic string) float64 {
 	return v
 }
 
-// throttleTopic creates an RF=3 topic of one partition and returns its
+// throttleTopic starts a 3-node cluster with an RF=3 topic of one
+// partition and returns it, a client and admin client, the partition's
 // leader and the follower to hold back: neither the leader nor the
 // controller, since stopping either would move them and blur what is
 // measured.
-func throttleTopic(t *testing.T, c *testCluster, adm *kadm.Client, topic string) (leader, lagger int32) {
+func throttleTopic(t *testing.T, topic string) (c *testCluster, cl *kgo.Client, adm *kadm.Client, leader, lagger int32) {
 	t.Helper()
+	c = startReplCluster(t, 3, "--fsync", "never")
+	cl = c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
+	adm = kadm.NewClient(cl)
 	md := createRF3Topic(t, adm, topic, 1)
 	leader = md.Topics[topic].Partitions[0].Leader
 	ctrl := c.controller(10 * time.Second)
@@ -50,7 +54,7 @@ func throttleTopic(t *testing.T, c *testCluster, adm *kadm.Client, topic string)
 			lagger = id
 		}
 	}
-	return leader, lagger
+	return c, cl, adm, leader, lagger
 }
 
 // throttleBacklog stops the lagger until it leaves the ISR and writes the
@@ -181,14 +185,21 @@ func throttledCatchUp(t *testing.T, c *testCluster, prod *kgo.Client, topic stri
 	return o0, o1
 }
 
+// waitThrottleRate polls b's /metrics until side's throttle rate gauge
+// shows want (0: unlimited).
+func waitThrottleRate(t *testing.T, b *brokerProc, side string, want float64) {
+	t.Helper()
+	eventually(t, 10*time.Second, side+" rate applied", func() (bool, string) {
+		v, _ := sumSeries(scrape(t, b.admin), "ringlog_replication_throttle_rate_bytes", `side="`+side+`"`)
+		return v == want, fmt.Sprint("rate gauge ", v)
+	})
+}
+
 func TestAdminReplicationThrottle(t *testing.T) {
-	c := startReplCluster(t, 3, "--fsync", "never")
-	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
-	adm := kadm.NewClient(cl)
-	ctx := testContext(t, 120*time.Second)
 	const topic = "thr"
+	c, cl, adm, leader, lagger := throttleTopic(t, topic)
+	ctx := testContext(t, 120*time.Second)
 	began := time.Now()
-	leader, lagger := throttleTopic(t, c, adm, topic)
 	other := 6 - leader - lagger
 
 	// Validation with Kafka's codes.
@@ -219,10 +230,7 @@ func TestAdminReplicationThrottle(t *testing.T) {
 	if d := describeOn(t, cl, other, broker, fmt.Sprint(other))["leader.replication.throttled.rate"]; d.value != "9223372036854775807" || d.source != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("broker %d leader.replication.throttled.rate %+v, want Kafka's default", other, d)
 	}
-	eventually(t, 10*time.Second, "the leader applies the rate", func() (bool, string) {
-		v, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_replication_throttle_rate_bytes", `side="leader"`)
-		return v == throttleLimit, fmt.Sprint("rate gauge ", v)
-	})
+	waitThrottleRate(t, c.node(leader), "leader", throttleLimit)
 
 	t.Logf("configs set after %v", time.Since(began))
 	// The lagger misses 40 MB.
@@ -255,9 +263,7 @@ func TestAdminReplicationThrottle(t *testing.T) {
 	if fast < 2*throttleLimit {
 		t.Fatalf("without the throttle the rest came at %.2f MB/s, not faster than twice the limit", fast/1e6)
 	}
-	if v, _ := sumSeries(scrape(t, c.node(leader).admin), "ringlog_replication_throttle_rate_bytes", `side="leader"`); v != 0 {
-		t.Fatalf("rate gauge %v after the rate was deleted, want 0 (unlimited)", v)
-	}
+	waitThrottleRate(t, c.node(leader), "leader", 0)
 	waitMetadata(t, adm, 30*time.Second, "the lagger back in the ISR", fullISR(topic, 1))
 	t.Logf("lagger back in the ISR %v after the rate was removed; test body %v", time.Since(t2), time.Since(began))
 }
@@ -266,12 +272,9 @@ func TestAdminReplicationThrottle(t *testing.T) {
 // follower.replication.throttled.rate on the lagger itself, whose fetcher
 // leaves the throttled partition out of its fetches meanwhile.
 func TestAdminReplicationThrottleFollower(t *testing.T) {
-	c := startReplCluster(t, 3, "--fsync", "never")
-	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
-	adm := kadm.NewClient(cl)
-	ctx := testContext(t, 120*time.Second)
 	const topic = "thrf"
-	leader, lagger := throttleTopic(t, c, adm, topic)
+	c, cl, adm, leader, lagger := throttleTopic(t, topic)
+	ctx := testContext(t, 120*time.Second)
 	// Every replica listed, the in-sync follower too: it must not be
 	// throttled (nor leave the ISR), or acks=all would wait on it.
 	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("follower.replication.throttled.replicas", "*")}, topic)); err != nil {
@@ -283,10 +286,7 @@ func TestAdminReplicationThrottleFollower(t *testing.T) {
 	}
 	broker := kmsg.ConfigResourceTypeBroker
 	waitConfigEverywhere(t, cl, []int32{lagger}, broker, fmt.Sprint(lagger), "follower.replication.throttled.rate", fmt.Sprint(throttleLimit), kmsg.ConfigSourceDynamicDefaultBrokerConfig)
-	eventually(t, 10*time.Second, "the lagger applies the rate", func() (bool, string) {
-		v, _ := sumSeries(scrape(t, c.node(lagger).admin), "ringlog_replication_throttle_rate_bytes", `side="follower"`)
-		return v == throttleLimit, fmt.Sprint("rate gauge ", v)
-	})
+	waitThrottleRate(t, c.node(lagger), "follower", throttleLimit)
 	prod := c.node(leader).client(t, kgo.SeedBrokers(c.addrs(lagger)...), kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
 	end := writeBacklog(t, c, prod, topic, leader, lagger)
