@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -310,4 +311,40 @@ func TestAdminReplicationThrottleFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitMetadata(t, adm, 30*time.Second, "the lagger back in the ISR", fullISR(topic, 1))
+}
+
+// confluentThrottleScript sets the throttle configs with confluent-kafka's
+// AdminClient.alter_configs (AlterConfigs) on a topic and a broker and
+// prints what describe_configs reports: "<value> <source>" per config.
+const confluentThrottleScript = `
+import sys
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+addr, topic, broker = sys.argv[1], sys.argv[2], sys.argv[3]
+a = AdminClient({"bootstrap.servers": addr})
+rs = [ConfigResource("topic", topic, set_config={"leader.replication.throttled.replicas": "0:1, 1:2"}),
+      ConfigResource("broker", broker, set_config={"follower.replication.throttled.rate": "1000000"})]
+for res, f in a.alter_configs(rs, request_timeout=15).items():
+    f.result()
+for res, key in ((ConfigResource("topic", topic), "leader.replication.throttled.replicas"),
+                 (ConfigResource("broker", broker), "follower.replication.throttled.rate"),
+                 (ConfigResource("broker", broker), "leader.replication.throttled.rate")):
+    for _, f in a.describe_configs([res], request_timeout=15).items():
+        e = f.result()[key]
+        print(e.value, ConfigSource(e.source).name)
+`
+
+func TestAdminReplicationThrottleConfluent(t *testing.T) {
+	needConfluentKafka(t)
+	b := startBroker(t, t.TempDir(), "--fsync", "never")
+	adm := kadm.NewClient(b.client(t))
+	createTopic(t, adm, "pythr", 2, 1)
+	bm, err := adm.BrokerMetadata(testContext(t, 10*time.Second))
+	if err != nil || len(bm.Brokers) != 1 {
+		t.Fatalf("broker metadata: %v %+v", err, bm)
+	}
+	out := runCmd(t, "", 60*time.Second, "/usr/bin/python3", "-c", confluentThrottleScript, b.addr, "pythr", fmt.Sprint(bm.Brokers[0].NodeID))
+	want := "0:1,1:2 DYNAMIC_TOPIC_CONFIG\n1000000 DYNAMIC_BROKER_CONFIG\n9223372036854775807 DEFAULT_CONFIG"
+	if got := strings.TrimSpace(out); got != want {
+		t.Fatalf("python describe after alter:\n%s\nwant\n%s", got, want)
+	}
 }
