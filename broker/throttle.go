@@ -21,10 +21,14 @@ import (
 // throttled partitions out of their requests meanwhile; replication's
 // FollowerThrottle). Which replicas are throttled:
 //
-//   - those the topic configs leader.replication.throttled.replicas
-//     (replicas a leader serves) and follower.replication.throttled.replicas
-//     (replicas fetching on their own side) list, "*" meaning all, as in
-//     Kafka;
+//   - as in Kafka, per the topic configs, whose partition:brokerId
+//     entries ("*": all) name the broker the throttle applies on:
+//     leader.replication.throttled.replicas the leader, which then
+//     throttles every follower of that partition;
+//     follower.replication.throttled.replicas the follower, which
+//     throttles its own fetches of it (Kafka's reassignment tool lists a
+//     moving partition's current replicas in the first, its new ones in
+//     the second);
 //   - unlike Kafka, where the reassignment tool writes those lists, every
 //     replica a reassignment is adding (metadata.Partition.AddingReplicas)
 //     on both sides, so a move is throttled by the rates alone;
@@ -47,19 +51,22 @@ type throttlePlan struct {
 	// leader holds, for partitions this broker leads, the replicas whose
 	// fetches count against the leader rate (before the ISR check, done
 	// on the leader's live state).
-	leader map[tpKey]throttledReplicas
+	leader map[tpKey]throttledFollowers
 	// follower holds the partitions this broker follows whose fetches
 	// count against the follower rate (out of the ISR already checked).
 	follower map[tpKey]bool
 }
 
-type throttledReplicas struct {
-	list   engine.ThrottledReplicas
+// throttledFollowers are the followers of a led partition the leader
+// throttles: all (the leader list names this broker for it) or those a
+// reassignment is adding.
+type throttledFollowers struct {
+	all    bool
 	adding []int32
 }
 
-func (r throttledReplicas) has(partition, replica int32) bool {
-	return r.list.Has(partition, replica) || slices.Contains(r.adding, replica)
+func (r throttledFollowers) has(replica int32) bool {
+	return r.all || slices.Contains(r.adding, replica)
 }
 
 func newReplThrottle() *replThrottle {
@@ -110,9 +117,9 @@ func (t *replThrottle) sync(img *metadata.Image, me int32) {
 			key := tpKey{tp.Name, idx}
 			switch {
 			case p.Leader == me:
-				if r := (throttledReplicas{lead, p.AddingReplicas}); !lead.Empty() || len(r.adding) > 0 {
+				if r := (throttledFollowers{lead.Has(idx, me), p.AddingReplicas}); r.all || len(r.adding) > 0 {
 					if plan.leader == nil {
-						plan.leader = map[tpKey]throttledReplicas{}
+						plan.leader = map[tpKey]throttledFollowers{}
 					}
 					plan.leader[key] = r
 				}
@@ -137,7 +144,8 @@ func (t *replThrottle) followerThrottled(tp replication.TopicPartition) bool {
 // LeaderThrottle is the leader side of the throttle for one partition of
 // a replica fetch (netpath.Replicas): throttled when replica's fetch of
 // topic/partition counts against leader.replication.throttled.rate
-// (listed or being added, and out of the leader's maximal ISR, which
+// (the leader list names this broker for the partition or the replica is
+// being added, and it is out of the leader's maximal ISR, which
 // includes a member whose addition is still being committed); wait > 0
 // when the rate is exceeded, so its records are withheld and the rate
 // allows more after wait.
@@ -147,7 +155,7 @@ func (m *replicaManager) LeaderThrottle(topic string, partition, replica int32) 
 		return false, 0
 	}
 	r, ok := t.plan.Load().leader[tpKey{topic, partition}]
-	if !ok || !r.has(partition, replica) {
+	if !ok || !r.has(replica) {
 		return false, 0
 	}
 	lp := m.leader(topic, partition)

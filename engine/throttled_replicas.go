@@ -8,10 +8,12 @@ import (
 	"strings"
 )
 
-// The replication throttle's topic configs (KIP-73):
-// leader.replication.throttled.replicas lists the replicas whose fetches
-// the leader throttles, follower.replication.throttled.replicas those a
-// follower throttles on its side. The engine only validates and keeps
+// The replication throttle's topic configs (KIP-73), lists of
+// partition:brokerId naming the broker a throttle applies on:
+// leader.replication.throttled.replicas the leader (which throttles the
+// followers of that partition), follower.replication.throttled.replicas
+// the follower (which throttles its own fetches). The engine only
+// validates and keeps
 // them; the broker (broker/throttle.go) reads them from the metadata
 // image and enforces leader.replication.throttled.rate and
 // follower.replication.throttled.rate on the fetch paths.
