@@ -217,10 +217,11 @@ func TestAdminReplicationThrottle(t *testing.T) {
 		}
 	}
 
-	// Throttle the topic's replicas on the leader at 4 MB/s. Set while
-	// every replica is in the ISR, it throttles nothing until one falls
-	// out.
-	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.replicas", "*")}, topic)); err != nil {
+	// Throttle the partition's followers on its leader at 4 MB/s (the
+	// list names the leader, as Kafka's reassignment tool writes it). Set
+	// while every replica is in the ISR, it throttles nothing until one
+	// falls out.
+	if err := alterErr(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.replicas", fmt.Sprintf("0:%d", leader))}, topic)); err != nil {
 		t.Fatalf("throttled replicas: %v", err)
 	}
 	if err := alterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.rate", fmt.Sprint(throttleLimit))}, leader)); err != nil {
