@@ -74,6 +74,10 @@ type followPart struct {
 	lastErr error
 	// lagErrs counts consecutive metadata-lag errors (lagDelay).
 	lagErrs int
+	// caughtUp: the last answer left the log at or past the leader's
+	// high watermark (Kafka's isReplicaInSync): never throttled, even
+	// before the metadata shows it back in the ISR.
+	caughtUp bool
 }
 
 // AppendedPartition is an append whose durability the caller should wait
@@ -183,8 +187,9 @@ func (f *Follower) ready(p *followPart, now time.Time) bool {
 // are left out (Kafka's shouldFollowerThrottle; the fetch session then
 // forgets them, so the leader sends nothing for them either) and the
 // request's long poll is cut to when the rate allows them again. Only
-// partitions this broker is out of the ISR of are throttled, so leaving
-// one out never makes the leader think an in-sync follower stalled.
+// partitions this broker is out of the ISR of, and behind the leader's
+// high watermark in, are throttled, so leaving one out never makes the
+// leader think an in-sync follower stalled.
 func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
 	req := &FetchRequest{ReplicaID: f.localID, MaxWait: f.cfg.FetchMaxWait, MinBytes: f.cfg.FetchMinBytes, MaxBytes: f.cfg.FetchMaxBytes}
 	n := len(f.order)
@@ -196,7 +201,7 @@ func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
 		if !f.ready(p, now) {
 			continue
 		}
-		if hold > 0 && f.throttle.Throttled(p.tp) {
+		if hold > 0 && !p.caughtUp && f.throttle.Throttled(p.tp) {
 			withheld = true
 			continue
 		}
@@ -377,6 +382,7 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 	// A follower never exposes more than it has; its HW may drop after a
 	// truncation or under a new leader whose HW still lags.
 	log.SetHighWatermark(min(r.HighWatermark, log.LogEndOffset()))
+	p.caughtUp = log.LogEndOffset() >= r.HighWatermark
 	// The leader's start moved (DeleteRecords, retention): follow it as
 	// far as our HW allows (Kafka's LeaderOffsetIncremented); the next
 	// fetch reports it, which moves the leader's low watermark.

@@ -140,8 +140,11 @@ func (t *Throttle) Stats() ThrottleStats {
 // broker's fetches of a partition are throttled (listed in its
 // follower.replication.throttled.replicas or being added to it by a
 // reassignment, and this broker out of its ISR: an in-sync follower is
-// never throttled, the high watermark waits on it). Throttled must be
-// cheap and safe for concurrent use.
+// never throttled, the high watermark waits on it). The Follower also
+// never throttles a partition whose last answer found it at the leader's
+// high watermark, which covers the moment between joining the ISR and
+// the metadata saying so. Throttled must be cheap and safe for concurrent
+// use.
 type FollowerThrottle struct {
 	Limit     *Throttle
 	Throttled func(TopicPartition) bool

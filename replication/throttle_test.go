@@ -95,7 +95,14 @@ func TestFollowerThrottle(t *testing.T) {
 	}
 	la.flush()
 	lb.flush()
+	// a is at the leader's high watermark: in sync, never held back.
 	th.Record(2000, t0) // now two seconds in debt
+	if req := f.BuildRequest(t0); len(req.Partitions) != 2 {
+		t.Fatalf("caught-up partition held back: %+v", req)
+	}
+	// Behind the leader's high watermark again: held back.
+	f.HandleResponse(&FetchRequest{Partitions: []FetchPartition{{TopicPartition: tpA, CurrentLeaderEpoch: 1, FetchOffset: 1}}},
+		&FetchResponse{Partitions: []FetchPartitionResponse{{TopicPartition: tpA, HighWatermark: 50}}}, t0)
 	req = f.BuildRequest(t0)
 	if len(req.Partitions) != 1 || req.Partitions[0].TopicPartition != tpB {
 		t.Fatalf("over the rate: %+v", req)
