@@ -163,7 +163,7 @@ func (m *replicaManager) LeaderThrottle(topic string, partition, replica int32) 
 		return false, 0
 	}
 	lp.mu.Lock()
-	inISR := lp.gen && slices.Contains(lp.st.MaximalISR(), replica)
+	inISR := lp.gen && lp.st.InMaximalISR(replica)
 	lp.mu.Unlock()
 	if inISR {
 		return false, 0
