@@ -63,6 +63,9 @@ func (s *wireServer) reconcile() error {
 	if err := s.applyBrokerConfigs(img); err != nil {
 		errs = append(errs, err)
 	}
+	if s.repl != nil {
+		s.repl.throttle.sync(img, me)
+	}
 	for _, t := range img.Topics() {
 		var hosted []int32
 		for i, p := range t.Partitions {

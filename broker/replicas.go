@@ -65,6 +65,7 @@ type replicaManager struct {
 	purg     *replication.Purgatory
 	fetchers *replication.Fetchers
 	ctrl     replication.Controller
+	throttle *replThrottle // throttle.go
 
 	mu      sync.Mutex
 	leaders map[tpKey]*leaderPart
@@ -89,6 +90,8 @@ func (s *wireServer) EnableReplication(cfg replication.Config) error {
 		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]int32{},
 		local: engine.NewTaggedWaker(), byPart: map[*engine.Partition]*leaderPart{}}
 	m.fetchers = replication.NewFetchers(cfg, s.nodeID, s.peers, replication.RealClock{})
+	m.throttle = newReplThrottle()
+	m.fetchers.SetThrottle(&replication.FollowerThrottle{Limit: m.throttle.follower, Throttled: m.throttle.followerThrottled})
 	s.repl = m
 	s.wg.Add(3)
 	go func() {

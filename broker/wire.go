@@ -232,7 +232,8 @@ func (s *wireServer) Close() error {
 func (s *wireServer) Collector() prometheus.Collector {
 	return collectorSet{s.srv.Collector(),
 		seriesCollector{storageDescs, s.collectStorage},
-		seriesCollector{replicationDescs, s.collectReplication}}
+		seriesCollector{replicationDescs, s.collectReplication},
+		seriesCollector{throttleDescs, s.collectThrottle}}
 }
 
 // seriesCollector is a fixed set of series computed at scrape time.

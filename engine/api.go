@@ -131,6 +131,11 @@ type TopicConfig struct {
 	// the controller reads it from the topic's configs; kept here so the
 	// key validates and DescribeConfigs shows it.
 	UncleanLeaderElection bool
+	// LeaderThrottledReplicas and FollowerThrottledReplicas are
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas ("": none), canonical
+	// spelling (throttled_replicas.go); the broker enforces them.
+	LeaderThrottledReplicas, FollowerThrottledReplicas string
 	// overrides remembers which keys were set explicitly on the topic.
 	overrides map[string]string
 }

@@ -209,6 +209,7 @@ var topicConfigKeys = []string{
 	keyCleanupPolicy, keyIndexIntervalBytes, keyMaxMessageBytes, keyTimestampType,
 	keyMinInsyncReplicas, keyRetentionBytes, keyRetentionMs, keySegmentBytes, keySegmentMs,
 	keyUncleanElection, keyDeleteRetentionMs, keyMinCleanableRatio,
+	keyLeaderThrottledReplicas, keyFollowerThrottledReplicas,
 }
 
 // ParseTopicConfig applies kv (Kafka key names) on top of base. Unknown
@@ -300,6 +301,15 @@ func (c *TopicConfig) set(k, v string) error {
 			err = bad(errors.New("want a number in [0, 1]"))
 		}
 		c.MinCleanableDirtyRatio = f
+	case keyLeaderThrottledReplicas, keyFollowerThrottledReplicas:
+		canon, perr := canonicalThrottledReplicas(v)
+		if perr != nil {
+			err = bad(perr)
+		} else if k == keyLeaderThrottledReplicas {
+			c.LeaderThrottledReplicas = canon
+		} else {
+			c.FollowerThrottledReplicas = canon
+		}
 	default:
 		err = fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, k)
 	}
@@ -385,6 +395,10 @@ func (c TopicConfig) value(k string) string {
 		return strconv.FormatInt(c.DeleteRetentionMs, 10)
 	case keyMinCleanableRatio:
 		return strconv.FormatFloat(c.MinCleanableDirtyRatio, 'g', -1, 64)
+	case keyLeaderThrottledReplicas:
+		return c.LeaderThrottledReplicas
+	case keyFollowerThrottledReplicas:
+		return c.FollowerThrottledReplicas
 	}
 	return ""
 }

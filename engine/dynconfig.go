@@ -3,7 +3,9 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"math"
 	"sort"
+	"strconv"
 )
 
 // Dynamic broker configs: the cluster-wide topic defaults Kafka lets an
@@ -30,15 +32,58 @@ var brokerTopicKeys = map[string]string{
 	"message.max.bytes":               keyMaxMessageBytes,
 }
 
+// Replication throttle rates (KIP-73), dynamic broker configs that are no
+// topic's default: bytes per second, Kafka's default Long.MaxValue
+// (unlimited). The engine only validates them; the broker enforces them
+// (broker/throttle.go).
+const (
+	LeaderThrottledRateKey   = "leader.replication.throttled.rate"
+	FollowerThrottledRateKey = "follower.replication.throttled.rate"
+)
+
+// brokerOnlyDefaults are the dynamic broker configs without a topic
+// synonym, with Kafka's default value.
+var brokerOnlyDefaults = map[string]string{
+	LeaderThrottledRateKey:   strconv.FormatInt(math.MaxInt64, 10),
+	FollowerThrottledRateKey: strconv.FormatInt(math.MaxInt64, 10),
+}
+
+// ParseThrottledRate parses a replication throttle rate: a long >= 0
+// (Kafka's validator), in bytes per second.
+func ParseThrottledRate(k, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %s=%q: want bytes per second, a whole number >= 0", ErrInvalidConfig, k, v)
+	}
+	return n, nil
+}
+
 // DynamicBrokerKeys lists the broker config keys that may be set
 // dynamically, sorted.
 func DynamicBrokerKeys() []string {
-	out := make([]string, 0, len(brokerTopicKeys))
+	out := make([]string, 0, len(brokerTopicKeys)+len(brokerOnlyDefaults))
 	for k := range brokerTopicKeys {
+		out = append(out, k)
+	}
+	for k := range brokerOnlyDefaults {
 		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// IsDynamicBrokerKey reports whether bk may be set dynamically.
+func IsDynamicBrokerKey(bk string) bool {
+	_, topic := brokerTopicKeys[bk]
+	_, only := brokerOnlyDefaults[bk]
+	return topic || only
+}
+
+// BrokerOnlyDefault returns Kafka's default of a dynamic broker config
+// that is no topic's default (ok false for the others).
+func BrokerOnlyDefault(bk string) (string, bool) {
+	v, ok := brokerOnlyDefaults[bk]
+	return v, ok
 }
 
 // BrokerKeyFor returns the broker config key that is the default of topic
@@ -61,10 +106,17 @@ func TopicKeyFor(bk string) (string, bool) {
 
 // BrokerDefaults turns dynamic broker configs (broker key names) into
 // topic-key overrides and checks them: unknown keys and bad values fail
-// with ErrInvalidConfig.
+// with ErrInvalidConfig. Keys that are no topic's default (the throttle
+// rates) are checked and left out.
 func BrokerDefaults(kv map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(kv))
 	for k, v := range kv {
+		if _, only := brokerOnlyDefaults[k]; only {
+			if _, err := ParseThrottledRate(k, v); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		tk, ok := brokerTopicKeys[k]
 		if !ok {
 			return nil, fmt.Errorf("%w: %q is not a dynamic broker config", ErrInvalidConfig, k)

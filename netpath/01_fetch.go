@@ -51,6 +51,12 @@ import (
 //   - read_committed stops at the last stable offset and lists the aborted
 //     transactions overlapping the returned range (the consumer drops
 //     their records); read_uncommitted reads to the high watermark.
+//   - Replication throttle (broker/throttle.go): a replica fetch's
+//     partitions that Replicas.LeaderThrottle calls throttled get no
+//     records while leader.replication.throttled.rate is exceeded (the
+//     rest of the response is unaffected) and are not watched; the long
+//     poll then lasts at most until the rate allows them again. The bytes
+//     sent for throttled partitions are charged to the rate.
 
 func init() { register(1, 4, 12, handleFetch) }
 
@@ -103,6 +109,9 @@ type fetchPartition struct {
 	// aborted lists the aborted transactions overlapping the records of a
 	// read_committed fetch.
 	aborted []producerstate.AbortedTxn
+	// throttled: the records (if any) count against the replication
+	// throttle (Replicas.LeaderThrottle).
+	throttled bool
 }
 
 type fetchTopic struct {
@@ -126,14 +135,24 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	}
 	denied := s.deniedTopics(req.Version, reqTopics, authz)
 	st := getFetchState()
+	st.heldBack = false
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
-		if total >= int64(req.MinBytes) || hasErr || st.startNews || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 {
+		if total >= int64(req.MinBytes) || hasErr || st.startNews || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 && st.throttleWait == 0 {
 			return s.fetchResponse(req, sess, full, topics, st)
 		}
 		releaseFetch(topics)
 		st.arm()
-		if !st.wait(deadline, done) {
+		until := deadline
+		if st.throttleWait > 0 {
+			// Throttled partitions are not watched (every append would
+			// wake a read that withholds them again): read again when
+			// the rate allows them.
+			if t := time.Now().Add(st.throttleWait); t.Before(deadline) {
+				until = t
+			}
+		}
+		if !st.wait(until, done) {
 			if isClosed(done) {
 				if sess != nil {
 					s.sessions.abandon(sess, created)
@@ -141,6 +160,9 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 				st.unwatch()
 				putFetchState(st)
 				return nil
+			}
+			if until.Before(deadline) {
+				continue
 			}
 			// Deadline: one more read answers with whatever arrived.
 			topics, _, _ = s.readFetch(req, reqTopics, denied, st)
@@ -187,7 +209,12 @@ type fetchState struct {
 	// our log start (DeleteRecords moved it): answer now, without
 	// waiting for min_bytes, so the follower follows and reports it.
 	startNews bool
-	timer     *time.Timer
+	// throttleWait > 0: the last read withheld a throttled partition's
+	// records, which the replication throttle allows after this long;
+	// heldBack: some read of this fetch did.
+	throttleWait time.Duration
+	heldBack     bool
+	timer        *time.Timer
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -276,7 +303,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 		hasErr bool
 	)
 	topics := st.topics[:0]
-	st.watch, st.limited, st.startNews = st.watch[:0], false, false
+	st.watch, st.limited, st.startNews, st.throttleWait = st.watch[:0], false, false, 0
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -345,6 +372,17 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 					continue
 				}
 				mode = readReplica
+				var wait time.Duration
+				if fp.throttled, wait = s.repl.LeaderThrottle(ft.name, rp.Partition, req.ReplicaID); wait > 0 {
+					info := part.Info()
+					fp.highWatermark, fp.lastStable, fp.logStart = info.HighWatermark, info.HighWatermark, info.LogStartOffset
+					if st.throttleWait == 0 || wait < st.throttleWait {
+						st.throttleWait = wait
+					}
+					st.heldBack = true
+					ft.partitions = append(ft.partitions, fp)
+					continue
+				}
 			}
 			// The version is taken before the read: a change that lands
 			// after the read has a later version, so registering with
@@ -420,6 +458,19 @@ func releaseFetch(topics []fetchTopic) {
 // fetcher must hear (fetch_sessions.go) and releases the session.
 func (s *Server) fetchResponse(req *kmsg.FetchRequest, sess *fetchSession, full bool, topics []fetchTopic, st *fetchState) *response {
 	st.unwatch()
+	if req.ReplicaID >= 0 && s.repl != nil {
+		var n int64
+		for _, t := range topics {
+			for _, p := range t.partitions {
+				if p.throttled && p.data != nil {
+					n += int64(p.data.Len())
+				}
+			}
+		}
+		if n > 0 || st.heldBack {
+			s.repl.RecordLeaderThrottle(n, st.heldBack)
+		}
+	}
 	var sessionID int32
 	if sess != nil {
 		topics = sess.filter(topics, full, st.limited)

@@ -10,8 +10,10 @@ import (
 //   - TOPIC resources change the topic's dynamic configs; BROKER resources
 //     (a broker id, or "" for the cluster-wide default) change the dynamic
 //     broker configs (engine.DynamicBrokerKeys: the cluster-wide topic
-//     defaults). Other types get INVALID_REQUEST.
-//   - SET, DELETE, and APPEND/SUBTRACT for list configs (cleanup.policy);
+//     defaults and the replication throttle rates). Other types get
+//     INVALID_REQUEST.
+//   - SET, DELETE, and APPEND/SUBTRACT for list configs (cleanup.policy,
+//     leader/follower.replication.throttled.replicas);
 //     the result is validated as a whole before it is proposed to the
 //     controller: unknown keys and bad values are INVALID_CONFIG with a
 //     message, unknown topics UNKNOWN_TOPIC_OR_PARTITION, read-only broker

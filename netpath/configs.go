@@ -47,7 +47,8 @@ func cfgErr(code int16, format string, args ...any) *configErr {
 
 // listConfigs are the list-valued configs that APPEND and SUBTRACT apply to
 // (Kafka: type LIST).
-var listConfigs = map[string]bool{"cleanup.policy": true, "log.cleanup.policy": true}
+var listConfigs = map[string]bool{"cleanup.policy": true, "log.cleanup.policy": true,
+	engine.LeaderThrottledReplicasKey: true, engine.FollowerThrottledReplicasKey: true}
 
 // readOnlyBrokerConfigs are broker settings DescribeConfigs shows that
 // need a restart to change: altering them is refused with INVALID_REQUEST,
@@ -139,7 +140,7 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 			if readOnlyBrokerConfigs[o.name] {
 				return cfgErr(kerr.InvalidRequest.Code, "cannot update %s dynamically (restart with the flag instead)", o.name)
 			}
-			if _, ok := engine.TopicKeyFor(o.name); !ok {
+			if !engine.IsDynamicBrokerKey(o.name) {
 				return cfgErr(kerr.InvalidConfig.Code, "%q is not a dynamic broker config; dynamic: %s", o.name, strings.Join(engine.DynamicBrokerKeys(), ", "))
 			}
 		}
@@ -308,6 +309,10 @@ func (s *Server) brokerKeySynonyms(img *metadata.Image, bk, tk string) []configS
 		out = append(out, configSynonym{bk, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig})
 	}
 	static, def := engine.ConfigValue(s.engine.StaticDefaults(), tk), engine.ConfigValue(engine.DefaultTopicConfig(), tk)
+	if d, ok := engine.BrokerOnlyDefault(bk); ok {
+		// No topic synonym and no flag: Kafka's default is next.
+		static, def = d, d
+	}
 	if static != def {
 		out = append(out, configSynonym{bk, static, kmsg.ConfigSourceStaticBrokerConfig})
 	}

@@ -99,6 +99,15 @@ type Replicas interface {
 	Waiting() int
 	// WaitingLow is how many DeleteRecords waits are parked (for /metrics).
 	WaitingLow() int
+	// LeaderThrottle is the replication throttle's leader side for
+	// replica's fetch of topic/partition: throttled when its bytes count
+	// against leader.replication.throttled.rate; wait > 0 when the rate
+	// is exceeded, so the partition gets no records this time and the
+	// rate allows more after wait.
+	LeaderThrottle(topic string, partition, replica int32) (throttled bool, wait time.Duration)
+	// RecordLeaderThrottle charges the bytes one replica fetch served to
+	// throttled replicas; withheld says it held some back.
+	RecordLeaderThrottle(bytes int64, withheld bool)
 }
 
 // Leadership is one partition this broker leads in replication.

@@ -21,6 +21,10 @@ func (acceptReplicas) OffsetsAvailable(string, int32, int32) error { return nil 
 func (acceptReplicas) Cancel(*replication.Waiter)                  {}
 func (acceptReplicas) Waiting() int                                { return 0 }
 func (acceptReplicas) WaitingLow() int                             { return 0 }
+func (acceptReplicas) LeaderThrottle(string, int32, int32) (bool, time.Duration) {
+	return false, 0
+}
+func (acceptReplicas) RecordLeaderThrottle(int64, bool) {}
 
 // A DeleteRecords answer waits for the followers to report the leader's
 // new log start. A follower's fetch parked at the log end therefore

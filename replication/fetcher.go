@@ -191,6 +191,20 @@ type Fetchers struct {
 	mu       sync.Mutex
 	byLeader map[int32]*Fetcher
 	leaderOf map[TopicPartition]int32
+	throttle *FollowerThrottle
+}
+
+// SetThrottle gives every fetcher, present and future, the follower
+// throttle ft (nil: none).
+func (s *Fetchers) SetThrottle(ft *FollowerThrottle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttle = ft
+	for _, f := range s.byLeader {
+		f.mu.Lock()
+		f.f.SetThrottle(ft)
+		f.mu.Unlock()
+	}
 }
 
 // NewFetchers returns an empty set; Close stops its goroutines.
@@ -212,6 +226,7 @@ func (s *Fetchers) Follow(tp TopicPartition, leaderID, leaderEpoch int32, log Lo
 	f := s.byLeader[leaderID]
 	if f == nil {
 		f = NewFetcher(s.cfg, s.localID, leaderID, s.client, s.clock)
+		f.f.SetThrottle(s.throttle)
 		s.byLeader[leaderID] = f
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); f.Run(s.ctx) }()

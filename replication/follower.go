@@ -76,6 +76,10 @@ type followPart struct {
 	lastErr error
 	// lagErrs counts consecutive metadata-lag errors (lagDelay).
 	lagErrs int
+	// caughtUp: the last answer left the log at or past the leader's
+	// high watermark (Kafka's isReplicaInSync): never throttled, even
+	// before the metadata shows it back in the ISR.
+	caughtUp bool
 }
 
 // AppendedPartition is an append whose durability the caller should wait
@@ -105,12 +109,21 @@ type Follower struct {
 	parts    map[TopicPartition]*followPart
 	order    []TopicPartition // request order; rotated for fairness
 	next     int
+	// throttle, when set, holds back throttled partitions while the
+	// follower rate is exceeded; throttleWake is when the last request
+	// built without them may take them again (zero: none held back).
+	throttle     *FollowerThrottle
+	throttleWake time.Time
 }
 
 // NewFollower returns a follower of leaderID with no partitions.
 func NewFollower(cfg Config, localID, leaderID int32) *Follower {
 	return &Follower{cfg: cfg, localID: localID, leaderID: leaderID, parts: map[TopicPartition]*followPart{}}
 }
+
+// SetThrottle makes BuildRequest leave throttled partitions out while
+// ft's rate is exceeded (nil: no throttle).
+func (f *Follower) SetThrottle(ft *FollowerThrottle) { f.throttle = ft }
 
 // Leader is the broker followed.
 func (f *Follower) Leader() int32 { return f.leaderID }
@@ -171,12 +184,27 @@ func (f *Follower) ready(p *followPart, now time.Time) bool {
 
 // BuildRequest returns the fetch to send now, or nil when no partition is
 // ready (see NextWake).
+//
+// While the follower throttle's rate is exceeded, throttled partitions
+// are left out (Kafka's shouldFollowerThrottle; the fetch session then
+// forgets them, so the leader sends nothing for them either) and the
+// request's long poll is cut to when the rate allows them again. Only
+// partitions this broker is out of the ISR of, and behind the leader's
+// high watermark in, are throttled, so leaving one out never makes the
+// leader think an in-sync follower stalled.
 func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
 	req := &FetchRequest{ReplicaID: f.localID, MaxWait: f.cfg.FetchMaxWait, MinBytes: f.cfg.FetchMinBytes, MaxBytes: f.cfg.FetchMaxBytes}
 	n := len(f.order)
+	hold := f.throttle.delay(now)
+	withheld := false
+	f.throttleWake = time.Time{}
 	for i := range n {
 		p := f.parts[f.order[(f.next+i)%n]]
 		if !f.ready(p, now) {
+			continue
+		}
+		if hold > 0 && !p.caughtUp && f.throttle.Throttled(p.tp) {
+			withheld = true
 			continue
 		}
 		req.Partitions = append(req.Partitions, FetchPartition{
@@ -193,16 +221,22 @@ func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
 		// rotating the start keeps one busy partition from starving the rest.
 		f.next = (f.next + 1) % n
 	}
+	if withheld {
+		f.throttle.Limit.CountWithheld()
+		f.throttleWake = now.Add(hold)
+		req.MaxWait = min(req.MaxWait, hold)
+	}
 	if len(req.Partitions) == 0 {
 		return nil
 	}
 	return req
 }
 
-// NextWake is the earliest time a delayed partition becomes ready.
+// NextWake is the earliest time a delayed or throttled partition becomes
+// ready.
 func (f *Follower) NextWake() (time.Time, bool) {
-	var t time.Time
-	ok := false
+	t := f.throttleWake
+	ok := !t.IsZero()
 	for _, p := range f.parts {
 		if p.status == statusDelayed && (!ok || p.delayUntil.Before(t)) {
 			t, ok = p.delayUntil, true
@@ -359,10 +393,12 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 			return
 		}
 		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend})
+		f.throttle.record(p.tp, len(r.Records), now)
 	}
 	// A follower never exposes more than it has; its HW may drop after a
 	// truncation or under a new leader whose HW still lags.
 	log.SetHighWatermark(min(r.HighWatermark, log.LogEndOffset()))
+	p.caughtUp = log.LogEndOffset() >= r.HighWatermark
 	// The leader's start moved (DeleteRecords, retention): follow it as
 	// far as our HW allows (Kafka's LeaderOffsetIncremented); the next
 	// fetch reports it, which moves the leader's low watermark.

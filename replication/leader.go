@@ -239,6 +239,12 @@ func (l *LeaderState) MaximalISR() []int32 {
 	return union(l.isr, l.pending.prop.NewISR)
 }
 
+// InMaximalISR reports whether id is in MaximalISR() without building it
+// (the replication throttle asks per partition of a follower fetch).
+func (l *LeaderState) InMaximalISR(id int32) bool {
+	return containsID(l.isr, id) || l.pending != nil && containsID(l.pending.prop.NewISR, id)
+}
+
 // MaximalISRSize is len(MaximalISR()) without building the set: callers
 // on the fetch path only need the count.
 func (l *LeaderState) MaximalISRSize() int {

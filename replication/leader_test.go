@@ -170,6 +170,11 @@ func TestLeaderISRShrinkAndExpand(t *testing.T) {
 	if out.Proposal == nil || !slices.Equal(out.Proposal.NewISR, []int32{1, 2}) {
 		t.Fatalf("no expand: %+v", out)
 	}
+	// The member being added counts at once (the replication throttle
+	// must not hold it back).
+	if !l.InMaximalISR(2) || !l.InMaximalISR(1) || l.InMaximalISR(3) {
+		t.Fatalf("InMaximalISR with 2 being added: %v", l.MaximalISR())
+	}
 	l.OnAlterResult(*out.Proposal, PartitionState{}, ErrInvalidUpdateVersion, now)
 	if got := l.MaximalISR(); len(got) != 2 {
 		t.Fatalf("maximal ISR after stale rejection %v", got)
