@@ -69,7 +69,9 @@ type replicaManager struct {
 
 	mu      sync.Mutex
 	leaders map[tpKey]*leaderPart
-	follow  map[tpKey]int32 // leader followed
+	// follow holds the partitions handed to the fetchers, with the
+	// topic id Follow keyed them by: Unfollow must name the same one.
+	follow map[tpKey]replication.TopicPartition
 
 	// local is registered with every led partition's log; localLoop
 	// turns its wake-ups into OnLocalAppend for just the partitions that
@@ -87,7 +89,7 @@ func (s *wireServer) EnableReplication(cfg replication.Config) error {
 		return err
 	}
 	m := &replicaManager{s: s, cfg: cfg, purg: replication.NewPurgatory(),
-		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]int32{},
+		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]replication.TopicPartition{},
 		local: engine.NewTaggedWaker(), byPart: map[*engine.Partition]*leaderPart{}}
 	m.fetchers = replication.NewFetchers(cfg, s.nodeID, s.peers, replication.RealClock{})
 	m.throttle = newReplThrottle()
@@ -326,8 +328,14 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		return
 	}
 	m.mu.Lock()
-	m.follow[key] = p.Leader
+	old, had := m.follow[key]
+	m.follow[key] = tp
 	m.mu.Unlock()
+	if had && old != tp {
+		// The topic was re-created under its name: the old id's
+		// partition is another fetcher entry.
+		m.fetchers.Unfollow(old)
+	}
 	m.fetchers.Follow(tp, p.Leader, p.LeaderEpoch, replicaLog{part})
 }
 
@@ -357,11 +365,11 @@ func (m *replicaManager) dropLeader(key tpKey, why error) {
 
 func (m *replicaManager) unfollow(key tpKey) {
 	m.mu.Lock()
-	_, ok := m.follow[key]
+	tp, ok := m.follow[key]
 	delete(m.follow, key)
 	m.mu.Unlock()
 	if ok {
-		m.fetchers.Unfollow(replication.TopicPartition{Topic: key.topic, Partition: key.part})
+		m.fetchers.Unfollow(tp)
 	}
 }
 

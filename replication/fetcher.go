@@ -242,6 +242,14 @@ func (s *Fetchers) Unfollow(tp TopicPartition) {
 	s.removeLocked(tp)
 }
 
+// Leader returns the leader tp is fetched from, if it is.
+func (s *Fetchers) Leader(tp TopicPartition) (int32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.leaderOf[tp]
+	return id, ok
+}
+
 // removeLocked: s.mu should be held.
 func (s *Fetchers) removeLocked(tp TopicPartition) {
 	leader, ok := s.leaderOf[tp]
