@@ -25,7 +25,8 @@ import (
 
 // scaleLoad writes unique values with acks=all from producers that each
 // own a set of partitions and send one record at a time, paced, so every
-// producer's acknowledged records must appear in seq order per partition.
+// producer's acknowledged records must appear in seq order per partition,
+// each exactly once (the producer is idempotent).
 type scaleLoad struct {
 	failoverLoad
 	errs []error
@@ -33,7 +34,9 @@ type scaleLoad struct {
 
 func (l *scaleLoad) run(t *testing.T, seeds []string, topic string, partitions, producers int, every time.Duration) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
+		// Idempotent: a write whose acknowledgement was lost to a
+		// leadership move is retried without a duplicate in the log.
+		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		// A leadership move answers NOT_LEADER_OR_FOLLOWER; the client
 		// refreshes metadata and retries. Only a record that still
