@@ -22,7 +22,7 @@ help:
 	@echo "make test         vet, unit tests with -race, integration tests with real clients"
 	@echo "make test-faults  the process-level fault tests (leader kills, full and failing disks) on both write paths"
 	@echo "make test-loadgen the load generator's tests (-race) against real brokers"
-	@echo "make test-admin   the admin-API integration tests (configs, DeleteRecords, log dirs, transactions, quotas)"
+	@echo "make test-admin   the admin integration tests (configs, DeleteRecords, log dirs, transactions, quotas, reassignment, throttle, rebalance/decommission, scale-out)"
 	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
 	@echo "make cluster      run a 3-node cluster on 127.0.0.1:9092-9094 (data in ./cluster-data) until Ctrl-C"
 	@echo "make bench        start a local 3-broker cluster, run the default load, print the HDR report"
@@ -67,8 +67,10 @@ SYNC_TESTS ?= TestFranzGoProduceConsumeAllCodecs|TestRestartKeepsDataAndClusterI
 # both paths (CI runs it after `make test`), which keeps `make test` under
 # 15 minutes on a 2-core machine.
 FAULT_TESTS ?= TestFailoverAcksAnswered|TestDiskFull|TestDiskError|TestSlowFsync|TestListOffsetsAfterLeaderChange
-# The admin-API integration tests (issue 18: configs, records, producer
-# and transaction listings, quotas) run in `make test-admin`, which CI runs
+# The admin integration tests (issue 18: configs, records, producer and
+# transaction listings, quotas, reassignment, replication throttle,
+# `ringlog admin`, brokers joining, the scale-out scenario) run in
+# `make test-admin`, which CI runs
 # after `make test`; they do not depend on the write path.
 ADMIN_TESTS ?= TestAdmin
 test: vet build
