@@ -8,6 +8,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -313,8 +314,9 @@ func TestAdminReassignMove(t *testing.T) {
 
 // TestAdminReassignCancel starts a move to a broker that was just killed:
 // it stays pending (List and the leader's gauges show it) until cancelled,
-// which restores the replicas and ISR; the broker, restarted, holds no log
-// of the partition.
+// which restores the replicas and ISR; then, with the broker running and
+// a 0 B/s replication throttle holding the move back, a cancel deletes
+// the log the adding replica had started.
 func TestAdminReassignCancel(t *testing.T) {
 	c := startVoterCluster(t, 3, []string{"", "", "", ""})
 	cl := c.node(1).client(t, freshMetadata)
@@ -389,10 +391,55 @@ func TestAdminReassignCancel(t *testing.T) {
 	if e := res[topic][0].Err; !errors.Is(e, kerr.NoReassignmentInProgress) {
 		t.Fatalf("second cancel: %v, want NO_REASSIGNMENT_IN_PROGRESS", e)
 	}
-	// The killed broker comes back and holds no log of the partition.
+	// A cancel deletes the log an adding replica had started. y runs
+	// again, and the leader serves replicas being added nothing (a
+	// replication throttle of 0 B/s applies to them automatically), so
+	// y creates the partition's directory but cannot join the ISR.
 	c.node(y).restart()
-	waitPath(t, filepath.Join(c.node(y).dataDir, topic+"-0"), false)
-	if got := readPartition(t, c.node(1).addr, topic, 0, 200); len(got) != 200 {
+	// More than one replica fetch carries (1 MiB per partition), and
+	// incompressible: the throttle lets a fetch through before it charges
+	// it, so with less the first fetch alone would complete the move.
+	var big []*kgo.Record
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 40 {
+		v := make([]byte, 100_000)
+		for i := range v {
+			v[i] = byte(rnd.Uint32())
+		}
+		big = append(big, &kgo.Record{Topic: topic, Value: v})
+	}
+	if err := cl.ProduceSync(ctx, big...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := alterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("leader.replication.throttled.rate", "0")})); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(c.node(y).dataDir, topic+"-0")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// Refused (INVALID_REPLICA_ASSIGNMENT) until y is unfenced.
+		res, err := adm.AlterPartitionAssignments(ctx, req)
+		if err == nil && res.Error() == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("move to the restarted broker: %v %v", err, res.Error())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitPath(t, dir, true)
+	time.Sleep(time.Second) // a throttle that let bytes through would complete the move now
+	if ls := listAll(t, cl); len(ls) != 1 {
+		t.Fatalf("move with a 0 B/s throttle not pending: %+v", ls)
+	}
+	if res, err := adm.AlterPartitionAssignments(ctx, cancel); err != nil || res.Error() != nil {
+		t.Fatalf("second cancel: %v %v", err, res.Error())
+	}
+	waitPath(t, dir, false)
+	if err := alterErr(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{deleteCfg("leader.replication.throttled.rate")})); err != nil {
+		t.Fatal(err)
+	}
+	if got := readPartition(t, c.node(1).addr, topic, 0, 240); len(got) != 240 {
 		t.Fatalf("read %d records after cancel", len(got))
 	}
 }
