@@ -36,7 +36,7 @@ func (n *Node) controllerLoop() {
 			n.lmu.Lock()
 			// A new controller knows nothing of past heartbeats: every
 			// broker gets a full session from now (see fenceExpired).
-			n.lastSeen, n.catchUp = map[int32]time.Time{}, map[int32]uint64{}
+			n.lastSeen, n.catchUp, n.shutdown = map[int32]time.Time{}, map[int32]uint64{}, map[int32]uint64{}
 			n.lmu.Unlock()
 			if leading {
 				n.log.Info("became active controller")
@@ -201,6 +201,10 @@ func (n *Node) handleHeartbeat(ctx context.Context, req *heartbeatReq) (any, uin
 	// commit index this controller saw at its first heartbeat while fenced.
 	// Fixing the target then keeps it from chasing a moving commit index.
 	n.lmu.Lock()
+	if e, ok := n.shutdown[req.ID]; ok && e == req.Epoch {
+		n.lmu.Unlock()
+		return heartbeatResp{Fenced: true, CommitIndex: commit}, 0, nil
+	}
 	target, ok := n.catchUp[req.ID]
 	if !ok && n.catchUp != nil {
 		target = max(n.raft.CommitIndex(), b.Epoch)

@@ -85,6 +85,10 @@ type Node struct {
 	lmu      sync.Mutex
 	lastSeen map[int32]time.Time // last heartbeat per broker
 	catchUp  map[int32]uint64    // index a fenced broker must reach
+	// shutdown holds the broker epoch that asked for a controlled
+	// shutdown: a heartbeat of that epoch still in flight must not unfence
+	// the broker again (a new process registers with a new epoch).
+	shutdown map[int32]uint64
 	// rebalancing is set while a preferred-leader rebalance runs, so a
 	// slow one is skipped rather than stacked.
 	rebalancing atomic.Bool

@@ -141,6 +141,13 @@ func (n *Node) ControlledShutdown(ctx context.Context) error {
 }
 
 func (n *Node) handleControlledShutdown(ctx context.Context, req *shutdownReq) (any, uint64, error) {
+	// Marked before the fence is proposed: a heartbeat racing the
+	// proposal must not unfence the broker right after it.
+	n.lmu.Lock()
+	if n.shutdown != nil {
+		n.shutdown[req.ID] = req.Epoch
+	}
+	n.lmu.Unlock()
 	_, idx, err := n.propose(ctx, metadata.Command{FenceBroker: &metadata.FenceBroker{ID: req.ID, Epoch: req.Epoch}})
 	if errors.Is(err, metadata.ErrAlreadyFenced) {
 		return emptyResp{}, idx, nil

@@ -47,6 +47,9 @@ func (n *Node) handleUnregisterBroker(ctx context.Context, req *unregisterReq) (
 	if n.catchUp != nil {
 		delete(n.catchUp, req.ID)
 	}
+	if n.shutdown != nil {
+		delete(n.shutdown, req.ID)
+	}
 	n.lmu.Unlock()
 	if err == nil {
 		n.log.Info("unregistered broker", "broker", req.ID)
