@@ -296,17 +296,17 @@ func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 
 // adminClient is an admin client of the workload's cluster and a context
 // bounding its calls to 30 s; done closes the client.
-func (c Config) adminClient(ctx context.Context) (adm *kadm.Client, actx context.Context, done func(), err error) {
+func (c Config) adminClient(ctx context.Context) (adm *kadm.Client, cl *kgo.Client, actx context.Context, done func(), err error) {
 	opts, err := c.kgoOpts(clientID + "-admin")
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err = kgo.NewClient(opts...)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	return kadm.NewClient(cl), actx, func() { cancel(); cl.Close() }, nil
+	return kadm.NewClient(cl), cl, actx, func() { cancel(); cl.Close() }, nil
 }
 
 // waitForReplicas waits until the cluster would create the bench topic:
@@ -314,7 +314,7 @@ func (c Config) adminClient(ctx context.Context) (adm *kadm.Client, actx context
 // broker as available, and until then an RF=3 topic is refused with
 // INVALID_REPLICATION_FACTOR. It asks with a validate-only CreateTopics.
 func waitForReplicas(ctx context.Context, cfg Config) error {
-	adm, ctx, done, err := cfg.adminClient(ctx)
+	adm, _, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return err
 	}

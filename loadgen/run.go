@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/ringlog/ringlog/results"
 )
@@ -44,7 +45,7 @@ type topicInfo struct {
 // prepareTopic creates the topic if missing and returns its leaders and end
 // offsets.
 func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
-	adm, ctx, done, err := cfg.adminClient(ctx)
+	adm, cl, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return topicInfo{}, err
 	}
@@ -68,7 +69,7 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 	}
 	info.created = err == nil
 	for {
-		leaders, replicas, brokers, err := lookupLeaders(ctx, adm, cfg.Topic)
+		leaders, replicas, brokers, err := lookupLeaders(ctx, cl, cfg.Topic)
 		if err == nil {
 			info.leaders, info.replicas, info.brokers = leaders, replicas, brokers
 			break
@@ -115,31 +116,51 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 // lookupLeaders returns the leader address of every partition of topic and
 // the most replicas any partition has, or an error when metadata is
 // incomplete (a partition without a leader).
-func lookupLeaders(ctx context.Context, adm *kadm.Client, topic string) ([]string, int, int, error) {
-	md, err := adm.Metadata(ctx, topic)
+//
+// It sends its own Metadata request rather than kadm's Metadata, which
+// answers from kgo's topic cache for up to MetadataMinAge (5 s) and which
+// ForceMetadataRefresh does not clear: a lookup after a second wave of
+// leader moves (a reassignment completes partition by partition) got the
+// leaders of the first, and the lean client re-sent to the old leaders
+// until the entry expired, about 5 s without an acknowledgement for the
+// moved partitions. kgo answers a request of its own from a broker.
+func lookupLeaders(ctx context.Context, cl kmsg.Requestor, topic string) ([]string, int, int, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	td, ok := md.Topics[topic]
-	if !ok || td.Err != nil || len(td.Partitions) == 0 {
-		return nil, 0, 0, fmt.Errorf("topic %s: no metadata (%v)", topic, td.Err)
+	var td *kmsg.MetadataResponseTopic
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.Topic != nil && *t.Topic == topic {
+			td = t
+		}
+	}
+	if td == nil || td.ErrorCode != 0 || len(td.Partitions) == 0 {
+		var terr error
+		if td != nil {
+			terr = kerr.ErrorForCode(td.ErrorCode)
+		}
+		return nil, 0, 0, fmt.Errorf("topic %s: no metadata (%w)", topic, terr)
+	}
+	addrs := make(map[int32]string, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		addrs[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 	}
 	leaders := make([]string, len(td.Partitions))
 	replicas := 0
 	for _, p := range td.Partitions {
 		replicas = max(replicas, len(p.Replicas))
-		addr := ""
-		for _, b := range md.Brokers {
-			if b.NodeID == p.Leader {
-				addr = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
-			}
-		}
-		if p.Err != nil || addr == "" || int(p.Partition) >= len(leaders) {
-			return nil, 0, 0, fmt.Errorf("partition %d: no leader (%v)", p.Partition, p.Err)
+		addr := addrs[p.Leader]
+		if p.ErrorCode != 0 || addr == "" || p.Partition < 0 || int(p.Partition) >= len(leaders) {
+			return nil, 0, 0, fmt.Errorf("partition %d: no leader (%v)", p.Partition, kerr.ErrorForCode(p.ErrorCode))
 		}
 		leaders[p.Partition] = addr
 	}
-	return leaders, replicas, len(md.Brokers), nil
+	return leaders, replicas, len(resp.Brokers), nil
 }
 
 // waiter is the end-of-run half of an emitter: it waits for outstanding
@@ -197,13 +218,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		return nil, err
 	}
 	defer metaCl.Close()
-	metaAdm := kadm.NewClient(metaCl)
 	st.refreshLeaders = func() ([]string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		// Without a forced refresh kadm may answer from kgo's cache.
-		metaCl.ForceMetadataRefresh()
-		leaders, _, _, err := lookupLeaders(ctx, metaAdm, cfg.Topic)
+		leaders, _, _, err := lookupLeaders(ctx, metaCl, cfg.Topic)
 		return leaders, err
 	}
 

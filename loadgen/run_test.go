@@ -11,6 +11,7 @@ import (
 	"github.com/ringlog/ringlog/results"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -129,6 +130,43 @@ func TestLeanClientFollowsLeaderMoves(t *testing.T) {
 	}
 	if r.MessagesRetried == 0 {
 		t.Fatal("no message was re-sent although every leader moved mid-run")
+	}
+}
+
+// TestLookupLeadersSeesSuccessiveMoves: a leader lookup right after
+// another (within kgo's 5 s MetadataMinAge) reports a move made between
+// them. A reassignment completes partition by partition; the lean client
+// looked up after the first wave of NOT_LEADER_OR_FOLLOWER answers, then
+// again after the second, and got the first answer back from kgo's topic
+// cache: it re-sent the second wave's batches to their old leaders for
+// about 5 s (the issue-18 decommission stall).
+func TestLookupLeadersSeesSuccessiveMoves(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(2, "moves"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	addrs := c.ListenAddrs() // by node id
+	for move := range 3 {
+		p := int32(move % 2)
+		to := 1 - c.LeaderFor("moves", p)
+		if err := c.MoveTopicPartition("moves", p, to); err != nil {
+			t.Fatal(err)
+		}
+		leaders, _, _, err := lookupLeaders(ctx, cl, "moves")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := addrs[to]; leaders[p] != want {
+			t.Fatalf("move %d: partition %d led by %s after its move to node %d (%s): a cached answer", move, p, leaders[p], to, want)
+		}
 	}
 }
 

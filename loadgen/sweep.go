@@ -113,7 +113,7 @@ func runSweep(ctx context.Context, cfg Config, counts []int32, dir string, out i
 
 // deleteTopic removes a sweep step's topic.
 func deleteTopic(ctx context.Context, cfg Config) error {
-	adm, ctx, done, err := cfg.adminClient(ctx)
+	adm, _, ctx, done, err := cfg.adminClient(ctx)
 	if err != nil {
 		return err
 	}

@@ -165,11 +165,13 @@ func (x *Fetcher) Run(ctx context.Context) {
 				return // the buffer is not handed back: appends may still hold it
 			case <-a.Pending.Done():
 			}
+			x.mu.Lock()
 			if err := a.Pending.Err(); err != nil {
-				x.mu.Lock()
 				x.f.OnStorageError(a.TopicPartition, err, x.clock.Now())
-				x.mu.Unlock()
+			} else {
+				x.f.OnAppendDone(a)
 			}
+			x.mu.Unlock()
 		}
 		if resp.Release != nil {
 			resp.Release()

@@ -84,10 +84,15 @@ type followPart struct {
 
 // AppendedPartition is an append whose durability the caller should wait
 // for before the next fetch (the partition is left out of requests until
-// then anyway).
+// then anyway), then report with OnAppendDone.
 type AppendedPartition struct {
 	TopicPartition
 	Pending Pending
+	// HighWatermark is the leader's, from the answer that carried the
+	// records; OnAppendDone applies it.
+	HighWatermark int64
+	log           Log
+	epoch         int32
 }
 
 // HandleResult says what HandleResponse did.
@@ -279,6 +284,26 @@ func (f *Follower) OnRequestError(req *FetchRequest, err error, now time.Time) {
 	}
 }
 
+// OnAppendDone applies the leader's high watermark that came with an
+// append once the append completed without error. HandleResponse set it
+// already, but the log caps its HW at what it has written, which did not
+// include the append yet. A follower that fetched its last catch-up chunk
+// (up to PartitionMaxBytes; 672 records in the issue-18 run) and was made
+// leader before its next answer (a reassignment completes in the apply
+// that admits it to the ISR) took over with a HW one chunk below what the
+// old leader had acknowledged, until its followers' first fetches.
+// Nothing is done when tp was removed, moved to another log or epoch, or
+// backed off since.
+func (f *Follower) OnAppendDone(a AppendedPartition) {
+	p := f.parts[a.TopicPartition]
+	if p == nil || p.log != a.log || p.epoch != a.epoch || p.status != statusFetching {
+		return
+	}
+	if hw := min(a.HighWatermark, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
+		p.log.SetHighWatermark(hw)
+	}
+}
+
 // OnStorageError backs off a partition whose append failed to become
 // durable. The engine treats a failed flush as fatal for the log; the
 // backoff only keeps us from spinning until that is handled.
@@ -392,7 +417,7 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 			res.Delayed = append(res.Delayed, p.tp)
 			return
 		}
-		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend})
+		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend, HighWatermark: r.HighWatermark, log: log, epoch: p.epoch})
 		f.throttle.record(p.tp, len(r.Records), now)
 	}
 	// A follower never exposes more than it has; its HW may drop after a

@@ -289,3 +289,56 @@ func TestFetcherAddPartitionInterruptsLongPoll(t *testing.T) {
 	default:
 	}
 }
+
+// clampLog is a memLog whose high watermark, like the engine's, never
+// passes what it has written (its durable end here). Its appends are
+// written when the fetcher waits for them (flushPending).
+type clampLog struct{ *memLog }
+
+type flushPending struct{ l *memLog }
+
+func (p flushPending) Done() <-chan struct{} { p.l.flush(); return closedCh }
+func (p flushPending) Err() error            { return nil }
+
+func (l clampLog) AppendReplicated(b []byte) (Pending, error) {
+	if _, err := l.memLog.AppendReplicated(b); err != nil {
+		return nil, err
+	}
+	return flushPending{l.memLog}, nil
+}
+
+func (l clampLog) SetHighWatermark(hw int64) { l.memLog.SetHighWatermark(min(hw, l.DurableEnd())) }
+
+// TestFetcherSetsHWOnceAppendIsWritten: the leader's HW that came with
+// records applies once they are written, not only as far as the log had
+// written when the answer arrived. A follower that fetched its last
+// catch-up chunk and was made leader before its next answer (a
+// reassignment completes in the apply that admits it to the ISR) took
+// over with a HW a whole chunk behind.
+func TestFetcherSetsHWOnceAppendIsWritten(t *testing.T) {
+	cfg := DefaultConfig()
+	client := &scriptClient{reqs: make(chan *FetchRequest), resps: make(chan scriptReply)}
+	x := NewFetcher(cfg, 2, 1, client, newFakeClock())
+	log := clampLog{logWith(0)}
+	x.AddPartition(tpA, 1, log)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { x.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+
+	<-client.reqs
+	var b []byte
+	for off := int64(1); off < 4; off++ {
+		b = appendBatch(b, off, 1, uint64(off))
+	}
+	client.resps <- scriptReply{resp: &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 4, Records: b},
+	}}}
+	next := <-client.reqs // built after the append was written and handled
+	if next.Partitions[0].FetchOffset != 4 {
+		t.Fatalf("next request %+v", next.Partitions[0])
+	}
+	if hw := log.HighWatermark(); hw != 4 {
+		t.Fatalf("follower HW %d after its append of [1, 4) was written, leader's 4", hw)
+	}
+}
