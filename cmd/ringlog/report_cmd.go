@@ -1,12 +1,14 @@
 package main
 
 import (
+	"time"
+
 	"github.com/ringlog/ringlog/results"
 	"github.com/urfave/cli/v2"
 )
 
-// reportCommand returns `ringlog report` with its `merge` and `compare`
-// subcommands (package results does the work).
+// reportCommand returns `ringlog report` with its `merge`, `window` and
+// `compare` subcommands (package results does the work).
 func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
@@ -33,6 +35,22 @@ func reportCommand() *cli.Command {
 				Action: func(c *cli.Context) error {
 					_, err := results.MergeDirs(c.App.Writer, c.App.ErrWriter, c.String("out"), c.String("label"), c.Args().Slice())
 					return usageExit(err)
+				},
+			},
+			{
+				Name:      "window",
+				Usage:     "acknowledgement latency of part of a run (e.g. while a partition move ran), from its interval log",
+				ArgsUsage: "DIR",
+				Flags: []cli.Flag{
+					&cli.DurationFlag{Name: "from", Usage: "window start, from the start of the measured window (after warmup)", EnvVars: env("from")},
+					&cli.DurationFlag{Name: "to", Value: 24 * time.Hour, Usage: "window end (default: the end of the run)", EnvVars: env("to")},
+					&cli.BoolFlag{Name: "intervals", Usage: "also print each interval of the window", EnvVars: env("intervals")},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 || c.Duration("to") <= c.Duration("from") {
+						return cli.Exit("usage: ringlog report window --from D --to D DIR (flags before DIR; to after from)", 2)
+					}
+					return usageExit(results.WriteWindow(c.App.Writer, c.Args().First(), c.Duration("from"), c.Duration("to"), c.Bool("intervals")))
 				},
 			},
 			{
