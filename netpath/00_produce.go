@@ -188,9 +188,12 @@ func handleProduce(s *Server, r *request) reply {
 				}
 			}
 			if !timedOut {
+				parkedAt := time.Now()
 				select {
 				case <-wt.w.Done():
+					r.park(parkedAt)
 				case <-wt.ended:
+					r.park(parkedAt)
 					select {
 					case <-wt.w.Done(): // written anyway: answer as usual
 					default:
@@ -201,6 +204,7 @@ func handleProduce(s *Server, r *request) reply {
 						continue
 					}
 				case <-timer:
+					r.park(parkedAt)
 					timedOut = true
 				case <-done:
 					return nil
@@ -220,10 +224,13 @@ func handleProduce(s *Server, r *request) reply {
 			if err == nil && wt.lp != nil && !timedOut {
 				// acks=all: wait until the HW passes our last offset.
 				pw := wt.lp.AwaitHW(wt.epoch, res.LastOffset, arrived, deadline)
+				parkedAt := time.Now()
 				select {
 				case <-pw.Done():
+					r.park(parkedAt)
 					err = pw.Err()
 				case <-timer:
+					r.park(parkedAt)
 					timedOut = true
 					s.repl.Cancel(pw)
 					err = replication.ErrRequestTimedOut

@@ -78,7 +78,7 @@ func handleFetch(s *Server, r *request) reply {
 	}
 	deadline := requestDeadline(time.Now(), req.MaxWaitMillis, 0)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		return s.fetch(req, deadline, done, authz)
+		return s.fetch(req, deadline, done, authz, &r.parked)
 	}}
 }
 
@@ -121,8 +121,9 @@ type fetchTopic struct {
 }
 
 // fetch answers req, long-polling until deadline for min_bytes. authz,
-// when set, tells whether the consumer may read a topic.
-func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan struct{}, authz func(string) bool) *response {
+// when set, tells whether the consumer may read a topic. The time spent
+// waiting in the long poll is added to parked (request_quota.go).
+func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan struct{}, authz func(string) bool, parked *time.Duration) *response {
 	now := time.Now()
 	sess, full, code := s.sessions.begin(req, now)
 	if code != 0 {
@@ -152,7 +153,10 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 				until = t
 			}
 		}
-		if !st.wait(until, done) {
+		parkedAt := time.Now()
+		woke := st.wait(until, done)
+		*parked += time.Since(parkedAt)
+		if !woke {
 			if isClosed(done) {
 				if sess != nil {
 					s.sessions.abandon(sess, created)

@@ -82,7 +82,7 @@ func handleOffsetCommit(s *Server, r *request) reply {
 	}
 	f := s.groups.CommitOffsets(cr)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

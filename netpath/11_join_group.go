@@ -58,7 +58,7 @@ func handleJoinGroup(s *Server, r *request) reply {
 	}
 	f := s.groups.Join(jr)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

@@ -43,7 +43,7 @@ func handleSyncGroup(s *Server, r *request) reply {
 	}
 	f := s.groups.Sync(sr)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

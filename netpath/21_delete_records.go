@@ -72,7 +72,10 @@ func handleDeleteRecords(s *Server, r *request) reply {
 				}
 			}
 		}
-		if !s.awaitLowWatermarks(waits, arrived, deadline, done) {
+		parkedAt := time.Now()
+		ok := s.awaitLowWatermarks(waits, arrived, deadline, done)
+		r.park(parkedAt)
+		if !ok {
 			return nil
 		}
 		return &response{msg: resp}

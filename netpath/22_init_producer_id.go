@@ -78,7 +78,7 @@ func (s *Server) initTransactionalProducer(r *request, req *kmsg.InitProducerIDR
 	}
 	f := s.txns.InitProducerID(ir)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

@@ -101,7 +101,7 @@ func handleAddPartitionsToTxn(s *Server, r *request) reply {
 	}
 	f := s.txns.AddPartitions(areq)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

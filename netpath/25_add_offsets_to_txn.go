@@ -40,7 +40,7 @@ func handleAddOffsetsToTxn(s *Server, r *request) reply {
 	}
 	f := s.txns.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		err, ok := waitFuture(f, done)
+		err, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

@@ -50,7 +50,7 @@ func handleEndTxn(s *Server, r *request) reply {
 		TransactionalID: req.TransactionalID, ProducerID: req.ProducerID, ProducerEpoch: req.ProducerEpoch, Commit: req.Commit,
 	})
 	return reply{resolve: func(done <-chan struct{}) *response {
-		err, ok := waitFuture(f, done)
+		err, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

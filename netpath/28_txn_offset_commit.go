@@ -95,7 +95,7 @@ func handleTxnOffsetCommit(s *Server, r *request) reply {
 	}
 	f := s.groups.CommitTxnOffsets(cr)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

@@ -37,7 +37,7 @@ func handleDeleteGroups(s *Server, r *request) reply {
 	}
 	f := s.groups.DeleteGroups(allowed)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

@@ -46,7 +46,7 @@ func handleOffsetDelete(s *Server, r *request) reply {
 	}
 	f := s.groups.DeleteOffsets(req.Group, tps)
 	return reply{resolve: func(done <-chan struct{}) *response {
-		res, ok := waitFuture(f, done)
+		res, ok := waitFuture(r, f, done)
 		if !ok {
 			return nil
 		}

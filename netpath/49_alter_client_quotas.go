@@ -11,16 +11,15 @@ import (
 // AlterClientQuotas: v0-1
 //
 // Behavior:
-//   - Sets and removes `producer_byte_rate` and `consumer_byte_rate` on
-//     `user` / `client-id` entities (a null name is the default entity),
-//     through the controller; every broker then enforces them
-//     (quotas.go). Each entry succeeds or fails on its own.
+//   - Sets and removes `producer_byte_rate`, `consumer_byte_rate` and
+//     `request_percentage` on `user` / `client-id` entities (a null name
+//     is the default entity), through the controller; every broker then
+//     enforces them (quotas.go, request_quota.go). Each entry succeeds or
+//     fails on its own.
 //   - INVALID_REQUEST for: an entity type other than user and client-id,
 //     one named twice or no component at all, a key named twice, an
-//     unknown key, a rate that is not a positive whole number, and
-//     `request_percentage`, which this broker cannot enforce honestly (it
-//     does not account request handler time) and so refuses rather than
-//     store a quota that would do nothing.
+//     unknown key, a byte rate that is not a positive whole number, a
+//     request_percentage that is not a positive number.
 //   - validate_only checks and changes nothing.
 //   - Needs ALTER_CONFIGS on the cluster when the authorizer is on
 //     (CLUSTER_AUTHORIZATION_FAILED per entry).

@@ -32,7 +32,14 @@ type request struct {
 	hdr  requestHeader
 	kreq kmsg.Request
 	conn *conn
+	// parked is the time resolve waited on others (appends, watermarks,
+	// a long poll): not charged to the request quota (request_quota.go).
+	// Only resolve, on the writer goroutine, adds to it.
+	parked time.Duration
 }
+
+// park adds the time since t to what the request spent parked.
+func (r *request) park(t time.Time) { r.parked += time.Since(t) }
 
 // reply is what a handler returns. Handlers run on the connection's reader
 // goroutine in request order, so work that must keep that order (appends)
@@ -67,6 +74,10 @@ type pendingReply struct {
 	// accounted against it) and when its frame had been read.
 	req   kmsg.Request
 	start time.Time
+	// r and handled are for the request quota: the request (its parked
+	// time) and how long reading it to its handler's return took.
+	r       *request
+	handled time.Duration
 	// held is the request's share of the server's byte budget, released
 	// once its response is written (limits.go).
 	held int64
@@ -213,7 +224,7 @@ func (c *conn) readLoop() error {
 			c.s.stats.rejectedFrames.Add(1)
 			return err
 		}
-		p.start, p.held = start, held
+		p.start, p.held, p.handled = start, held, time.Since(start)
 		select {
 		case c.pending <- p:
 		case <-c.done:
@@ -250,7 +261,7 @@ func (c *conn) dispatch(frame []byte) (pendingReply, error) {
 			c.mute(d)
 		}
 	}
-	return pendingReply{hdr: hdr, reply: rep, req: kreq}, nil
+	return pendingReply{hdr: hdr, reply: rep, req: kreq, r: r}, nil
 }
 
 // decodeRequest turns a frame into a header and a decoded request of a
@@ -331,6 +342,7 @@ func (c *conn) writeLoop() {
 	m := &c.s.metrics
 	for p := range c.pending {
 		if p.reply.noResponse {
+			c.chargeRequest(&p, 0, nil)
 			m.observeLatency(p.hdr.key, p.hdr.version, time.Since(p.start))
 			m.responded(c.s, &p, nil)
 			c.s.budget.release(p.held)
@@ -338,7 +350,9 @@ func (c *conn) writeLoop() {
 		}
 		resolving := &m.resolving[p.hdr.key&maxAPIKey]
 		resolving.Add(1)
+		resolveStart := time.Now()
 		resp := p.reply.resolve(c.done)
+		onWriter := time.Since(resolveStart)
 		resolving.Add(-1)
 		if resp != nil && p.hdr.key == fetchKey {
 			if !c.throttleFetch(p, resp) {
@@ -350,6 +364,7 @@ func (c *conn) writeLoop() {
 			c.s.budget.release(p.held)
 			continue
 		}
+		c.chargeRequest(&p, onWriter, resp)
 		if !broken {
 			if err := c.writeResponse(p.hdr, resp); err != nil {
 				broken = true

@@ -1,6 +1,8 @@
 package netpath
 
 import (
+	"time"
+
 	"net"
 
 	"github.com/ringlog/ringlog/coordinator/group"
@@ -17,11 +19,15 @@ func clientHost(c *conn) string {
 	return addr
 }
 
-// waitFuture blocks in a reply's resolve until f resolves or the
-// connection goes away (ok false: send nothing).
-func waitFuture[T any](f *group.Future[T], done <-chan struct{}) (T, bool) {
+// waitFuture blocks in r's resolve until f resolves or the connection
+// goes away (ok false: send nothing). The wait (a rebalance, a commit's
+// append, the transaction coordinator) is r's parked time: the work is
+// the coordinator's, not this request's (request_quota.go).
+func waitFuture[T any](r *request, f *group.Future[T], done <-chan struct{}) (T, bool) {
+	parkedAt := time.Now()
 	select {
 	case <-f.Done():
+		r.park(parkedAt)
 		return f.Result(), true
 	case <-done:
 		var zero T

@@ -20,7 +20,7 @@ func benchFetch(b *testing.B, incremental bool) {
 	var id, epoch int32
 	if incremental {
 		full.SessionEpoch = 0
-		resp := srv.fetch(full, time.Now(), done, nil)
+		resp := srv.fetch(full, time.Now(), done, nil, new(time.Duration))
 		resp.releaseAll()
 		id, epoch = srv.sessionIDForBench(), 1
 	}
@@ -32,7 +32,7 @@ func benchFetch(b *testing.B, incremental bool) {
 			req = sessionFetch("b", id, epoch, nil)
 			epoch++
 		}
-		resp := srv.fetch(req, time.Now(), done, nil)
+		resp := srv.fetch(req, time.Now(), done, nil, new(time.Duration))
 		resp.releaseAll()
 	}
 }

@@ -59,7 +59,7 @@ func TestReplicaFetchAnswersLogStartMove(t *testing.T) {
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		t0 := time.Now()
-		srv.fetch(req, t0.Add(wait), done, nil).releaseAll()
+		srv.fetch(req, t0.Add(wait), done, nil, new(time.Duration)).releaseAll()
 		return time.Since(t0)
 	}
 	const short = 150 * time.Millisecond

@@ -48,7 +48,7 @@ func forget(req *kmsg.FetchRequest, topic string, parts ...int32) {
 func doFetch(t *testing.T, srv *Server, req *kmsg.FetchRequest) (*kmsg.FetchResponse, map[int32]int) {
 	t.Helper()
 	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	resp := srv.fetch(req, time.Now().Add(wait), make(chan struct{}), nil)
+	resp := srv.fetch(req, time.Now().Add(wait), make(chan struct{}), nil, new(time.Duration))
 	defer resp.releaseAll()
 	var body []byte
 	for _, p := range resp.parts {
@@ -299,7 +299,7 @@ func TestFetchLongPollsScale(t *testing.T) {
 				defer wg.Done()
 				started <- struct{}{}
 				t0 := time.Now()
-				resp := srv.fetch(req, t0.Add(10*time.Second), done, nil)
+				resp := srv.fetch(req, t0.Add(10*time.Second), done, nil, new(time.Duration))
 				resp.releaseAll()
 				if d := time.Since(t0); d > 5*time.Second {
 					errs <- fmt.Errorf("round %d: a fetch waited %v past an append", round, d)

@@ -158,7 +158,7 @@ func TestFetchWakesForRacingAppend(t *testing.T) {
 		inRead.Store(mid)
 		go func() {
 			t0 := time.Now()
-			resp := srv.fetch(req, t0.Add(maxWait), done, nil)
+			resp := srv.fetch(req, t0.Add(maxWait), done, nil, new(time.Duration))
 			var n int64
 			for _, p := range resp.parts {
 				if p.file != nil {

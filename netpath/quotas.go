@@ -30,7 +30,8 @@ import (
 // window) and the connection is muted (no request is read) for that long,
 // so a client that ignores the hint is held to the rate all the same.
 // Versions before KIP-219 (produce < 6, fetch < 8) also get the response
-// delayed by the throttle time, as Kafka does.
+// delayed by the throttle time, as Kafka does. request_percentage quotas
+// share the sensors and the window (request_quota.go).
 
 const (
 	// Sensors idle this long are dropped (Kafka expires them after an
@@ -41,11 +42,12 @@ const (
 	quotaOtherEntity = "other"
 	quotaTypeProduce = 0
 	quotaTypeFetch   = 1
-	quotaTypeCount   = 2
+	quotaTypeRequest = 2
+	quotaTypeCount   = 3
 )
 
-var quotaKeys = [quotaTypeCount]string{metadata.QuotaProducerByteRate, metadata.QuotaConsumerByteRate}
-var quotaTypeNames = [quotaTypeCount]string{"produce", "fetch"}
+var quotaKeys = [quotaTypeCount]string{metadata.QuotaProducerByteRate, metadata.QuotaConsumerByteRate, metadata.QuotaRequestPercentage}
+var quotaTypeNames = [quotaTypeCount]string{"produce", "fetch", "request"}
 
 // QuotaWindow is how client quota rates are measured: Samples windows of
 // Size each (Kafka's quota.window.num and quota.window.size.seconds). A
@@ -161,7 +163,9 @@ type quotaSensor struct {
 	window   rateWindow
 	lastUse  time.Time
 	throttle atomic.Int64 // nanoseconds of throttle handed out
-	bytes    atomic.Uint64
+	// bytes is what was charged: bytes for the byte rates, nanoseconds
+	// of handler time for the request quota.
+	bytes atomic.Uint64
 }
 
 type quotaManager struct {
@@ -206,6 +210,12 @@ func (q *quotaManager) sensor(typ int, e metadata.QuotaEntity, now time.Time) *q
 // returns how long it is throttled (0: within the quota or no quota
 // applies). A user is the SASL user name, ANONYMOUS without SASL.
 func (s *Server) recordQuota(typ int, c *conn, clientID *string, n int, now time.Time) time.Duration {
+	return s.chargeQuota(typ, c, clientID, float64(n), uint64(n), now)
+}
+
+// chargeQuota records v in the rate of typ (count goes to the total on
+// /metrics) and returns the throttle.
+func (s *Server) chargeQuota(typ int, c *conn, clientID *string, v float64, count uint64, now time.Time) time.Duration {
 	img := s.node.MetadataImage()
 	if img == nil || !img.HasClientQuotas() {
 		return 0
@@ -220,10 +230,10 @@ func (s *Server) recordQuota(typ int, c *conn, clientID *string, n int, now time
 		return 0
 	}
 	sn := s.quotas.sensor(typ, e, now)
-	sn.bytes.Add(uint64(n))
+	sn.bytes.Add(count)
 	sn.mu.Lock()
 	sn.lastUse = now
-	sn.window.record(float64(n), now)
+	sn.window.record(v, now)
 	d := sn.window.throttle(bound, now)
 	sn.mu.Unlock()
 	if d > 0 {
@@ -294,10 +304,16 @@ var (
 		[]string{"type", "entity"}, nil)
 	descQuotaThrottled = prometheus.NewDesc("ringlog_quota_throttled_requests_total",
 		"Requests answered with a quota throttle, per quota type.", []string{"type"}, nil)
+	descQuotaRequestPercent = prometheus.NewDesc("ringlog_quota_request_percentage",
+		"Request handler time a quota entity is measured at (the quota window), in percent of one handler (same entity bound).",
+		[]string{"entity"}, nil)
+	descQuotaRequestTime = prometheus.NewDesc("ringlog_quota_request_time_seconds_total",
+		"Request handler time charged to request quotas, per entity (same entity bound).",
+		[]string{"entity"}, nil)
 )
 
 func (q *quotaManager) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQuotaThrottle, descQuotaRate, descQuotaBytes, descQuotaThrottled} {
+	for _, d := range []*prometheus.Desc{descQuotaThrottle, descQuotaRate, descQuotaBytes, descQuotaThrottled, descQuotaRequestPercent, descQuotaRequestTime} {
 		ch <- d
 	}
 }
@@ -334,6 +350,11 @@ func (q *quotaManager) collect(ch chan<- prometheus.Metric) {
 		}
 		for _, r := range rows {
 			ch <- prometheus.MustNewConstMetric(descQuotaThrottle, prometheus.CounterValue, r.throttle, tn, r.name)
+			if typ == quotaTypeRequest {
+				ch <- prometheus.MustNewConstMetric(descQuotaRequestPercent, prometheus.GaugeValue, r.rate, r.name)
+				ch <- prometheus.MustNewConstMetric(descQuotaRequestTime, prometheus.CounterValue, r.bytes/1e9, r.name)
+				continue
+			}
 			ch <- prometheus.MustNewConstMetric(descQuotaRate, prometheus.GaugeValue, r.rate, tn, r.name)
 			ch <- prometheus.MustNewConstMetric(descQuotaBytes, prometheus.CounterValue, r.bytes, tn, r.name)
 		}

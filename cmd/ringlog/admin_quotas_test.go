@@ -63,7 +63,7 @@ func TestAdminClientQuotas(t *testing.T) {
 	}
 	// Refused as Kafka refuses them (INVALID_REQUEST), each on its own.
 	bad := []kadm.AlterClientQuotaEntry{
-		set(quotaEntity(user, sp("bob")), "request_percentage", 50),
+		set(quotaEntity(user, sp("bob")), "request_percentage", 0),
 		set(quotaEntity(user, sp("bob")), "no_such_key", 1),
 		set(quotaEntity(user, sp("bob")), "producer_byte_rate", 1.5),
 		set(quotaEntity(user, sp("bob")), "producer_byte_rate", -1),

@@ -77,20 +77,17 @@ type ClientQuotaAlteration struct {
 // Result.ItemErrs, and a refused one changes nothing.
 type AlterClientQuotas struct{ Entries []ClientQuotaAlteration }
 
-// ValidateQuotaAlteration checks an alteration as Kafka does. Only the
-// byte rates are accepted: request_percentage would need honest handler
-// time accounting that the broker does not do, and a stored quota that is
-// not enforced would mislead.
+// ValidateQuotaAlteration checks an alteration as Kafka does: byte rates
+// are longs (positive whole numbers), request_percentage a positive
+// double (the share of one request handler's time, 200 = two handlers).
 func ValidateQuotaAlteration(a ClientQuotaAlteration) error {
 	if !a.Entity.User.Set && !a.Entity.ClientID.Set {
 		return fmt.Errorf("%w: the entity names neither a user nor a client id", ErrInvalidQuota)
 	}
 	check := func(key string) error {
 		switch key {
-		case QuotaProducerByteRate, QuotaConsumerByteRate:
+		case QuotaProducerByteRate, QuotaConsumerByteRate, QuotaRequestPercentage:
 			return nil
-		case QuotaRequestPercentage:
-			return fmt.Errorf("%w: %s is not supported: this broker does not measure request handler time", ErrInvalidQuota, key)
 		}
 		return fmt.Errorf("%w: unknown quota key %q", ErrInvalidQuota, key)
 	}
@@ -98,7 +95,12 @@ func ValidateQuotaAlteration(a ClientQuotaAlteration) error {
 		if err := check(k); err != nil {
 			return err
 		}
-		// Byte rates are longs in Kafka: integral and positive.
+		if k == QuotaRequestPercentage {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+				return fmt.Errorf("%w: %s must be a positive number, not %v", ErrInvalidQuota, k, v)
+			}
+			continue
+		}
 		if math.IsNaN(v) || v <= 0 || v != math.Trunc(v) || v > math.MaxInt64 {
 			return fmt.Errorf("%w: %s must be a positive whole number of bytes per second, not %v", ErrInvalidQuota, k, v)
 		}

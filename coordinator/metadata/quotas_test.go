@@ -3,6 +3,7 @@ package metadata
 import (
 	"bytes"
 	"errors"
+	"math"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ func TestClientQuotasApplyAndSnapshot(t *testing.T) {
 	im2, res := applyOK(t, im, Command{AlterClientQuotas: &AlterClientQuotas{Entries: []ClientQuotaAlteration{
 		{Entity: QuotaEntity{User: alice}, Set: map[string]float64{QuotaProducerByteRate: 1000}},
 		{Entity: QuotaEntity{ClientID: dflt}, Set: map[string]float64{QuotaConsumerByteRate: 2000}},
-		{Entity: QuotaEntity{User: alice}, Set: map[string]float64{QuotaRequestPercentage: 50}},
+		{Entity: QuotaEntity{User: alice}, Set: map[string]float64{QuotaRequestPercentage: 0}},
 		{Entity: QuotaEntity{User: alice}, Set: map[string]float64{"bogus": 1}},
 		{Entity: QuotaEntity{ClientID: Specific("c")}, Set: map[string]float64{QuotaProducerByteRate: 1.5}},
 		{Entity: QuotaEntity{}, Set: map[string]float64{QuotaProducerByteRate: 1}},
@@ -136,6 +137,20 @@ func TestDescribeClientQuotasMatching(t *testing.T) {
 	} {
 		if _, err := im.DescribeClientQuotas(bad, false); !errors.Is(err, ErrInvalidQuota) {
 			t.Fatalf("filter %v: %v", bad, err)
+		}
+	}
+}
+
+func TestValidateRequestPercentage(t *testing.T) {
+	e := QuotaEntity{User: Specific("alice")}
+	for _, v := range []float64{0.5, 50, 200} {
+		if err := ValidateQuotaAlteration(ClientQuotaAlteration{Entity: e, Set: map[string]float64{QuotaRequestPercentage: v}}); err != nil {
+			t.Fatalf("%v refused: %v", v, err)
+		}
+	}
+	for _, v := range []float64{0, -1, math.NaN(), math.Inf(1)} {
+		if err := ValidateQuotaAlteration(ClientQuotaAlteration{Entity: e, Set: map[string]float64{QuotaRequestPercentage: v}}); !errors.Is(err, ErrInvalidQuota) {
+			t.Fatalf("%v: %v, want ErrInvalidQuota", v, err)
 		}
 	}
 }
