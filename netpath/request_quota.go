@@ -77,6 +77,11 @@ func (c *conn) chargeRequest(p *pendingReply, onWriter time.Duration, resp *resp
 	if p.r == nil || requestQuotaExempt(p.hdr.key, p.req) {
 		return
 	}
+	// Most clusters store no quota: skip the arithmetic and the clock
+	// read for every request then (chargeQuota checks the same flag).
+	if img := c.s.node.MetadataImage(); img == nil || !img.HasClientQuotas() {
+		return
+	}
 	spent := handlerTime(p.handled, onWriter, p.r.parked)
 	d := c.s.chargeQuota(quotaTypeRequest, c, p.hdr.clientID, percentSeconds(spent), uint64(spent), time.Now())
 	if d <= 0 {
