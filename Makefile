@@ -14,7 +14,7 @@ FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
 
-.PHONY: help build cross test test-loadgen test-faults test-admin test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
+.PHONY: help build cross test test-loadgen test-faults test-admin test-harness test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
 
 help:
 	@echo "make build        build $(BIN) and bin/fakebroker (franz-go's kfake, the in-memory baseline for bench)"
@@ -73,10 +73,14 @@ FAULT_TESTS ?= TestFailoverAcksAnswered|TestDiskFull|TestDiskError|TestSlowFsync
 # `make test-admin`, which CI runs
 # after `make test`; they do not depend on the write path.
 ADMIN_TESTS ?= TestAdmin
+# The harness integration tests (issue 19: load agents, OMB workload
+# files, consumer workloads, reports in headless Chromium) run in
+# `make test-harness`, which CI runs after `make test`.
+HARNESS_TESTS ?= TestHarness
 test: vet build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	@echo "== integration tests with --io uring"
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(FAULT_TESTS)|$(ADMIN_TESTS))' ./cmd/...
+	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS))' ./cmd/...
 	@echo "== write-path-dependent integration tests with --io sync"
 	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(SYNC_TESTS))' ./cmd/...
 
@@ -86,13 +90,16 @@ test-sync-all: build
 # The integration tests `make test` does not run on the fallback: CI runs
 # this after `make test`, so together the whole suite passes on both paths.
 test-sync-rest: build
-	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(SYNC_TESTS)|$(FAULT_TESTS)|$(ADMIN_TESTS))' ./cmd/...
+	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(SYNC_TESTS)|$(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS))' ./cmd/...
 
 test-loadgen: build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(LOADGEN_PKGS)
 
 test-admin: build
 	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(ADMIN_TESTS))' ./cmd/...
+
+test-harness: build
+	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(HARNESS_TESTS))' ./cmd/...
 
 test-faults: build
 	@echo "== fault tests with --io uring"

@@ -88,6 +88,15 @@ type Result struct {
 	// per partition count, each run's full result in its Dir. A sweep
 	// result has no histograms of its own.
 	Sweep []SweepRow `json:"sweep,omitempty"`
+	// Agents is the per-agent breakdown of a distributed run (loadgen
+	// --agents): one entry per agent, missing ones included; see agents.go.
+	Agents []AgentResult `json:"agents,omitempty"`
+	// Incomplete says part of the planned load was not measured (an agent
+	// died or never started); IncompleteReason names what is missing.
+	Incomplete       bool   `json:"incomplete,omitempty"`
+	IncompleteReason string `json:"incomplete_reason,omitempty"`
+	// Backlog is the outcome of a consumer backlog-drain workload.
+	Backlog *BacklogDrain `json:"backlog_drain,omitempty"`
 }
 
 // Partition spread modes.
@@ -183,6 +192,18 @@ type Environment struct {
 	BrokerIOPath  string `json:"broker_io_path,omitempty"`
 	BrokerFsync   string `json:"broker_fsync,omitempty"`
 	BrokerHealthz string `json:"broker_healthz_error,omitempty"`
+	BrokerCommit  string `json:"broker_commit,omitempty"`
+	// What the run was measured against (filled by the generator from its
+	// flags and the topic's metadata/configs).
+	ReplicationFactor int    `json:"replication_factor,omitempty"`
+	MinISR            int    `json:"min_insync_replicas,omitempty"`
+	Partitions        int    `json:"partitions,omitempty"`
+	Acks              string `json:"acks,omitempty"`
+	Compression       string `json:"compression,omitempty"`
+	// ClientHosts and ClientCPUs are the load-generating hosts and their
+	// total CPUs: 1 and Cores for a local run, summed over agents otherwise.
+	ClientHosts int `json:"client_hosts,omitempty"`
+	ClientCPUs  int `json:"client_cpus,omitempty"`
 }
 
 // FindMax is the outcome of a --find-max search.
