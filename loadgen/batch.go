@@ -64,6 +64,9 @@ type produceFrame struct {
 	retries  int
 	failedAt int64
 	lastErr  error
+	// failedOn is the connection the latest attempt failed on: a leader
+	// lookup that routes the partition elsewhere ends its backoff.
+	failedOn *leanConn
 }
 
 const clientID = "ringlog-loadgen"

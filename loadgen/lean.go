@@ -172,6 +172,7 @@ func (lc *leanConn) fail(f *produceFrame, err error) {
 	if err == nil {
 		err = lc.deathErr()
 	}
+	f.failedOn = lc
 	lc.onFail(f, err)
 }
 
