@@ -153,11 +153,12 @@ func (e *leanEmitter) failed(f *produceFrame) {
 }
 
 // movedAway says a lookup that started after f failed routes f's partition
-// to a live connection other than the one that refused it.
+// to a live connection to another broker than the one that refused it (a
+// reconnect to the same broker keeps the backoff).
 func (e *leanEmitter) movedAway(f *produceFrame) bool {
 	lc := e.conns[f.partition]
 	return staleLeader(f.lastErr) && e.routedAsOf >= f.failedAt &&
-		lc != nil && !lc.dead.Load() && lc != f.failedOn
+		lc != nil && !lc.dead.Load() && lc.addr != f.failedOn
 }
 
 // handleRetries sends waiting frames that may go (emitter goroutine only)
