@@ -64,6 +64,10 @@ type produceFrame struct {
 	retries  int
 	failedAt int64
 	lastErr  error
+	// failedOn is the broker address the latest attempt failed on: a
+	// leader lookup that routes the partition to another broker ends its
+	// backoff.
+	failedOn string
 }
 
 const clientID = "ringlog-loadgen"

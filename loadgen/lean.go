@@ -55,6 +55,7 @@ func (p *framePool) put(f *produceFrame) { p.free <- f }
 // leanConn is one producer's connection to one broker.
 type leanConn struct {
 	st        *runState
+	addr      string // the broker address dialed
 	conn      net.Conn
 	version   int16
 	corr      int32
@@ -151,7 +152,7 @@ func dialLean(st *runState, addr string, pool *framePool, acked []atomic.Int64, 
 		return nil, fmt.Errorf("%s: %w", addr, err)
 	}
 	lc := &leanConn{
-		st: st, conn: conn, version: v, pool: pool, acked: acked, onFail: onFail,
+		st: st, addr: addr, conn: conn, version: v, pool: pool, acked: acked, onFail: onFail,
 		sendq:    make(chan *produceFrame, pool.limit),
 		inflight: make(chan *request, st.cfg.MaxInFlight),
 		done:     make(chan struct{}),
@@ -172,6 +173,7 @@ func (lc *leanConn) fail(f *produceFrame, err error) {
 	if err == nil {
 		err = lc.deathErr()
 	}
+	f.failedOn = lc.addr
 	lc.onFail(f, err)
 }
 

@@ -26,12 +26,19 @@ import (
 // latency, and the send delay once request memory runs out, show the wait.
 //
 // Failures that say the leader may have moved wait for a leader lookup
-// started after them. Lookups run on their own goroutine, at most one at a
-// time and one per refreshEvery, so a slow metadata request does not hold
-// up the schedule.
+// started after them; the lookup starts at once. When it routes the
+// partition to another broker than the one that refused it, the probe goes
+// there without waiting out the backoff (KIP-951's rule for clients: a
+// known new leader is retried at once); the backoff still paces retries
+// while the lookup names the same broker. Lookups run on their own
+// goroutine, at most one at a time and one per refreshEvery, so a slow
+// metadata request does not hold up the schedule.
 
-// refreshEvery bounds metadata requests while frames wait for a leader.
-const refreshEvery = int64(100 * time.Millisecond)
+// refreshEvery bounds metadata requests while frames wait for a leader. A
+// lookup is one small Metadata request; a wave of leader moves (a
+// reassignment completing, preferred elections) fails partitions a few
+// milliseconds apart, and a longer gap would make the later ones wait.
+const refreshEvery = int64(20 * time.Millisecond)
 
 // pollEvery is how often the emitter looks for a probe's answer or a
 // leader lookup's result while either is outstanding.
@@ -139,7 +146,19 @@ func (e *leanEmitter) failed(f *produceFrame) {
 		e.pool.put(f)
 		return
 	}
+	if staleLeader(f.lastErr) {
+		e.refresh(e.st.now())
+	}
 	e.retrying = append(e.retrying, f)
+}
+
+// movedAway says a lookup that started after f failed routes f's partition
+// to a live connection to another broker than the one that refused it (a
+// reconnect to the same broker keeps the backoff).
+func (e *leanEmitter) movedAway(f *produceFrame) bool {
+	lc := e.conns[f.partition]
+	return staleLeader(f.lastErr) && e.routedAsOf >= f.failedAt &&
+		lc != nil && !lc.dead.Load() && lc.addr != f.failedOn
 }
 
 // handleRetries sends waiting frames that may go (emitter goroutine only)
@@ -179,6 +198,15 @@ func (e *leanEmitter) handleRetries(now int64) int64 {
 		next = min(next, deadline)
 	}
 	e.retrying = keep
+	// A partition whose leader moved probes the new leader now.
+	for _, f := range e.retrying {
+		if ps := &e.parts[f.partition]; ps.fails > 0 && ps.probe == nil && ps.next > now && e.movedAway(f) {
+			ps.next = now
+		}
+	}
+	if e.refreshing {
+		next = min(next, now+pollEvery)
+	}
 	// A failing partition due for a probe probes with its oldest batch,
 	// as a queue would (the others would expire before it anyway).
 	for _, f := range e.retrying {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -395,5 +396,42 @@ func TestRetryBackoffRealBroker(t *testing.T) {
 	page, err := os.ReadFile(filepath.Join(out, results.HTMLFile))
 	if err != nil || !bytes.Contains(page, []byte("<tr><td>NOT_ENOUGH_REPLICAS</td>")) {
 		t.Fatalf("report.html lacks the error mix table (%v)", err)
+	}
+}
+
+// TestRetryLeaderMoveSkipsBackoff: when a lookup after
+// NOT_LEADER_OR_FOLLOWER names another broker, the lean client re-sends
+// there at once instead of waiting out its backoff (1 s here). Sink A
+// leads until it starts refusing and naming sink B; every message must
+// then be acknowledged by B well within the backoff.
+func TestRetryLeaderMoveSkipsBackoff(t *testing.T) {
+	a, b := startSink(t), startSink(t)
+	b.SetNodeID(1)
+	b.SetLeader(1, b.Addr())
+	cfg := retryTestConfig(a.Addr(), "lean")
+	cfg.Linger = 20 * time.Millisecond
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
+	cfg.DeliveryTimeout = 10 * time.Second
+	cfg.StartAt = time.Now().Add(300 * time.Millisecond)
+	go func() {
+		time.Sleep(time.Until(cfg.StartAt.Add(cfg.Warmup + 500*time.Millisecond)))
+		a.SetLeader(1, b.Addr())
+		a.FailProduce(kerr.NotLeaderForPartition.Code)
+	}()
+	run, err := Run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	want := int64(cfg.Rate * cfg.Duration.Seconds())
+	if r.Errors != 0 || r.MessagesAcked < want-2 || r.MessagesAcked > want {
+		t.Fatalf("acked %d (want %d), errors %d (%s)", r.MessagesAcked, want, r.Errors, r.FirstError)
+	}
+	if r.ErrorMix["NOT_LEADER_OR_FOLLOWER"] == 0 || b.Requests.Load() == 0 {
+		t.Fatalf("the leader never moved: mix %v, requests to the new leader %d", r.ErrorMix, b.Requests.Load())
+	}
+	// Waiting out the backoff would put the moved batches at >= 1 s.
+	if r.AckLatencyMs.Max >= 500 {
+		t.Fatalf("ack max %.1f ms: the re-send waited for the backoff instead of going to the new leader", r.AckLatencyMs.Max)
 	}
 }

@@ -29,9 +29,13 @@ import (
 //   - Unknown topics are auto-created (through the controller) when the
 //     broker allows it.
 //   - Only the partition's leader appends; other brokers, and a broker
-//     whose metadata may be stale, answer NOT_LEADER_OR_FOLLOWER so the
-//     client refreshes metadata (v10+ would carry CurrentLeader; we serve
-//     up to v9).
+//     whose metadata may be stale, answer NOT_LEADER_OR_FOLLOWER. From v10
+//     (KIP-951) such a partition carries CurrentLeader (the leader and
+//     epoch this broker's image knows when answering) and the response
+//     lists those leaders' endpoints for the listener the request came on,
+//     so a client moves the partition without a metadata round trip; with
+//     no live leader known the fields keep their -1 defaults and the
+//     client refreshes metadata as before.
 //   - Replicated partitions (RF>1): acks=-1 is refused with
 //     NOT_ENOUGH_REPLICAS before appending when the ISR is below
 //     min.insync.replicas, and answered once the high watermark covers the
@@ -49,7 +53,7 @@ import (
 //     the partition was added to the transaction is not verified
 //     (KIP-890 is not implemented).
 
-func init() { register(0, 0, 9, handleProduce) }
+func init() { register(0, 0, 10, handleProduce) }
 
 func handleProduce(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.ProduceRequest)
@@ -249,8 +253,64 @@ func handleProduce(s *Server, r *request) reply {
 			sp.LogAppendTime = res.LogAppendTime
 			sp.LogStartOffset = res.LogStartOffset
 		}
+		s.addLeaderHints(r, resp)
 		return &response{msg: resp}
 	}}
+}
+
+// addLeaderHints fills KIP-951's CurrentLeader of every
+// NOT_LEADER_OR_FOLLOWER partition of a v10+ response, and the endpoints of
+// the leaders named. The image is read when answering, not when the
+// request arrived: a leadership that ended during the write has usually
+// been handed over by then.
+func (s *Server) addLeaderHints(r *request, resp *kmsg.ProduceResponse) {
+	if resp.Version < 10 {
+		return
+	}
+	var img *metadata.Image
+	var named map[int32]bool
+	for ti := range resp.Topics {
+		t := &resp.Topics[ti]
+		for pi := range t.Partitions {
+			p := &t.Partitions[pi]
+			if p.ErrorCode != kerr.NotLeaderForPartition.Code {
+				continue
+			}
+			if img == nil {
+				img = s.node.MetadataImage()
+				named = map[int32]bool{}
+			}
+			info, ok := img.Partition(t.Topic, p.Partition)
+			if !ok || info.Leader < 0 {
+				continue
+			}
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = info.Leader, info.LeaderEpoch
+			named[info.Leader] = true
+		}
+	}
+	if len(named) == 0 {
+		return
+	}
+	live := map[int32]bool{}
+	for _, be := range s.liveBrokers(img, r.conn.l) {
+		if !named[be.id] {
+			continue
+		}
+		live[be.id] = true
+		b := kmsg.NewProduceResponseBroker()
+		b.NodeID, b.Host, b.Port, b.Rack = be.id, be.host, be.port, be.rack
+		resp.Brokers = append(resp.Brokers, b)
+	}
+	// A leader without a reachable endpoint on this listener (fenced, or
+	// not listening here) is no use as a hint.
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			p := &resp.Topics[ti].Partitions[pi]
+			if p.ErrorCode == kerr.NotLeaderForPartition.Code && p.CurrentLeader.LeaderID >= 0 && !live[p.CurrentLeader.LeaderID] {
+				p.CurrentLeader = kmsg.NewProduceResponseTopicPartitionCurrentLeader()
+			}
+		}
+	}
 }
 
 // parseProduceRecords frames the record batches of every partition of a

@@ -3,7 +3,8 @@
 # a 3-broker dev cluster with a 64-partition RF=3 min.insync=2 topic under
 # `ringlog loadgen` (acks=all, keyed), a 4th broker joins, `ringlog admin
 # rebalance` moves replicas onto it, broker 1 is decommissioned, then an
-# unthrottled rebalance moves replicas back onto broker 1 (it still runs)
+# unthrottled, unpaced rebalance (--max-moves 0) moves replicas back onto
+# broker 1 (it still runs)
 # for comparison. Each move is measured inside one loadgen run: the first
 # 20 s after warmup are the pre-move window, the move starts then, and
 # its window is [20 s, 20 s + the CLI's wall time), read with
@@ -14,6 +15,7 @@ set -eu
 R=${RINGLOG:-./bin/ringlog}
 D=${BASE_DIR:-./scaleout-data}; OUT=${OUT:-./scaleout-results/$(date +%Y%m%d-%H%M%S)}
 THR=${THR:-4000000}; THR2=${THR2:-2000000}; RATE=${RATE:-1000}; PRE=${PRE:-30}
+MOVES=${MOVES:-5} # --max-moves of the two throttled phases; the control runs unpaced
 rm -rf "$D"; mkdir -p "$OUT"
 $R dev cluster --nodes 3 --base-dir "$D" > "$OUT/cluster.log" 2>&1 & CL=$!
 trap 'kill $CL ${JN:-} 2>/dev/null || true; wait' EXIT
@@ -40,7 +42,7 @@ phase() { # name bootstrap loadgen-duration admin-args...
 	$R report window --from 20s --to $((20000 + ms))ms "$OUT/$name"
 	grep -E "errors" "$OUT/$name.txt" | head -1
 }
-phase rebalance $BS 100s rebalance --bootstrap $BS --throttle "$THR" --wait
-phase decommission 127.0.0.1:9093,127.0.0.1:9094,127.0.0.1:9095 80s decommission --bootstrap 127.0.0.1:9093 --broker 1 --throttle "$THR2" --wait
-phase unthrottled $BS,127.0.0.1:9095 50s rebalance --bootstrap 127.0.0.1:9093 --wait
+phase rebalance $BS 100s rebalance --bootstrap $BS --throttle "$THR" --max-moves "$MOVES" --wait
+phase decommission 127.0.0.1:9093,127.0.0.1:9094,127.0.0.1:9095 80s decommission --bootstrap 127.0.0.1:9093 --broker 1 --throttle "$THR2" --max-moves "$MOVES" --wait
+phase unthrottled $BS,127.0.0.1:9095 50s rebalance --bootstrap 127.0.0.1:9093 --max-moves 0 --wait
 echo "results in $OUT"

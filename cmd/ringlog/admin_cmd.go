@@ -30,11 +30,17 @@ import (
 // draining marker, so a topic created meanwhile may be placed on it).
 const maxDecommissionRounds = 5
 
+// defaultMaxMoves is Cruise Control's default for concurrent partition
+// movements per broker: enough to keep a throttled copy busy, few enough
+// that starting them, and moving their leaderships, are small events.
+const defaultMaxMoves = 5
+
 func moveFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.Int64Flag{Name: "throttle", Usage: "replication throttle in bytes/s for the move (sets " + leaderThrottleRate + " and " + followerThrottleRate + " cluster-wide; removed when --wait sees the move complete)"},
 		&cli.BoolFlag{Name: "wait", Usage: "wait for the reassignments to complete, then elect the preferred leaders of the moved partitions"},
 		&cli.DurationFlag{Name: "timeout", Value: 30 * time.Minute, Usage: "how long --wait waits"},
+		&cli.IntFlag{Name: "max-moves", Value: defaultMaxMoves, Usage: "with --wait: at most this many moves adding to, removing from or moving a leadership onto one broker at a time; each poll starts more as moves finish and elects the finished ones' preferred leaders (0: all at once)"},
 	}
 }
 
@@ -62,9 +68,12 @@ func withAdmin(c *cli.Context, f func(ctx context.Context, a *adminConn, o moveO
 		return err
 	}
 	defer cl.Close()
-	o := moveOpts{throttle: c.Int64("throttle"), wait: c.Bool("wait"), timeout: c.Duration("timeout")}
+	o := moveOpts{throttle: c.Int64("throttle"), wait: c.Bool("wait"), timeout: c.Duration("timeout"), maxMoves: c.Int("max-moves")}
 	if o.throttle < 0 {
 		return fmt.Errorf("--throttle %d: must be positive", o.throttle)
+	}
+	if o.maxMoves < 0 {
+		return fmt.Errorf("--max-moves %d: must be 0 or more", o.maxMoves)
 	}
 	if o.timeout <= 0 {
 		o.timeout = 30 * time.Minute

@@ -166,6 +166,9 @@ type moveOpts struct {
 	throttle int64 // bytes/s; 0: none
 	wait     bool
 	timeout  time.Duration
+	// maxMoves is how many moves may involve one broker at a time when
+	// waiting (balance.NextWave); 0: all at once.
+	maxMoves int
 }
 
 // setThrottle sets (rate > 0) or removes (rate 0) the cluster-default
@@ -211,21 +214,17 @@ func (a *adminConn) apply(ctx context.Context, moves []balance.Move, o moveOpts)
 		}
 		fmt.Fprintf(a.out, "replication throttle set to %d bytes/s (%s, %s)\n", o.throttle, leaderThrottleRate, followerThrottleRate)
 	}
-	var req kadm.AlterPartitionAssignmentsReq
-	for _, m := range moves {
-		req.Assign(m.Topic, m.Index, m.To)
+	if o.wait && o.maxMoves > 0 {
+		return a.applyPaced(ctx, moves, o)
 	}
-	resps, err := a.adm.AlterPartitionAssignments(ctx, req)
+	if o.maxMoves > 0 && len(moves) > o.maxMoves {
+		fmt.Fprintf(a.out, "--max-moves paces a move only with --wait: starting all %d at once\n", len(moves))
+	}
+	accepted, err := a.submit(ctx, moves)
 	if err != nil {
-		return fmt.Errorf("alter partition reassignments: %w", err)
+		return err
 	}
-	failed := 0
-	for _, r := range resps.Sorted() {
-		if r.Err != nil {
-			failed++
-			fmt.Fprintf(a.out, "%s-%d: %v %s\n", r.Topic, r.Partition, r.Err, r.ErrMessage)
-		}
-	}
+	failed := len(moves) - len(accepted)
 	if failed == len(moves) && o.throttle > 0 {
 		// Nothing moves: the throttle would only slow normal replication.
 		if err := a.setThrottle(ctx, 0); err != nil {
@@ -252,6 +251,119 @@ func (a *adminConn) apply(ctx context.Context, moves []balance.Move, o moveOpts)
 		fmt.Fprintln(a.out, "replication throttle removed")
 	}
 	return a.electPreferred(ctx, moves)
+}
+
+// submit starts moves with AlterPartitionReassignments, prints the refused
+// ones and returns the accepted ones.
+func (a *adminConn) submit(ctx context.Context, moves []balance.Move) ([]balance.Move, error) {
+	var req kadm.AlterPartitionAssignmentsReq
+	for _, m := range moves {
+		req.Assign(m.Topic, m.Index, m.To)
+	}
+	resps, err := a.adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("alter partition reassignments: %w", err)
+	}
+	refused := map[topicPart]bool{}
+	for _, r := range resps.Sorted() {
+		if r.Err != nil {
+			refused[topicPart{r.Topic, r.Partition}] = true
+			fmt.Fprintf(a.out, "%s-%d: %v %s\n", r.Topic, r.Partition, r.Err, r.ErrMessage)
+		}
+	}
+	var ok []balance.Move
+	for _, m := range moves {
+		if !refused[topicPart{m.Topic, m.Index}] {
+			ok = append(ok, m)
+		}
+	}
+	return ok, nil
+}
+
+type topicPart struct {
+	topic string
+	part  int32
+}
+
+// pacedPoll is how often a paced move looks for finished moves: a slot
+// left idle costs throughput, a request costs the controller little.
+const pacedPoll = 500 * time.Millisecond
+
+// applyPaced runs moves at most o.maxMoves per broker at a time (see
+// balance/pace.go): it starts what fits, and each poll elects the
+// preferred leaders of the moves that finished (at most o.maxMoves per
+// poll, so leaderships move a few at a time too) and starts the next ones.
+func (a *adminConn) applyPaced(ctx context.Context, moves []balance.Move, o moveOpts) error {
+	deadline := time.Now().Add(o.timeout)
+	pending := slices.Clone(moves)
+	running := map[topicPart]balance.Move{}
+	var toElect []balance.Move
+	total, refused, elected, notYet := len(moves), 0, 0, 0
+	fmt.Fprintf(a.out, "pacing %d moves: at most %d per broker at a time (--max-moves)\n", total, o.maxMoves)
+	for {
+		rs, err := a.listReassignments(ctx)
+		if err != nil {
+			return err
+		}
+		inProgress := map[topicPart]bool{}
+		busy := balance.Busy{}
+		for _, r := range rs {
+			inProgress[topicPart{r.Topic, r.Partition}] = true
+			busy.Add(r.Adding)
+			busy.Add(r.Removing)
+		}
+		// In plan order, so elections follow the plan's order too.
+		for _, m := range moves {
+			k := topicPart{m.Topic, m.Index}
+			if _, ok := running[k]; ok && !inProgress[k] {
+				delete(running, k)
+				toElect = append(toElect, m)
+			}
+		}
+		if n := min(len(toElect), o.maxMoves); n > 0 {
+			e, f, err := a.elect(ctx, toElect[:n])
+			if err != nil {
+				return err
+			}
+			elected, notYet, toElect = elected+e, notYet+f, toElect[n:]
+		}
+		if len(pending) == 0 && len(running) == 0 && len(toElect) == 0 {
+			break
+		}
+		var wave []balance.Move
+		wave, pending = balance.NextWave(pending, busy, o.maxMoves)
+		if len(wave) > 0 {
+			ok, err := a.submit(ctx, wave)
+			if err != nil {
+				return err
+			}
+			refused += len(wave) - len(ok)
+			for _, m := range ok {
+				running[topicPart{m.Topic, m.Index}] = m
+			}
+			fmt.Fprintf(a.out, "started %d reassignments (%d waiting, %d in progress)\n", len(ok), len(pending), len(running))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d reassignments in progress and %d not started after %v (those started continue; see `ringlog admin reassignments`)", len(running), len(pending), o.timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pacedPoll):
+		}
+	}
+	fmt.Fprintln(a.out, "all reassignments complete")
+	if o.throttle > 0 {
+		if err := a.setThrottle(ctx, 0); err != nil {
+			return err
+		}
+		fmt.Fprintln(a.out, "replication throttle removed")
+	}
+	a.printElected(elected, notYet)
+	if refused > 0 {
+		return fmt.Errorf("%d of %d reassignments refused (the others were done)", refused, total)
+	}
+	return nil
 }
 
 // waitDone polls until no reassignment is in progress, at most timeout.
@@ -286,15 +398,26 @@ func (a *adminConn) waitDone(ctx context.Context, timeout time.Duration) error {
 // so leadership follows the new preferred replicas now rather than at the
 // controller's next periodic rebalance.
 func (a *adminConn) electPreferred(ctx context.Context, moves []balance.Move) error {
+	elected, failed, err := a.elect(ctx, moves)
+	if err != nil {
+		return err
+	}
+	a.printElected(elected, failed)
+	return nil
+}
+
+// elect runs the preferred-leader election of moves' partitions and counts
+// the partitions whose leader changed and those where it could not yet
+// (printed one by one).
+func (a *adminConn) elect(ctx context.Context, moves []balance.Move) (elected, failed int, err error) {
 	set := kadm.TopicsSet{}
 	for _, m := range moves {
 		set.Add(m.Topic, m.Index)
 	}
 	rs, err := a.adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
 	if err != nil {
-		return fmt.Errorf("preferred leader election: %w", err)
+		return 0, 0, fmt.Errorf("preferred leader election: %w", err)
 	}
-	elected, failed := 0, 0
 	for _, ps := range rs {
 		for _, r := range ps {
 			switch {
@@ -307,13 +430,16 @@ func (a *adminConn) electPreferred(ctx context.Context, moves []balance.Move) er
 			}
 		}
 	}
+	return elected, failed, nil
+}
+
+func (a *adminConn) printElected(elected, failed int) {
 	fmt.Fprintf(a.out, "preferred leaders elected: %d", elected)
 	if failed > 0 {
 		// Not fatal: the controller's periodic rebalance retries them.
 		fmt.Fprintf(a.out, " (%d not yet possible; the controller retries them every --leader-rebalance-interval)", failed)
 	}
 	fmt.Fprintln(a.out)
-	return nil
 }
 
 // printPlan writes the moves and the per-broker summary.

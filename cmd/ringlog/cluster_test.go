@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Three real nodes on loopback, each a controller voter and a broker, with
@@ -263,6 +264,28 @@ func TestClusterPlacementRedirectDelete(t *testing.T) {
 	}
 	if code := presp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("produce to follower %d: error %d, want NOT_LEADER_OR_FOLLOWER", follower, code)
+	}
+	// v10 (KIP-951) names the leader and its endpoint, so clients move
+	// the partition without a metadata request; v9 cannot carry them.
+	cur := presp.Topics[0].Partitions[0].CurrentLeader
+	if presp.Version != 10 || cur.LeaderID != p0.Leader || cur.LeaderEpoch != p0.LeaderEpoch {
+		t.Fatalf("produce v%d to follower: current leader %+v, want v10 naming %d@%d", presp.Version, cur, p0.Leader, p0.LeaderEpoch)
+	}
+	var lb kadm.BrokerDetail
+	for _, b := range m.Brokers {
+		if b.NodeID == p0.Leader {
+			lb = b
+		}
+	}
+	if len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != p0.Leader || presp.Brokers[0].Port != lb.Port || presp.Brokers[0].Host != lb.Host {
+		t.Fatalf("produce v10 node endpoints %+v, want only the leader's %+v", presp.Brokers, lb)
+	}
+	old := c.node(follower).client(t, kgo.MaxVersions(kversion.V3_6_0())) // Produce v9
+	if presp, err = req.RequestWith(ctx, old.Broker(int(follower))); err != nil {
+		t.Fatal(err)
+	}
+	if cur := presp.Topics[0].Partitions[0].CurrentLeader; presp.Version != 9 || cur.LeaderID != -1 || len(presp.Brokers) != 0 {
+		t.Fatalf("produce v9 to follower carried KIP-951 fields: %+v %+v", cur, presp.Brokers)
 	}
 	freq := kmsg.NewPtrFetchRequest()
 	freq.Version = 12

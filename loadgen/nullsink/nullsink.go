@@ -37,6 +37,26 @@ type Server struct {
 	// 16 bits; 0: none) and the partition it applies to (high 32 bits;
 	// -1: all), in one word so a request sees both from one change.
 	fail atomic.Int64
+	// nodeID is this sink's broker id in Metadata; leader, when set,
+	// is the broker every partition's Metadata names as its leader (a
+	// moved leadership, for the clients' retry tests).
+	nodeID atomic.Int32
+	leader atomic.Pointer[sinkBroker]
+}
+
+type sinkBroker struct {
+	id   int32
+	addr string
+}
+
+// SetNodeID sets the broker id this sink gives itself in Metadata.
+func (s *Server) SetNodeID(id int32) { s.nodeID.Store(id) }
+
+// SetLeader makes Metadata name broker id at addr (host:port) the leader
+// of every partition; pair it with FailProduce(NOT_LEADER_OR_FOLLOWER) to
+// move a client to another sink.
+func (s *Server) SetLeader(id int32, addr string) {
+	s.leader.Store(&sinkBroker{id: id, addr: addr})
 }
 
 // FailProduce answers every produced partition with code (a kerr code,
@@ -190,12 +210,21 @@ func (s *Server) handle(frame []byte) ([]byte, error) {
 			return nil, err
 		}
 		mr := r.ResponseKind().(*kmsg.MetadataResponse)
-		host, portStr, _ := net.SplitHostPort(s.Addr())
-		port, _ := strconv.Atoi(portStr)
-		b := kmsg.NewMetadataResponseBroker()
-		b.NodeID, b.Host, b.Port = 0, host, int32(port)
-		mr.Brokers = append(mr.Brokers, b)
-		mr.ControllerID = 0
+		self := sinkBroker{id: s.nodeID.Load(), addr: s.Addr()}
+		lead := self
+		brokers := []sinkBroker{self}
+		if l := s.leader.Load(); l != nil && l.id != self.id {
+			lead = *l
+			brokers = append(brokers, lead)
+		}
+		for _, sb := range brokers {
+			host, portStr, _ := net.SplitHostPort(sb.addr)
+			port, _ := strconv.Atoi(portStr)
+			b := kmsg.NewMetadataResponseBroker()
+			b.NodeID, b.Host, b.Port = sb.id, host, int32(port)
+			mr.Brokers = append(mr.Brokers, b)
+		}
+		mr.ControllerID = self.id
 		for _, t := range r.Topics {
 			if t.Topic == nil {
 				continue
@@ -204,8 +233,8 @@ func (s *Server) handle(frame []byte) ([]byte, error) {
 			mt.Topic = kmsg.StringPtr(*t.Topic)
 			for p := int32(0); p < s.partitionsOf(*t.Topic); p++ {
 				mp := kmsg.NewMetadataResponseTopicPartition()
-				mp.Partition, mp.Leader = p, 0
-				mp.Replicas, mp.ISR = []int32{0}, []int32{0}
+				mp.Partition, mp.Leader = p, lead.id
+				mp.Replicas, mp.ISR = []int32{lead.id}, []int32{lead.id}
 				mt.Partitions = append(mt.Partitions, mp)
 			}
 			mr.Topics = append(mr.Topics, mt)
