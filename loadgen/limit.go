@@ -210,7 +210,7 @@ func (d *Diagnosis) limitFromRun(r *results.Result, o DiagnoseOptions) error {
 			d.GeneratorAtEdge = true
 			d.add(LimitGenerator, "the first failing step (%.0f msg/s offered, %.0f achieved) had a saturated generator", fail.TargetRate, fail.AchievedRate)
 		case fail.Errors > 0 || fail.P99Ms > fm.TargetP99Ms:
-			d.add(LimitBroker, "the first failing step (%.0f msg/s offered) had ack p99 %.3g ms against the %.3g ms target and %d errors, with the generator keeping its schedule",
+			d.add(LimitBroker, "the first failing step (%.0f msg/s offered) had ack p99 %.4g ms against the %.4g ms target and %d errors, with the generator keeping its schedule",
 				fail.TargetRate, fail.P99Ms, fm.TargetP99Ms, fail.Errors)
 		}
 		if fail.CPUPerGB > 0 && fail.AchievedRate > 0 {
@@ -235,7 +235,7 @@ func (d *Diagnosis) limitFromRun(r *results.Result, o DiagnoseOptions) error {
 	}
 	d.partEvidence(r, o.Dir)
 	if !r.SLA.Pass {
-		d.add(LimitBroker, "the run failed its target: ack p99 %.3g ms against %.3g ms, %d errors, at %.0f msg/s",
+		d.add(LimitBroker, "the run failed its target: ack p99 %.4g ms against %.4g ms, %d errors, at %.0f msg/s",
 			r.AckLatencyMs.P99, r.SLA.TargetP99Ms, r.Errors, r.AchievedRate)
 	}
 	if c := r.BrokerCPU; c != nil && c.WindowS > 0 {
@@ -388,7 +388,7 @@ func WriteDiagnosis(w io.Writer, d *Diagnosis, peak float64) {
 	case LimitBroker:
 		fmt.Fprintln(w, "Limited by: broker - it missed the latency target (or ran out of CPU) while the generators kept their schedule.")
 	default:
-		fmt.Fprintf(w, "Limited by: none - the run met its %.3g ms p99 target at the rate offered, so the per-broker figure below is a lower bound.\n", d.TargetP99Ms)
+		fmt.Fprintf(w, "Limited by: none - the run met its %.4g ms p99 target at the rate offered, so the per-broker figure below is a lower bound.\n", d.TargetP99Ms)
 	}
 	for _, e := range d.Evidence {
 		fmt.Fprintf(w, "  [%s] %s\n", e.Limit, e.Detail)

@@ -140,7 +140,7 @@ func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
 	fmt.Fprintln(w, "offset and time indexes, segment and filesystem overhead, headroom for failures and")
 	fmt.Fprintln(w, "growth, and consumer read traffic (each consumer group adds the producer rate in egress).")
 	if c.BrokersForPeak > 0 {
-		fmt.Fprintf(w, "Measured (%s): %.0f msg/s (%s, %.3g ms p99 target) on %d broker(s) = %s of writes per broker, all copies.\n",
+		fmt.Fprintf(w, "Measured (%s): %.0f msg/s (%s, %.4g ms p99 target) on %d broker(s) = %s of writes per broker, all copies.\n",
 			r.Label, c.MeasuredRate, c.MeasuredFrom, c.TargetP99Ms, c.MeasuredBrokers, gb(c.MeasuredBrokerWBps))
 		fmt.Fprintf(w, "Brokers for the peak: %d, bounded by %s\n", c.BrokersForPeak, c.BoundBy)
 		for _, b := range c.Bounds {
