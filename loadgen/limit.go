@@ -121,7 +121,7 @@ func Diagnose(r *results.Result, o DiagnoseOptions) (*Diagnosis, error) {
 		}
 		return nil, fmt.Errorf("%w: %s; its rates undercount the load offered, so size refuses to extrapolate (--allow-incomplete to do it anyway)", ErrIncomplete, msg)
 	}
-	d := &Diagnosis{MessageBytes: float64(r.MessageSize), TargetP99Ms: r.SLA.TargetP99Ms, ReplicationFactor: 1}
+	d := &Diagnosis{MessageBytes: float64(r.MessageSize), TargetP99Ms: r.SLA.TargetP99Ms, ReplicationFactor: 1, Evidence: []Evidence{}}
 	if r.Incomplete || len(missing) > 0 {
 		d.Notes = append(d.Notes, fmt.Sprintf("INCOMPLETE run (%s; missing: %s): the figures count only the load that was measured",
 			r.IncompleteReason, strings.Join(missing, ", ")))
@@ -170,7 +170,18 @@ func agentCount(r *results.Result, flag int) (int, string) {
 	case flag > 0:
 		return flag, "--agents"
 	case len(r.Agents) > 0:
-		return len(r.Agents), "the agents the run recorded"
+		// A missing agent's share is not in the rates (or only until it
+		// was lost): per-host figures are those of the agents that stayed.
+		n := 0
+		for _, a := range r.Agents {
+			if !a.Missing {
+				n++
+			}
+		}
+		if n < len(r.Agents) {
+			return max(n, 1), fmt.Sprintf("the agents the run recorded, %d missing not counted", len(r.Agents)-n)
+		}
+		return n, "the agents the run recorded"
 	case r.Environment.ClientHosts > 1 && r.Environment.ClientHosts >= len(r.MergedFrom):
 		return r.Environment.ClientHosts, "environment client_hosts"
 	case len(r.MergedFrom) > 1:

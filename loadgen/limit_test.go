@@ -191,8 +191,8 @@ func TestDiagnoseIncomplete(t *testing.T) {
 		t.Fatalf("err %v, want the refusal naming h2:7000", err)
 	}
 	d := mustDiagnose(t, r, DiagnoseOptions{AllowIncomplete: true})
-	if len(d.Notes) == 0 || !strings.Contains(d.Notes[0], "INCOMPLETE") || d.Agents != 2 {
-		t.Fatalf("notes %v agents %d", d.Notes, d.Agents)
+	if len(d.Notes) == 0 || !strings.Contains(d.Notes[0], "INCOMPLETE") || d.Agents != 1 || !strings.Contains(d.AgentsFrom, "1 missing not counted") {
+		t.Fatalf("notes %v agents %d (%s), want 1 agent left", d.Notes, d.Agents, d.AgentsFrom)
 	}
 	// A missing agent alone makes the run incomplete.
 	r.Incomplete = false
