@@ -230,6 +230,9 @@ func (d *Diagnosis) limitFromRun(r *results.Result, o DiagnoseOptions) error {
 		}
 		return nil
 	}
+	if len(r.Sweep) > 0 {
+		return fmt.Errorf("a partition sweep has no rate of its own: give one of its runs' directories (%s)", r.Sweep[0].Dir)
+	}
 	if r.AchievedRate <= 0 || r.DurationS <= 0 {
 		return fmt.Errorf("result has neither a find-max search nor a measured rate")
 	}

@@ -3,6 +3,8 @@ package loadgen
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -102,9 +104,22 @@ func TestDiagnoseSendDelayGrowth(t *testing.T) {
 		}
 		sd, ack = append(sd, h), append(ack, a)
 	}
-	part := &results.Run{Result: *fixedRun(), Ack: ack, SendDelay: sd}
-	if err := part.Write(dir + "/h1"); err != nil {
+	// Only what Load reads: result.json and the interval logs.
+	h1 := filepath.Join(dir, "h1")
+	if err := os.Mkdir(h1, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if err := results.WriteJSON(h1, fixedRun()); err != nil {
+		t.Fatal(err)
+	}
+	for name, hs := range map[string][]*hdr.Histogram{results.AckLogFile: ack, results.SendDelayLogFile: sd} {
+		var buf bytes.Buffer
+		if err := results.WriteIntervalLog(&buf, start, hs); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h1, name), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	r := fixedRun()
 	r.Agents = []results.AgentResult{{Name: "h1:7000", Dir: "h1"}}
@@ -179,6 +194,10 @@ func TestDiagnoseFindMax(t *testing.T) {
 	r.FindMax.MaxPassingRate = 0
 	if _, err := Diagnose(r, DiagnoseOptions{}); err == nil {
 		t.Fatal("no passing rate: want an error")
+	}
+	r.FindMax, r.Sweep = nil, []results.SweepRow{{Partitions: 8, Dir: "p8"}}
+	if _, err := Diagnose(r, DiagnoseOptions{}); err == nil || !strings.Contains(err.Error(), "p8") {
+		t.Fatalf("sweep: %v, want an error naming p8", err)
 	}
 }
 
