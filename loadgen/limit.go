@@ -123,8 +123,11 @@ func Diagnose(r *results.Result, o DiagnoseOptions) (*Diagnosis, error) {
 	}
 	d := &Diagnosis{MessageBytes: float64(r.MessageSize), TargetP99Ms: r.SLA.TargetP99Ms, ReplicationFactor: 1, Evidence: []Evidence{}}
 	if r.Incomplete || len(missing) > 0 {
-		d.Notes = append(d.Notes, fmt.Sprintf("INCOMPLETE run (%s; missing: %s): the figures count only the load that was measured",
-			r.IncompleteReason, strings.Join(missing, ", ")))
+		why := r.IncompleteReason
+		if len(missing) > 0 {
+			why = strings.TrimPrefix(why+"; missing: "+strings.Join(missing, ", "), "; ")
+		}
+		d.Notes = append(d.Notes, fmt.Sprintf("INCOMPLETE run (%s): the figures count only the load that was measured", why))
 	}
 	if d.MessageBytes <= 0 {
 		return nil, fmt.Errorf("result has no message size")
