@@ -6,18 +6,17 @@ import (
 	"io"
 	"math"
 	"sort"
-	"strconv"
 
 	"github.com/ringlog/ringlog/results"
 )
 
 // SizeInput is the workload a capacity estimate is made for.
 type SizeInput struct {
-	PeakRate      float64 // msg/s
-	AvgRate       float64 // msg/s
-	MessageBytes  float64
-	RetentionDays float64
-	Copies        float64 // replication factor
+	PeakRate      float64 `json:"peak_rate"` // msg/s
+	AvgRate       float64 `json:"avg_rate"`  // msg/s
+	MessageBytes  float64 `json:"message_bytes"`
+	RetentionDays float64 `json:"retention_days"`
+	Copies        float64 `json:"copies"` // replication factor
 }
 
 // Validate checks the inputs the arithmetic needs.
@@ -30,24 +29,27 @@ func (in SizeInput) Validate() error {
 
 // Capacity is the raw arithmetic, in bytes and bytes per second.
 type Capacity struct {
-	PeakProducerBps    float64 // peak payload produced
-	ReplicationBps     float64 // peak payload copied to followers
-	AggregateWriteBps  float64 // all copies written at peak
-	AvgProducerBps     float64
-	AvgPerDayBytes     float64 // average ingest per day, one copy
-	RetainedBytes      float64 // all copies over the retention window
-	BrokersForPeak     int     // 0 without a measurement: the largest of Bounds
-	BoundBy            string  // the resource of the largest bound
-	MeasuredBrokerWBps float64 // per-broker write rate from find-max
-	MeasuredBrokers    int     // brokers in the measured cluster
-	Bounds             []Bound // brokers each resource needs, largest first
+	PeakProducerBps    float64 `json:"peak_producer_bps"`   // peak payload produced
+	ReplicationBps     float64 `json:"replication_bps"`     // peak payload copied to followers
+	AggregateWriteBps  float64 `json:"aggregate_write_bps"` // all copies written at peak
+	AvgProducerBps     float64 `json:"avg_producer_bps"`
+	AvgPerDayBytes     float64 `json:"avg_per_day_bytes"`    // average ingest per day, one copy
+	RetainedBytes      float64 `json:"retained_bytes"`       // all copies over the retention window
+	BrokersForPeak     int     `json:"brokers_for_peak"`     // 0 without a measurement: the largest of Bounds
+	BoundBy            string  `json:"bound_by"`             // the resource of the largest bound
+	MeasuredBrokerWBps float64 `json:"measured_broker_wbps"` // per-broker write rate of the measured run
+	MeasuredBrokers    int     `json:"measured_brokers"`     // brokers in the measured cluster
+	MeasuredRate       float64 `json:"measured_rate"`        // msg/s of the measured run the rate per broker comes from
+	MeasuredFrom       string  `json:"measured_from"`        // which figure MeasuredRate is
+	TargetP99Ms        float64 `json:"target_p99_ms"`        // the measured run's latency target
+	Bounds             []Bound `json:"bounds"`               // brokers each resource needs, largest first
 }
 
 // Bound is the broker count one resource needs on its own.
 type Bound struct {
-	Resource string
-	Brokers  int
-	Detail   string
+	Resource string `json:"resource"`
+	Brokers  int    `json:"brokers"`
+	Detail   string `json:"detail"`
 }
 
 // Resources are per-broker limits beyond the measured write rate; zero
@@ -73,27 +75,27 @@ func Size(in SizeInput) Capacity {
 	}
 }
 
-// WithMeasurement estimates brokers for the peak from a find-max result: the
-// measured run's per-broker write rate (all copies) against the aggregate
-// write rate needed, then the other resources given, and names the one that
-// needs the most brokers. measuredBrokers <= 0 takes the broker count the
-// run recorded from the cluster's metadata (1 when it has none).
+// WithMeasurement estimates brokers for the peak from a find-max or
+// fixed-rate result (see Diagnose): the run's per-broker write rate (all
+// copies) against the aggregate write rate needed, then the other resources
+// given, and names the one that needs the most brokers. measuredBrokers <= 0
+// takes the broker count the run recorded from the cluster's metadata (1
+// when it has none).
 func (c *Capacity) WithMeasurement(r *results.Result, measuredBrokers int, res Resources) error {
-	if r.FindMax == nil || r.FindMax.MaxPassingRate <= 0 {
-		return fmt.Errorf("result has no passing find-max rate")
+	d, err := Diagnose(r, DiagnoseOptions{Brokers: measuredBrokers, NICBitsPerSec: res.NICBitsPerSec})
+	if err != nil {
+		return err
 	}
-	if measuredBrokers <= 0 {
-		measuredBrokers = 1
-		if n, err := strconv.Atoi(r.Workload["cluster_brokers"]); err == nil && n > 0 {
-			measuredBrokers = n
-		}
-	}
-	rf := 1.0
-	if v, ok := r.Workload["replication_factor"]; ok {
-		fmt.Sscan(v, &rf)
-	}
-	c.MeasuredBrokers = measuredBrokers
-	c.MeasuredBrokerWBps = r.FindMax.MaxPassingRate * float64(r.MessageSize) * rf / float64(measuredBrokers)
+	c.WithDiagnosis(d, res)
+	return nil
+}
+
+// WithDiagnosis estimates brokers for the peak from the per-broker figures
+// of a diagnosed run.
+func (c *Capacity) WithDiagnosis(d *Diagnosis, res Resources) {
+	c.MeasuredBrokers = d.Brokers
+	c.MeasuredBrokerWBps = d.BrokerWriteBps
+	c.MeasuredRate, c.MeasuredFrom, c.TargetP99Ms = d.Rate, d.RateFrom, d.TargetP99Ms
 	c.Bounds = []Bound{{
 		Resource: "measured write throughput at the latency target",
 		Brokers:  int(math.Ceil(c.AggregateWriteBps / c.MeasuredBrokerWBps)),
@@ -121,7 +123,6 @@ func (c *Capacity) WithMeasurement(r *results.Result, measuredBrokers int, res R
 	}
 	sort.SliceStable(c.Bounds, func(i, j int) bool { return c.Bounds[i].Brokers > c.Bounds[j].Brokers })
 	c.BrokersForPeak, c.BoundBy = c.Bounds[0].Brokers, c.Bounds[0].Resource
-	return nil
 }
 
 // WriteSize prints the table and its caveats.
@@ -139,8 +140,8 @@ func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
 	fmt.Fprintln(w, "offset and time indexes, segment and filesystem overhead, headroom for failures and")
 	fmt.Fprintln(w, "growth, and consumer read traffic (each consumer group adds the producer rate in egress).")
 	if c.BrokersForPeak > 0 {
-		fmt.Fprintf(w, "Measured (%s): %.0f msg/s passed the %.3g ms p99 target on %d broker(s) = %s of writes per broker, all copies.\n",
-			r.Label, r.FindMax.MaxPassingRate, r.FindMax.TargetP99Ms, c.MeasuredBrokers, gb(c.MeasuredBrokerWBps))
+		fmt.Fprintf(w, "Measured (%s): %.0f msg/s (%s, %.4g ms p99 target) on %d broker(s) = %s of writes per broker, all copies.\n",
+			r.Label, c.MeasuredRate, c.MeasuredFrom, c.TargetP99Ms, c.MeasuredBrokers, gb(c.MeasuredBrokerWBps))
 		fmt.Fprintf(w, "Brokers for the peak: %d, bounded by %s\n", c.BrokersForPeak, c.BoundBy)
 		for _, b := range c.Bounds {
 			fmt.Fprintf(w, "  %-50s %5d  (%s)\n", b.Resource, b.Brokers, b.Detail)
@@ -148,10 +149,7 @@ func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
 		if len(c.Bounds) < 3 {
 			fmt.Fprintln(w, "Give --disk-per-broker and --nic-gbps to weigh disk and network too.")
 		}
-		fmt.Fprintln(w, "The measured rate includes whatever bound that run (its CPU, disk or generator); add")
+		fmt.Fprintln(w, "The measured rate includes whatever bound that run (see \"Limited by\" above); add")
 		fmt.Fprintln(w, "headroom so the loss of one broker keeps the rest under the target.")
-		if r.GeneratorSaturated {
-			fmt.Fprintln(w, "WARNING: the measurement's generator was saturated; the broker may do better.")
-		}
 	}
 }

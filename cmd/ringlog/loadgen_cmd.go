@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -267,18 +268,22 @@ func benchCommand() *cli.Command {
 func sizeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "size",
-		Usage: "capacity arithmetic for a workload (optionally brokers needed, from a find-max result)",
+		Usage: "capacity arithmetic for a workload (optionally brokers needed, from a measured run)",
 		Flags: []cli.Flag{
 			&cli.Float64Flag{Name: "peak-rate", Value: 5_000_000, Usage: "peak messages per second", EnvVars: env("peak-rate")},
 			&cli.Float64Flag{Name: "avg-rate", Value: 500_000, Usage: "average messages per second", EnvVars: env("avg-rate")},
 			&cli.Float64Flag{Name: "message-bytes", Value: 1000, EnvVars: env("message-bytes")},
 			&cli.Float64Flag{Name: "retention-days", Value: 7, EnvVars: env("retention-days")},
 			&cli.Float64Flag{Name: "copies", Value: 3, Usage: "replication factor", EnvVars: env("copies")},
-			&cli.StringFlag{Name: "from", Usage: "result directory of a --find-max run", EnvVars: env("from")},
+			&cli.StringFlag{Name: "from", Usage: "result directory of a --find-max run, a fixed-rate run, or a merged distributed run (loadgen --agents, report merge)", EnvVars: env("from")},
+			&cli.IntFlag{Name: "agents", Usage: "client hosts that generated the --from run (default: the agents it recorded, its client_hosts, or the runs merged)", EnvVars: env("agents")},
+			&cli.BoolFlag{Name: "allow-incomplete", Usage: "extrapolate from a --from run with missing agents", EnvVars: env("allow-incomplete")},
 			&cli.IntFlag{Name: "measured-brokers", Usage: "brokers in the --from run's cluster (default: the count the run recorded from the cluster's metadata)", EnvVars: env("measured-brokers")},
+			&cli.Float64Flag{Name: "broker-cores", Usage: "cores of one broker host in the --from run, to weigh its broker CPU (default: the run's host for bench)", EnvVars: env("broker-cores")},
 			&cli.Float64Flag{Name: "disk-per-broker", Usage: "usable disk per broker in TB (decimal) to weigh retention against; 0: not considered", EnvVars: env("disk-per-broker")},
-			&cli.Float64Flag{Name: "nic-gbps", Usage: "network per broker in Gbit/s, each direction; 0: not considered", EnvVars: env("nic-gbps")},
+			&cli.Float64Flag{Name: "nic-gbps", Usage: "network per host in Gbit/s, each direction: weighs the --from run's traffic and the brokers needed; 0: not considered", EnvVars: env("nic-gbps")},
 			&cli.Float64Flag{Name: "consumer-groups", Value: 1, Usage: "consumer groups reading the whole stream (network egress)", EnvVars: env("consumer-groups")},
+			&cli.BoolFlag{Name: "json", Usage: "print the workload, the run's diagnosis and the capacity as JSON", EnvVars: env("json")},
 		},
 		Action: func(c *cli.Context) error {
 			in := loadgen.SizeInput{PeakRate: c.Float64("peak-rate"), AvgRate: c.Float64("avg-rate"), MessageBytes: c.Float64("message-bytes"),
@@ -286,17 +291,39 @@ func sizeCommand() *cli.Command {
 			if err := in.Validate(); err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
+			if c.Int("agents") < 0 || c.Int("measured-brokers") < 0 || c.Float64("broker-cores") < 0 || c.Float64("nic-gbps") < 0 {
+				return cli.Exit("size: --agents, --measured-brokers, --broker-cores and --nic-gbps must not be negative", 2)
+			}
 			capacity := loadgen.Size(in)
 			var r *results.Result
+			var diag *loadgen.Diagnosis
 			if dir := c.String("from"); dir != "" {
 				var err error
 				if r, err = results.ReadJSON(dir); err != nil {
 					return err
 				}
 				res := loadgen.Resources{DiskBytes: c.Float64("disk-per-broker") * 1e12, NICBitsPerSec: c.Float64("nic-gbps") * 1e9, ConsumerGroups: c.Float64("consumer-groups")}
-				if err := capacity.WithMeasurement(r, c.Int("measured-brokers"), res); err != nil {
-					return fmt.Errorf("%s: %w", dir, err)
+				diag, err = loadgen.Diagnose(r, loadgen.DiagnoseOptions{Dir: dir, Agents: c.Int("agents"), Brokers: c.Int("measured-brokers"),
+					NICBitsPerSec: res.NICBitsPerSec, BrokerCores: c.Float64("broker-cores"), AllowIncomplete: c.Bool("allow-incomplete")})
+				if err != nil {
+					return cli.Exit(fmt.Sprintf("%s: %v", dir, err), 1)
 				}
+				capacity.WithDiagnosis(diag, res)
+			}
+			if c.Bool("json") {
+				b, err := json.MarshalIndent(struct {
+					Workload  loadgen.SizeInput  `json:"workload"`
+					Diagnosis *loadgen.Diagnosis `json:"diagnosis,omitempty"`
+					Capacity  loadgen.Capacity   `json:"capacity"`
+				}{in, diag, capacity}, "", "  ")
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(c.App.Writer, "%s\n", b)
+				return err
+			}
+			if diag != nil {
+				loadgen.WriteDiagnosis(c.App.Writer, diag, in.PeakRate)
 			}
 			loadgen.WriteSize(c.App.Writer, in, capacity, r)
 			return nil
