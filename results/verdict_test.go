@@ -25,7 +25,9 @@ func TestVerdictReasons(t *testing.T) {
 		{func(r *Result) { r.Errors = 3 }, "3 messages failed"},
 		{func(r *Result) { r.GeneratorSaturated, r.SaturationReason = true, "send delay p99 9 ms" }, "generator saturated: send delay p99 9 ms"},
 		{func(r *Result) { r.Incomplete, r.IncompleteReason = true, "agent b died at 3 s" }, "run incomplete: agent b died at 3 s"},
-		{func(r *Result) { r.Agents = []AgentResult{{Name: "h2:7000", Missing: true, MissingReason: "connection lost"}} }, "agent h2:7000 missing: connection lost"},
+		{func(r *Result) {
+			r.Agents = []AgentResult{{Name: "h2:7000", Missing: true, MissingReason: "connection lost"}}
+		}, "agent h2:7000 missing: connection lost"},
 		{func(r *Result) { r.Agents = []AgentResult{{Name: "h1:7000", Saturated: true, SaturationReason: "cpu"}} }, "agent h1:7000 saturated: cpu"},
 		{func(r *Result) { r.Interrupted = true }, "interrupted before its planned end"},
 		{func(r *Result) { r.MessagesAcked, r.AckLatencyMs = 0, Percentiles{} }, "no message was acknowledged"},
