@@ -138,10 +138,28 @@ func RenderCompareHTML(runs []*Run) []byte {
 		fmt.Fprintf(&b, `<tr data-metric="%s"><th>%s</th>`, html.EscapeString(m.name), html.EscapeString(m.name))
 		for i, r := range runs {
 			cell := valueCell(m, &r.Result)
-			if i > 0 {
+			if i > 0 && cell != "-" {
 				cell += " (" + ratioCell(m, base, &r.Result) + ")"
 			}
 			fmt.Fprintf(&b, `<td class="n">%s</td>`, html.EscapeString(cell))
+		}
+		b.WriteString("</tr>")
+	}
+	for _, row := range []struct {
+		name string
+		f    func(r *Result) string
+	}{
+		{"workload", func(r *Result) string { return spreadCell(r.Spread, true) }},
+		{"target msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.TargetRate) }},
+		{"errors", func(r *Result) string { return fmt.Sprint(r.Errors) }},
+		{"error mix", func(r *Result) string { return orDash(FormatErrorMix(r.ErrorMix)) }},
+		{"retries", func(r *Result) string { return fmt.Sprint(r.Retries) }},
+		{"send delay p99 ms", func(r *Result) string { return fmt.Sprintf("%.3f", r.SendDelayMs.P99) }},
+		{"generator saturated", func(r *Result) string { return fmt.Sprint(r.GeneratorSaturated) }},
+	} {
+		fmt.Fprintf(&b, "<tr><th>%s</th>", html.EscapeString(row.name))
+		for _, r := range runs {
+			fmt.Fprintf(&b, "<td>%s</td>", html.EscapeString(row.f(&r.Result)))
 		}
 		b.WriteString("</tr>")
 	}
@@ -168,9 +186,6 @@ func RenderCompareHTML(runs []*Run) []byte {
 		}
 	}
 	b.WriteString(c.figure("compare-percentiles"))
-	var tbl bytes.Buffer
-	WriteCompare(&tbl, runs)
-	fmt.Fprintf(&b, `<h2>All numbers</h2><pre id="compare-text">%s</pre>`, html.EscapeString(tbl.String()))
 	pageEnd(&b)
 	return b.Bytes()
 }

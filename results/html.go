@@ -38,7 +38,7 @@ var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#
 
 const (
 	chartW, chartH               = 760, 320
-	padL, padR, padTop, padBelow = 70, 20, 30, 50
+	padL, padR, padTop, padBelow = 70, 40, 30, 50 // padR: room for the last x label
 )
 
 // svg renders a self-contained inline SVG line chart.
@@ -195,7 +195,9 @@ func RenderHTML(r *Run) ([]byte, error) {
 	}
 	var sum bytes.Buffer
 	WriteSummary(&sum, res)
-	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(sum.String()))
+	// The summary's first line is the verdict, already shown above it.
+	_, rest, _ := strings.Cut(sum.String(), "\n")
+	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(rest))
 	writeEnvironmentHTML(&b, res.Environment)
 	writeAgentsHTML(&b, res.Agents)
 

@@ -16,13 +16,14 @@ func WriteSummary(w io.Writer, r *Result) {
 		writeSweepSummary(w, r)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	label := r.Label
 	if label == "" {
 		label = "(unlabelled)"
 	}
-	fmt.Fprintf(tw, "run\t%s\tstarted %s, %.1f s measured after %.1f s warmup\n",
+	// Outside the table: a long label would widen every row's column.
+	fmt.Fprintf(w, "run %s: started %s, %.1f s measured after %.1f s warmup\n",
 		label, r.StartedAt.Format("2006-01-02 15:04:05"), r.DurationS, r.WarmupS)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "rate\ttarget %.0f msg/s\tachieved %.0f msg/s (%.1f MB/s of %d-byte messages)\n",
 		r.TargetRate, r.AchievedRate, r.ThroughputMBps, r.MessageSize)
 	if p := r.Spread; p != nil {

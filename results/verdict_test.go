@@ -145,7 +145,7 @@ func TestCompareRatios(t *testing.T) {
 		}
 	}
 	page := string(RenderCompareHTML(runs))
-	for _, want := range []string{`<td class="n">2500 (x2.50)</td>`, `<td class="n">500 (x0.50)</td>`, `<td class="n">- (-)</td>`,
+	for _, want := range []string{`<td class="n">2500 (x2.50)</td>`, `<td class="n">500 (x0.50)</td>`, `<td class="n">-</td>`,
 		`data-chart="compare-percentiles"`, `<tr data-field="io_path">`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("compare.html lacks %s", want)
