@@ -198,7 +198,7 @@ func RenderHTML(r *Run) ([]byte, error) {
 	// The summary's first line is the verdict, already shown above it.
 	_, rest, _ := strings.Cut(sum.String(), "\n")
 	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(rest))
-	writeEnvironmentHTML(&b, res.Environment)
+	writeEnvironmentHTML(&b, res.Environment, false)
 	writeAgentsHTML(&b, res.Agents)
 
 	pct := chart{Title: "Latency by percentile", XLabel: "percentile", YLabel: "ms",

@@ -102,7 +102,7 @@ func renderSweepHTML(res *Result) []byte {
 	var sum bytes.Buffer
 	writeSweepSummary(&sum, res)
 	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(sum.String()))
-	writeEnvironmentHTML(&b, res.Environment)
+	writeEnvironmentHTML(&b, res.Environment, true)
 	b.WriteString(`<table id="sweep" border="1" cellspacing="0" cellpadding="3"><tr><th>partitions</th><th>workload</th><th>partitions written</th><th>share min / max</th>` +
 		`<th>achieved msg/s</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th>broker CPU-s/GB</th><th>run</th></tr>`)
 	for _, r := range res.Sweep {

@@ -120,11 +120,14 @@ func environmentFields(e Environment) []envField {
 	}
 }
 
-// WriteEnvironment prints the environment table.
-func WriteEnvironment(w io.Writer, e Environment) {
+// WriteEnvironment prints the environment table of r.
+func WriteEnvironment(w io.Writer, r *Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "environment")
-	for _, f := range environmentFields(e) {
+	for _, f := range environmentFields(r.Environment) {
+		if len(r.Sweep) > 0 && f.Key == "partitions" {
+			f.Value = "one row per count, above" // the environment is the first row's
+		}
 		fmt.Fprintf(tw, "  %s\t%s\n", f.Name, f.Value)
 	}
 	tw.Flush()
