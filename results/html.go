@@ -194,7 +194,10 @@ func RenderHTML(r *Run) ([]byte, error) {
 		fmt.Fprintf(&b, "<p id=\"workload\"><b>Workload: %s</b> (%s)</p>", html.EscapeString(p.Label()), html.EscapeString(p.Detail()))
 	}
 	var sum bytes.Buffer
-	WriteSummary(&sum, res)
+	// The agents have their own table below; as text they would wrap.
+	text := *res
+	text.Agents = nil
+	WriteSummary(&sum, &text)
 	// The summary's first line is the verdict, already shown above it.
 	_, rest, _ := strings.Cut(sum.String(), "\n")
 	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(rest))

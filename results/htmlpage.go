@@ -19,7 +19,9 @@ h1{font-size:22px;overflow-wrap:anywhere}h2{font-size:17px;margin-top:22px}
 pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:8px 0;font-size:13px;max-width:100%%}
 th,td{border:1px solid #ccc;padding:3px 6px;overflow-wrap:anywhere;vertical-align:top}
-th{text-align:left;background:#f3f3f3;font-weight:normal}
+th{text-align:left;background:#f3f3f3;font-weight:normal;overflow-wrap:normal}
+td.id{overflow-wrap:normal}
+@media (max-width:900px){th,td.id{overflow-wrap:anywhere}}
 td.n{text-align:right;white-space:nowrap}
 figure.chart{margin:12px 0;max-width:760px}
 figure.chart svg{width:100%%;height:auto;display:block}
@@ -121,7 +123,7 @@ func writeAgentsHTML(b *bytes.Buffer, agents []AgentResult) {
 		if a.Missing {
 			status = `<span class="missing">MISSING</span>: ` + html.EscapeString(orUnknown(a.MissingReason))
 		}
-		fmt.Fprintf(b, `<tr data-agent="%s"><td>%s</td><td>%s</td><td class="n">%d</td><td class="n">%.0f</td><td class="n">%.0f</td>`+
+		fmt.Fprintf(b, `<tr data-agent="%s"><td class="id">%s</td><td>%s</td><td class="n">%d</td><td class="n">%.0f</td><td class="n">%.0f</td>`+
 			`<td class="n">%d</td><td class="n">%d</td><td class="n">%d</td><td class="n">%.3f</td><td class="n">%.3f</td><td class="n">%.3f</td><td>%s</td><td>%s</td></tr>`,
 			html.EscapeString(a.Name), html.EscapeString(a.Name), html.EscapeString(orDash(a.Hostname)), a.Cores, a.TargetRate, a.AchievedRate,
 			a.MessagesSent, a.MessagesAcked, a.Errors, a.AckLatencyMs.P50, a.AckLatencyMs.P99, a.AckLatencyMs.Max, html.EscapeString(sat), status)

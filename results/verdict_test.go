@@ -98,7 +98,7 @@ func TestReportShowsEnvironmentAgentsVerdict(t *testing.T) {
 	for _, want := range []string{`<tr data-field="min_isr"><th>min ISR</th><td>2</td></tr>`, `<tr data-field="partitions"><th>partitions</th><td>24</td></tr>`,
 		`<tr data-field="acks"><th>acks</th><td>all</td></tr>`, `<tr data-field="cpu_model"><th>CPU model</th><td>AMD EPYC &lt;9654&gt;</td></tr>`,
 		`<tr data-field="client_cpus"><th>client CPUs</th><td>48</td></tr>`, `<table id="agents">`,
-		`<tr data-agent="10.0.0.3:7070"><td>10.0.0.3:7070</td><td>load-3</td>`, `<span class="missing">MISSING</span>: connection lost at 4.2 s`,
+		`<tr data-agent="10.0.0.3:7070"><td class="id">10.0.0.3:7070</td><td>load-3</td>`, `<span class="missing">MISSING</span>: connection lost at 4.2 s`,
 		`<td>yes: send delay p99 12.00 ms &gt; 5 ms</td>`, `<li>run incomplete: agent 10.0.0.3:7070 lost at 4.2 s`} {
 		if !strings.Contains(p, want) {
 			t.Errorf("report.html lacks %s", want)

@@ -89,8 +89,9 @@ func pageLayout(t *testing.T, dom []byte) (charts []chartBox, clipped []string) 
 // --find-max --out`; report.html opened in headless Chromium shows the
 // verdict, the environment table and every chart (p99 against rate
 // included), with no element whose text overflows its box; the
-// screenshot has drawn lines in every chart's area. The compare page of
-// the run against itself is checked for clipping at a narrow width.
+// screenshot has drawn lines in every chart's area. The same run with a
+// per-agent breakdown, and the compare page of the run against itself,
+// are checked for clipping at narrower widths.
 func TestHarnessReportChromium(t *testing.T) {
 	browser := findChromium(t)
 	b := startBroker(t, t.TempDir())
@@ -173,6 +174,33 @@ func TestHarnessReportChromium(t *testing.T) {
 		if ink < c.W*c.H/100 || color < 100 {
 			t.Errorf("chart %s looks blank in the screenshot: %d non-white and %d coloured pixels in %dx%d", c.ID, ink, color, c.W, c.H)
 		}
+	}
+
+	// The per-agent table is the widest: the real run's histograms with a
+	// fabricated three-agent breakdown (the agents themselves are tested
+	// where they are built), one agent missing, at a laptop's width.
+	run, err := results.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := run.Result.AckLatencyMs
+	run.Result.Incomplete, run.Result.IncompleteReason = true, "agent 10.0.0.3:7070 lost at 1.4 s"
+	run.Result.Agents = []results.AgentResult{
+		{Name: "10.0.0.1:7070", Hostname: "loadgen-host-with-a-long-name-1.example.internal", Cores: 64, TargetRate: 333, AchievedRate: 333, MessagesSent: 666, MessagesAcked: 666, AckLatencyMs: p},
+		{Name: "10.0.0.2:7070", Hostname: "loadgen-2", Cores: 64, TargetRate: 333, AchievedRate: 300, MessagesSent: 600, MessagesAcked: 600, AckLatencyMs: p,
+			Saturated: true, SaturationReason: "send delay p99 12.00 ms > 5 ms: the generator fell behind its schedule"},
+		{Name: "10.0.0.3:7070", Hostname: "loadgen-3", Cores: 64, TargetRate: 334, MessagesSent: 200, MessagesAcked: 200, AckLatencyMs: p,
+			Missing: true, MissingReason: "connection reset by peer at 1.4 s; its share is missing from then on"},
+	}
+	dist := filepath.Join(t.TempDir(), "dist")
+	if err := run.Write(dist); err != nil {
+		t.Fatal(err)
+	}
+	dom = chromium(t, browser, filepath.Join(dist, results.HTMLFile), "--window-size=1024,1000", "--virtual-time-budget=3000", "--dump-dom")
+	charts, clipped = pageLayout(t, dom)
+	if len(clipped) > 0 || len(charts) != len(wantCharts) || bytes.Count(dom, []byte(`<tr data-agent=`)) != 3 ||
+		!bytes.Contains(dom, []byte(`<span class="missing">MISSING</span>`)) || !bytes.Contains(dom, []byte(`data-verdict="FAIL"`)) {
+		t.Errorf("distributed report at 1024 px: clipped %v, %d charts, agents table or FAIL verdict missing", clipped, len(charts))
 	}
 
 	cmp := filepath.Join(t.TempDir(), "compare.html")
