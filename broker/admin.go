@@ -27,6 +27,7 @@ type Health struct {
 	BrokerState  string            `json:"broker_state"`
 	Controllers  []string          `json:"controllers,omitempty"`
 	Version      string            `json:"version"`
+	Commit       string            `json:"commit,omitempty"`
 	IOPath       string            `json:"io_path"`
 	IOReason     string            `json:"io_reason,omitempty"`
 	Fsync        string            `json:"fsync"`

@@ -255,6 +255,7 @@ func (b *Broker) health() Health {
 		BrokerState:  b.node.BrokerState(),
 		Controllers:  members,
 		Version:      b.cfg.Version,
+		Commit:       b.cfg.Commit,
 		IOPath:       b.eng.IOPath(),
 		IOReason:     b.eng.IOReason(),
 		Fsync:        b.cfg.Engine.Fsync.String(),

@@ -67,8 +67,11 @@ type Config struct {
 	DrainTimeout time.Duration
 	DrainQuiet   time.Duration
 
-	// Version is reported in /healthz ("dev").
+	// Version is reported in /healthz ("dev"); Commit is the source
+	// revision the binary was built from, so a load report can name the
+	// exact broker it measured.
 	Version string
+	Commit  string
 	// Logger receives every subsystem's logs; nil means slog.Default().
 	Logger *slog.Logger
 }

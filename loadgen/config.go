@@ -16,6 +16,8 @@ type Config struct {
 	// clusterBrokers is set by Run from the cluster's metadata (recorded
 	// in the workload as cluster_brokers).
 	clusterBrokers int
+	// minISR is set by Run from the topic's configs (0: unknown).
+	minISR int
 	// brokerPids are the broker processes the harness started (Bench):
 	// Run reads their CPU time over the measured window.
 	brokerPids []int

@@ -26,6 +26,9 @@ var Version, Commit string
 // given, the broker (its /healthz JSON).
 func Environment(adminAddr, client string) results.Environment {
 	env := results.Environment{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Client: client}
+	// A local run has one client host; a distributed run replaces these
+	// with the sum over its agents.
+	env.ClientHosts, env.ClientCPUs = 1, env.Cores
 	env.Hostname, _ = os.Hostname()
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
@@ -86,11 +89,15 @@ func brokerHealth(admin string, env *results.Environment) error {
 		IOPath  json.RawMessage `json:"io_path"`
 		Fsync   json.RawMessage `json:"fsync"`
 		Version json.RawMessage `json:"version"`
+		Commit  json.RawMessage `json:"commit"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
 		return fmt.Errorf("%s: %w", url, err)
 	}
 	env.BrokerIOPath, env.BrokerFsync, env.BrokerVersion = rawString(h.IOPath), rawString(h.Fsync), rawString(h.Version)
+	if len(h.Commit) > 0 {
+		env.BrokerCommit = rawString(h.Commit)
+	}
 	return nil
 }
 
@@ -100,4 +107,14 @@ func rawString(m json.RawMessage) string {
 		return s
 	}
 	return string(m)
+}
+
+// withEnvironment sets run's environment: this machine and the broker's
+// /healthz, keeping the topic settings the run itself recorded (RF, min
+// ISR, partitions, acks, compression), which only the run knows.
+func withEnvironment(run *results.Run, admin, client string) {
+	env, t := Environment(admin, client), run.Result.Environment
+	env.ReplicationFactor, env.MinISR, env.Partitions = t.ReplicationFactor, t.MinISR, t.Partitions
+	env.Acks, env.Compression = t.Acks, t.Compression
+	run.Result.Environment = env
 }

@@ -172,7 +172,7 @@ func findMaxRun(ctx context.Context, cfg Config, fc FindMaxConfig, out io.Writer
 // finish adds the environment, writes the report directory and prints the
 // summary; for an interrupted run it then returns ErrInterrupted.
 func finish(run *results.Run, cfg Config, dir string, out io.Writer) error {
-	run.Result.Environment = Environment(cfg.BrokerAdmin, cfg.Client)
+	withEnvironment(run, cfg.BrokerAdmin, cfg.Client)
 	if dir != "" {
 		if err := run.Write(dir); err != nil {
 			return err

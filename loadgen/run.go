@@ -40,6 +40,8 @@ type topicInfo struct {
 	// brokers is how many brokers the cluster's metadata lists: what
 	// `ringlog size --from` divides the measured throughput by.
 	brokers int
+	// minISR is the topic's effective min.insync.replicas (0: unknown).
+	minISR int
 }
 
 // prepareTopic creates the topic if missing and returns its leaders and end
@@ -84,6 +86,7 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	info.minISR = topicMinISR(ctx, adm, cfg.Topic)
 	if cfg.Consumers == 0 {
 		return info, nil
 	}
@@ -111,6 +114,27 @@ func prepareTopic(ctx context.Context, cfg Config) (topicInfo, error) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// topicMinISR is the topic's effective min.insync.replicas (its own
+// config or the broker default in force), 0 when the broker does not say:
+// a report still renders, with the field shown unknown.
+func topicMinISR(ctx context.Context, adm *kadm.Client, topic string) int {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return 0
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "min.insync.replicas" {
+			n, _ := strconv.Atoi(c.MaybeValue())
+			return n
+		}
+	}
+	return 0
 }
 
 // lookupLeaders returns the leader address of every partition of topic and
@@ -199,6 +223,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		cfg.TopicConfigs = nil // an existing topic keeps its own configs
 	}
 	cfg.clusterBrokers = info.brokers
+	cfg.minISR = info.minISR
 	cfg.Keys = resolveKeys(cfg.Keys, cfg.Partitions)
 	st := newRunState(cfg)
 	st.leaders = info.leaders
@@ -406,6 +431,9 @@ func (s *runState) result(iv *intervals) *results.Run {
 		SLA:              results.SLA{TargetP99Ms: float64(cfg.TargetP99) / 1e6},
 		Workload:         cfg.workload(),
 		Spread:           s.spread(),
+		// What the run measured against; finish adds host and broker.
+		Environment: results.Environment{ReplicationFactor: int(cfg.ReplicationFactor), MinISR: cfg.minISR,
+			Partitions: int(cfg.Partitions), Acks: acksName(cfg.Acks), Compression: cfg.Compression.String()},
 	}
 	if lost := s.c.sent.Load() - s.c.acked.Load() - s.c.errors.Load(); lost > 0 {
 		// Neither acked nor failed: count them, or a hung broker would pass.

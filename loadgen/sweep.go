@@ -50,7 +50,7 @@ func runSweep(ctx context.Context, cfg Config, counts []int32, dir string, out i
 			}
 			continue
 		}
-		run.Result.Environment = Environment(step.BrokerAdmin, step.Client)
+		withEnvironment(run, step.BrokerAdmin, step.Client)
 		sub := fmt.Sprintf("p%d", n)
 		if dir != "" {
 			if err := run.Write(filepath.Join(dir, sub)); err != nil {

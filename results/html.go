@@ -38,7 +38,7 @@ var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#
 
 const (
 	chartW, chartH               = 760, 320
-	padL, padR, padTop, padBelow = 70, 20, 30, 50
+	padL, padR, padTop, padBelow = 70, 40, 30, 50 // padR: room for the last x label
 )
 
 // svg renders a self-contained inline SVG line chart.
@@ -66,7 +66,8 @@ func (c chart) svg() string {
 	sy := func(y float64) float64 { return padTop + plotH - y/maxY*plotH }
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`, chartW, chartH)
+	// viewBox: the page scales the chart to its width instead of clipping it.
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" font-family="sans-serif" font-size="11">`, chartW, chartH, chartW, chartH)
 	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14" font-weight="bold">%s</text>`, padL, html.EscapeString(c.Title))
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.0f" height="%.0f" fill="none" stroke="#999"/>`, padL, padTop, plotW, plotH)
 	for i := 0; i <= 5; i++ {
@@ -104,6 +105,13 @@ func (c chart) svg() string {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", sx(p.X), sy(p.Y)))
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, color, strings.Join(pts, " "))
+		if len(l.Points) <= 40 {
+			// Few points (steps, sweep rows, one-point runs): mark each,
+			// a single point draws no line.
+			for _, p := range l.Points {
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`, sx(p.X), sy(p.Y), color)
+			}
+		}
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`,
 			padL+10, padTop+8+i*14, color, padL+24, padTop+17+i*14, html.EscapeString(l.Name))
 	}
@@ -173,9 +181,6 @@ func ratePerSecond(h *hdr.Histogram) float64 {
 	return float64(h.TotalCount()) / d
 }
 
-const htmlHead = `<!DOCTYPE html><html><head><meta charset="utf-8"><title>%s</title>
-<style>body{font-family:sans-serif;margin:24px;max-width:820px}pre{background:#f6f6f6;padding:8px;font-size:12px}</style></head><body>`
-
 // RenderHTML builds the self-contained report page for one run.
 func RenderHTML(r *Run) ([]byte, error) {
 	res := &r.Result
@@ -183,15 +188,21 @@ func RenderHTML(r *Run) ([]byte, error) {
 		return renderSweepHTML(res), nil
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, htmlHead, html.EscapeString("ringlog report "+res.Label))
-	fmt.Fprintf(&b, "<h1>ringlog load report: %s</h1>", html.EscapeString(res.Label))
+	pageStart(&b, "ringlog load report: "+res.Label, res)
 	if p := res.Spread; p != nil {
 		// Null-key runs measure the friendliest workload: say so up front.
 		fmt.Fprintf(&b, "<p id=\"workload\"><b>Workload: %s</b> (%s)</p>", html.EscapeString(p.Label()), html.EscapeString(p.Detail()))
 	}
 	var sum bytes.Buffer
-	WriteSummary(&sum, res)
-	fmt.Fprintf(&b, "<pre>%s</pre>", html.EscapeString(sum.String()))
+	// The agents have their own table below; as text they would wrap.
+	text := *res
+	text.Agents = nil
+	WriteSummary(&sum, &text)
+	// The summary's first line is the verdict, already shown above it.
+	_, rest, _ := strings.Cut(sum.String(), "\n")
+	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(rest))
+	writeEnvironmentHTML(&b, res.Environment, false)
+	writeAgentsHTML(&b, res.Agents)
 
 	pct := chart{Title: "Latency by percentile", XLabel: "percentile", YLabel: "ms",
 		TargetY: res.SLA.TargetP99Ms, XTicks: percentileTicks()}
@@ -200,7 +211,7 @@ func RenderHTML(r *Run) ([]byte, error) {
 		pct.Lines = append(pct.Lines, percentileLine("end-to-end", MergeAll(r.E2E)))
 	}
 	pct.Lines = append(pct.Lines, percentileLine("send delay", MergeAll(r.SendDelay)))
-	b.WriteString(pct.svg())
+	b.WriteString(pct.figure("percentiles"))
 
 	base := r.startUnixMs()
 	lat := chart{Title: "Ack latency over time", XLabel: "seconds", YLabel: "ms", TargetY: res.SLA.TargetP99Ms}
@@ -209,18 +220,18 @@ func RenderHTML(r *Run) ([]byte, error) {
 		overTime("p99", base, r.Ack, quantileMs(99)),
 		overTime("max", base, r.Ack, func(h *hdr.Histogram) float64 { return float64(h.Max()) / 1000 }),
 	}
-	b.WriteString(lat.svg())
+	b.WriteString(lat.figure("latency-over-time"))
 
 	thr := chart{Title: "Acknowledged throughput over time", XLabel: "seconds", YLabel: "msg/s"}
 	thr.Lines = []line{overTime("acked msg/s", base, r.Ack, ratePerSecond)}
 	if res.TargetRate > 0 {
 		thr.TargetY = res.TargetRate
 	}
-	b.WriteString(thr.svg())
+	b.WriteString(thr.figure("throughput-over-time"))
 
 	if len(res.ErrorMix) > 0 {
 		// The summary has the mix on one line; the table is for reading it.
-		fmt.Fprintf(&b, "<h2>Failed produce attempts by cause</h2><p>%d requests retried after a backoff, %d messages re-sent; %d messages failed.</p><table>",
+		fmt.Fprintf(&b, "<h2>Failed produce attempts by cause</h2><p>%d requests retried after a backoff, %d messages re-sent; %d messages failed.</p><table id=\"error-mix\">",
 			res.Retries, res.MessagesRetried, res.Errors)
 		for _, name := range errorMixNames(res.ErrorMix) {
 			fmt.Fprintf(&b, "<tr><td>%s</td><td align=\"right\">%d</td></tr>", html.EscapeString(name), res.ErrorMix[name])
@@ -228,13 +239,7 @@ func RenderHTML(r *Run) ([]byte, error) {
 		b.WriteString("</table>")
 	}
 	if res.FindMax != nil {
-		fm := chart{Title: "Find-max steps: p99 by target rate", XLabel: "target msg/s", YLabel: "p99 ms", TargetY: res.FindMax.TargetP99Ms}
-		l := line{Name: "p99"}
-		for _, s := range sortedSteps(res.FindMax.Steps) {
-			l.Points = append(l.Points, point{s.TargetRate, s.P99Ms})
-		}
-		fm.Lines = []line{l}
-		b.WriteString(fm.svg())
+		b.WriteString(findMaxChart(res.FindMax).figure("p99-vs-rate"))
 	}
 	if ps := res.Profiles; ps != nil {
 		b.WriteString("<h2>Broker profiles (measured window)</h2><ul>")
@@ -247,32 +252,8 @@ func RenderHTML(r *Run) ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "</ul><pre>%s</pre>", html.EscapeString(profileSummary(r)))
 	}
-	b.WriteString("</body></html>\n")
+	pageEnd(&b)
 	return b.Bytes(), nil
-}
-
-// RenderCompareHTML overlays the ack percentile plots of several runs.
-func RenderCompareHTML(runs []*Run) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, htmlHead, "ringlog compare")
-	b.WriteString("<h1>ringlog comparison</h1>")
-	var tbl bytes.Buffer
-	WriteCompare(&tbl, runs)
-	fmt.Fprintf(&b, "<pre>%s</pre>", html.EscapeString(tbl.String()))
-	c := chart{Title: "Ack latency by percentile", XLabel: "percentile", YLabel: "ms", XTicks: percentileTicks()}
-	for _, r := range runs {
-		name := r.Result.Label
-		if name == "" {
-			name = r.Dir
-		}
-		c.Lines = append(c.Lines, percentileLine(name, MergeAll(r.Ack)))
-		if c.TargetY == 0 {
-			c.TargetY = r.Result.SLA.TargetP99Ms
-		}
-	}
-	b.WriteString(c.svg())
-	b.WriteString("</body></html>\n")
-	return b.Bytes()
 }
 
 func sortedSteps(steps []Step) []Step {
@@ -283,4 +264,16 @@ func sortedSteps(steps []Step) []Step {
 		}
 	}
 	return out
+}
+
+// findMaxChart is p99 against the target rate of each find-max step,
+// with the target p99 as the line a passing step stays under.
+func findMaxChart(fm *FindMax) chart {
+	c := chart{Title: "Find-max steps: ack p99 by target rate", XLabel: "target msg/s", YLabel: "p99 ms", TargetY: fm.TargetP99Ms}
+	l := line{Name: "p99"}
+	for _, s := range sortedSteps(fm.Steps) {
+		l.Points = append(l.Points, point{s.TargetRate, s.P99Ms})
+	}
+	c.Lines = []line{l}
+	return c
 }

@@ -23,6 +23,7 @@ func Report(w io.Writer, dir string, top int) error {
 		return err
 	}
 	WriteSummary(w, &run.Result)
+	WriteEnvironment(w, &run.Result)
 	WriteProfiles(w, run.Dir, &run.Result, nil, top)
 	return nil
 }

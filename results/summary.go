@@ -10,17 +10,20 @@ import (
 
 // WriteSummary prints a human summary of one result.
 func WriteSummary(w io.Writer, r *Result) {
+	// The answer first: the rest of the summary says why.
+	fmt.Fprintln(w, VerdictOf(r).Headline(r))
 	if len(r.Sweep) > 0 {
 		writeSweepSummary(w, r)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	label := r.Label
 	if label == "" {
 		label = "(unlabelled)"
 	}
-	fmt.Fprintf(tw, "run\t%s\tstarted %s, %.1f s measured after %.1f s warmup\n",
+	// Outside the table: a long label would widen every row's column.
+	fmt.Fprintf(w, "run %s: started %s, %.1f s measured after %.1f s warmup\n",
 		label, r.StartedAt.Format("2006-01-02 15:04:05"), r.DurationS, r.WarmupS)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "rate\ttarget %.0f msg/s\tachieved %.0f msg/s (%.1f MB/s of %d-byte messages)\n",
 		r.TargetRate, r.AchievedRate, r.ThroughputMBps, r.MessageSize)
 	if p := r.Spread; p != nil {
@@ -62,6 +65,10 @@ func WriteSummary(w io.Writer, r *Result) {
 	if r.GeneratorSaturated {
 		fmt.Fprintf(w, "WARNING: generator saturated (%s): latencies are not the broker's alone\n", r.SaturationReason)
 	}
+	if r.Incomplete {
+		fmt.Fprintf(w, "INCOMPLETE: %s\n", orUnknown(r.IncompleteReason))
+	}
+	WriteAgents(w, r.Agents)
 	if r.FindMax != nil {
 		WriteSteps(w, r.FindMax)
 	}
@@ -148,7 +155,15 @@ func WriteCompare(w io.Writer, runs []*Run) {
 	})
 	cells("io path", func(r *Result) string { return r.Environment.BrokerIOPath })
 	cells("fsync", func(r *Result) string { return r.Environment.BrokerFsync })
+	cells("broker version", func(r *Result) string { return r.Environment.BrokerVersion })
+	cells("partitions", func(r *Result) string { return fmt.Sprint(r.Environment.Partitions) })
+	cells("RF / min ISR", func(r *Result) string {
+		return fmt.Sprintf("%d/%d", r.Environment.ReplicationFactor, r.Environment.MinISR)
+	})
+	cells("acks", func(r *Result) string { return r.Environment.Acks })
+	cells("client hosts", func(r *Result) string { return fmt.Sprint(r.Environment.ClientHosts) })
 	tw.Flush()
+	writeRatios(w, runs)
 	// The mixes are too wide for a column each.
 	for _, r := range runs {
 		if len(r.Result.ErrorMix) > 0 {

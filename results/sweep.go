@@ -98,11 +98,11 @@ func countList(s []string) string {
 // partition count (log x) and broker CPU per GB by partition count.
 func renderSweepHTML(res *Result) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, htmlHead, html.EscapeString("ringlog partition sweep "+res.Label))
-	fmt.Fprintf(&b, "<h1>ringlog partition sweep: %s</h1>", html.EscapeString(res.Label))
+	pageStart(&b, "ringlog partition sweep: "+res.Label, res)
 	var sum bytes.Buffer
 	writeSweepSummary(&sum, res)
-	fmt.Fprintf(&b, "<pre>%s</pre>", html.EscapeString(sum.String()))
+	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(sum.String()))
+	writeEnvironmentHTML(&b, res.Environment, true)
 	b.WriteString(`<table id="sweep" border="1" cellspacing="0" cellpadding="3"><tr><th>partitions</th><th>workload</th><th>partitions written</th><th>share min / max</th>` +
 		`<th>achieved msg/s</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th>broker CPU-s/GB</th><th>run</th></tr>`)
 	for _, r := range res.Sweep {
@@ -130,15 +130,17 @@ func renderSweepHTML(res *Result) []byte {
 			cpu.Points = append(cpu.Points, point{x, r.BrokerCPU.PerGB})
 		}
 	}
+	// p99 against partitions with the target line is the sweep's answer;
+	// p50 and p99.9 show the shape around it.
 	lat := chart{Title: "Ack latency by partition count", XLabel: "partitions (log scale)", YLabel: "ms",
-		TargetY: res.SLA.TargetP99Ms, XTicks: ticks, Lines: []line{p50, p99, p999}}
-	b.WriteString(lat.svg())
+		TargetY: res.SLA.TargetP99Ms, XTicks: ticks, Lines: []line{p99, p50, p999}}
+	b.WriteString(lat.figure("p99-vs-partitions"))
 	if len(cpu.Points) > 0 {
 		c := chart{Title: "Broker CPU per GB by partition count", XLabel: "partitions (log scale)", YLabel: "CPU-s/GB",
 			XTicks: ticks, Lines: []line{cpu}}
-		b.WriteString(c.svg())
+		b.WriteString(c.figure("cpu-vs-partitions"))
 	}
-	b.WriteString("</body></html>\n")
+	pageEnd(&b)
 	return b.Bytes()
 }
 

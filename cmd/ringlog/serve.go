@@ -188,6 +188,7 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	}
 	cfg.Logger = log
 	cfg.Version = fmt.Sprintf("%s (%s)", version, commit)
+	cfg.Commit = commit
 	cfg.NodeID = int32(c.Int("node-id"))
 	cfg.DataDir = c.String("data-dir")
 	cfg.Listen = c.String("listen")

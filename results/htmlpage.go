@@ -1,0 +1,138 @@
+package results
+
+import (
+	"bytes"
+	"fmt"
+	"html"
+)
+
+// The frame every report page shares: a stylesheet that wraps rather
+// than clips (long summary lines, error messages and host names used to
+// run off the page), the verdict, the environment table and a small
+// layout self-check that a headless browser can read back.
+
+const htmlHead = `<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>%s</title>
+<style>
+*{box-sizing:border-box}
+body{font-family:sans-serif;margin:16px auto;padding:0 16px;max-width:1100px;line-height:1.35}
+h1{font-size:22px;overflow-wrap:anywhere}h2{font-size:17px;margin-top:22px}
+pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;max-width:100%%}
+th,td{border:1px solid #ccc;padding:3px 6px;overflow-wrap:anywhere;vertical-align:top}
+th{text-align:left;background:#f3f3f3;font-weight:normal;overflow-wrap:normal}
+td.id{overflow-wrap:normal}
+@media (max-width:900px){th,td.id{overflow-wrap:anywhere}}
+td.n{text-align:right;white-space:nowrap}
+figure.chart{margin:12px 0;max-width:760px}
+figure.chart svg{width:100%%;height:auto;display:block}
+#verdict{padding:10px 14px;border-radius:4px;font-size:18px;font-weight:bold;overflow-wrap:anywhere}
+#verdict.pass{background:#e3f5e1;border:2px solid #2ca02c}
+#verdict.fail{background:#fde4e4;border:2px solid #d62728}
+#verdict ul{font-size:14px;font-weight:normal;margin:6px 0 0}
+.missing{color:#b00;font-weight:bold}
+</style></head><body>`
+
+// layoutScript records, once the page has laid out, each chart's box
+// (document coordinates, CSS px) in body[data-charts] and every element
+// whose content is wider than its box in body[data-clipped] ("page" when
+// the page scrolls sideways). Reports stay self-contained: it loads
+// nothing and changes nothing visible.
+const layoutScript = `<script>
+window.addEventListener('load', function () {
+  var charts = [], clipped = [];
+  document.querySelectorAll('figure.chart').forEach(function (f) {
+    var r = f.getBoundingClientRect();
+    charts.push({id: f.dataset.chart, x: Math.round(r.left + scrollX), y: Math.round(r.top + scrollY), w: Math.round(r.width), h: Math.round(r.height)});
+  });
+  document.querySelectorAll('body *').forEach(function (e) {
+    if (e instanceof HTMLElement && e.tagName !== 'SCRIPT' && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1) {
+      clipped.push(e.tagName.toLowerCase() + (e.id ? '#' + e.id : ''));
+    }
+  });
+  var d = document.documentElement;
+  if (d.scrollWidth > d.clientWidth + 1) clipped.push('page');
+  document.body.setAttribute('data-charts', JSON.stringify(charts));
+  document.body.setAttribute('data-clipped', JSON.stringify(clipped));
+  document.body.setAttribute('data-layout-checked', 'true');
+});
+</script>`
+
+// pageStart writes the head, the title and the verdict.
+func pageStart(b *bytes.Buffer, title string, res *Result) {
+	fmt.Fprintf(b, htmlHead, html.EscapeString(title))
+	fmt.Fprintf(b, "<h1>%s</h1>", html.EscapeString(title))
+	if res != nil {
+		writeVerdictHTML(b, res)
+	}
+}
+
+// pageEnd closes the page after the layout self-check.
+func pageEnd(b *bytes.Buffer) {
+	b.WriteString(layoutScript)
+	b.WriteString("</body></html>\n")
+}
+
+func writeVerdictHTML(b *bytes.Buffer, res *Result) {
+	v := VerdictOf(res)
+	class, word := "fail", "FAIL"
+	if v.Pass {
+		class, word = "pass", "PASS"
+	}
+	fmt.Fprintf(b, `<div id="verdict" class="%s" data-verdict="%s">%s`, class, word, word)
+	if v.Pass {
+		fmt.Fprintf(b, ": ack p99 %.3f ms within the target %.3f ms, no errors", res.AckLatencyMs.P99, res.SLA.TargetP99Ms)
+		if len(res.Sweep) > 0 {
+			fmt.Fprintf(b, ": every partition count within ack p99 %.3f ms, no errors", res.SLA.TargetP99Ms)
+		}
+	} else {
+		b.WriteString("<ul>")
+		for _, why := range v.Reasons {
+			fmt.Fprintf(b, "<li>%s</li>", html.EscapeString(why))
+		}
+		b.WriteString("</ul>")
+	}
+	b.WriteString("</div>")
+}
+
+// writeEnvironmentHTML is the environment table: what the numbers were
+// measured against. Each row carries its field key for tests and scripts.
+func writeEnvironmentHTML(b *bytes.Buffer, e Environment, sweep bool) {
+	b.WriteString(`<h2>Environment</h2><table id="environment">`)
+	for _, f := range environmentFields(e) {
+		if sweep && f.Key == "partitions" {
+			f.Value = "one row per count, below" // the environment is the first row's
+		}
+		fmt.Fprintf(b, `<tr data-field="%s"><th>%s</th><td>%s</td></tr>`, f.Key, html.EscapeString(f.Name), html.EscapeString(f.Value))
+	}
+	b.WriteString("</table>")
+}
+
+// writeAgentsHTML is the per-agent breakdown of a distributed run.
+func writeAgentsHTML(b *bytes.Buffer, agents []AgentResult) {
+	if len(agents) == 0 {
+		return
+	}
+	b.WriteString(`<h2>Agents</h2><table id="agents"><tr><th>agent</th><th>host</th><th>cores</th><th>target msg/s</th><th>achieved msg/s</th>` +
+		`<th>sent</th><th>acked</th><th>errors</th><th>p50 ms</th><th>p99 ms</th><th>max ms</th><th>saturated</th><th>status</th></tr>`)
+	for _, a := range agents {
+		sat := "no"
+		if a.Saturated {
+			sat = "yes: " + orUnknown(a.SaturationReason)
+		}
+		status := `ok`
+		if a.Missing {
+			status = `<span class="missing">MISSING</span>: ` + html.EscapeString(orUnknown(a.MissingReason))
+		}
+		fmt.Fprintf(b, `<tr data-agent="%s"><td class="id">%s</td><td>%s</td><td class="n">%d</td><td class="n">%.0f</td><td class="n">%.0f</td>`+
+			`<td class="n">%d</td><td class="n">%d</td><td class="n">%d</td><td class="n">%.3f</td><td class="n">%.3f</td><td class="n">%.3f</td><td>%s</td><td>%s</td></tr>`,
+			html.EscapeString(a.Name), html.EscapeString(a.Name), html.EscapeString(orDash(a.Hostname)), a.Cores, a.TargetRate, a.AchievedRate,
+			a.MessagesSent, a.MessagesAcked, a.Errors, a.AckLatencyMs.P50, a.AckLatencyMs.P99, a.AckLatencyMs.Max, html.EscapeString(sat), status)
+	}
+	b.WriteString("</table>")
+}
+
+// figure wraps a chart so the page can size it and the layout check can
+// find it by id.
+func (c chart) figure(id string) string {
+	return fmt.Sprintf(`<figure class="chart" id="chart-%s" data-chart="%s">%s</figure>`, id, id, c.svg())
+}
