@@ -3,24 +3,92 @@ package loadgen
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
+	"sync"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// consume reads the partitions assigned to it from the offsets the topic had
-// before the run, recording end-to-end latency from each message's intended
-// send time (carried in the value) to its arrival here.
-func (s *runState) consume(ctx context.Context, start map[int32]int64) error {
-	offsets := make(map[int32]kgo.Offset, len(start))
-	for p, o := range start {
-		offsets[p] = kgo.NewOffset().At(o)
+// consumerGroups is how many times every message is read: once per group
+// (OMB's subscriptions), once in all with assigned partitions.
+func (c Config) consumerGroups() int { return max(1, c.ConsumerGroups) }
+
+// groupID names consumer group g of this run: fresh per run, so no
+// committed offsets of an earlier run decide where it starts.
+func (s *runState) groupID(g int) string {
+	return fmt.Sprintf("%s-%016x-g%d", clientID, s.runID, g)
+}
+
+// startConsumers starts the run's consumers on wg, reading from the
+// offsets the topic had before the run (start). Without consumer groups
+// the consumers split the partitions between them by assignment; with
+// groups, each group first has start committed as its offsets, then its
+// members join it and the group coordinator assigns the partitions, as an
+// application's consumers would.
+func (s *runState) startConsumers(ctx context.Context, wg *sync.WaitGroup, start map[int32]int64) error {
+	cfg := s.cfg
+	run := func(opts ...kgo.Opt) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.consume(ctx, opts...); err != nil {
+				s.c.fail(0, fmt.Errorf("consumer: %w", err))
+			}
+		}()
 	}
+	if cfg.ConsumerGroups == 0 {
+		for c := 0; c < cfg.Consumers; c++ {
+			mine := map[int32]kgo.Offset{}
+			for p, o := range start {
+				if int(p)%cfg.Consumers == c {
+					mine[p] = kgo.NewOffset().At(o)
+				}
+			}
+			if len(mine) > 0 {
+				run(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: mine}))
+			}
+		}
+		return nil
+	}
+	adm, _, actx, done, err := cfg.adminClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var offsets kadm.Offsets
+	for p, o := range start {
+		offsets.Add(kadm.Offset{Topic: cfg.Topic, Partition: p, At: o, LeaderEpoch: -1})
+	}
+	for g := 0; g < cfg.ConsumerGroups; g++ {
+		id := s.groupID(g)
+		resp, err := adm.CommitOffsets(actx, id, offsets)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("consumer group %s: commit start offsets: %w", id, cfg.Security.wrapErr(err))
+		}
+		for c := 0; c < cfg.Consumers; c++ {
+			run(kgo.ConsumerGroup(id), kgo.ConsumeTopics(cfg.Topic),
+				// Only reached if the commit above were lost: the run's
+				// messages are all after the start, never before it.
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+		}
+	}
+	return nil
+}
+
+// consume reads with the client options given (partitions or a group),
+// recording end-to-end latency from each message's intended send time
+// (carried in the value) to its arrival here.
+func (s *runState) consume(ctx context.Context, how ...kgo.Opt) error {
 	opts, err := s.cfg.kgoOpts(clientID + "-consumer")
 	if err != nil {
 		return err
 	}
+	opts = append(opts, how...)
 	cl, err := kgo.NewClient(append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.cfg.Topic: offsets}),
 		kgo.FetchMaxWait(100e6), // 100ms: a quiet topic should not hold a fetch long
 	)...)
 	if err != nil {

@@ -282,24 +282,20 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	}
 
 	consumeCtx, stopConsumers := context.WithCancel(context.Background())
+	defer stopConsumers()
 	var consumers sync.WaitGroup
-	for c := 0; c < cfg.Consumers; c++ {
-		mine := map[int32]int64{}
-		for p, o := range info.ends {
-			if int(p)%cfg.Consumers == c {
-				mine[p] = o
-			}
+	startConsumers := func() {
+		if err := st.startConsumers(consumeCtx, &consumers, info.ends); err != nil {
+			st.c.fail(0, err)
 		}
-		if len(mine) == 0 {
-			continue
-		}
-		consumers.Add(1)
-		go func() {
-			defer consumers.Done()
-			if err := st.consume(consumeCtx, mine); err != nil {
-				st.c.fail(0, fmt.Errorf("consumer: %w", err))
-			}
-		}()
+	}
+	var backlog *backlogWatch
+	producersDone := make(chan struct{})
+	if cfg.BacklogBytes > 0 {
+		backlog = newBacklogWatch(st, startConsumers)
+		go backlog.run(producersDone)
+	} else if cfg.Consumers > 0 {
+		startConsumers()
 	}
 
 	sendDelay := make([]*recorder, cfg.Producers)
@@ -319,6 +315,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	go func() { defer close(ivDone); iv.loop(stopIv) }()
 
 	producers.Wait()
+	close(producersDone)
+	if backlog != nil {
+		<-backlog.done // the consumers have started
+	}
 	// The drain ends at DrainTimeout, or interruptDrain after an interrupt
 	// (one before the drain or during it).
 	cutDrain, cutDrainCause := context.WithCancelCause(context.Background())
@@ -339,7 +339,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	}
 	drain.Wait()
 	for cfg.Consumers > 0 && drainCtx.Err() == nil &&
-		st.c.measuredConsumed.Load() < st.c.measuredAcked.Load() {
+		st.c.measuredConsumed.Load() < int64(cfg.consumerGroups())*st.c.measuredAcked.Load() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stopConsumers()
@@ -353,6 +353,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	run := st.result(iv)
 	// A sweep deletes only the topics its runs created.
 	run.Result.Workload["topic_created"] = strconv.FormatBool(info.created)
+	if backlog != nil {
+		run.Result.Backlog = &backlog.res
+		if backlog.warn != "" {
+			run.Result.Warnings = append(run.Result.Warnings, backlog.warn)
+		}
+	}
 	if cpu != nil {
 		var err error
 		if run.Result.BrokerCPU, err = cpu.result(st.c.bytesAcked.Load()); err != nil {
@@ -441,6 +447,19 @@ func (c Config) workload() map[string]string {
 		"retries": strconv.Itoa(c.Retries), "delivery_timeout": c.DeliveryTimeout.String(),
 	}
 	w["key_distribution"] = keyDistribution(c.Keys, c.Partitions)
+	if c.ConsumerGroups > 0 {
+		w["consumer_groups"] = strconv.Itoa(c.ConsumerGroups)
+	}
+	if c.BacklogBytes > 0 {
+		w["backlog_bytes"] = strconv.FormatInt(c.BacklogBytes, 10)
+		w["backlog_drain_ratio"] = strconv.FormatFloat(c.drainRatio(), 'g', -1, 64)
+	}
+	if c.Payload != nil {
+		w["payload"] = fmt.Sprintf("fixed (%d bytes given)", len(c.Payload))
+	}
+	for k, v := range c.WorkloadValues {
+		w[k] = v
+	}
 	if c.clusterBrokers > 0 {
 		w["cluster_brokers"] = strconv.Itoa(c.clusterBrokers)
 	}

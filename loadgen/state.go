@@ -20,6 +20,9 @@ type runState struct {
 	endNs     int64 // no message is scheduled at or after this
 	runID     uint64
 	filler    []byte
+	// payload is the fixed value tail of every message (Config.Payload
+	// fitted to MessageSize); nil: slide over filler.
+	payload []byte
 
 	c        counters
 	ack, e2e *recorder
@@ -58,8 +61,16 @@ func newRunState(cfg Config) *runState {
 	for i := range filler {
 		filler[i] = 'a' + byte(rng.Intn(26))
 	}
+	var payload []byte
+	if len(cfg.Payload) > 0 {
+		payload = make([]byte, cfg.MessageSize-valueHeaderLen)
+		for i := range payload {
+			payload[i] = cfg.Payload[(valueHeaderLen+i)%len(cfg.Payload)]
+		}
+	}
 	return &runState{
 		cfg:       cfg,
+		payload:   payload,
 		measureNs: int64(cfg.Warmup),
 		endNs:     int64(cfg.Warmup + cfg.Duration),
 		runID:     rng.Uint64() | 1,
@@ -88,6 +99,9 @@ func (s *runState) valueHead(dst []byte, intended int64) {
 // fillerFor returns the value tail of message i, a window sliding over the
 // filler so consecutive values differ.
 func (s *runState) fillerFor(i uint64) []byte {
+	if s.payload != nil {
+		return s.payload
+	}
 	n := s.cfg.MessageSize - valueHeaderLen
 	off := int((i * 977) % uint64(len(s.filler)-n))
 	return s.filler[off : off+n]
