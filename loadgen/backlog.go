@@ -25,9 +25,9 @@ func (c Config) drainRatio() float64 {
 // stay stopped until the unread messages (summed over the groups) reach
 // the target, then start while the producers continue, and the drain ends
 // when the unread messages are back to (1 - drainRatio) of the target, or
-// to a tenth of a second of production, whichever is larger: with
-// producers running the lag never reaches zero, only the messages in
-// flight between a produce and its fetch.
+// to a tenth of a second of production (at most a tenth of the target),
+// whichever is larger: with producers running the lag never reaches zero,
+// only the messages in flight between a produce and its fetch.
 type backlogWatch struct {
 	st     *runState
 	start  func() // starts the consumers, once
@@ -42,7 +42,8 @@ func newBacklogWatch(st *runState, start func()) *backlogWatch {
 	cfg := st.cfg
 	target := (cfg.BacklogBytes + int64(cfg.MessageSize) - 1) / int64(cfg.MessageSize)
 	groups := float64(cfg.consumerGroups())
-	empty := int64(math.Max((1-cfg.drainRatio())*float64(target), groups*cfg.Rate/10))
+	slack := math.Min(groups*cfg.Rate/10, float64(target)/10)
+	empty := int64(math.Max((1-cfg.drainRatio())*float64(target), slack))
 	return &backlogWatch{st: st, start: start, target: target, empty: empty,
 		res: results.BacklogDrain{TargetBytes: cfg.BacklogBytes, CaughtUpMessages: empty}, done: make(chan struct{})}
 }

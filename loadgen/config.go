@@ -55,10 +55,15 @@ type Config struct {
 	// backlogDrainRatio; 0 means 1).
 	BacklogBytes      int64
 	BacklogDrainRatio float64
-	// Payload, when set, is the value of every message after the 16-byte
-	// header (repeated or cut to MessageSize), like OMB's payloadFile;
-	// nil: random printable letters.
+	// Payload, when set, is the value of every message (repeated or cut
+	// to MessageSize), like OMB's payloadFile; its first 16 bytes are
+	// replaced by the run id and send time. nil: random printable letters.
 	Payload []byte
+	// RandomPayloads > 0 draws every value from a pool of that many,
+	// each RandomBytesRatio random bytes followed by zeros (OMB's
+	// useRandomizedPayloads); 0: random printable letters.
+	RandomPayloads   int
+	RandomBytesRatio float64
 	// WorkloadValues are a workload file's fields as it set them
 	// (Workload.Values), recorded in the result's workload map.
 	WorkloadValues map[string]string
@@ -188,6 +193,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("consumer-groups %d: need >= 0", c.ConsumerGroups)
 	case c.ConsumerGroups > 0 && c.Consumers == 0:
 		return fmt.Errorf("consumer-groups %d: needs --consumers >= 1 (consumers per group)", c.ConsumerGroups)
+	case c.RandomPayloads < 0 || c.RandomBytesRatio < 0 || c.RandomBytesRatio > 1:
+		return fmt.Errorf("random payloads %d with ratio %v: need a pool >= 0 and a ratio 0..1", c.RandomPayloads, c.RandomBytesRatio)
 	case c.BacklogBytes < 0:
 		return fmt.Errorf("backlog-bytes %d: need >= 0", c.BacklogBytes)
 	case c.BacklogBytes > 0 && c.Consumers == 0:

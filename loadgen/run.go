@@ -454,6 +454,9 @@ func (c Config) workload() map[string]string {
 		w["backlog_bytes"] = strconv.FormatInt(c.BacklogBytes, 10)
 		w["backlog_drain_ratio"] = strconv.FormatFloat(c.drainRatio(), 'g', -1, 64)
 	}
+	if c.RandomPayloads > 0 {
+		w["payload"] = fmt.Sprintf("%d random values, %.0f%% random bytes", c.RandomPayloads, 100*c.RandomBytesRatio)
+	}
 	if c.Payload != nil {
 		w["payload"] = fmt.Sprintf("fixed (%d bytes given)", len(c.Payload))
 	}

@@ -21,8 +21,10 @@ type runState struct {
 	runID     uint64
 	filler    []byte
 	// payload is the fixed value tail of every message (Config.Payload
-	// fitted to MessageSize); nil: slide over filler.
+	// fitted to MessageSize); pool the randomized values
+	// (Config.RandomPayloads); both nil: slide over filler.
 	payload []byte
+	pool    [][]byte
 
 	c        counters
 	ack, e2e *recorder
@@ -71,6 +73,7 @@ func newRunState(cfg Config) *runState {
 	return &runState{
 		cfg:       cfg,
 		payload:   payload,
+		pool:      payloadPool(cfg, rng),
 		measureNs: int64(cfg.Warmup),
 		endNs:     int64(cfg.Warmup + cfg.Duration),
 		runID:     rng.Uint64() | 1,
@@ -101,6 +104,9 @@ func (s *runState) valueHead(dst []byte, intended int64) {
 func (s *runState) fillerFor(i uint64) []byte {
 	if s.payload != nil {
 		return s.payload
+	}
+	if s.pool != nil {
+		return s.pool[i%uint64(len(s.pool))]
 	}
 	n := s.cfg.MessageSize - valueHeaderLen
 	off := int((i * 977) % uint64(len(s.filler)-n))
@@ -141,4 +147,24 @@ func (s *runState) sleepUntil(timer *time.Timer, done <-chan struct{}, t int64) 
 		timer.Stop()
 		return false
 	}
+}
+
+// payloadPoolMaxBytes bounds the randomized payload pool: beyond a few
+// thousand values more of them change nothing the broker sees.
+const payloadPoolMaxBytes = 64 << 20
+
+// payloadPool builds cfg.RandomPayloads value tails, each with its first
+// RandomBytesRatio random and the rest zero, as OMB's randomized payloads.
+func payloadPool(cfg Config, rng *rand.Rand) [][]byte {
+	n := cfg.MessageSize - valueHeaderLen
+	if cfg.RandomPayloads <= 0 || n <= 0 {
+		return nil
+	}
+	pool := make([][]byte, min(cfg.RandomPayloads, max(1, payloadPoolMaxBytes/n)))
+	random := int(cfg.RandomBytesRatio * float64(n))
+	for i := range pool {
+		pool[i] = make([]byte, n)
+		rng.Read(pool[i][:random])
+	}
+	return pool
 }

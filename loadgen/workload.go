@@ -131,6 +131,10 @@ func (w *Workload) unsupported(field, why string) error {
 	return fmt.Errorf("field %s: %s", field, why)
 }
 
+// defaultPayloadPool is the randomized payloads kept when the file names
+// no pool size (OMB's workloads use 1000).
+const defaultPayloadPool = 1000
+
 // ombGiB is OMB's GB: consumerBacklogSizeGB * 1024^3 bytes.
 const ombGiB = 1 << 30
 
@@ -160,21 +164,27 @@ func (w *Workload) Apply(cfg *Config) (findMax bool, err error) {
 		}
 		cfg.MessageSize = *v
 	}
-	if w.PayloadFile != "" {
-		if err := w.applyPayload(cfg); err != nil {
-			return false, err
-		}
-	}
-	if v := w.UseRandomizedPayloads; v != nil && *v && w.PayloadFile != "" {
-		// ringlog's values are random already; the two together mean
-		// OMB's pool of random payloads, which replaces the file.
-		cfg.Payload = nil
-	}
-	if v := w.RandomBytesRatio; v != nil && *v != 0 && *v != 1 {
-		return false, w.unsupported("randomBytesRatio", fmt.Sprintf("%v: ringlog's values are random printable letters throughout; it cannot mix a ratio of random and zero bytes (use 1, or a payloadFile with the mix you want)", *v))
+	if v := w.RandomBytesRatio; v != nil && (*v < 0 || *v > 1) {
+		return false, w.unsupported("randomBytesRatio", fmt.Sprintf("%v: need 0..1", *v))
 	}
 	if v := w.RandomizedPayloadPoolSize; v != nil && *v < 0 {
 		return false, w.unsupported("randomizedPayloadPoolSize", fmt.Sprintf("%d: need >= 0", *v))
+	}
+	switch {
+	case w.UseRandomizedPayloads != nil && *w.UseRandomizedPayloads:
+		// As OMB: a pool of values, each randomBytesRatio random bytes
+		// then zeros (the ratio sets how well they compress).
+		cfg.RandomPayloads = defaultPayloadPool
+		if v := w.RandomizedPayloadPoolSize; v != nil && *v > 0 {
+			cfg.RandomPayloads = *v
+		}
+		if v := w.RandomBytesRatio; v != nil {
+			cfg.RandomBytesRatio = *v
+		}
+	case w.PayloadFile != "":
+		if err := w.applyPayload(cfg); err != nil {
+			return false, err
+		}
 	}
 	switch w.KeyDistributor {
 	case "", "NO_KEY":
@@ -259,9 +269,13 @@ func minutes(m float64) time.Duration { return time.Duration(m * float64(time.Mi
 // ringlog's 16-byte header), repeated or cut to messageSize; without
 // messageSize the file's length is the size, as in OMB.
 func (w *Workload) applyPayload(cfg *Config) error {
+	// Next to the workload file first; then as given (OMB resolves it
+	// from the directory it runs in).
 	p := w.PayloadFile
-	if !filepath.IsAbs(p) && w.path != "" {
-		p = filepath.Join(filepath.Dir(w.path), p)
+	if rel := filepath.Join(filepath.Dir(w.path), p); !filepath.IsAbs(p) && w.path != "" {
+		if _, err := os.Stat(rel); err == nil {
+			p = rel
+		}
 	}
 	st, err := os.Stat(p)
 	if err != nil {
