@@ -22,7 +22,7 @@ func (c Config) drainRatio() float64 {
 }
 
 // backlogWatch runs a backlog-drain workload as OMB does: the consumers
-// stay stopped until the unread messages (summed over the groups) reach
+// stay paused until the unread messages (summed over the groups) reach
 // the target, then start while the producers continue, and the drain ends
 // when the unread messages are back to (1 - drainRatio) of the target, or
 // to a tenth of a second of production (at most a tenth of the target),
@@ -30,9 +30,10 @@ func (c Config) drainRatio() float64 {
 // only the messages in flight between a produce and its fetch.
 type backlogWatch struct {
 	st     *runState
-	start  func() // starts the consumers, once
+	start  func() // resumes the consumers, once
 	target int64  // messages
 	empty  int64  // caught up at or below this many unread
+	ready  int64  // partitions assigned over all groups once they joined
 	res    results.BacklogDrain
 	warn   string
 	done   chan struct{}
@@ -44,7 +45,7 @@ func newBacklogWatch(st *runState, start func()) *backlogWatch {
 	groups := float64(cfg.consumerGroups())
 	slack := math.Min(groups*cfg.Rate/10, float64(target)/10)
 	empty := int64(math.Max((1-cfg.drainRatio())*float64(target), slack))
-	return &backlogWatch{st: st, start: start, target: target, empty: empty,
+	return &backlogWatch{st: st, start: start, target: target, empty: empty, ready: int64(groups) * int64(cfg.Partitions),
 		res: results.BacklogDrain{TargetBytes: cfg.BacklogBytes, CaughtUpMessages: empty}, done: make(chan struct{})}
 }
 
@@ -55,7 +56,7 @@ func (b *backlogWatch) unread() int64 {
 }
 
 // run fills and drains until the drain is over or producersDone closes;
-// the consumers have been started when it returns.
+// the consumers have been resumed when it returns.
 func (b *backlogWatch) run(producersDone <-chan struct{}) {
 	defer close(b.done)
 	tick := time.NewTicker(backlogPoll)
@@ -68,7 +69,11 @@ func (b *backlogWatch) run(producersDone <-chan struct{}) {
 		case <-producersDone:
 			if drainStart.IsZero() {
 				n := b.unread()
-				b.warn = fmt.Sprintf("backlog: the producers stopped at %d of the %d bytes asked for; the consumers started then and no drain was measured (lengthen --duration or raise --rate)", n*size, b.target*size)
+				if n < b.target {
+					b.warn = fmt.Sprintf("backlog: the producers stopped at %d of the %d bytes asked for; the consumers were resumed then and no drain was measured (lengthen --duration or raise --rate)", n*size, b.target*size)
+				} else {
+					b.warn = fmt.Sprintf("backlog: the consumer groups never had all %d partitions assigned while producing; no drain was measured", b.ready)
+				}
 				b.res.BacklogMessages, b.res.BacklogBytes = n, n*size
 				b.start()
 			} else {
@@ -80,7 +85,10 @@ func (b *backlogWatch) run(producersDone <-chan struct{}) {
 		case now := <-tick.C:
 			n := b.unread()
 			if drainStart.IsZero() {
-				if n < b.target {
+				// A group whose members have not joined yet would add
+				// its rebalance to the drain: the backlog grows past the
+				// target until they have.
+				if n < b.target || b.st.assigned.Load() < b.ready {
 					continue
 				}
 				b.res.BacklogMessages, b.res.BacklogBytes = n, n*size

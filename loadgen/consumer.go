@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,6 +50,7 @@ func (s *runState) startConsumers(ctx context.Context, wg *sync.WaitGroup, start
 				run(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: mine}))
 			}
 		}
+		s.assigned.Add(int64(len(start)))
 		return nil
 	}
 	adm, _, actx, done, err := cfg.adminClient(ctx)
@@ -71,12 +73,47 @@ func (s *runState) startConsumers(ctx context.Context, wg *sync.WaitGroup, start
 		}
 		for c := 0; c < cfg.Consumers; c++ {
 			run(kgo.ConsumerGroup(id), kgo.ConsumeTopics(cfg.Topic),
+				kgo.OnPartitionsAssigned(s.countAssigned(1)),
+				kgo.OnPartitionsRevoked(s.countAssigned(-1)),
+				kgo.OnPartitionsLost(s.countAssigned(-1)),
 				// Only reached if the commit above were lost: the run's
 				// messages are all after the start, never before it.
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
 		}
 	}
 	return nil
+}
+
+// groupJoinTimeout bounds the wait for the consumer groups to have every
+// partition assigned before the schedule starts.
+const groupJoinTimeout = 30 * time.Second
+
+// awaitGroups waits until every group's members own all partitions, so
+// the run measures the consumers rather than their first rebalance (a
+// group's first join waits out the coordinator's initial rebalance
+// delay); OMB likewise subscribes before it produces.
+func (s *runState) awaitGroups(ctx context.Context) error {
+	want := int64(s.cfg.consumerGroups()) * int64(s.cfg.Partitions)
+	deadline := time.Now().Add(groupJoinTimeout)
+	for s.assigned.Load() < want {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("consumer groups: %d of %d partitions assigned after %v", s.assigned.Load(), want, groupJoinTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// countAssigned returns a group callback that adds sign times the
+// partitions of the topic it is handed to s.assigned.
+func (s *runState) countAssigned(sign int64) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		s.assigned.Add(sign * int64(len(m[s.cfg.Topic])))
+	}
 }
 
 // consume reads with the client options given (partitions or a group),
@@ -95,6 +132,21 @@ func (s *runState) consume(ctx context.Context, how ...kgo.Opt) error {
 		return err
 	}
 	defer cl.Close()
+	if s.resume != nil {
+		cl.PauseFetchTopics(s.cfg.Topic)
+		go func() {
+			select {
+			case <-s.resume:
+				cl.ResumeFetchTopics(s.cfg.Topic)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	select {
+	case <-s.begun:
+	case <-ctx.Done():
+		return nil
+	}
 	var batch []int64
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)

@@ -255,19 +255,52 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		}
 	}
 
+	consumeCtx, stopConsumers := context.WithCancel(context.Background())
+	defer stopConsumers()
+	var consumers sync.WaitGroup
+	var backlog *backlogWatch
+	producersDone := make(chan struct{})
+	if cfg.BacklogBytes > 0 {
+		// The consumers join now and fetch nothing until resumed, as
+		// OMB pauses its consumers: the drain measures the catch-up,
+		// not the group's first rebalance.
+		st.resume = make(chan struct{})
+		backlog = newBacklogWatch(st, func() { close(st.resume) })
+	}
+	// abort ends a run that did not start.
+	abort := func() {
+		stopConsumers()
+		consumers.Wait()
+		waitAll(waiters)
+		if prof != nil {
+			prof.wait()
+		}
+	}
+	if cfg.Consumers > 0 {
+		err := st.startConsumers(consumeCtx, &consumers, info.ends)
+		if err == nil && cfg.ConsumerGroups > 0 {
+			err = st.awaitGroups(ctx)
+		}
+		if err != nil {
+			abort()
+			return nil, err
+		}
+	}
+
 	if !cfg.StartAt.IsZero() {
 		select {
 		case <-time.After(time.Until(cfg.StartAt)):
 		case <-ctx.Done():
-			waitAll(waiters)
-			if prof != nil {
-				prof.wait()
-			}
+			abort()
 			return nil, ctx.Err()
 		}
 	}
 	st.start(time.Now())
 	st.stop = ctx.Done()
+	if backlog != nil {
+		go backlog.run(producersDone)
+	}
+
 	noted := make(chan struct{})
 	noteInterrupt := context.AfterFunc(ctx, func() {
 		st.interruptedAt.Store(st.now() + 1)
@@ -279,23 +312,6 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	var cpu *cpuWindow
 	if len(cfg.brokerPids) > 0 {
 		cpu = startCPUWindow(ctx, cfg.brokerPids, st.t0.Add(cfg.Warmup), cfg.Duration)
-	}
-
-	consumeCtx, stopConsumers := context.WithCancel(context.Background())
-	defer stopConsumers()
-	var consumers sync.WaitGroup
-	startConsumers := func() {
-		if err := st.startConsumers(consumeCtx, &consumers, info.ends); err != nil {
-			st.c.fail(0, err)
-		}
-	}
-	var backlog *backlogWatch
-	producersDone := make(chan struct{})
-	if cfg.BacklogBytes > 0 {
-		backlog = newBacklogWatch(st, startConsumers)
-		go backlog.run(producersDone)
-	} else if cfg.Consumers > 0 {
-		startConsumers()
 	}
 
 	sendDelay := make([]*recorder, cfg.Producers)
@@ -317,7 +333,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	producers.Wait()
 	close(producersDone)
 	if backlog != nil {
-		<-backlog.done // the consumers have started
+		<-backlog.done // the consumers have been resumed
 	}
 	// The drain ends at DrainTimeout, or interruptDrain after an interrupt
 	// (one before the drain or during it).

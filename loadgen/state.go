@@ -44,6 +44,16 @@ type runState struct {
 	tlsConfig *tls.Config
 	saslMech  sasl.Mechanism
 
+	// resume, when set, holds the consumers' fetches until it is closed
+	// (the backlog drain).
+	resume chan struct{}
+	// begun is closed by start: consumers created before the schedule
+	// (to join their groups first) read the run clock only after it.
+	begun chan struct{}
+	// assigned counts partitions owned by the consumers, over all groups:
+	// once it is groups x partitions, every group has joined.
+	assigned atomic.Int64
+
 	// stop is closed when the run is interrupted (nil: never); emitters
 	// waiting for request memory give up on it.
 	stop <-chan struct{}
@@ -74,6 +84,7 @@ func newRunState(cfg Config) *runState {
 		cfg:       cfg,
 		payload:   payload,
 		pool:      payloadPool(cfg, rng),
+		begun:     make(chan struct{}),
 		measureNs: int64(cfg.Warmup),
 		endNs:     int64(cfg.Warmup + cfg.Duration),
 		runID:     rng.Uint64() | 1,
@@ -88,6 +99,7 @@ func newRunState(cfg Config) *runState {
 func (s *runState) start(t0 time.Time) {
 	s.t0 = t0
 	s.t0WallNs = t0.UnixNano()
+	close(s.begun)
 }
 
 // now is ns since t0 on the monotonic clock.
