@@ -28,8 +28,10 @@ testDurationMinutes: 5
 warmupDurationMinutes: 0.5
 `
 
-func TestWorkloadEveryField(t *testing.T) {
-	w, err := ParseWorkload([]byte(fullWorkload))
+// applyYAML parses a workload and applies it to the default config.
+func applyYAML(t *testing.T, doc string) (Config, bool) {
+	t.Helper()
+	w, err := ParseWorkload([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +40,11 @@ func TestWorkloadEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, findMax
+}
+
+func TestWorkloadEveryField(t *testing.T) {
+	cfg, findMax := applyYAML(t, fullWorkload)
 	if findMax {
 		t.Error("findMax with producerRate 200000")
 	}
@@ -134,15 +141,7 @@ func TestWorkloadKeyDistributor(t *testing.T) {
 	}{
 		{"", 0, false}, {"NO_KEY", 0, false}, {"KEY_ROUND_ROBIN", KeysAuto, false}, {"RANDOM_NANO", KeysAuto, true},
 	} {
-		w, err := ParseWorkload([]byte("keyDistributor: \"" + tc.dist + "\"\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := DefaultConfig()
-		cfg.Keys = 5
-		if _, err := w.Apply(&cfg); err != nil {
-			t.Fatal(err)
-		}
+		cfg, _ := applyYAML(t, "keyDistributor: \""+tc.dist+"\"\n")
 		if cfg.Keys != tc.keys || cfg.RandomKeys != tc.random {
 			t.Errorf("%q: keys %d random %v, want %d %v", tc.dist, cfg.Keys, cfg.RandomKeys, tc.keys, tc.random)
 		}
@@ -150,15 +149,7 @@ func TestWorkloadKeyDistributor(t *testing.T) {
 }
 
 func TestWorkloadDefaultsAndMaxRate(t *testing.T) {
-	w, err := ParseWorkload([]byte("name: max\nproducerRate: 0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	findMax, err := w.Apply(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, findMax := applyYAML(t, "name: max\nproducerRate: 0\n")
 	if !findMax || cfg.Rate != DefaultConfig().Rate {
 		t.Errorf("producerRate 0: findMax %v rate %v, want a find-max search from the default rate", findMax, cfg.Rate)
 	}
