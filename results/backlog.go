@@ -42,3 +42,34 @@ func (b *BacklogDrain) Summary() (what, detail string) {
 	}
 	return what, detail
 }
+
+// mergeBacklog combines the backlog drains of runs made together (report
+// merge, agents): the backlogs and rates add up, the fleet took as long
+// as its slowest part, and it drained only if every part did. nil when no
+// run had one.
+func mergeBacklog(runs []*Run) *BacklogDrain {
+	var out *BacklogDrain
+	all := true
+	for _, r := range runs {
+		b := r.Result.Backlog
+		if b == nil {
+			all = false
+			continue
+		}
+		if out == nil {
+			out = &BacklogDrain{Drained: true}
+		}
+		out.TargetBytes += b.TargetBytes
+		out.BacklogBytes += b.BacklogBytes
+		out.BacklogMessages += b.BacklogMessages
+		out.CaughtUpMessages += b.CaughtUpMessages
+		out.DrainRate += b.DrainRate
+		out.FillSeconds = max(out.FillSeconds, b.FillSeconds)
+		out.DrainSeconds = max(out.DrainSeconds, b.DrainSeconds)
+		out.Drained = out.Drained && b.Drained
+	}
+	if out != nil && !all {
+		out.Drained = false // a part without a backlog did not measure one
+	}
+	return out
+}
