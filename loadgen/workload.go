@@ -131,6 +131,14 @@ func (w *Workload) unsupported(field, why string) error {
 	return fmt.Errorf("field %s: %s", field, why)
 }
 
+// Bounds on a workload's values, so that a mistaken one is an error rather
+// than an overflow or an attempt to start millions of clients.
+const (
+	workloadMaxCount     = 100_000
+	workloadMaxBacklogGB = 1 << 20
+	workloadMaxMinutes   = 100_000
+)
+
 // defaultPayloadPool is the randomized payloads kept when the file names
 // no pool size (OMB's workloads use 1000).
 const defaultPayloadPool = 1000
@@ -153,8 +161,8 @@ func (w *Workload) Apply(cfg *Config) (findMax bool, err error) {
 		cfg.Label = w.Name
 	}
 	if v := w.PartitionsPerTopic; v != nil {
-		if *v < 1 {
-			return false, w.unsupported("partitionsPerTopic", fmt.Sprintf("%d: need >= 1", *v))
+		if *v < 1 || *v > workloadMaxCount {
+			return false, w.unsupported("partitionsPerTopic", fmt.Sprintf("%d: need 1..%d", *v, workloadMaxCount))
 		}
 		cfg.Partitions = int32(*v)
 	}
@@ -197,8 +205,8 @@ func (w *Workload) Apply(cfg *Config) (findMax bool, err error) {
 		return false, w.unsupported("keyDistributor", fmt.Sprintf("%q: need NO_KEY, KEY_ROUND_ROBIN or RANDOM_NANO", w.KeyDistributor))
 	}
 	if v := w.ProducersPerTopic; v != nil {
-		if *v < 1 {
-			return false, w.unsupported("producersPerTopic", fmt.Sprintf("%d: need >= 1", *v))
+		if *v < 1 || *v > workloadMaxCount {
+			return false, w.unsupported("producersPerTopic", fmt.Sprintf("%d: need 1..%d", *v, workloadMaxCount))
 		}
 		cfg.Producers = *v
 	}
@@ -220,10 +228,10 @@ func (w *Workload) Apply(cfg *Config) (findMax bool, err error) {
 		per = *w.ConsumerPerSubscription
 	}
 	switch {
-	case subs < 0:
-		return false, w.unsupported("subscriptionsPerTopic", fmt.Sprintf("%d: need >= 0", subs))
-	case per < 0:
-		return false, w.unsupported("consumerPerSubscription", fmt.Sprintf("%d: need >= 0", per))
+	case subs < 0 || subs > workloadMaxCount:
+		return false, w.unsupported("subscriptionsPerTopic", fmt.Sprintf("%d: need 0..%d", subs, workloadMaxCount))
+	case per < 0 || per > workloadMaxCount:
+		return false, w.unsupported("consumerPerSubscription", fmt.Sprintf("%d: need 0..%d", per, workloadMaxCount))
 	case subs > 0 && per == 0:
 		return false, w.unsupported("consumerPerSubscription", fmt.Sprintf("0 with subscriptionsPerTopic %d: a subscription needs a consumer", subs))
 	}
@@ -232,8 +240,8 @@ func (w *Workload) Apply(cfg *Config) (findMax bool, err error) {
 		cfg.Consumers = per
 	}
 	if v := w.ConsumerBacklogSizeGB; v != nil && *v != 0 {
-		if *v < 0 {
-			return false, w.unsupported("consumerBacklogSizeGB", fmt.Sprintf("%v: need >= 0", *v))
+		if *v < 0 || *v > workloadMaxBacklogGB {
+			return false, w.unsupported("consumerBacklogSizeGB", fmt.Sprintf("%v: need 0..%d", *v, workloadMaxBacklogGB))
 		}
 		if subs == 0 {
 			return false, w.unsupported("consumerBacklogSizeGB", "a backlog drains into consumers: needs subscriptionsPerTopic >= 1")
@@ -247,15 +255,15 @@ func (w *Workload) Apply(cfg *Config) (findMax bool, err error) {
 		cfg.BacklogDrainRatio = *v
 	}
 	if v := w.TestDurationMinutes; v != nil {
-		if *v <= 0 {
-			return false, w.unsupported("testDurationMinutes", fmt.Sprintf("%v: need > 0", *v))
+		if *v <= 0 || *v > workloadMaxMinutes {
+			return false, w.unsupported("testDurationMinutes", fmt.Sprintf("%v: need 0 < minutes <= %d", *v, workloadMaxMinutes))
 		}
 		cfg.Duration = minutes(*v)
 	}
 	cfg.Warmup = ombDefaultWarmup
 	if v := w.WarmupDurationMinutes; v != nil {
-		if *v < 0 {
-			return false, w.unsupported("warmupDurationMinutes", fmt.Sprintf("%v: need >= 0", *v))
+		if *v < 0 || *v > workloadMaxMinutes {
+			return false, w.unsupported("warmupDurationMinutes", fmt.Sprintf("%v: need 0..%d", *v, workloadMaxMinutes))
 		}
 		cfg.Warmup = minutes(*v)
 	}

@@ -114,6 +114,11 @@ func TestWorkloadUnsupportedNamed(t *testing.T) {
 		{"testDurationMinutes: 0\n", "testDurationMinutes"},
 		{"producersPerTopic: 0\n", "producersPerTopic"},
 		{"payloadFile: /nonexistent/payload.data\n", "payloadFile"},
+		{"partitionsPerTopic: 3000000000\n", "partitionsPerTopic"},
+		{"producersPerTopic: 100000000\n", "producersPerTopic"},
+		{"subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nconsumerBacklogSizeGB: 1e12\n", "consumerBacklogSizeGB"},
+		{"testDurationMinutes: 1e9\n", "testDurationMinutes"},
+		{"warmupDurationMinutes: -1\n", "warmupDurationMinutes"},
 	} {
 		w, err := ParseWorkload([]byte(tc.yaml))
 		if err != nil {
