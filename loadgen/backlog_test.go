@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +21,6 @@ func TestBacklogWatch(t *testing.T) {
 	producersDone := make(chan struct{})
 	go b.run(producersDone)
 	stop := time.After(3 * time.Second)
-	joined := time.After(200 * time.Millisecond) // the groups' members have their partitions
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 loop:
@@ -32,8 +32,6 @@ loop:
 			close(producersDone)
 			<-b.done
 			break loop
-		case <-joined:
-			st.assigned.Store(2 * int64(cfg.Partitions))
 		case <-tick.C:
 			st.c.acked.Add(10) // ~10k msg/s
 			if started.Load() {
@@ -45,17 +43,15 @@ loop:
 	if !started.Load() || !r.Drained {
 		t.Fatalf("started %v, result %+v, warning %q", started.Load(), r, b.warn)
 	}
-	// The target is reached after about 100 ms, but the consumers are
-	// resumed only once the groups joined at 200 ms: about 4000 unread.
-	if r.BacklogMessages < 3000 || r.BacklogBytes != r.BacklogMessages*1000 || r.TargetBytes != 2_000_000 {
-		t.Errorf("backlog %+v, want >= 3000 messages of 1000 bytes (built until the groups joined)", r)
+	if r.BacklogMessages < 2000 || r.BacklogBytes != r.BacklogMessages*1000 || r.TargetBytes != 2_000_000 {
+		t.Errorf("backlog %+v, want >= 2000 messages of 1000 bytes", r)
 	}
 	if r.DrainSeconds <= 0 || r.DrainRate <= 0 || r.FillSeconds <= 0 {
 		t.Errorf("drain %+v: want positive times and rate", r)
 	}
-	// 4000 unread, closing at 40 net per ms: about 100 ms (ticks are late
-	// under -race, never early).
-	if r.DrainSeconds < 0.06 {
+	// 2000 unread down to 200, closing at 40 net per ms: about 45 ms
+	// (ticks are late under -race, never early).
+	if r.DrainSeconds < 0.03 {
 		t.Errorf("drained in %.3f s: faster than the counters allow", r.DrainSeconds)
 	}
 }
@@ -78,5 +74,38 @@ func TestBacklogWatchNotBuilt(t *testing.T) {
 	}
 	if what, detail := b.res.Summary(); what == "" || detail == "" {
 		t.Error("empty summary")
+	}
+}
+
+// TestRunGroupsAndBacklogAgainstKfake runs the real consumer path in
+// process (under -race in make test): two groups of two members each
+// read every message once per group, and a backlog builds while they are
+// paused and drains once they resume.
+func TestRunGroupsAndBacklogAgainstKfake(t *testing.T) {
+	kc := newKfake(t)
+	cfg := testConfig(kc.ListenAddrs())
+	// A low rate: under -race on a busy machine the in-process broker
+	// and consumers must still read faster than it is produced.
+	cfg.Topic, cfg.MessageSize, cfg.Rate = "lg-groups", 100, 800
+	cfg.Duration, cfg.Warmup = 1200*time.Millisecond, 0
+	cfg.Consumers, cfg.ConsumerGroups = 2, 2
+	cfg.BacklogBytes = 2 * 160 * 100 // 0.2 s of production, read by two groups
+	run, err := Run(context.Background(), cfg, progressOut(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run.Result
+	if r.Errors != 0 || r.MessagesAcked == 0 {
+		t.Fatalf("acked %d errors %d (%s)", r.MessagesAcked, r.Errors, r.FirstError)
+	}
+	if r.MessagesConsumed != 2*r.MessagesAcked || r.E2ELatencyMs == nil || r.E2ELatencyMs.Count != 2*r.MessagesAcked {
+		t.Fatalf("consumed %d, e2e %+v: want every one of %d acked messages once per group", r.MessagesConsumed, r.E2ELatencyMs, r.MessagesAcked)
+	}
+	b := r.Backlog
+	if b == nil || !b.Drained || b.BacklogBytes < cfg.BacklogBytes || b.DrainRate <= 0 {
+		t.Fatalf("backlog %+v (warnings %v)", b, r.Warnings)
+	}
+	if w := r.Workload; w["consumer_groups"] != "2" || w["backlog_bytes"] != "32000" {
+		t.Errorf("workload %v", w)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -50,7 +51,6 @@ func (s *runState) startConsumers(ctx context.Context, wg *sync.WaitGroup, start
 				run(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: mine}))
 			}
 		}
-		s.assigned.Add(int64(len(start)))
 		return nil
 	}
 	adm, _, actx, done, err := cfg.adminClient(ctx)
@@ -58,6 +58,7 @@ func (s *runState) startConsumers(ctx context.Context, wg *sync.WaitGroup, start
 		return err
 	}
 	defer done()
+	s.owned = make([]atomic.Int64, cfg.ConsumerGroups*cfg.Consumers)
 	var offsets kadm.Offsets
 	for p, o := range start {
 		offsets.Add(kadm.Offset{Topic: cfg.Topic, Partition: p, At: o, LeaderEpoch: -1})
@@ -72,10 +73,11 @@ func (s *runState) startConsumers(ctx context.Context, wg *sync.WaitGroup, start
 			return fmt.Errorf("consumer group %s: commit start offsets: %w", id, cfg.Security.wrapErr(err))
 		}
 		for c := 0; c < cfg.Consumers; c++ {
+			owned := &s.owned[g*cfg.Consumers+c]
 			run(kgo.ConsumerGroup(id), kgo.ConsumeTopics(cfg.Topic),
-				kgo.OnPartitionsAssigned(s.countAssigned(1)),
-				kgo.OnPartitionsRevoked(s.countAssigned(-1)),
-				kgo.OnPartitionsLost(s.countAssigned(-1)),
+				kgo.OnPartitionsAssigned(s.countOwned(owned, 1)),
+				kgo.OnPartitionsRevoked(s.countOwned(owned, -1)),
+				kgo.OnPartitionsLost(s.countOwned(owned, -1)),
 				// Only reached if the commit above were lost: the run's
 				// messages are all after the start, never before it.
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
@@ -88,16 +90,34 @@ func (s *runState) startConsumers(ctx context.Context, wg *sync.WaitGroup, start
 // partition assigned before the schedule starts.
 const groupJoinTimeout = 30 * time.Second
 
-// awaitGroups waits until every group's members own all partitions, so
-// the run measures the consumers rather than their first rebalance (a
-// group's first join waits out the coordinator's initial rebalance
-// delay); OMB likewise subscribes before it produces.
+// awaitGroups waits until every group is settled: all partitions owned,
+// by as many members as can own one. A group whose members have not all
+// joined yet rebalances when they do, and a partition that moves is read
+// again from the last commit: the run would count its messages twice and
+// measure the rebalance. The first join also waits out the coordinator's
+// initial rebalance delay. OMB likewise subscribes before it produces.
 func (s *runState) awaitGroups(ctx context.Context) error {
-	want := int64(s.cfg.consumerGroups()) * int64(s.cfg.Partitions)
+	cfg := s.cfg
 	deadline := time.Now().Add(groupJoinTimeout)
-	for s.assigned.Load() < want {
+	for {
+		settled := 0
+		for g := 0; g < cfg.ConsumerGroups; g++ {
+			var parts, holders int64
+			for c := 0; c < cfg.Consumers; c++ {
+				if n := s.owned[g*cfg.Consumers+c].Load(); n > 0 {
+					parts += n
+					holders++
+				}
+			}
+			if parts == int64(cfg.Partitions) && holders == int64(min(cfg.Consumers, int(cfg.Partitions))) {
+				settled++
+			}
+		}
+		if settled == cfg.ConsumerGroups {
+			return nil
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("consumer groups: %d of %d partitions assigned after %v", s.assigned.Load(), want, groupJoinTimeout)
+			return fmt.Errorf("consumer groups: %d of %d settled (every partition owned, by every member that can own one) after %v", settled, cfg.ConsumerGroups, groupJoinTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -105,14 +125,13 @@ func (s *runState) awaitGroups(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
-// countAssigned returns a group callback that adds sign times the
-// partitions of the topic it is handed to s.assigned.
-func (s *runState) countAssigned(sign int64) func(context.Context, *kgo.Client, map[string][]int32) {
+// countOwned returns a group callback that adds sign times the partitions
+// of the topic it is handed to owned.
+func (s *runState) countOwned(owned *atomic.Int64, sign int64) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-		s.assigned.Add(sign * int64(len(m[s.cfg.Topic])))
+		owned.Add(sign * int64(len(m[s.cfg.Topic])))
 	}
 }
 

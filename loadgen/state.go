@@ -50,9 +50,9 @@ type runState struct {
 	// begun is closed by start: consumers created before the schedule
 	// (to join their groups first) read the run clock only after it.
 	begun chan struct{}
-	// assigned counts partitions owned by the consumers, over all groups:
-	// once it is groups x partitions, every group has joined.
-	assigned atomic.Int64
+	// owned counts the partitions each group member (group g, member c
+	// at g*Consumers+c) owns, kept by the group callbacks (awaitGroups).
+	owned []atomic.Int64
 
 	// stop is closed when the run is interrupted (nil: never); emitters
 	// waiting for request memory give up on it.
