@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"time"
 
@@ -36,16 +37,18 @@ type backlogWatch struct {
 	res    results.BacklogDrain
 	warn   string
 	done   chan struct{}
+	// out gets a line when the drain starts and ends (nil: quiet).
+	out io.Writer
 }
 
-func newBacklogWatch(st *runState, start func()) *backlogWatch {
+func newBacklogWatch(st *runState, start func(), out io.Writer) *backlogWatch {
 	cfg := st.cfg
 	target := (cfg.BacklogBytes + int64(cfg.MessageSize) - 1) / int64(cfg.MessageSize)
 	groups := float64(cfg.consumerGroups())
 	slack := math.Min(groups*cfg.Rate/10, float64(target)/10)
 	empty := int64(math.Max((1-cfg.drainRatio())*float64(target), slack))
 	return &backlogWatch{st: st, start: start, target: target, empty: empty,
-		res: results.BacklogDrain{TargetBytes: cfg.BacklogBytes, CaughtUpMessages: empty}, done: make(chan struct{})}
+		res: results.BacklogDrain{TargetBytes: cfg.BacklogBytes, CaughtUpMessages: empty}, done: make(chan struct{}), out: out}
 }
 
 // unread is what the consumers have yet to read: every group reads every
@@ -87,14 +90,22 @@ func (b *backlogWatch) run(producersDone <-chan struct{}) {
 				b.res.FillSeconds = float64(b.st.now()) / 1e9
 				consumed0, drainStart = b.st.c.consumed.Load(), now
 				b.start()
+				b.say("backlog: %.1f MB (%d messages) unread at %.1fs; consumers resumed", float64(n*size)/1e6, n, b.res.FillSeconds)
 				continue
 			}
 			if n <= b.empty {
 				b.res.Drained = true
 				b.res.DrainSeconds = now.Sub(drainStart).Seconds()
 				b.res.DrainRate = float64(b.st.c.consumed.Load()-consumed0) / b.res.DrainSeconds
+				b.say("backlog: drained in %.2f s at %.0f msg/s", b.res.DrainSeconds, b.res.DrainRate)
 				return
 			}
 		}
+	}
+}
+
+func (b *backlogWatch) say(format string, args ...any) {
+	if b.out != nil {
+		fmt.Fprintf(b.out, format+"\n", args...)
 	}
 }

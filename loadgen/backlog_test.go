@@ -1,7 +1,9 @@
 package loadgen
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +19,8 @@ func TestBacklogWatch(t *testing.T) {
 	st := newRunState(cfg)
 	st.start(time.Now())
 	var started atomic.Bool
-	b := newBacklogWatch(st, func() { started.Store(true) })
+	var out bytes.Buffer
+	b := newBacklogWatch(st, func() { started.Store(true) }, &out)
 	producersDone := make(chan struct{})
 	go b.run(producersDone)
 	stop := time.After(3 * time.Second)
@@ -51,6 +54,9 @@ loop:
 	}
 	// 2000 unread down to 200, closing at 40 net per ms: about 45 ms
 	// (ticks are late under -race, never early).
+	if !strings.Contains(out.String(), "consumers resumed") || !strings.Contains(out.String(), "backlog: drained in") {
+		t.Errorf("progress lines %q", out.String())
+	}
 	if r.DrainSeconds < 0.03 {
 		t.Errorf("drained in %.3f s: faster than the counters allow", r.DrainSeconds)
 	}
@@ -64,7 +70,7 @@ func TestBacklogWatchNotBuilt(t *testing.T) {
 	st := newRunState(cfg)
 	st.start(time.Now())
 	var started atomic.Bool
-	b := newBacklogWatch(st, func() { started.Store(true) })
+	b := newBacklogWatch(st, func() { started.Store(true) }, nil)
 	done := make(chan struct{})
 	st.c.acked.Add(100)
 	close(done)

@@ -265,7 +265,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		// OMB pauses its consumers: the drain measures the catch-up,
 		// not the group's first rebalance.
 		st.resume = make(chan struct{})
-		backlog = newBacklogWatch(st, func() { close(st.resume) })
+		var out io.Writer
+		if !cfg.Quiet {
+			out = progress
+		}
+		backlog = newBacklogWatch(st, func() { close(st.resume) }, out)
 	}
 	// abort ends a run that did not start.
 	abort := func() {
