@@ -18,6 +18,7 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/urfave/cli/v2 v2.27.7
 	go.etcd.io/bbolt v1.3.5
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.50.0
 )
 

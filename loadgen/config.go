@@ -40,10 +40,36 @@ type Config struct {
 	Linger      time.Duration
 	BatchBytes  int
 	// Duration is the measured window; Warmup runs before it and is excluded.
-	Duration  time.Duration
-	Warmup    time.Duration
-	Consumers int
-	TargetP99 time.Duration
+	Duration time.Duration
+	Warmup   time.Duration
+	// Consumers measure end-to-end latency. With ConsumerGroups 0 they
+	// split the partitions between them by assignment (no group
+	// coordinator involved); with ConsumerGroups > 0 there are that many
+	// consumer groups (OMB's subscriptions), each of Consumers members,
+	// every group reading the whole topic.
+	Consumers      int
+	ConsumerGroups int
+	// BacklogBytes > 0 makes a backlog-drain run (backlog.go): the
+	// consumers start only once this much is produced and unread (summed
+	// over the groups, as OMB counts it), then the catch-up is measured
+	// while the producers continue. BacklogDrainRatio is the fraction of
+	// the backlog that must be read for it to count as drained (OMB's
+	// backlogDrainRatio; 0 means 1).
+	BacklogBytes      int64
+	BacklogDrainRatio float64
+	// Payload, when set, is the value of every message (repeated or cut
+	// to MessageSize), like OMB's payloadFile; its first 16 bytes are
+	// replaced by the run id and send time. nil: random printable letters.
+	Payload []byte
+	// RandomPayloads > 0 draws every value from a pool of that many,
+	// each RandomBytesRatio random bytes followed by zeros (OMB's
+	// useRandomizedPayloads); 0: random printable letters.
+	RandomPayloads   int
+	RandomBytesRatio float64
+	// WorkloadValues are a workload file's fields as it set them
+	// (Workload.Values), recorded in the result's workload map.
+	WorkloadValues map[string]string
+	TargetP99      time.Duration
 	// Client is "lean" (raw produce requests) or "kgo" (franz-go).
 	Client string
 	// StartAt, when set, is the wall-clock time the schedule starts, so
@@ -165,6 +191,18 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("warmup %v: need >= 0", c.Warmup)
 	case c.Consumers < 0:
 		return fmt.Errorf("consumers %d: need >= 0", c.Consumers)
+	case c.ConsumerGroups < 0:
+		return fmt.Errorf("consumer-groups %d: need >= 0", c.ConsumerGroups)
+	case c.ConsumerGroups > 0 && c.Consumers == 0:
+		return fmt.Errorf("consumer-groups %d: needs --consumers >= 1 (consumers per group)", c.ConsumerGroups)
+	case c.RandomPayloads < 0 || c.RandomBytesRatio < 0 || c.RandomBytesRatio > 1:
+		return fmt.Errorf("random payloads %d with ratio %v: need a pool >= 0 and a ratio 0..1", c.RandomPayloads, c.RandomBytesRatio)
+	case c.BacklogBytes < 0:
+		return fmt.Errorf("backlog-bytes %d: need >= 0", c.BacklogBytes)
+	case c.BacklogBytes > 0 && c.Consumers == 0:
+		return fmt.Errorf("backlog-bytes: a backlog drains into consumers; needs --consumers >= 1")
+	case c.BacklogDrainRatio < 0 || c.BacklogDrainRatio > 1:
+		return fmt.Errorf("backlog-drain-ratio %v: need 0 < ratio <= 1", c.BacklogDrainRatio)
 	case c.TargetP99 <= 0:
 		return fmt.Errorf("target-p99 %v: need > 0", c.TargetP99)
 	case c.Client != "lean" && c.Client != "kgo":

@@ -280,19 +280,56 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 		}
 	}
 
+	consumeCtx, stopConsumers := context.WithCancel(context.Background())
+	defer stopConsumers()
+	var consumers sync.WaitGroup
+	var backlog *backlogWatch
+	producersDone := make(chan struct{})
+	if cfg.BacklogBytes > 0 {
+		// The consumers join now and fetch nothing until resumed, as
+		// OMB pauses its consumers: the drain measures the catch-up,
+		// not the group's first rebalance.
+		st.resume = make(chan struct{})
+		var out io.Writer
+		if !cfg.Quiet {
+			out = progress
+		}
+		backlog = newBacklogWatch(st, func() { close(st.resume) }, out)
+	}
+	// abort ends a run that did not start.
+	abort := func() {
+		stopConsumers()
+		consumers.Wait()
+		waitAll(waiters)
+		if prof != nil {
+			prof.wait()
+		}
+	}
+	if cfg.Consumers > 0 {
+		err := st.startConsumers(consumeCtx, &consumers, info.ends)
+		if err == nil && cfg.ConsumerGroups > 0 {
+			err = st.awaitGroups(ctx)
+		}
+		if err != nil {
+			abort()
+			return nil, err
+		}
+	}
+
 	if !cfg.StartAt.IsZero() {
 		select {
 		case <-time.After(time.Until(cfg.StartAt)):
 		case <-ctx.Done():
-			waitAll(waiters)
-			if prof != nil {
-				prof.wait()
-			}
+			abort()
 			return nil, ctx.Err()
 		}
 	}
 	st.start(time.Now())
 	st.stop = ctx.Done()
+	if backlog != nil {
+		go backlog.run(producersDone)
+	}
+
 	noted := make(chan struct{})
 	noteInterrupt := context.AfterFunc(ctx, func() {
 		st.interruptedAt.Store(st.now() + 1)
@@ -304,27 +341,6 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	var cpu *cpuWindow
 	if len(cfg.brokerPids) > 0 {
 		cpu = startCPUWindow(ctx, cfg.brokerPids, st.t0.Add(cfg.Warmup), cfg.Duration)
-	}
-
-	consumeCtx, stopConsumers := context.WithCancel(context.Background())
-	var consumers sync.WaitGroup
-	for c := 0; c < cfg.Consumers; c++ {
-		mine := map[int32]int64{}
-		for p, o := range info.ends {
-			if int(p)%cfg.Consumers == c {
-				mine[p] = o
-			}
-		}
-		if len(mine) == 0 {
-			continue
-		}
-		consumers.Add(1)
-		go func() {
-			defer consumers.Done()
-			if err := st.consume(consumeCtx, mine); err != nil {
-				st.c.fail(0, fmt.Errorf("consumer: %w", err))
-			}
-		}()
 	}
 
 	sendDelay := make([]*recorder, cfg.Producers)
@@ -344,6 +360,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	go func() { defer close(ivDone); iv.loop(stopIv) }()
 
 	producers.Wait()
+	close(producersDone)
+	if backlog != nil {
+		<-backlog.done // the consumers have been resumed
+	}
 	// The drain ends at DrainTimeout, or interruptDrain after an interrupt
 	// (one before the drain or during it).
 	cutDrain, cutDrainCause := context.WithCancelCause(context.Background())
@@ -364,7 +384,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	}
 	drain.Wait()
 	for cfg.Consumers > 0 && drainCtx.Err() == nil &&
-		st.c.measuredConsumed.Load() < st.c.measuredAcked.Load() {
+		st.c.measuredConsumed.Load() < int64(cfg.consumerGroups())*st.c.measuredAcked.Load() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stopConsumers()
@@ -378,6 +398,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	run := st.result(iv)
 	// A sweep deletes only the topics its runs created.
 	run.Result.Workload["topic_created"] = strconv.FormatBool(info.created)
+	if backlog != nil {
+		run.Result.Backlog = &backlog.res
+		if backlog.warn != "" {
+			run.Result.Warnings = append(run.Result.Warnings, backlog.warn)
+		}
+	}
 	if cpu != nil {
 		var err error
 		if run.Result.BrokerCPU, err = cpu.result(st.c.bytesAcked.Load()); err != nil {
@@ -469,6 +495,22 @@ func (c Config) workload() map[string]string {
 		"retries": strconv.Itoa(c.Retries), "delivery_timeout": c.DeliveryTimeout.String(),
 	}
 	w["key_distribution"] = keyDistribution(c.Keys, c.Partitions)
+	if c.ConsumerGroups > 0 {
+		w["consumer_groups"] = strconv.Itoa(c.ConsumerGroups)
+	}
+	if c.BacklogBytes > 0 {
+		w["backlog_bytes"] = strconv.FormatInt(c.BacklogBytes, 10)
+		w["backlog_drain_ratio"] = strconv.FormatFloat(c.drainRatio(), 'g', -1, 64)
+	}
+	if c.RandomPayloads > 0 {
+		w["payload"] = fmt.Sprintf("%d random values, %.0f%% random bytes", c.RandomPayloads, 100*c.RandomBytesRatio)
+	}
+	if c.Payload != nil {
+		w["payload"] = fmt.Sprintf("fixed (%d bytes given)", len(c.Payload))
+	}
+	for k, v := range c.WorkloadValues {
+		w[k] = v
+	}
 	if c.clusterBrokers > 0 {
 		w["cluster_brokers"] = strconv.Itoa(c.clusterBrokers)
 	}

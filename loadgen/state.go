@@ -20,6 +20,11 @@ type runState struct {
 	endNs     int64 // no message is scheduled at or after this
 	runID     uint64
 	filler    []byte
+	// payload is the fixed value tail of every message (Config.Payload
+	// fitted to MessageSize); pool the randomized values
+	// (Config.RandomPayloads); both nil: slide over filler.
+	payload []byte
+	pool    [][]byte
 
 	c        counters
 	ack, e2e *recorder
@@ -38,6 +43,16 @@ type runState struct {
 	// plaintext, no SASL).
 	tlsConfig *tls.Config
 	saslMech  sasl.Mechanism
+
+	// resume, when set, holds the consumers' fetches until it is closed
+	// (the backlog drain).
+	resume chan struct{}
+	// begun is closed by start: consumers created before the schedule
+	// (to join their groups first) read the run clock only after it.
+	begun chan struct{}
+	// owned counts the partitions each group member (group g, member c
+	// at g*Consumers+c) owns, kept by the group callbacks (awaitGroups).
+	owned []atomic.Int64
 
 	// stop is closed when the run is interrupted (nil: never); emitters
 	// waiting for request memory give up on it.
@@ -58,8 +73,18 @@ func newRunState(cfg Config) *runState {
 	for i := range filler {
 		filler[i] = 'a' + byte(rng.Intn(26))
 	}
+	var payload []byte
+	if len(cfg.Payload) > 0 {
+		payload = make([]byte, cfg.MessageSize-valueHeaderLen)
+		for i := range payload {
+			payload[i] = cfg.Payload[(valueHeaderLen+i)%len(cfg.Payload)]
+		}
+	}
 	return &runState{
 		cfg:       cfg,
+		payload:   payload,
+		pool:      payloadPool(cfg, rng),
+		begun:     make(chan struct{}),
 		measureNs: int64(cfg.Warmup),
 		endNs:     int64(cfg.Warmup + cfg.Duration),
 		runID:     rng.Uint64() | 1,
@@ -74,6 +99,7 @@ func newRunState(cfg Config) *runState {
 func (s *runState) start(t0 time.Time) {
 	s.t0 = t0
 	s.t0WallNs = t0.UnixNano()
+	close(s.begun)
 }
 
 // now is ns since t0 on the monotonic clock.
@@ -88,6 +114,12 @@ func (s *runState) valueHead(dst []byte, intended int64) {
 // fillerFor returns the value tail of message i, a window sliding over the
 // filler so consecutive values differ.
 func (s *runState) fillerFor(i uint64) []byte {
+	if s.payload != nil {
+		return s.payload
+	}
+	if s.pool != nil {
+		return s.pool[i%uint64(len(s.pool))]
+	}
 	n := s.cfg.MessageSize - valueHeaderLen
 	off := int((i * 977) % uint64(len(s.filler)-n))
 	return s.filler[off : off+n]
@@ -127,4 +159,24 @@ func (s *runState) sleepUntil(timer *time.Timer, done <-chan struct{}, t int64) 
 		timer.Stop()
 		return false
 	}
+}
+
+// payloadPoolMaxBytes bounds the randomized payload pool: beyond a few
+// thousand values more of them change nothing the broker sees.
+const payloadPoolMaxBytes = 64 << 20
+
+// payloadPool builds cfg.RandomPayloads value tails, each with its first
+// RandomBytesRatio random and the rest zero, as OMB's randomized payloads.
+func payloadPool(cfg Config, rng *rand.Rand) [][]byte {
+	n := cfg.MessageSize - valueHeaderLen
+	if cfg.RandomPayloads <= 0 || n <= 0 {
+		return nil
+	}
+	pool := make([][]byte, min(cfg.RandomPayloads, max(1, payloadPoolMaxBytes/n)))
+	random := int(cfg.RandomBytesRatio * float64(n))
+	for i := range pool {
+		pool[i] = make([]byte, n)
+		rng.Read(pool[i][:random])
+	}
+	return pool
 }

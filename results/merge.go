@@ -81,6 +81,7 @@ func Merge(runs []*Run) (*Run, error) {
 		res.MergedFrom = append(res.MergedFrom, r.Dir)
 	}
 	res.Warnings = mergeWarnings(runs)
+	res.Backlog = mergeBacklog(runs)
 	base := res.StartedAt.UnixMilli()
 	pick := func(get func(*Run) []*hdr.Histogram) []*hdr.Histogram {
 		var sets [][]*hdr.Histogram

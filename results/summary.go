@@ -30,6 +30,10 @@ func WriteSummary(w io.Writer, r *Result) {
 		fmt.Fprintf(tw, "workload\t%s\t%s\n", p.Label(), p.Detail())
 	}
 	fmt.Fprintf(tw, "messages\tsent %d\tacked %d, errors %d\n", r.MessagesSent, r.MessagesAcked, r.Errors)
+	if b := r.Backlog; b != nil {
+		what, detail := b.Summary()
+		fmt.Fprintf(tw, "backlog\t%s\t%s\n", what, detail)
+	}
 	if c := r.BrokerCPU; c != nil {
 		fmt.Fprintf(tw, "broker CPU\t%.1f CPU-s/GB\t%.2f CPU-s over %.1f s, %d broker process(es)\n", c.PerGB, c.Seconds, c.WindowS, c.Processes)
 	}

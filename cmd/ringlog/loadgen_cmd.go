@@ -38,7 +38,11 @@ func workloadFlags(d loadgen.Config) []cli.Flag {
 		&cli.IntFlag{Name: "batch-bytes", Value: d.BatchBytes, Usage: "flush a batch at this size", EnvVars: env("batch-bytes")},
 		&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "measured time (after warmup)", EnvVars: env("duration")},
 		&cli.DurationFlag{Name: "warmup", Value: d.Warmup, Usage: "time run before measuring, excluded from results", EnvVars: env("warmup")},
-		&cli.IntFlag{Name: "consumers", Value: d.Consumers, Usage: "consumers measuring end-to-end latency", EnvVars: env("consumers")},
+		&cli.IntFlag{Name: "consumers", Value: d.Consumers, Usage: "consumers measuring end-to-end latency (with --consumer-groups: consumers in each group)", EnvVars: env("consumers")},
+		&cli.IntFlag{Name: "consumer-groups", Value: d.ConsumerGroups, Usage: "consumer groups, each reading the whole topic with --consumers members (0: the consumers split the partitions by assignment, no group)", EnvVars: env("consumer-groups")},
+		&cli.Int64Flag{Name: "backlog-bytes", Value: d.BacklogBytes, Usage: "backlog drain: keep the consumers paused until this many bytes are unread (summed over groups), then resume them while producing and measure the catch-up", EnvVars: env("backlog-bytes")},
+		&cli.Float64Flag{Name: "backlog-drain-ratio", Value: 1, Usage: "fraction of the backlog that must be read for it to count as drained", EnvVars: env("backlog-drain-ratio")},
+		&cli.StringFlag{Name: "workload", Usage: "OpenMessaging Benchmark workload file (YAML); flags given explicitly (on the command line or as RINGLOG_* variables) override its values", EnvVars: env("workload")},
 		&cli.DurationFlag{Name: "target-p99", Value: d.TargetP99, Usage: "ack-latency p99 target (SLA verdict, find-max)", EnvVars: env("target-p99")},
 		&cli.StringFlag{Name: "client", Value: d.Client, Usage: "lean (raw produce requests) or kgo (franz-go), for comparison", EnvVars: env("client")},
 		&cli.IntFlag{Name: "max-in-flight", Value: d.MaxInFlight, Usage: "unacknowledged requests per connection", EnvVars: env("max-in-flight")},
@@ -56,56 +60,122 @@ func workloadFlags(d loadgen.Config) []cli.Flag {
 }
 
 // workloadFrom reads the workload flags other than the cluster address,
-// and the partition counts (more than one: a sweep).
-func workloadFrom(c *cli.Context) (loadgen.Config, []int32, error) {
-	cfg := loadgen.DefaultConfig()
-	cfg.Topic = c.String("topic")
-	sweep, err := loadgen.ParsePartitions(c.String("partitions"))
-	if err != nil {
-		return cfg, nil, err
+// and the partition counts (more than one: a sweep). With --workload the
+// file's values come first and only flags given explicitly override them;
+// findMax reports a file's producerRate 0 (run a find-max search).
+func workloadFrom(c *cli.Context) (cfg loadgen.Config, sweep []int32, findMax bool, err error) {
+	cfg = loadgen.DefaultConfig()
+	all := func(string) bool { return true }
+	path := c.String("workload")
+	if path == "" {
+		sweep, err = workloadFlagsInto(c, &cfg, all)
+		return cfg, sweep, false, err
 	}
-	cfg.Partitions = sweep[0]
-	cfg.ReplicationFactor = int16(c.Int("replication-factor"))
+	wl, err := loadgen.LoadWorkload(path)
+	if err != nil {
+		return cfg, nil, false, err
+	}
+	// The flags' defaults (bench has its own) first, then the file, then
+	// the flags given explicitly.
+	if _, err = workloadFlagsInto(c, &cfg, all); err != nil {
+		return cfg, nil, false, err
+	}
+	if findMax, err = wl.Apply(&cfg); err != nil {
+		return cfg, nil, false, fmt.Errorf("workload %s: %w", path, err)
+	}
+	sweep = []int32{cfg.Partitions}
+	if s, err := workloadFlagsInto(c, &cfg, c.IsSet); err != nil {
+		return cfg, nil, false, err
+	} else if s != nil {
+		sweep = s
+	}
+	if c.IsSet("rate") {
+		findMax = false // a rate given overrides the file's producerRate 0
+	}
+	return cfg, sweep, findMax, nil
+}
+
+// workloadFlagsInto sets the fields of cfg whose flag set says apply, and
+// returns the partition counts when --partitions applies.
+func workloadFlagsInto(c *cli.Context, cfg *loadgen.Config, set func(name string) bool) (sweep []int32, err error) {
+	if set("topic") {
+		cfg.Topic = c.String("topic")
+	}
+	if set("partitions") {
+		if sweep, err = loadgen.ParsePartitions(c.String("partitions")); err != nil {
+			return nil, err
+		}
+		cfg.Partitions = sweep[0]
+	}
+	if set("replication-factor") {
+		cfg.ReplicationFactor = int16(c.Int("replication-factor"))
+	}
 	for _, kv := range c.StringSlice("topic-config") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return cfg, nil, fmt.Errorf("--topic-config %q: want key=value", kv)
+			return nil, fmt.Errorf("--topic-config %q: want key=value", kv)
 		}
 		if cfg.TopicConfigs == nil {
 			cfg.TopicConfigs = map[string]string{}
 		}
 		cfg.TopicConfigs[k] = v
 	}
-	cfg.Rate = c.Float64("rate")
-	cfg.MessageSize = c.Int("message-size")
-	if cfg.Keys, err = loadgen.ParseKeys(c.String("keys")); err != nil {
-		return cfg, nil, err
+	if set("rate") {
+		cfg.Rate = c.Float64("rate")
 	}
-	cfg.RandomKeys = c.Bool("random-keys")
-	cfg.Producers = c.Int("producers")
-	if cfg.Acks, err = loadgen.ParseAcks(c.String("acks")); err != nil {
-		return cfg, nil, err
+	if set("message-size") {
+		cfg.MessageSize = c.Int("message-size")
 	}
-	if cfg.Compression, err = loadgen.ParseCodec(c.String("compression")); err != nil {
-		return cfg, nil, err
+	if set("keys") {
+		if cfg.Keys, err = loadgen.ParseKeys(c.String("keys")); err != nil {
+			return nil, err
+		}
 	}
-	cfg.Linger = c.Duration("linger")
-	cfg.BatchBytes = c.Int("batch-bytes")
-	cfg.Duration = c.Duration("duration")
-	cfg.Warmup = c.Duration("warmup")
-	cfg.Consumers = c.Int("consumers")
-	cfg.TargetP99 = c.Duration("target-p99")
-	cfg.Client = c.String("client")
-	cfg.MaxInFlight = c.Int("max-in-flight")
-	cfg.MaxBufferedBytes = c.Int("max-buffered-bytes")
-	cfg.DrainTimeout = c.Duration("drain-timeout")
-	cfg.DeliveryTimeout = c.Duration("delivery-timeout")
-	cfg.RetryBackoff = c.Duration("retry-backoff")
-	cfg.RetryBackoffMax = c.Duration("retry-backoff-max")
-	cfg.Retries = c.Int("retries")
-	cfg.Label = c.String("label")
+	if set("random-keys") {
+		cfg.RandomKeys = c.Bool("random-keys")
+	}
+	if set("producers") {
+		cfg.Producers = c.Int("producers")
+	}
+	if set("acks") {
+		if cfg.Acks, err = loadgen.ParseAcks(c.String("acks")); err != nil {
+			return nil, err
+		}
+	}
+	if set("compression") {
+		if cfg.Compression, err = loadgen.ParseCodec(c.String("compression")); err != nil {
+			return nil, err
+		}
+	}
+	ints := map[string]*int{"batch-bytes": &cfg.BatchBytes, "consumers": &cfg.Consumers, "consumer-groups": &cfg.ConsumerGroups,
+		"max-in-flight": &cfg.MaxInFlight, "max-buffered-bytes": &cfg.MaxBufferedBytes, "retries": &cfg.Retries}
+	for name, p := range ints {
+		if set(name) {
+			*p = c.Int(name)
+		}
+	}
+	durations := map[string]*time.Duration{"linger": &cfg.Linger, "duration": &cfg.Duration, "warmup": &cfg.Warmup,
+		"target-p99": &cfg.TargetP99, "drain-timeout": &cfg.DrainTimeout, "delivery-timeout": &cfg.DeliveryTimeout,
+		"retry-backoff": &cfg.RetryBackoff, "retry-backoff-max": &cfg.RetryBackoffMax}
+	for name, p := range durations {
+		if set(name) {
+			*p = c.Duration(name)
+		}
+	}
+	if set("backlog-bytes") {
+		cfg.BacklogBytes = c.Int64("backlog-bytes")
+	}
+	if set("backlog-drain-ratio") {
+		cfg.BacklogDrainRatio = c.Float64("backlog-drain-ratio")
+	}
+	if set("client") {
+		cfg.Client = c.String("client")
+	}
+	if set("label") {
+		cfg.Label = c.String("label")
+	}
 	cfg.Quiet = c.Bool("quiet")
-	return cfg, sweep, nil
+	return sweep, nil
 }
 
 // securityFlags are the connection options of commands that reach an
@@ -191,7 +261,7 @@ func findMaxFrom(c *cli.Context, o *loadgen.Options) {
 
 // loadgenOptions reads the loadgen command's flags.
 func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
-	cfg, sweep, err := workloadFrom(c)
+	cfg, sweep, findMax, err := workloadFrom(c)
 	if err != nil {
 		return loadgen.Options{}, err
 	}
@@ -215,6 +285,7 @@ func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
 		Sweep:         sweep,
 	}
 	findMaxFrom(c, &o)
+	o.FindMax = o.FindMax || findMax
 	return o, nil
 }
 
@@ -246,12 +317,13 @@ func benchCommand() *cli.Command {
 			// start still stops them instead of killing only us.
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
-			cfg, sweep, err := workloadFrom(c)
+			cfg, sweep, findMax, err := workloadFrom(c)
 			if err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
 			var search loadgen.Options
 			findMaxFrom(c, &search)
+			search.FindMax = search.FindMax || findMax
 			return usageExit(loadgen.Bench(ctx, loadgen.BenchConfig{
 				Search:                search,
 				Workload:              cfg,

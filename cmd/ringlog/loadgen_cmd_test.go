@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -255,5 +256,52 @@ func TestLoadgenKeysAndPartitionsFlags(t *testing.T) {
 	o, _ = parseLoadgen(t, "--partitions", "8,64", "--find-max")
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "sweep") {
 		t.Fatalf("sweep with --find-max: %v", err)
+	}
+}
+
+// TestLoadgenWorkloadFlags: --workload sets the run from an OMB file;
+// flags given explicitly override it, flags left at their defaults do
+// not; producerRate 0 becomes a find-max search unless --rate is given.
+func TestLoadgenWorkloadFlags(t *testing.T) {
+	const file = "testdata/omb-1-topic-16-partitions-1kb.yaml"
+	o, err := parseLoadgen(t, "--workload", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if c.Label != "1 producer / 2 consumers on 1 topic" || c.Partitions != 16 || c.MessageSize != 1024 || c.Rate != 50000 ||
+		c.ConsumerGroups != 1 || c.Consumers != 2 || c.Producers != 1 || c.Duration != 15*time.Minute || c.Warmup != time.Minute ||
+		c.Keys != loadgen.KeysAuto || c.RandomPayloads != 1000 || c.RandomBytesRatio != 0.5 || o.FindMax {
+		t.Fatalf("config from the workload: %+v", c)
+	}
+	if o.Sweep[0] != 16 || len(o.Sweep) != 1 {
+		t.Errorf("sweep %v, want the file's partitions", o.Sweep)
+	}
+	o, err = parseLoadgen(t, "--workload", file, "--duration", "3s", "--warmup", "1s", "--rate", "2000",
+		"--partitions", "4", "--label", "mine", "--consumers", "3", "--acks", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = o.Config
+	if c.Duration != 3*time.Second || c.Warmup != time.Second || c.Rate != 2000 || c.Partitions != 4 || c.Label != "mine" ||
+		c.Consumers != 3 || c.Acks != 1 || c.ConsumerGroups != 1 || c.MessageSize != 1024 {
+		t.Fatalf("explicit flags over the workload: %+v", c)
+	}
+	if c.WorkloadValues["omb.testDurationMinutes"] != "15" {
+		t.Errorf("the file's own values are not recorded: %v", c.WorkloadValues)
+	}
+	dir := t.TempDir()
+	maxRate := filepath.Join(dir, "max.yaml")
+	if err := os.WriteFile(maxRate, []byte("name: max\nproducerRate: 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err = parseLoadgen(t, "--workload", maxRate); err != nil || !o.FindMax {
+		t.Errorf("producerRate 0: find-max %v, %v", o.FindMax, err)
+	}
+	if o, err = parseLoadgen(t, "--workload", maxRate, "--rate", "5000"); err != nil || o.FindMax || o.Config.Rate != 5000 {
+		t.Errorf("producerRate 0 with --rate: find-max %v rate %v, %v", o.FindMax, o.Config.Rate, err)
+	}
+	if _, err := parseLoadgen(t, "--workload", "testdata/omb-unsupported-topics.yaml"); err == nil || !strings.Contains(err.Error(), "field topics") {
+		t.Errorf("unsupported field: %v", err)
 	}
 }
