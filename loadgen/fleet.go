@@ -498,7 +498,7 @@ func (f *fleet) partRun(a *fleetAgent) *results.Run {
 	res := results.Result{
 		Label: a.c.name, StartedAt: f.startAt.Add(cfg.Warmup), DurationS: measured, WarmupS: cfg.Warmup.Seconds(),
 		TargetRate: a.share.Rate, MessageSize: cfg.MessageSize,
-		MessagesSent: a.last.MeasuredSent, MessagesAcked: a.last.MeasuredAcked, Errors: a.last.Errors,
+		MessagesSent: a.last.MeasuredSent, Errors: a.last.Errors,
 		SLA: results.SLA{TargetP99Ms: float64(cfg.TargetP99) / 1e6}, Workload: cfg.workload(),
 	}
 	if a.interrupted {
@@ -508,6 +508,11 @@ func (f *fleet) partRun(a *fleetAgent) *results.Run {
 	}
 	if len(a.ack) > 0 {
 		res.StartedAt = time.UnixMilli(a.ack[0].StartTimeMs())
+	}
+	// Acked is what the streamed histograms hold: the counter read after
+	// the last cut may include acks whose latencies were never streamed.
+	for _, h := range a.ack {
+		res.MessagesAcked += h.TotalCount()
 	}
 	if measured > 0 {
 		res.AchievedRate = float64(res.MessagesAcked) / measured
