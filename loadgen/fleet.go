@@ -28,11 +28,12 @@ import (
 // OUT/agents/<name>/ and merge the parts with results.Merge, as `ringlog
 // report merge` would.
 
+// fleetStartLead is how far ahead of now the common start is: time for
+// every agent to receive its config, look up the topic and open its
+// connections. A variable so unit tests can shorten it.
+var fleetStartLead = 3 * time.Second
+
 const (
-	// fleetStartLead is how far ahead of now the common start is: time
-	// for every agent to receive its config, look up the topic and open
-	// its connections.
-	fleetStartLead = 3 * time.Second
 	// agentSilence is how long an agent may say nothing (it sends at least
 	// a heartbeat a second) before the controller gives it up as lost.
 	agentSilence = 5 * time.Second
@@ -134,12 +135,12 @@ func (a *agentClient) sayHello(ctx context.Context) error {
 	return nil
 }
 
-// readAgentStream reads JSON lines of at most agentMaxLine bytes from r
-// into msgs until EOF or a bad line.
-func readAgentStream(r io.Reader, msgs func(agentMsg)) error {
+// readAgentStream reads JSON lines of at most limit bytes from r into
+// msgs until EOF or a bad line.
+func readAgentStream(r io.Reader, limit int, msgs func(agentMsg)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
-		line, err := readLine(br, agentMaxLine)
+		line, err := readLine(br, limit)
 		if len(line) > 0 {
 			var m agentMsg
 			if jerr := json.Unmarshal(line, &m); jerr != nil {
@@ -307,7 +308,7 @@ func runFleet(ctx context.Context, cfg Config, agents []string, token, dir strin
 		go func() {
 			defer readers.Done()
 			defer streams[i].Close()
-			err := readAgentStream(streams[i], func(m agentMsg) { f.receive(a, m) })
+			err := readAgentStream(streams[i], agentMaxLine, func(m agentMsg) { f.receive(a, m) })
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if !a.done {
@@ -391,6 +392,9 @@ func (f *fleet) watch(ctx context.Context) {
 	// them have reported the second.
 	next := f.startAt.Add(1500 * time.Millisecond)
 	deadline := f.startAt.Add(f.cfg.Warmup + f.cfg.Duration + f.cfg.DrainTimeout + 30*time.Second)
+	// Checked often so the run ends as soon as the last agent does.
+	check := time.NewTicker(50 * time.Millisecond)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -405,9 +409,8 @@ func (f *fleet) watch(ctx context.Context) {
 			}
 			f.mu.Unlock()
 			return
-		case <-time.After(time.Until(next)):
+		case <-check.C:
 		}
-		next = next.Add(time.Second)
 		f.mu.Lock()
 		now := time.Now()
 		all := true
@@ -420,8 +423,11 @@ func (f *fleet) watch(ctx context.Context) {
 			}
 			all = all && a.done
 		}
-		if now.After(f.startAt) && !all {
+		if !all && !now.Before(next) {
 			f.progress(now)
+			for !now.Before(next) {
+				next = next.Add(time.Second)
+			}
 		}
 		f.mu.Unlock()
 		if all {
