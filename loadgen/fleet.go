@@ -199,6 +199,7 @@ type fleet struct {
 	// topicCreated: this run created the topic (a sweep deletes only
 	// those; recorded in the workload as Run does).
 	topicCreated bool
+	cpu          *cpuWindow // nil: broker pids unknown (not bench)
 }
 
 // Fleet options are checked here (once, for all agents) rather than by
@@ -230,6 +231,10 @@ func validateFleet(o Options) error {
 func runFleet(ctx context.Context, cfg Config, agents []string, token, dir string, out io.Writer) (*results.Run, error) {
 	f := &fleet{cfg: cfg, out: out}
 	shares := splitLoad(cfg.Rate, cfg.Producers, len(agents))
+	if n := len(agents); cfg.Producers < n {
+		fmt.Fprintf(out, "fleet: --producers %d raised to %d, one per agent\n", cfg.Producers, n)
+		f.cfg.Producers = n
+	}
 	for i, addr := range agents {
 		c, err := newAgentClient(addr, token)
 		if err != nil {
@@ -275,6 +280,9 @@ func runFleet(ctx context.Context, cfg Config, agents []string, token, dir strin
 	}
 	f.startAt = time.Now().Add(fleetStartLead)
 	fmt.Fprintf(out, "fleet: %d agents start at %s (warmup %v, measured %v)\n", len(f.agents), f.startAt.Format(time.RFC3339Nano), cfg.Warmup, cfg.Duration)
+	if len(cfg.brokerPids) > 0 { // bench: its brokers' CPU over the window, as Run reads it
+		f.cpu = startCPUWindow(ctx, cfg.brokerPids, f.startAt.Add(cfg.Warmup), cfg.Duration)
+	}
 
 	// Send every agent its share; one that refuses cancels them all.
 	streams := make([]io.ReadCloser, len(f.agents))
@@ -598,6 +606,18 @@ func (f *fleet) merge(dir string) (*results.Run, error) {
 	res.Environment.ClientHosts = len(hosts)
 	for _, c := range hosts {
 		res.Environment.ClientCPUs += c
+	}
+	// What the run was measured against, from the topic as it is.
+	env := &res.Environment
+	env.ReplicationFactor, env.Partitions = int(f.cfg.ReplicationFactor), int(f.cfg.Partitions)
+	env.Acks, env.Compression = acksName(f.cfg.Acks), f.cfg.Compression.String()
+	if v, err := strconv.Atoi(f.cfg.TopicConfigs["min.insync.replicas"]); err == nil {
+		env.MinISR = v
+	}
+	if f.cpu != nil {
+		if res.BrokerCPU, err = f.cpu.result(res.MessagesAcked * int64(f.cfg.MessageSize)); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("broker CPU not measured: %v", err))
+		}
 	}
 	if err := merged.Write(dir); err != nil {
 		return nil, err
