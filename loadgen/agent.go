@@ -269,7 +269,7 @@ func ListenAgent(cfg AgentConfig) (*Agent, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc(agentPathHello, a.authorized(a.hello))
 	mux.HandleFunc(agentPathRun, a.authorized(a.run))
-	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10}
 	return a, nil
 }
 

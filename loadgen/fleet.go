@@ -355,6 +355,12 @@ func (f *fleet) receive(a *fleetAgent, m agentMsg) {
 			return
 		}
 		if ack != nil {
+			// Memory stays bounded whatever an agent sends: a run has
+			// one interval a second, a few more at the edges.
+			if limit := int((f.cfg.Warmup+f.cfg.Duration+f.cfg.DrainTimeout)/time.Second) + 60; len(a.ack) >= limit {
+				f.lose(a, fmt.Sprintf("agent sent more than %d intervals", limit))
+				return
+			}
 			a.ack = append(a.ack, ack)
 			if send != nil {
 				a.send = append(a.send, send)
