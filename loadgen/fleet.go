@@ -534,8 +534,15 @@ func (f *fleet) partRun(a *fleetAgent) *results.Run {
 	for _, h := range a.ack {
 		res.MessagesAcked += h.TotalCount()
 	}
-	if measured > 0 {
-		res.AchievedRate = float64(res.MessagesAcked) / measured
+	// A lost agent's rate is over the planned window, not the part it
+	// lived through: the merged achieved rate (a sum) then shows the
+	// share that is missing instead of crediting it.
+	window := measured
+	if !a.interrupted {
+		window = max(measured, cfg.Duration.Seconds())
+	}
+	if window > 0 {
+		res.AchievedRate = float64(res.MessagesAcked) / window
 		res.ThroughputMBps = res.AchievedRate * float64(cfg.MessageSize) / 1e6
 	}
 	res.Environment = results.Environment{Hostname: a.c.hello.Hostname, Cores: a.c.hello.Cores}
