@@ -56,7 +56,7 @@ func TestSplitLoad(t *testing.T) {
 
 // startTestAgent serves an agent on a free loopback port until the test
 // ends.
-func startTestAgent(t *testing.T, cfg AgentConfig) (*Agent, *lockedBuf) {
+func startTestAgent(t *testing.T, cfg AgentConfig) (*Agent, *lockedBuf, func()) {
 	t.Helper()
 	log := &lockedBuf{}
 	if cfg.Listen == "" {
@@ -70,8 +70,9 @@ func startTestAgent(t *testing.T, cfg AgentConfig) (*Agent, *lockedBuf) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); a.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return a, log
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return a, log, stop
 }
 
 // lockedBuf is a buffer the agent writes its log to while the test reads.
@@ -113,7 +114,7 @@ func TestAgentToken(t *testing.T) {
 	if _, err := ListenAgent(AgentConfig{Listen: "127.0.0.1:0"}); err == nil || !strings.Contains(err.Error(), "token") {
 		t.Fatalf("agent without a token: %v, want refused", err)
 	}
-	a, log := startTestAgent(t, AgentConfig{Token: "s3cret"})
+	a, log, _ := startTestAgent(t, AgentConfig{Token: "s3cret"})
 	for _, tok := range []string{"", "wrong", "s3cret-longer", "s3cre"} {
 		if code, body := agentGet(t, a.Addr(), tok); code != http.StatusUnauthorized {
 			t.Errorf("token %q: %d %s, want 401", tok, code, body)
@@ -142,14 +143,14 @@ func TestAgentAllowFrom(t *testing.T) {
 			t.Errorf("--allow-from %q accepted", bad)
 		}
 	}
-	a, log := startTestAgent(t, AgentConfig{Token: "t", AllowFrom: []string{"10.0.0.0/8", "192.168.1.1"}})
+	a, log, _ := startTestAgent(t, AgentConfig{Token: "t", AllowFrom: []string{"10.0.0.0/8", "192.168.1.1"}})
 	if code, body := agentGet(t, a.Addr(), "t"); code != 0 {
 		t.Errorf("from 127.0.0.1 outside --allow-from: %d %s, want the connection closed", code, body)
 	}
 	if !strings.Contains(log.String(), "not in --allow-from") {
 		t.Errorf("closed connection not logged: %q", log.String())
 	}
-	b, _ := startTestAgent(t, AgentConfig{Token: "t", AllowFrom: []string{"127.0.0.0/8"}})
+	b, _, _ := startTestAgent(t, AgentConfig{Token: "t", AllowFrom: []string{"127.0.0.0/8"}})
 	if code, body := agentGet(t, b.Addr(), "t"); code != http.StatusOK {
 		t.Errorf("from 127.0.0.1 inside --allow-from: %d %s", code, body)
 	}
@@ -170,7 +171,7 @@ func agentPost(t *testing.T, ctx context.Context, addr, token string, body io.Re
 // with a reason; while a run is in progress a second one is refused as
 // busy, and the hello says so too.
 func TestAgentRunRequests(t *testing.T) {
-	a, _ := startTestAgent(t, AgentConfig{Token: "t"})
+	a, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
 	ctx := context.Background()
 	big := strings.NewReader(`{"name":"` + strings.Repeat("x", agentMaxRequest) + `"}`)
 	for name, body := range map[string]io.Reader{
@@ -260,8 +261,8 @@ func TestFleetNullSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	a1, _ := startTestAgent(t, AgentConfig{Token: "t"})
-	a2, _ := startTestAgent(t, AgentConfig{Token: "t"})
+	a1, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
+	a2, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
 	cfg := DefaultConfig()
 	cfg.Bootstrap = []string{sink.Addr()}
 	cfg.Partitions = 4
@@ -297,5 +298,47 @@ func TestFleetNullSink(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestFleetAgentLost: an agent that goes away mid-run (its server closes
+// every connection) is marked missing with a reason, the run is
+// incomplete, its target share and streamed intervals stay, and the
+// other agent's part is whole.
+func TestFleetAgentLost(t *testing.T) {
+	defer func(d time.Duration) { fleetStartLead = d }(fleetStartLead)
+	fleetStartLead = 200 * time.Millisecond
+	sink, err := nullsink.Listen("127.0.0.1:0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	a1, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
+	a2, _, stop2 := startTestAgent(t, AgentConfig{Token: "t"})
+	cfg := DefaultConfig()
+	cfg.Bootstrap = []string{sink.Addr()}
+	cfg.Partitions = 2
+	cfg.Rate, cfg.Producers = 2000, 2
+	cfg.Warmup, cfg.Duration = 0, 2*time.Second
+	// Lost after its first measured interval (cut at 1 s of run clock).
+	time.AfterFunc(fleetStartLead+1600*time.Millisecond, stop2)
+	var out lockedBuf
+	run, err := runFleet(context.Background(), cfg, []string{a1.Addr(), a2.Addr()}, "t", t.TempDir(), &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	res := run.Result
+	if !res.Incomplete || !strings.Contains(res.IncompleteReason, a2.Addr()) || len(res.Agents) != 2 {
+		t.Fatalf("incomplete %v %q agents %+v\n%s", res.Incomplete, res.IncompleteReason, res.Agents, out.String())
+	}
+	lost, kept := res.Agents[1], res.Agents[0]
+	if !lost.Missing || lost.MissingReason == "" || lost.TargetRate != 1000 || lost.MessagesAcked == 0 || kept.Missing {
+		t.Errorf("lost %+v kept %+v", lost, kept)
+	}
+	if res.MessagesAcked != lost.MessagesAcked+kept.MessagesAcked || res.TargetRate != 2000 {
+		t.Errorf("merged acked %d target %v, agents %d+%d", res.MessagesAcked, res.TargetRate, lost.MessagesAcked, kept.MessagesAcked)
+	}
+	if !strings.Contains(out.String(), "LOST") {
+		t.Errorf("no LOST line:\n%s", out.String())
 	}
 }
