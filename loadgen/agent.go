@@ -396,6 +396,8 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
+	// A failed send means the controller is gone: the request's context
+	// then ends the run, and the loop keeps draining msgs until it does.
 	intervals := 0
 	beat := time.NewTicker(agentHeartbeat)
 	defer beat.Stop()
@@ -432,11 +434,6 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request) {
 				send(agentMsg{Type: msgResult, Result: &o.run.Result, IntervalCount: intervals})
 			}
 			return
-		}
-		if !alive {
-			// The controller is gone: the request's context ends the run;
-			// keep draining msgs until it returns.
-			continue
 		}
 	}
 }

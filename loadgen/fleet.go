@@ -300,8 +300,11 @@ func runFleet(ctx context.Context, cfg Config, agents []string, token, dir strin
 			}
 		}
 		if err != nil {
-			for _, b := range f.agents[:i+1] {
+			for j, b := range f.agents[:i+1] {
 				b.cancel()
+				if streams[j] != nil {
+					streams[j].Close()
+				}
 			}
 			return nil, fmt.Errorf("run not started: agent %s refused the run: %v", a.c.name, err)
 		}
