@@ -250,27 +250,38 @@ func TestReadAgentStream(t *testing.T) {
 	}
 }
 
+// nullSinkFleet is two in-process agents and a null sink with 2
+// partitions, the fleet's start lead shortened; stop2 stops the second
+// agent.
+func nullSinkFleet(t *testing.T) (cfg Config, agents []string, stop2 func()) {
+	t.Helper()
+	lead := fleetStartLead
+	fleetStartLead = 200 * time.Millisecond
+	t.Cleanup(func() { fleetStartLead = lead })
+	sink, err := nullsink.Listen("127.0.0.1:0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	a1, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
+	a2, _, stop2 := startTestAgent(t, AgentConfig{Token: "t"})
+	cfg = DefaultConfig()
+	cfg.Bootstrap = []string{sink.Addr()}
+	cfg.Partitions = 2
+	cfg.Warmup = 0
+	return cfg, []string{a1.Addr(), a2.Addr()}, stop2
+}
+
 // TestFleetNullSink: two in-process agents against the null sink; the
 // merged result is the sum of the parts the controller wrote, and the
 // same as results.MergeDirs of those parts.
 func TestFleetNullSink(t *testing.T) {
-	defer func(d time.Duration) { fleetStartLead = d }(fleetStartLead)
-	fleetStartLead = 200 * time.Millisecond
-	sink, err := nullsink.Listen("127.0.0.1:0", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	a1, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
-	a2, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
-	cfg := DefaultConfig()
-	cfg.Bootstrap = []string{sink.Addr()}
-	cfg.Partitions = 4
+	cfg, agents, _ := nullSinkFleet(t)
 	cfg.Rate, cfg.Producers = 3000, 3
-	cfg.Warmup, cfg.Duration = 0, 400*time.Millisecond
+	cfg.Duration = 400 * time.Millisecond
 	dir := t.TempDir()
 	var out bytes.Buffer
-	run, err := runFleet(context.Background(), cfg, []string{a1.Addr(), a2.Addr()}, "t", dir, &out)
+	run, err := runFleet(context.Background(), cfg, agents, "t", dir, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -306,29 +317,18 @@ func TestFleetNullSink(t *testing.T) {
 // incomplete, its target share and streamed intervals stay, and the
 // other agent's part is whole.
 func TestFleetAgentLost(t *testing.T) {
-	defer func(d time.Duration) { fleetStartLead = d }(fleetStartLead)
-	fleetStartLead = 200 * time.Millisecond
-	sink, err := nullsink.Listen("127.0.0.1:0", 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	a1, _, _ := startTestAgent(t, AgentConfig{Token: "t"})
-	a2, _, stop2 := startTestAgent(t, AgentConfig{Token: "t"})
-	cfg := DefaultConfig()
-	cfg.Bootstrap = []string{sink.Addr()}
-	cfg.Partitions = 2
+	cfg, agents, stop2 := nullSinkFleet(t)
 	cfg.Rate, cfg.Producers = 2000, 2
-	cfg.Warmup, cfg.Duration = 0, 2*time.Second
+	cfg.Duration = 2 * time.Second
 	// Lost after its first measured interval (cut at 1 s of run clock).
 	time.AfterFunc(fleetStartLead+1600*time.Millisecond, stop2)
 	var out lockedBuf
-	run, err := runFleet(context.Background(), cfg, []string{a1.Addr(), a2.Addr()}, "t", t.TempDir(), &out)
+	run, err := runFleet(context.Background(), cfg, agents, "t", t.TempDir(), &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	res := run.Result
-	if !res.Incomplete || !strings.Contains(res.IncompleteReason, a2.Addr()) || len(res.Agents) != 2 {
+	if !res.Incomplete || !strings.Contains(res.IncompleteReason, agents[1]) || len(res.Agents) != 2 {
 		t.Fatalf("incomplete %v %q agents %+v\n%s", res.Incomplete, res.IncompleteReason, res.Agents, out.String())
 	}
 	lost, kept := res.Agents[1], res.Agents[0]
