@@ -170,6 +170,10 @@ type BenchConfig struct {
 	// Search, when its FindMax is set, runs the find-max search instead
 	// of one run (only its FindMax* fields are used; not with a sweep).
 	Search Options
+	// Agents and AgentToken run the workload on load agents instead of
+	// in this process (fleet.go); they must reach the local brokers.
+	Agents     []string
+	AgentToken string
 }
 
 // DefaultBenchConfig is the standard bench workload: 20,000 msg/s of
@@ -195,6 +199,13 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	n := bc.Brokers
 	if n < 1 || n > 9 {
 		return usageErrorf("bench: --brokers %d: want 1..9", n)
+	}
+	if len(bc.Agents) > 0 {
+		o := bc.Search
+		o.Config, o.Sweep, o.Agents, o.AgentToken = bc.Workload, bc.Sweep, bc.Agents, bc.AgentToken
+		if err := validateFleet(o); err != nil {
+			return &UsageError{err}
+		}
 	}
 	if bc.Search.FindMax && len(bc.Sweep) > 1 {
 		return usageErrorf("bench: --find-max searches one partition count; a sweep (--partitions with a list) runs each at --rate")
@@ -265,6 +276,13 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "bench: broker %s (admin %s), %.0f msg/s of %d bytes for %v after %v warmup\n",
 		broker.Addr, broker.AdminAddr, cfg.Rate, cfg.MessageSize, cfg.Duration, cfg.Warmup)
+	if len(bc.Agents) > 0 {
+		run, err := runFleet(ctx, cfg, bc.Agents, bc.AgentToken, dir, out)
+		if err != nil {
+			return err
+		}
+		return finishFleet(run, dir, out)
+	}
 	if len(bc.Sweep) > 1 {
 		return runSweep(ctx, cfg, bc.Sweep, dir, out)
 	}

@@ -119,6 +119,10 @@ type Config struct {
 
 	// Security is TLS and SASL for every connection to the cluster.
 	Security Security
+
+	// onInterval, when set (a load agent), gets every interval the run
+	// cuts, as it is cut, to stream to the controller (agent.go).
+	onInterval func(intervalReport)
 }
 
 // DefaultConfig returns the defaults the CLI shows.

@@ -32,6 +32,11 @@ type Options struct {
 	// Sweep, with more than one count, runs Config once per partition
 	// count on a fresh topic each (runSweep); Config.Partitions is unused.
 	Sweep []int32
+	// Agents, when set, runs the workload on these load agents (host:port
+	// of `ringlog loadgen agent`), split between them (fleet.go);
+	// AgentToken is the token they were started with.
+	Agents     []string
+	AgentToken string
 }
 
 // DefaultOptions are the loadgen command's defaults.
@@ -90,6 +95,19 @@ func Execute(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	if err := o.Validate(); err != nil {
 		return &UsageError{err}
+	}
+	if len(o.Agents) > 0 {
+		if err := validateFleet(o); err != nil {
+			return &UsageError{err}
+		}
+		if o.Out == "" {
+			return usageErrorf("--agents needs --out: the agents' parts and the merged result are written there")
+		}
+		run, err := runFleet(ctx, cfg, o.Agents, o.AgentToken, o.Out, stdout)
+		if err != nil {
+			return err
+		}
+		return finishFleet(run, o.Out, stdout)
 	}
 	if o.NullSink {
 		code, err := kafkaErrorCode(o.NullSinkError)

@@ -38,9 +38,9 @@ const (
 	sendDelayGrowthMinMs = 1.0
 )
 
-// ErrIncomplete is returned by Diagnose for a run with missing load
+// ErrSizeIncomplete is returned by Diagnose for a run with missing load
 // unless DiagnoseOptions.AllowIncomplete.
-var ErrIncomplete = errors.New("incomplete run")
+var ErrSizeIncomplete = errors.New("incomplete run")
 
 // DiagnoseOptions are the facts about the measured setup the result may
 // not hold.
@@ -106,7 +106,7 @@ type Evidence struct {
 
 // Diagnose says what limited the run r: generator, network, broker, or
 // none, with the evidence; a run with missing load is refused
-// (ErrIncomplete) unless o.AllowIncomplete.
+// (ErrSizeIncomplete) unless o.AllowIncomplete.
 func Diagnose(r *results.Result, o DiagnoseOptions) (*Diagnosis, error) {
 	var missing []string
 	for _, a := range r.Agents {
@@ -119,7 +119,7 @@ func Diagnose(r *results.Result, o DiagnoseOptions) (*Diagnosis, error) {
 		if len(missing) > 0 {
 			msg = strings.TrimPrefix(msg+"; missing agents: "+strings.Join(missing, ", "), "; ")
 		}
-		return nil, fmt.Errorf("%w: %s; its rates undercount the load offered, so size refuses to extrapolate (--allow-incomplete to do it anyway)", ErrIncomplete, msg)
+		return nil, fmt.Errorf("%w: %s; its rates undercount the load offered, so size refuses to extrapolate (--allow-incomplete to do it anyway)", ErrSizeIncomplete, msg)
 	}
 	d := &Diagnosis{MessageBytes: float64(r.MessageSize), TargetP99Ms: r.SLA.TargetP99Ms, ReplicationFactor: 1, Evidence: []Evidence{}}
 	if r.Incomplete || len(missing) > 0 {

@@ -206,7 +206,7 @@ func TestDiagnoseIncomplete(t *testing.T) {
 	r.Incomplete, r.IncompleteReason = true, "1 of 2 agents lost"
 	r.Agents = []results.AgentResult{{Name: "h1:7000"}, {Name: "h2:7000", Missing: true, MissingReason: "connection lost at 4s"}}
 	_, err := Diagnose(r, DiagnoseOptions{})
-	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "h2:7000 (connection lost at 4s)") || !strings.Contains(err.Error(), "--allow-incomplete") {
+	if !errors.Is(err, ErrSizeIncomplete) || !strings.Contains(err.Error(), "h2:7000 (connection lost at 4s)") || !strings.Contains(err.Error(), "--allow-incomplete") {
 		t.Fatalf("err %v, want the refusal naming h2:7000", err)
 	}
 	d := mustDiagnose(t, r, DiagnoseOptions{AllowIncomplete: true})
@@ -215,8 +215,8 @@ func TestDiagnoseIncomplete(t *testing.T) {
 	}
 	// A missing agent alone makes the run incomplete.
 	r.Incomplete = false
-	if _, err := Diagnose(r, DiagnoseOptions{}); !errors.Is(err, ErrIncomplete) {
-		t.Fatalf("err %v, want ErrIncomplete", err)
+	if _, err := Diagnose(r, DiagnoseOptions{}); !errors.Is(err, ErrSizeIncomplete) {
+		t.Fatalf("err %v, want ErrSizeIncomplete", err)
 	}
 }
 

@@ -594,6 +594,9 @@ func (iv *intervals) cut(from, to int64) {
 		s.SetEndTimeMs(end.UnixMilli())
 		iv.send = append(iv.send, s)
 	}
+	if st.cfg.onInterval != nil {
+		st.cfg.onInterval(iv.report(to))
+	}
 	if iv.out == nil {
 		return
 	}

@@ -222,6 +222,7 @@ func loadgenCommand() *cli.Command {
 		&cli.StringFlag{Name: "perf-binary", Value: d.Config.PerfBinary, Usage: "perf executable", EnvVars: env("perf-binary")},
 	)
 	flags = append(flags, securityFlags()...)
+	flags = append(flags, agentsFlags()...)
 	return &cli.Command{
 		Name:  "loadgen",
 		Usage: "produce a fixed-rate workload and report latency without coordinated omission",
@@ -237,6 +238,53 @@ func loadgenCommand() *cli.Command {
 			ctx, cancel := signalContext(c.Context)
 			defer cancel()
 			return usageExit(loadgen.Execute(ctx, o, c.App.Writer, c.App.ErrWriter))
+		},
+		Subcommands: []*cli.Command{agentCommand()},
+	}
+}
+
+// agentsFlags run loadgen or bench on load agents (loadgen agent).
+func agentsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "agents", Usage: "comma-separated host:port of `ringlog loadgen agent`s: split the rate and producers over them, start them together, merge their results into --out", EnvVars: env("agents")},
+		&cli.StringFlag{Name: "agent-token", Usage: "the token the agents were started with (prefer the environment variable)", EnvVars: env("agent-token")},
+	}
+}
+
+// agentsFrom reads agentsFlags.
+func agentsFrom(c *cli.Context) ([]string, string) {
+	var agents []string
+	for _, a := range strings.Split(c.String("agents"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			agents = append(agents, a)
+		}
+	}
+	return agents, c.String("agent-token")
+}
+
+func agentCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "agent",
+		Usage: "serve load runs for a `ringlog loadgen --agents` controller (one at a time)",
+		Description: "Prints \"agent listening on HOST:PORT\" once bound. Every request must carry the token;\n" +
+			"with --allow-from, connections from other addresses are closed. The protocol is in docs/AGENTS.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7070", Usage: "host:port to listen on (port 0: any free port)", EnvVars: env("listen")},
+			&cli.StringFlag{Name: "agent-token", Aliases: []string{"token"}, Usage: "shared secret every controller request must carry (required; prefer the environment variable)", EnvVars: env("agent-token")},
+			&cli.StringSliceFlag{Name: "allow-from", Usage: "IPs or CIDRs allowed to connect (repeatable or comma-separated; default: any)", EnvVars: env("allow-from")},
+		},
+		Action: func(c *cli.Context) error {
+			a, err := loadgen.ListenAgent(loadgen.AgentConfig{
+				Listen: c.String("listen"), Token: c.String("agent-token"),
+				AllowFrom: c.StringSlice("allow-from"), Log: c.App.ErrWriter,
+			})
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			fmt.Fprintf(c.App.Writer, "agent listening on %s\n", a.Addr())
+			ctx, cancel := signalContext(c.Context)
+			defer cancel()
+			return a.Serve(ctx)
 		},
 	}
 }
@@ -286,6 +334,7 @@ func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
 	}
 	findMaxFrom(c, &o)
 	o.FindMax = o.FindMax || findMax
+	o.Agents, o.AgentToken = agentsFrom(c)
 	return o, nil
 }
 
@@ -296,6 +345,7 @@ func benchCommand() *cli.Command {
 		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable); bin/fakebroker (make build) is franz-go's in-memory kfake, the baseline to compare with (use --brokers 1)", EnvVars: env("broker-bin")},
 	}
 	flags = append(flags, findMaxFlags(loadgen.DefaultOptions())...)
+	flags = append(flags, agentsFlags()...)
 	for _, f := range workloadFlags(d.Workload) {
 		switch f.Names()[0] {
 		case "bootstrap", "broker-admin":
@@ -324,7 +374,10 @@ func benchCommand() *cli.Command {
 			var search loadgen.Options
 			findMaxFrom(c, &search)
 			search.FindMax = search.FindMax || findMax
+			agents, token := agentsFrom(c)
 			return usageExit(loadgen.Bench(ctx, loadgen.BenchConfig{
+				Agents:                agents,
+				AgentToken:            token,
 				Search:                search,
 				Workload:              cfg,
 				AutoReplicationFactor: !c.IsSet("replication-factor"),
