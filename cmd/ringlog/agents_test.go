@@ -71,7 +71,7 @@ func startAgent(t *testing.T, token string) *agentProc {
 	return a
 }
 
-// runLoadgen runs the ringlog binary with args and returns its combined
+// runRinglogCode runs the ringlog binary with args and returns its combined
 // output and exit status.
 func runRinglogCode(t *testing.T, ctx context.Context, args ...string) (string, int) {
 	t.Helper()
