@@ -10,11 +10,11 @@
 # its window is [20 s, 20 s + the CLI's wall time), read with
 # `ringlog report window`. Ports 9092-9095, 9192-9195, 9644-9647.
 #
-#   THR=4000000 THR2=2000000 RATE=1000 PRE=30 scripts/scaleout-bench.sh
+#   THR=2000000 THR2=2000000 RATE=1000 PRE=30 MOVES=5 scripts/scaleout-bench.sh
 set -eu
 R=${RINGLOG:-./bin/ringlog}
 D=${BASE_DIR:-./scaleout-data}; OUT=${OUT:-./scaleout-results/$(date +%Y%m%d-%H%M%S)}
-THR=${THR:-4000000}; THR2=${THR2:-2000000}; RATE=${RATE:-1000}; PRE=${PRE:-30}
+THR=${THR:-2000000}; THR2=${THR2:-2000000}; RATE=${RATE:-1000}; PRE=${PRE:-30}
 MOVES=${MOVES:-5} # --max-moves of the two throttled phases; the control runs unpaced
 rm -rf "$D"; mkdir -p "$OUT"
 $R dev cluster --nodes 3 --base-dir "$D" > "$OUT/cluster.log" 2>&1 & CL=$!
