@@ -606,6 +606,8 @@ func (f *fleet) merge(dir string) (*results.Run, error) {
 	if len(lost) > 0 {
 		res.Incomplete = true
 		res.IncompleteReason = "lost " + strings.Join(lost, "; ")
+		// The latency of part of the load is not known: no pass.
+		res.SLA.Pass = false
 	}
 	var saturated []string
 	for _, ar := range agents {

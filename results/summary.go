@@ -82,11 +82,15 @@ func WriteSummary(w io.Writer, r *Result) {
 // Verdict is the one-line SLA verdict.
 func Verdict(r *Result) string {
 	word := "FAIL"
-	if r.SLA.Pass {
+	if r.SLA.Pass && !r.Incomplete {
 		word = "PASS"
 	}
-	return fmt.Sprintf("SLA %s: ack p99 %.3f ms (target %.3f ms), %d errors",
-		word, r.AckLatencyMs.P99, r.SLA.TargetP99Ms, r.Errors)
+	incomplete := ""
+	if r.Incomplete {
+		incomplete = ", run incomplete"
+	}
+	return fmt.Sprintf("SLA %s: ack p99 %.3f ms (target %.3f ms), %d errors%s",
+		word, r.AckLatencyMs.P99, r.SLA.TargetP99Ms, r.Errors, incomplete)
 }
 
 // WriteSteps prints a find-max step table.

@@ -256,8 +256,8 @@ func TestHarnessAgentDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !merged.Incomplete || !strings.Contains(merged.IncompleteReason, victim.addr) {
-		t.Errorf("incomplete %v reason %q: want true, naming %s", merged.Incomplete, merged.IncompleteReason, victim.addr)
+	if !merged.Incomplete || !strings.Contains(merged.IncompleteReason, victim.addr) || merged.SLA.Pass || !strings.Contains(out.String(), "SLA FAIL") {
+		t.Errorf("incomplete %v reason %q sla pass %v: want incomplete, naming %s, and no pass", merged.Incomplete, merged.IncompleteReason, merged.SLA.Pass, victim.addr)
 	}
 	if len(merged.Agents) != 3 {
 		t.Fatalf("agents %+v: want all three, the lost one included", merged.Agents)
