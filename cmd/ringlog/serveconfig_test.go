@@ -23,7 +23,7 @@ func TestServeDefaultsAreBrokerDefaults(t *testing.T) {
 	}
 	want := broker.DefaultConfig()
 	// Set by serve on top of the defaults: not configuration values.
-	got.Logger, got.AdminHandlers, got.Version = nil, nil, want.Version
+	got.Logger, got.AdminHandlers, got.Version, got.Commit = nil, nil, want.Version, want.Commit
 	// The flag parser hands back empty string lists where the defaults
 	// have none.
 	for _, l := range []*[]string{&got.Wire.Security.SASLListeners, &got.Wire.Security.SuperUsers} {
