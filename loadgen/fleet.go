@@ -621,7 +621,8 @@ func (f *fleet) merge(dir string) (*results.Run, error) {
 	}
 	res.Environment = Environment(f.cfg.BrokerAdmin, f.cfg.Client)
 	res.Environment.Hostname, res.Environment.Cores, res.Environment.CPUModel = "", 0, ""
-	res.Environment.ClientHosts = len(hosts)
+	// Environment counts this host as the one client; the agents are.
+	res.Environment.ClientHosts, res.Environment.ClientCPUs = len(hosts), 0
 	for _, c := range hosts {
 		res.Environment.ClientCPUs += c
 	}
