@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -644,33 +643,11 @@ func (f *fleet) merge(dir string) (*results.Run, error) {
 	return merged, nil
 }
 
-// WriteAgents prints the per-agent table of a distributed run.
-func WriteAgents(w io.Writer, res *results.Result) {
-	if len(res.Agents) == 0 {
-		return
-	}
-	agents := append([]results.AgentResult(nil), res.Agents...)
-	sort.SliceStable(agents, func(i, j int) bool { return agents[i].Name < agents[j].Name })
-	fmt.Fprintf(w, "%-22s %-14s %10s %10s %10s %10s %8s %8s %8s  %s\n", "agent", "host", "target/s", "acked/s", "sent", "acked", "errors", "p50 ms", "p99 ms", "state")
-	for _, a := range agents {
-		state := "ok"
-		switch {
-		case a.Missing:
-			state = "MISSING: " + a.MissingReason
-		case a.Saturated:
-			state = "SATURATED: " + a.SaturationReason
-		}
-		fmt.Fprintf(w, "%-22s %-14s %10.0f %10.0f %10d %10d %8d %8.2f %8.2f  %s\n", a.Name, a.Hostname, a.TargetRate, a.AchievedRate,
-			a.MessagesSent, a.MessagesAcked, a.Errors, a.AckLatencyMs.P50, a.AckLatencyMs.P99, state)
-	}
-}
-
-// finishFleet prints the merged summary and the per-agent table. An
+// finishFleet prints the merged summary (with its per-agent table). An
 // incomplete run prints an INCOMPLETE verdict and returns ErrIncomplete
 // (exit status 1); an interrupted one returns ErrInterrupted.
 func finishFleet(run *results.Run, dir string, out io.Writer) error {
 	results.WriteSummary(out, &run.Result)
-	WriteAgents(out, &run.Result)
 	fmt.Fprintf(out, "report: %s (agents' parts under %s)\n", dir, filepath.Join(dir, "agents"))
 	switch {
 	case run.Result.Incomplete:

@@ -39,13 +39,17 @@ func VerdictOf(r *Result) RunVerdict {
 		if r.Errors > 0 {
 			why = append(why, fmt.Sprintf("%d messages failed", r.Errors))
 		}
-		if r.GeneratorSaturated {
-			why = append(why, "generator saturated: "+r.SaturationReason)
-		}
+		// A distributed run names its saturated agents one by one (its
+		// SaturationReason lists the same agents again).
+		agentsSaturated := false
 		for _, a := range r.Agents {
 			if a.Saturated && !a.Missing {
 				why = append(why, fmt.Sprintf("agent %s saturated: %s", a.Name, a.SaturationReason))
+				agentsSaturated = true
 			}
+		}
+		if r.GeneratorSaturated && !agentsSaturated {
+			why = append(why, "generator saturated: "+r.SaturationReason)
 		}
 	}
 	if r.Incomplete {
