@@ -268,6 +268,9 @@ func (s *Server) addLeaderHints(r *request, resp *kmsg.ProduceResponse) {
 		return
 	}
 	var img *metadata.Image
+	// Read once, on the first refusal: an answer without one allocates
+	// nothing here.
+	var live map[int32]brokerEndpoint
 	var named map[int32]bool
 	for ti := range resp.Topics {
 		t := &resp.Topics[ti]
@@ -277,37 +280,27 @@ func (s *Server) addLeaderHints(r *request, resp *kmsg.ProduceResponse) {
 				continue
 			}
 			if img == nil {
-				img = s.node.MetadataImage()
-				named = map[int32]bool{}
+				img, live, named = s.node.MetadataImage(), map[int32]brokerEndpoint{}, map[int32]bool{}
+				for _, be := range s.liveBrokers(img, r.conn.l) {
+					live[be.id] = be
+				}
 			}
 			info, ok := img.Partition(t.Topic, p.Partition)
-			if !ok || info.Leader < 0 {
+			if !ok {
+				continue
+			}
+			// A leader without a live endpoint on this listener (none,
+			// fenced, or not listening here) is no use as a hint.
+			be, ok := live[info.Leader]
+			if !ok {
 				continue
 			}
 			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = info.Leader, info.LeaderEpoch
-			named[info.Leader] = true
-		}
-	}
-	if len(named) == 0 {
-		return
-	}
-	live := map[int32]bool{}
-	for _, be := range s.liveBrokers(img, r.conn.l) {
-		if !named[be.id] {
-			continue
-		}
-		live[be.id] = true
-		b := kmsg.NewProduceResponseBroker()
-		b.NodeID, b.Host, b.Port, b.Rack = be.id, be.host, be.port, be.rack
-		resp.Brokers = append(resp.Brokers, b)
-	}
-	// A leader without a reachable endpoint on this listener (fenced, or
-	// not listening here) is no use as a hint.
-	for ti := range resp.Topics {
-		for pi := range resp.Topics[ti].Partitions {
-			p := &resp.Topics[ti].Partitions[pi]
-			if p.ErrorCode == kerr.NotLeaderForPartition.Code && p.CurrentLeader.LeaderID >= 0 && !live[p.CurrentLeader.LeaderID] {
-				p.CurrentLeader = kmsg.NewProduceResponseTopicPartitionCurrentLeader()
+			if !named[be.id] {
+				named[be.id] = true
+				b := kmsg.NewProduceResponseBroker()
+				b.NodeID, b.Host, b.Port, b.Rack = be.id, be.host, be.port, be.rack
+				resp.Brokers = append(resp.Brokers, b)
 			}
 		}
 	}
