@@ -34,6 +34,28 @@ type Config struct {
 	// MaxOffsetMetadataBytes caps a commit's metadata string
 	// (offset.metadata.max.bytes).
 	MaxOffsetMetadataBytes int
+
+	// KIP-848 consumer groups.
+
+	// ConsumerSessionTimeout is how long a consumer-protocol member may
+	// go without a heartbeat (group.consumer.session.timeout.ms).
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is the interval the coordinator tells
+	// members to heartbeat at (group.consumer.heartbeat.interval.ms); it
+	// is also how soon a member learns of a new assignment.
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerMaxSize caps a consumer group's members
+	// (group.consumer.max.size).
+	ConsumerMaxSize int
+	// ConsumerAssignors lists the server-side assignors members may name,
+	// the first being the default (group.consumer.assignors): "uniform"
+	// and "range".
+	ConsumerAssignors []string
+	// MigrationPolicy says which empty groups convert between the
+	// protocols (group.consumer.migration.policy): "bidirectional",
+	// "upgrade" (classic to consumer only), "downgrade" (consumer to
+	// classic only) or "disabled".
+	MigrationPolicy string
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -47,6 +69,11 @@ func DefaultConfig() Config {
 		OffsetsRetention:              7 * 24 * time.Hour,
 		OffsetsRetentionCheckInterval: 10 * time.Minute,
 		MaxOffsetMetadataBytes:        4096,
+		ConsumerSessionTimeout:        45 * time.Second,
+		ConsumerHeartbeatInterval:     5 * time.Second,
+		ConsumerMaxSize:               math.MaxInt32,
+		ConsumerAssignors:             []string{"uniform", "range"},
+		MigrationPolicy:               "bidirectional",
 	}
 }
 
@@ -71,6 +98,24 @@ func (c Config) Validate() error {
 		return fmt.Errorf("group: OffsetsRetentionCheckInterval %v exceeds OffsetsRetention %v", c.OffsetsRetentionCheckInterval, c.OffsetsRetention)
 	case c.MaxOffsetMetadataBytes < 0:
 		return fmt.Errorf("group: MaxOffsetMetadataBytes %d must not be negative", c.MaxOffsetMetadataBytes)
+	case c.ConsumerSessionTimeout <= 0:
+		return fmt.Errorf("group: ConsumerSessionTimeout %v must be positive", c.ConsumerSessionTimeout)
+	case c.ConsumerHeartbeatInterval <= 0 || c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout:
+		return fmt.Errorf("group: ConsumerHeartbeatInterval %v must be positive and below ConsumerSessionTimeout %v", c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout)
+	case c.ConsumerMaxSize <= 0:
+		return fmt.Errorf("group: ConsumerMaxSize %d must be positive", c.ConsumerMaxSize)
+	case len(c.ConsumerAssignors) == 0:
+		return fmt.Errorf("group: ConsumerAssignors must name at least one assignor")
+	}
+	for _, a := range c.ConsumerAssignors {
+		if a != "uniform" && a != "range" {
+			return fmt.Errorf("group: unknown consumer assignor %q (uniform, range)", a)
+		}
+	}
+	switch c.MigrationPolicy {
+	case "bidirectional", "upgrade", "downgrade", "disabled":
+	default:
+		return fmt.Errorf("group: MigrationPolicy %q is not bidirectional, upgrade, downgrade or disabled", c.MigrationPolicy)
 	}
 	return nil
 }

@@ -61,4 +61,28 @@ var (
 	// group, or an AppendTxn failure the TxnPersister wrapped in it
 	// (the log fenced the producer); passed to the client as is.
 	ErrInvalidProducerEpoch = errors.New("group: invalid producer epoch")
+
+	// KIP-848 (consumer protocol) errors.
+
+	// ErrFencedMemberEpoch: FENCED_MEMBER_EPOCH (110). A heartbeat names
+	// an epoch the member is not at (nor its previous one with an owned
+	// set the coordinator accepts): the member drops its partitions and
+	// rejoins with epoch 0.
+	ErrFencedMemberEpoch = errors.New("group: fenced member epoch")
+	// ErrUnreleasedInstanceID: UNRELEASED_INSTANCE_ID (111). A static
+	// member joins with an instance id another live member still holds.
+	ErrUnreleasedInstanceID = errors.New("group: instance id still in use by another member")
+	// ErrUnsupportedAssignor: UNSUPPORTED_ASSIGNOR (112). ServerAssignor
+	// names an assignor the coordinator does not run.
+	ErrUnsupportedAssignor = errors.New("group: unsupported server assignor")
+	// ErrStaleMemberEpoch: STALE_MEMBER_EPOCH (113). OffsetCommit (v9+)
+	// or OffsetFetch with a member epoch that is not the member's current
+	// one; the client retries after its next heartbeat. Before
+	// OffsetCommit v9 netpath answers ILLEGAL_GENERATION instead.
+	ErrStaleMemberEpoch = errors.New("group: stale member epoch")
+	// ErrInvalidRegularExpression: INVALID_REGULAR_EXPRESSION (128).
+	ErrInvalidRegularExpression = errors.New("group: invalid regular expression")
+	// ErrInvalidRequest: INVALID_REQUEST (42). A heartbeat missing a field
+	// its epoch requires (wrapped with which one).
+	ErrInvalidRequest = errors.New("group: invalid request")
 )

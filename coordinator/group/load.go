@@ -24,6 +24,9 @@ type LoadedGroup struct {
 	// whose transaction had no marker on the partition by the end of the
 	// load. FinishLoad keeps them pending; CompleteTxn decides them.
 	Pending map[int64]*LoadedTxn
+	// Consumer is set for a KIP-848 consumer group (its records use key
+	// versions 3-8); Metadata is then nil.
+	Consumer *LoadedConsumerGroup
 
 	// pos is the load position (1-based record index) of the record behind
 	// each entry of Offsets. A commit marker arriving after the load

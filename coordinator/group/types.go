@@ -118,6 +118,10 @@ type CommitOffset struct {
 // id is a "simple" commit from a client that does not use group management
 // (v0 has no generation: netpath passes -1).
 type OffsetCommitRequest struct {
+	// Version is the OffsetCommit version: for a consumer (KIP-848) group
+	// Generation is the member epoch, and a stale one is
+	// ErrStaleMemberEpoch from v9 on, ErrIllegalGeneration before.
+	Version    int16
 	Group      string
 	Generation int32
 	MemberID   string
@@ -166,6 +170,11 @@ type FetchOptions struct {
 	// transactional offset commit answer ErrUnstableOffsetCommit instead
 	// of an offset that the transaction may be about to replace.
 	RequireStable bool
+	// MemberID and MemberEpoch (v9+) identify a consumer-group member;
+	// MemberEpoch -1 (or an empty MemberID) skips the check. A stale
+	// epoch is ErrStaleMemberEpoch, an unknown member ErrUnknownMemberID.
+	MemberID    string
+	MemberEpoch int32
 }
 
 // FetchedOffset is one partition of an OffsetFetch answer. Offset is -1
@@ -243,6 +252,7 @@ type GroupListing struct {
 	Group        string
 	ProtocolType string
 	State        string
+	GroupType    string // GroupTypeClassic or GroupTypeConsumer (ListGroups v5)
 }
 
 // DeleteGroupResult is one group in DeleteGroups.
