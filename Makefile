@@ -14,7 +14,7 @@ FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
 
-.PHONY: help build cross test test-loadgen test-faults test-admin test-harness test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
+.PHONY: help build cross test test-loadgen test-faults test-admin test-harness test-groups test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
 
 help:
 	@echo "make build        build $(BIN) and bin/fakebroker (franz-go's kfake, the in-memory baseline for bench)"
@@ -77,10 +77,16 @@ ADMIN_TESTS ?= TestAdmin
 # files, consumer workloads, reports in headless Chromium) run in
 # `make test-harness`, which CI runs after `make test`.
 HARNESS_TESTS ?= TestHarness
+# The KIP-848 consumer-protocol integration tests (issue 20: franz-go
+# members over a 3-broker cluster through leaves, kills, joins and a
+# coordinator kill -9; the side-by-side rebalance benchmark is behind
+# RINGLOG_GROUP848_BENCH=1) run in `make test-groups`, which CI runs after
+# `make test`.
+GROUP848_TESTS ?= TestConsumerProto
 test: vet build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	@echo "== integration tests with --io uring"
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS))' ./cmd/...
+	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS)|$(GROUP848_TESTS))' ./cmd/...
 	@echo "== write-path-dependent integration tests with --io sync"
 	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(SYNC_TESTS))' ./cmd/...
 
@@ -90,7 +96,7 @@ test-sync-all: build
 # The integration tests `make test` does not run on the fallback: CI runs
 # this after `make test`, so together the whole suite passes on both paths.
 test-sync-rest: build
-	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(SYNC_TESTS)|$(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS))' ./cmd/...
+	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(SYNC_TESTS)|$(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS)|$(GROUP848_TESTS))' ./cmd/...
 
 test-loadgen: build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(LOADGEN_PKGS)
@@ -100,6 +106,9 @@ test-admin: build
 
 test-harness: build
 	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(HARNESS_TESTS))' ./cmd/...
+
+test-groups: build
+	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(GROUP848_TESTS))' ./cmd/...
 
 test-faults: build
 	@echo "== fault tests with --io uring"
