@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -249,18 +250,8 @@ func randomSpec(r *rand.Rand, homogeneous bool) *AssignSpec {
 		}
 		spec.Members = append(spec.Members, m)
 	}
-	slices.SortFunc(spec.Members, func(a, b AssignMember) int { return cmpString(a.MemberID, b.MemberID) })
+	slices.SortFunc(spec.Members, func(a, b AssignMember) int { return strings.Compare(a.MemberID, b.MemberID) })
 	return spec
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // TestAssignorsRandomized checks the contract, determinism and balance
@@ -373,7 +364,7 @@ func checkRange(t *testing.T, spec *AssignSpec, got map[string]Assignment) {
 	slices.SortStableFunc(order, func(a, b AssignMember) int {
 		switch {
 		case a.InstanceID != nil && b.InstanceID != nil:
-			return cmpString(*a.InstanceID, *b.InstanceID)
+			return strings.Compare(*a.InstanceID, *b.InstanceID)
 		case a.InstanceID != nil:
 			return -1
 		case b.InstanceID != nil:
@@ -426,7 +417,7 @@ func TestRangeCoPartitionedAndStatic(t *testing.T) {
 	i0, i1 := "i0", "i1"
 	spec.Members[0].MemberID, spec.Members[0].InstanceID = "z-new", &i0
 	spec.Members[1].MemberID, spec.Members[1].InstanceID = "a-new", &i1
-	slices.SortFunc(spec.Members, func(a, b AssignMember) int { return cmpString(a.MemberID, b.MemberID) })
+	slices.SortFunc(spec.Members, func(a, b AssignMember) int { return strings.Compare(a.MemberID, b.MemberID) })
 	got = rg.Assign(spec)
 	if !reflect.DeepEqual(got["z-new"], want["m000"]) || !reflect.DeepEqual(got["a-new"], want["m001"]) {
 		t.Fatalf("static: %v", got)

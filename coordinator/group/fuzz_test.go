@@ -33,19 +33,8 @@ func FuzzDecodeConsumerRecord(f *testing.F) {
 		if err != nil || r.Tombstone {
 			return
 		}
-		var kv KV
-		switch r.Kind {
-		case KindConsumerGroup:
-			kv = ConsumerGroupMetadataKV(r.GroupID, r.ConsumerEpoch, false)
-		case KindConsumerTarget:
-			kv = ConsumerTargetMetadataKV(r.GroupID, r.ConsumerEpoch, false)
-		case KindConsumerMember:
-			kv = ConsumerMemberKV(r.GroupID, r.MemberID, r.ConsumerMember)
-		case KindConsumerTargetMember:
-			kv = ConsumerTargetMemberKV(r.GroupID, r.MemberID, r.ConsumerTarget, false)
-		case KindConsumerCurrent:
-			kv = ConsumerCurrentAssignmentKV(r.GroupID, r.MemberID, r.ConsumerCurrent)
-		default:
+		kv, ok := reencodeConsumer(r)
+		if !ok {
 			return
 		}
 		r2, err := DecodeRecord(kv.Key, kv.Value)

@@ -169,27 +169,26 @@ func appendCompactNullableString(b []byte, s *string) []byte {
 	return appendCompactString(b, *s)
 }
 
+// consumerKinds maps the consumer records' key versions to their kinds.
+var consumerKinds = map[int16]RecordKind{
+	consumerGroupKeyVersion:             KindConsumerGroup,
+	consumerPartitionMetadataKeyVersion: KindConsumerPartitionMetadata,
+	consumerMemberKeyVersion:            KindConsumerMember,
+	consumerTargetKeyVersion:            KindConsumerTarget,
+	consumerTargetMemberKeyVersion:      KindConsumerTargetMember,
+	consumerCurrentKeyVersion:           KindConsumerCurrent,
+}
+
 // decodeConsumerKey reads the fields of a key of version 3-8 after its
 // version; it reports false for other versions.
 func decodeConsumerKey(r *reader, ver int16, rec *Record) bool {
-	switch ver {
-	case consumerGroupKeyVersion:
-		rec.Kind = KindConsumerGroup
-	case consumerPartitionMetadataKeyVersion:
-		rec.Kind = KindConsumerPartitionMetadata
-	case consumerMemberKeyVersion:
-		rec.Kind = KindConsumerMember
-	case consumerTargetKeyVersion:
-		rec.Kind = KindConsumerTarget
-	case consumerTargetMemberKeyVersion:
-		rec.Kind = KindConsumerTargetMember
-	case consumerCurrentKeyVersion:
-		rec.Kind = KindConsumerCurrent
-	default:
+	kind, ok := consumerKinds[ver]
+	if !ok {
 		return false
 	}
+	rec.Kind = kind
 	rec.GroupID = r.string()
-	switch rec.Kind {
+	switch kind {
 	case KindConsumerMember, KindConsumerTargetMember, KindConsumerCurrent:
 		rec.MemberID = r.string()
 	}
