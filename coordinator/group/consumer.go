@@ -299,13 +299,19 @@ func (g *group) consumerHeartbeat(req *ConsumerHeartbeatRequest, topics Topics, 
 // answerAfter resolves resp once kvs are durable (at once when there are
 // none).
 func (g *group) answerAfter(kvs []KV, resp ConsumerHeartbeatResponse) *Future[ConsumerHeartbeatResponse] {
-	if len(kvs) == 0 {
+	cg := g.consumer
+	if len(kvs) == 0 && !cg.last.pending() {
 		return resolved(resp)
 	}
-	w := g.append(kvs)
+	d := cg.last
+	if len(kvs) > 0 {
+		d = watch(g.append(kvs))
+		cg.last = d
+	}
 	fut := newFuture[ConsumerHeartbeatResponse]()
 	go func() {
-		if err := appendErr(w.Wait()); err != nil {
+		<-d.done
+		if err := d.err; err != nil {
 			resp = ConsumerHeartbeatResponse{Err: err, MemberID: resp.MemberID, MemberEpoch: resp.MemberEpoch}
 		}
 		fut.Resolve(resp)

@@ -49,6 +49,37 @@ type cgroup struct {
 	subHash   uint64
 	hashKnown bool
 	regexes   regexCache
+	// last is the group's latest heartbeat append: an answer that writes
+	// nothing still waits for it, so no member acts on state a new
+	// coordinator might not load (Kafka defers such answers the same way).
+	last *durable
+}
+
+// durable is one append's outcome, readable by any number of waiters.
+type durable struct {
+	done chan struct{}
+	err  error
+}
+
+func watch(w Waiter) *durable {
+	d := &durable{done: make(chan struct{})}
+	go func() {
+		d.err = appendErr(w.Wait())
+		close(d.done)
+	}()
+	return d
+}
+
+func (d *durable) pending() bool {
+	if d == nil {
+		return false
+	}
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
 }
 
 func newCgroup() *cgroup {
@@ -353,9 +384,13 @@ func (g *group) restoreConsumer(lc *LoadedConsumerGroup, now time.Time) {
 // toClassic converts an empty consumer group for a classic JoinGroup,
 // per Config.MigrationPolicy; the group's consumer records get
 // tombstones first, its offsets stay.
-func (g *group) toClassic() error {
+func (g *group) toClassic(memberID string) error {
 	if len(g.consumer.members) > 0 {
 		return fmt.Errorf("%w: %s is a consumer group with members", ErrInconsistentGroupProtocol, g.id)
+	}
+	if memberID != "" {
+		// Only a first join converts: a member id cannot be ours.
+		return fmt.Errorf("%w: %s", ErrUnknownMemberID, memberID)
 	}
 	if p := g.m.cfg.MigrationPolicy; p != "bidirectional" && p != "downgrade" {
 		return fmt.Errorf("%w: %s is a consumer group and migration policy %q forbids downgrading it", ErrInconsistentGroupProtocol, g.id, p)

@@ -1,11 +1,12 @@
 package group
 
 import (
-	"encoding/json"
-	"fmt"
 	"hash/fnv"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -121,15 +122,89 @@ var testRecords = consumerRecords{
 	},
 }
 
+// testPayloads keeps what each test record holds, by the id its value
+// carries, so testLoad can replay the records as Load would.
+var testPayloads sync.Map
+
+var testPayloadSeq atomic.Int64
+
 func testKV(kind, group, member string, v any, tomb bool) KV {
 	kv := KV{Key: []byte(kind + "/" + group + "/" + member)}
 	if !tomb {
-		var err error
-		if kv.Value, err = json.Marshal(v); err != nil {
-			kv.Value = fmt.Appendf(nil, "%v", v) // Assignment: array map keys
-		}
+		id := testPayloadSeq.Add(1)
+		testPayloads.Store(id, v)
+		kv.Value = strconv.AppendInt(nil, id, 10)
 	}
 	return kv
+}
+
+// testLoad replays test-encoded consumer records (last value per key wins,
+// a tombstone deletes) into LoadedConsumerGroups, and returns the other
+// records for Load.
+func testLoad(t *testing.T, kvs []KV) (map[string]*LoadedConsumerGroup, []KV) {
+	t.Helper()
+	last := make(map[string]any)
+	var order []string
+	var rest []KV
+	for _, kv := range kvs {
+		k := string(kv.Key)
+		kind, _, ok := strings.Cut(k, "/")
+		if !ok || !slices.Contains([]string{"group", "target-meta", "member", "target", "current"}, kind) {
+			rest = append(rest, kv)
+			continue
+		}
+		if _, seen := last[k]; !seen {
+			order = append(order, k)
+		}
+		if kv.Value == nil {
+			last[k] = nil
+			continue
+		}
+		id, err := strconv.ParseInt(string(kv.Value), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := testPayloads.Load(id)
+		last[k] = v
+	}
+	out := make(map[string]*LoadedConsumerGroup)
+	get := func(g string) *LoadedConsumerGroup {
+		if out[g] == nil {
+			out[g] = &LoadedConsumerGroup{Members: make(map[string]*LoadedConsumerMember), Target: make(map[string]Assignment)}
+		}
+		return out[g]
+	}
+	for _, k := range order {
+		v := last[k]
+		if v == nil {
+			continue
+		}
+		parts := strings.SplitN(k, "/", 3)
+		lc := get(parts[1])
+		switch parts[0] {
+		case "group":
+			lc.GroupEpoch = v.(int32)
+		case "target-meta":
+			lc.AssignmentEpoch = v.(int32)
+		case "target":
+			lc.Target[parts[2]] = v.(Assignment)
+		}
+	}
+	for _, k := range order {
+		parts := strings.SplitN(k, "/", 3)
+		if v := last[k]; v != nil && parts[0] == "member" {
+			get(parts[1]).Members[parts[2]] = &LoadedConsumerMember{Metadata: *v.(*ConsumerMemberRecord)}
+		}
+	}
+	for _, k := range order {
+		parts := strings.SplitN(k, "/", 3)
+		if v := last[k]; v != nil && parts[0] == "current" {
+			if m := get(parts[1]).Members[parts[2]]; m != nil {
+				m.Current = v.(*ConsumerAssignmentRecord)
+			}
+		}
+	}
+	return out, rest
 }
 
 // consumerHarness is a harness with a topic view, the real assignors and
@@ -325,4 +400,3 @@ func parts(a Assignment, topic string) []int32 {
 }
 
 func strp(s string) *string { return &s }
-

@@ -294,7 +294,7 @@ func (m *Manager) Join(req JoinRequest) *Future[JoinResponse] {
 	}
 	defer g.mu.Unlock()
 	if g.consumer != nil {
-		if err := g.toClassic(); err != nil {
+		if err := g.toClassic(req.MemberID); err != nil {
 			return failJoin(err, req.MemberID)
 		}
 	}
