@@ -60,16 +60,7 @@ func normalize(a Assignment) Assignment {
 }
 
 func equalAssignment(a, b Assignment) bool {
-	if a.size() != b.size() {
-		return false
-	}
-	eq := true
-	a.each(func(k tpKey) {
-		if eq && !b.has(k) {
-			eq = false
-		}
-	})
-	return eq
+	return a.size() == b.size() && subset(a, b)
 }
 
 // subset reports whether every partition of a is in b.

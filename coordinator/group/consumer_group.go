@@ -235,7 +235,7 @@ func (g *group) computeNext(mem *cmember, now time.Time) {
 		// its epoch and holds the revoked partitions until then.
 		cg.setOwned(mem, assignmentOf(kept), assignmentOf(revoke))
 		mem.state = MemberUnrevokedPartitions
-		mem.revokeDeadline = now.Add(mem.rebalance)
+		mem.revokeDeadline = now.Add(g.revokeTimeout(mem))
 		return
 	}
 	unreleased := false
@@ -348,7 +348,7 @@ func (g *group) restoreConsumer(lc *LoadedConsumerGroup, now time.Time) {
 				mem.state = MemberStable
 			}
 			if mem.state == MemberUnrevokedPartitions {
-				mem.revokeDeadline = now.Add(mem.rebalance)
+				mem.revokeDeadline = now.Add(g.revokeTimeout(mem))
 			}
 			// A partition two records both claim stays with the first
 			// member seen: never two owners, whatever the log says.
@@ -482,4 +482,14 @@ func (g *group) checkConsumerCommit(req *OffsetCommitRequest, now time.Time) err
 	}
 	mem.deadline = now.Add(g.m.cfg.ConsumerSessionTimeout)
 	return nil
+}
+
+// revokeTimeout is how long mem may take to give partitions up: its
+// rebalance timeout, or the session timeout when it gave none (0), so a
+// member is never fenced on the spot.
+func (g *group) revokeTimeout(mem *cmember) time.Duration {
+	if mem.rebalance > 0 {
+		return mem.rebalance
+	}
+	return g.m.cfg.ConsumerSessionTimeout
 }
