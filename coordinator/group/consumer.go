@@ -70,8 +70,9 @@ func (m *Manager) validateHeartbeat(req *ConsumerHeartbeatRequest) error {
 		if req.RebalanceTimeout < 0 {
 			return inv("a joining member must give a rebalance timeout")
 		}
-		if req.Owned == nil {
-			return inv("a joining member must send its owned partitions (empty)")
+		if req.Owned == nil || req.Owned.size() > 0 {
+			// Kafka's rule: a (re)joining member owns nothing.
+			return inv("owned partitions must be empty when (re-)joining")
 		}
 		if req.Version >= 1 && req.MemberID == "" {
 			return inv("member id must be set from version 1 on")
@@ -289,8 +290,11 @@ func (g *group) consumerHeartbeat(req *ConsumerHeartbeatRequest, topics Topics, 
 		MemberEpoch:       mem.epoch,
 		HeartbeatInterval: g.m.cfg.ConsumerHeartbeatInterval,
 	}
-	if req.MemberEpoch == JoinEpoch || !equalAssignment(prev.assigned, mem.assigned) ||
-		(owned != nil && !equalAssignment(owned, mem.assigned)) {
+	// Kafka sends the assignment when it changed and on a full request
+	// (every field set, as after a client-side error); we also send it
+	// when the member reports owning something else.
+	full := req.RebalanceTimeout >= 0 && req.Owned != nil && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil)
+	if full || !equalAssignment(prev.assigned, mem.assigned) || (owned != nil && !equalAssignment(owned, mem.assigned)) {
 		resp.Assignment, resp.HasAssignment = cloneAssignment(mem.assigned), true
 	}
 	return g.answerAfter(kvs, resp)

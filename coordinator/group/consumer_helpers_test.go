@@ -269,7 +269,7 @@ func (h *consumerHarness) step(c *client) error {
 	h.t.Helper()
 	req := ConsumerHeartbeatRequest{MemberID: c.id, MemberEpoch: c.epoch, InstanceID: c.instance, RebalanceTimeout: testRebalance,
 		Owned: c.owned}
-	if c.owned == nil {
+	if c.owned == nil || c.epoch == 0 {
 		req.Owned = Assignment{}
 	}
 	if c.epoch == 0 {

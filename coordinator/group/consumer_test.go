@@ -265,6 +265,7 @@ func TestConsumerValidation(t *testing.T) {
 		{"no group", ConsumerHeartbeatRequest{Group: "", Version: 1, MemberID: "a", SubscribedTopicNames: []string{"t"}, Owned: Assignment{}}, ErrInvalidGroupID},
 		{"no subscription", ConsumerHeartbeatRequest{MemberID: "a", Owned: Assignment{}}, ErrInvalidRequest},
 		{"no owned", ConsumerHeartbeatRequest{MemberID: "a", SubscribedTopicNames: []string{"t"}}, ErrInvalidRequest},
+		{"owned on join", ConsumerHeartbeatRequest{MemberID: "a", SubscribedTopicNames: []string{"t"}, Owned: Assignment{topicID("t"): {0}}}, ErrInvalidRequest},
 		{"negative rebalance", ConsumerHeartbeatRequest{MemberID: "a", SubscribedTopicNames: []string{"t"}, Owned: Assignment{}, RebalanceTimeout: -1}, ErrInvalidRequest},
 		{"v1 no id", ConsumerHeartbeatRequest{SubscribedTopicNames: []string{"t"}, Owned: Assignment{}}, ErrInvalidRequest},
 		{"epoch without id", ConsumerHeartbeatRequest{MemberEpoch: 3}, ErrInvalidRequest},
