@@ -107,6 +107,9 @@ func heartbeatRequest(req *kmsg.ConsumerGroupHeartbeatRequest) (group.ConsumerHe
 			// A topic listed twice is merged; the Assignment invariant
 			// (sorted, no duplicates) holds for what the Manager sees.
 			ps := append(hr.Owned[group.TopicID(t.TopicID)], t.Partitions...)
+			if ps == nil {
+				ps = []int32{} // kept: the client named the topic
+			}
 			slices.Sort(ps)
 			hr.Owned[group.TopicID(t.TopicID)] = slices.Compact(ps)
 		}
