@@ -463,35 +463,45 @@ func TestAssignorsEdgeCases(t *testing.T) {
 	}
 }
 
-// BenchmarkUniformAssign: 1,000 members x 10,000 partitions (10 topics of
-// 1,000), the rebalance after one member left (its partitions move) from
-// a balanced current assignment. The coordinator runs this under the
+// benchSpec is 1,000 members x 10,000 partitions (10 topics of 1,000);
+// heterogeneous: every third member subscribes to half the topics.
+func benchSpec(hetero bool) *AssignSpec {
+	spec := asgSpec(1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000)
+	if hetero {
+		for i := range spec.Members {
+			if i%3 == 0 {
+				spec.Members[i].Subscribed = spec.Members[i].Subscribed[:5]
+			}
+		}
+	}
+	return spec
+}
+
+// BenchmarkUniformAssign: 1,000 members x 10,000 partitions, from nothing
+// (fresh) and the rebalance after one member left a balanced group
+// (leave: its partitions move). The coordinator runs this under the
 // group's lock.
 func BenchmarkUniformAssign(b *testing.B) {
+	u := mustAssignor(b, "uniform")
 	for _, hetero := range []bool{false, true} {
-		b.Run(fmt.Sprintf("heterogeneous=%v", hetero), func(b *testing.B) {
-			u := mustAssignor(b, "uniform")
-			spec := asgSpec(1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000)
-			if hetero {
-				for i := range spec.Members {
-					if i%3 == 0 {
-						spec.Members[i].Subscribed = spec.Members[i].Subscribed[:5]
-					}
+		for _, leave := range []bool{false, true} {
+			spec := benchSpec(hetero)
+			if leave {
+				withCurrent(spec, u.Assign(spec))
+				spec.Members = spec.Members[1:]
+			}
+			b.Run(fmt.Sprintf("leave=%v/heterogeneous=%v", leave, hetero), func(b *testing.B) {
+				for range b.N {
+					u.Assign(spec)
 				}
-			}
-			withCurrent(spec, u.Assign(spec))
-			spec.Members = spec.Members[1:]
-			b.ResetTimer()
-			for range b.N {
-				u.Assign(spec)
-			}
-		})
+			})
+		}
 	}
 }
 
 func BenchmarkRangeAssign(b *testing.B) {
 	r := mustAssignor(b, "range")
-	spec := asgSpec(1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000)
+	spec := benchSpec(false)
 	b.ResetTimer()
 	for range b.N {
 		r.Assign(spec)

@@ -68,6 +68,10 @@ type LoadedTxn struct {
 // tombstone drops the partition's pending offsets of every producer too
 // (that is how OffsetDelete and DeleteGroups reach open transactions).
 // Transactions still open at the end stay in LoadedGroup.Pending.
+//
+// Consumer-group records (key versions 3-8) build LoadedGroup.Consumer;
+// see applyConsumer and settleType for creation, tombstones and
+// conversion between the classic and the consumer type.
 func Load(records iter.Seq2[KV, error]) (*Snapshot, error) {
 	s := &Snapshot{Groups: make(map[string]*LoadedGroup)}
 	get := func(id string) *LoadedGroup {

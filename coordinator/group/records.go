@@ -26,8 +26,9 @@ import (
 //	                        rebalanceTimeout:int32 sessionTimeout:int32
 //	                        subscription:bytes assignment:bytes]
 //
-// A nil value is a tombstone: compaction removes the key, and Load drops
-// the state it named. We decode older value versions too (offset v0-v3,
+// Key versions 3-8 are the consumer (KIP-848) group records, in
+// records848.go. A nil value is a tombstone: compaction removes the key,
+// and Load drops the state it named. We decode older value versions too (offset v0-v3,
 // group v0-v3) because a partition may hold records written by an older
 // Kafka; we always write the versions above.
 const (

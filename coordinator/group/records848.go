@@ -27,11 +27,11 @@ import (
 //	                                            state:int8 assigned:[topicId [partition]] pendingRevocation:[...]
 //
 // We write value version 0 of keys 3, 5, 6, 7 and 8, the only value
-// version Kafka 4.x defines for them; what later Kafka added to them is
-// tagged (the metadata value's MetadataHash, the member value's
-// ClassicMemberMetadata), which we never write because we neither hash
-// topic metadata nor let classic members join a consumer group, and skip
-// on read like any unknown tag. Key 4 (subscription metadata, deprecated
+// version Kafka defines for them. Their optional parts are tagged fields
+// (the member value's ClassicMemberMetadata, tag 0; the metadata value's
+// topic-metadata hash of KIP-1101, Kafka 4.1+), which we never write,
+// because we neither hash topic metadata nor let classic-protocol members
+// join a consumer group, and skip on read like any unknown tag. Key 4 (subscription metadata, deprecated
 // since Kafka 4.0) is decoded, so a corrupt one is noticed, and then
 // ignored by Load: we resolve topics from the live cluster view instead.
 // A value version other than 0 is ErrUnknownRecord, as for the classic
