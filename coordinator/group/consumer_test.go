@@ -358,6 +358,11 @@ func TestConsumerConversion(t *testing.T) {
 				if h.fetch("g", "t", 0) != 42 {
 					t.Fatal("offsets lost in the upgrade")
 				}
+				// The classic metadata got its tombstone.
+				snap, err := Load(Records(h.p.Records(h.m.Partition("g"))))
+				if err != nil || snap.Groups["g"] == nil || snap.Groups["g"].Metadata != nil {
+					t.Fatalf("classic metadata after the upgrade: %v %+v", err, snap.Groups["g"])
+				}
 				if d := h.m.Describe([]string{"g"})[0]; d.ProtocolType != ConsumerProtocolType || d.State != string(ConsumerStable) {
 					t.Fatalf("describe after upgrade: %+v", d)
 				}
@@ -368,6 +373,11 @@ func TestConsumerConversion(t *testing.T) {
 				jr = wait(t, h.m.Join(joinReq("g", "")))
 				if policy == "bidirectional" {
 					mustErr(t, jr.Err, ErrMemberIDRequired)
+					if !h.real {
+						if got := h.keysWritten(0); !slices.Contains(got, "group/g/ (tombstone)") || !slices.Contains(got, "target-meta/g/ (tombstone)") {
+							t.Fatalf("downgrade wrote no consumer tombstones: %v", got)
+						}
+					}
 					if h.fetch("g", "t", 0) != 42 {
 						t.Fatal("offsets lost in the downgrade")
 					}
