@@ -145,7 +145,8 @@ func TestConsumerStaticLeaveAndRejoin(t *testing.T) {
 	h.exactlyOnce(map[string]int32{"t": 6}, a, b)
 	epoch := h.describe("g").GroupEpoch
 	held := a.owned
-	r := h.hb(ConsumerHeartbeatRequest{MemberID: "a1", MemberEpoch: StaticLeaveEpoch, InstanceID: strp("i-a")})
+	// franz-go leaves with epoch -2 and its member id only.
+	r := h.hb(ConsumerHeartbeatRequest{MemberID: "a1", MemberEpoch: StaticLeaveEpoch})
 	if r.Err != nil || r.MemberEpoch != StaticLeaveEpoch {
 		t.Fatalf("static leave: %+v", r)
 	}
@@ -173,6 +174,19 @@ func TestConsumerStaticLeaveAndRejoin(t *testing.T) {
 	// The old id is gone.
 	r = h.hb(ConsumerHeartbeatRequest{MemberID: "a1", MemberEpoch: a.epoch, RebalanceTimeout: -1})
 	mustErr(t, r.Err, ErrUnknownMemberID)
+}
+
+func TestConsumerDynamicStaticLeave(t *testing.T) {
+	h := newConsumerHarness(t, nil)
+	a, b := h.join("a", "t"), h.join("b", "t")
+	h.converge(a, b)
+	// A member without an instance id sending -2 simply leaves.
+	r := h.hb(ConsumerHeartbeatRequest{MemberID: "b", MemberEpoch: StaticLeaveEpoch})
+	if r.Err != nil || r.MemberEpoch != LeaveEpoch {
+		t.Fatalf("-2 from a dynamic member: %+v", r)
+	}
+	h.converge(a)
+	h.exactlyOnce(map[string]int32{"t": 6}, a)
 }
 
 func TestConsumerStaticSessionExpiry(t *testing.T) {
@@ -268,7 +282,6 @@ func TestConsumerValidation(t *testing.T) {
 		{"negative rebalance", ConsumerHeartbeatRequest{MemberID: "a", SubscribedTopicNames: []string{"t"}, Owned: Assignment{}, RebalanceTimeout: -1}, ErrInvalidRequest},
 		{"v1 no id", ConsumerHeartbeatRequest{SubscribedTopicNames: []string{"t"}, Owned: Assignment{}}, ErrInvalidRequest},
 		{"epoch without id", ConsumerHeartbeatRequest{MemberEpoch: 3}, ErrInvalidRequest},
-		{"static leave without instance", ConsumerHeartbeatRequest{MemberID: "a", MemberEpoch: -2}, ErrInvalidRequest},
 		{"epoch -3", ConsumerHeartbeatRequest{MemberID: "a", MemberEpoch: -3}, ErrInvalidRequest},
 		{"assignor", ConsumerHeartbeatRequest{MemberID: "a", SubscribedTopicNames: []string{"t"}, Owned: Assignment{}, ServerAssignor: strp("sticky")}, ErrUnsupportedAssignor},
 		{"regex", ConsumerHeartbeatRequest{MemberID: "a", SubscribedTopicRegex: strp("t("), Owned: Assignment{}}, ErrInvalidRegularExpression},
