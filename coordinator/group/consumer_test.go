@@ -120,19 +120,22 @@ func TestConsumerSecondMemberRevokesFirst(t *testing.T) {
 }
 
 func TestConsumerLeaveFreesPartitions(t *testing.T) {
-	h := newConsumerHarness(t, nil)
-	a, b := h.join("a", "t"), h.join("b", "t")
-	h.converge(a, b)
-	r := h.hb(ConsumerHeartbeatRequest{MemberID: "b", MemberEpoch: LeaveEpoch})
-	if r.Err != nil || r.MemberEpoch != LeaveEpoch {
-		t.Fatalf("leave: %+v", r)
-	}
-	h.converge(a)
-	h.exactlyOnce(map[string]int32{"t": 6}, a)
-	r = h.hb(ConsumerHeartbeatRequest{MemberID: "b", MemberEpoch: LeaveEpoch})
-	mustErr(t, r.Err, ErrUnknownMemberID)
-	if d := h.describe("g"); d.GroupEpoch != 3 || len(d.Members) != 1 {
-		t.Fatalf("describe: %+v", d)
+	// -2 from a member without an instance id is a plain leave.
+	for _, epoch := range []int32{LeaveEpoch, StaticLeaveEpoch} {
+		h := newConsumerHarness(t, nil)
+		a, b := h.join("a", "t"), h.join("b", "t")
+		h.converge(a, b)
+		r := h.hb(ConsumerHeartbeatRequest{MemberID: "b", MemberEpoch: epoch})
+		if r.Err != nil || r.MemberEpoch != LeaveEpoch {
+			t.Fatalf("leave with epoch %d: %+v", epoch, r)
+		}
+		h.converge(a)
+		h.exactlyOnce(map[string]int32{"t": 6}, a)
+		r = h.hb(ConsumerHeartbeatRequest{MemberID: "b", MemberEpoch: LeaveEpoch})
+		mustErr(t, r.Err, ErrUnknownMemberID)
+		if d := h.describe("g"); d.GroupEpoch != 3 || len(d.Members) != 1 {
+			t.Fatalf("describe: %+v", d)
+		}
 	}
 }
 
@@ -174,19 +177,6 @@ func TestConsumerStaticLeaveAndRejoin(t *testing.T) {
 	// The old id is gone.
 	r = h.hb(ConsumerHeartbeatRequest{MemberID: "a1", MemberEpoch: a.epoch, RebalanceTimeout: -1})
 	mustErr(t, r.Err, ErrUnknownMemberID)
-}
-
-func TestConsumerDynamicStaticLeave(t *testing.T) {
-	h := newConsumerHarness(t, nil)
-	a, b := h.join("a", "t"), h.join("b", "t")
-	h.converge(a, b)
-	// A member without an instance id sending -2 simply leaves.
-	r := h.hb(ConsumerHeartbeatRequest{MemberID: "b", MemberEpoch: StaticLeaveEpoch})
-	if r.Err != nil || r.MemberEpoch != LeaveEpoch {
-		t.Fatalf("-2 from a dynamic member: %+v", r)
-	}
-	h.converge(a)
-	h.exactlyOnce(map[string]int32{"t": 6}, a)
 }
 
 func TestConsumerStaticSessionExpiry(t *testing.T) {
