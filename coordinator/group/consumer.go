@@ -79,9 +79,10 @@ func (m *Manager) validateHeartbeat(req *ConsumerHeartbeatRequest) error {
 		}
 	case req.MemberID == "":
 		return inv("member id must be set with member epoch %d", e)
-	case e == StaticLeaveEpoch && req.InstanceID == nil:
-		return inv("member epoch -2 needs an instance id")
 	}
+	// Epoch -2 without an instance id is accepted: franz-go leaves that
+	// way, and the member id says who it is (the member's own instance
+	// id decides whether it is a static leave).
 	if req.ServerAssignor != nil && !slices.Contains(m.cfg.ConsumerAssignors, *req.ServerAssignor) {
 		return fmt.Errorf("%w: %q (supported: %s)", ErrUnsupportedAssignor, *req.ServerAssignor, strings.Join(m.cfg.ConsumerAssignors, ", "))
 	}
@@ -341,6 +342,8 @@ func (g *group) consumerLeave(req *ConsumerHeartbeatRequest, kvs []KV, now time.
 		// It keeps its partitions (nobody else gets them) until it comes
 		// back or its session expires.
 		if mem.epoch != StaticLeaveEpoch {
+			// What it was revoking it has let go of by shutting down.
+			cg.setOwned(mem, mem.assigned, Assignment{})
 			mem.prevEpoch, mem.epoch = mem.epoch, StaticLeaveEpoch
 			kvs = append(kvs, g.m.crec.current(g.id, mem.id, mem.assignmentRecord()))
 		}

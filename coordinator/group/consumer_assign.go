@@ -107,18 +107,18 @@ type regexCache struct {
 	matches     map[string][]string // regex -> sorted topic names
 }
 
+// topicSetFingerprint is order-independent (a sum of per-topic hashes),
+// so it costs one pass without sorting; ids are included so that a
+// topic deleted and recreated under its name counts as a change.
 func topicSetFingerprint(all []TopicInfo) uint64 {
-	h := fnv.New64a()
-	names := make([]string, 0, len(all))
+	sum := uint64(len(all))
 	for _, t := range all {
-		names = append(names, t.Name)
+		h := fnv.New64a()
+		h.Write([]byte(t.Name))
+		h.Write(t.ID[:])
+		sum += h.Sum64()
 	}
-	slices.Sort(names)
-	for _, n := range names {
-		h.Write([]byte(n))
-		h.Write([]byte{0})
-	}
-	return h.Sum64()
+	return sum
 }
 
 // resolver resolves subscriptions through one Topics view for the length

@@ -314,9 +314,10 @@ func (g *group) consumerTick(now time.Time) {
 	}
 	kvs = append(kvs, g.bumpEpoch())
 	g.syncConsumerState(now)
-	// Fire and forget as classic expiry: a lost record only brings the
-	// member back after a move, where its session expires again.
-	g.append(kvs)
+	// Nobody waits for these (as for classic expiry: a lost record only
+	// brings the member back after a move, where it expires again), but
+	// later answers do.
+	cg.last = watch(g.append(kvs))
 }
 
 // restoreConsumer rebuilds a consumer group from its loaded records.

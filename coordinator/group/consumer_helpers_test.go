@@ -141,7 +141,7 @@ func testKV(kind, group, member string, v any, tomb bool) KV {
 // testLoad replays test-encoded consumer records (last value per key wins,
 // a tombstone deletes) into LoadedConsumerGroups, and returns the other
 // records for Load.
-func testLoad(t *testing.T, kvs []KV) (map[string]*LoadedConsumerGroup, []KV) {
+func testLoad(t testing.TB, kvs []KV) (map[string]*LoadedConsumerGroup, []KV) {
 	t.Helper()
 	last := make(map[string]any)
 	var order []string
@@ -215,7 +215,7 @@ type consumerHarness struct {
 	real   bool // real record encoders
 }
 
-func newConsumerHarness(t *testing.T, mutate func(*Config)) *consumerHarness {
+func newConsumerHarness(t testing.TB, mutate func(*Config)) *consumerHarness {
 	h := &consumerHarness{harness: newHarness(t, mutate), topics: newFakeTopics(map[string]int32{"t": 6})}
 	h.m.SetTopics(h.topics)
 	if _, ok := NewAssignor("uniform"); !ok {

@@ -141,7 +141,10 @@
 //     committed), so a member may need a rejoin after a coordinator move.
 //     The hash of the subscribed topics is not stored: after a load, the
 //     first heartbeat keeps the loaded target if it covers exactly the
-//     subscribed partitions and recomputes it otherwise.
+//     subscribed partitions and recomputes it otherwise. Epoch -2 needs
+//     no instance id in the request (franz-go sends none; the member's
+//     own instance id decides), and from a member without one it is a
+//     plain leave. A join must carry an empty owned list, as in Kafka.
 //   - Producer epochs are checked only against the producer's open
 //     transaction in the group; that the partition was added to the
 //     transaction (AddOffsetsToTxn, KIP-890 verification) and the rest of

@@ -27,7 +27,7 @@ func (c *fakeClock) Advance(d time.Duration) time.Time {
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	m     *Manager
 	p     *MemoryPersister
 	clock *fakeClock
@@ -38,7 +38,7 @@ const (
 	testRebalance = 30 * time.Second
 )
 
-func newHarness(t *testing.T, mutate func(*Config)) *harness {
+func newHarness(t testing.TB, mutate func(*Config)) *harness {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.OffsetsTopicPartitions = 4
@@ -89,7 +89,7 @@ func joinReq(group, memberID string, protos ...string) JoinRequest {
 	return r
 }
 
-func wait[T any](t *testing.T, f *Future[T]) T {
+func wait[T any](t testing.TB, f *Future[T]) T {
 	t.Helper()
 	select {
 	case <-f.Done():
@@ -111,7 +111,7 @@ func pending[T any](f *Future[T]) bool {
 	}
 }
 
-func mustErr(t *testing.T, got, want error) {
+func mustErr(t testing.TB, got, want error) {
 	t.Helper()
 	if !errors.Is(got, want) {
 		t.Fatalf("got error %v, want %v", got, want)
