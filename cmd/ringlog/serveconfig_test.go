@@ -85,3 +85,36 @@ func unsetServeEnv(t *testing.T) {
 		os.Unsetenv(e)
 	}
 }
+
+// TestServeConsumerGroupFlags: the KIP-848 flags reach group.Config (also
+// through dev cluster's pass-through), and bad values are refused naming
+// the flag.
+func TestServeConsumerGroupFlags(t *testing.T) {
+	unsetServeEnv(t)
+	nd := &devNode{id: 1, kafka: "127.0.0.1:19092", admin: "127.0.0.1:19644", ctrl: "127.0.0.1:19192", dataDirPath: "/tmp/dev/node-1/data"}
+	cfg, err := parseServeArgs(nd.serveArgs([]string{"1@127.0.0.1:19192"}, []string{
+		"--group-consumer-session-timeout", "6s", "--group-consumer-heartbeat-interval", "1s",
+		"--group-consumer-max-size", "10", "--group-consumer-assignors", "range,uniform",
+		"--group-consumer-migration-policy", "upgrade"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Groups
+	if g.ConsumerSessionTimeout != 6*time.Second || g.ConsumerHeartbeatInterval != time.Second || g.ConsumerMaxSize != 10 ||
+		!slices.Equal(g.ConsumerAssignors, []string{"range", "uniform"}) || g.MigrationPolicy != "upgrade" {
+		t.Fatalf("group config %+v", g)
+	}
+	for _, args := range [][]string{
+		{"--group-consumer-heartbeat-interval", "50s"},
+		{"--group-consumer-session-timeout", "0s"},
+		{"--group-consumer-max-size", "0"},
+		{"--group-consumer-assignors", "sticky"},
+		{"--group-consumer-assignors", ""},
+		{"--group-consumer-migration-policy", "sideways"},
+	} {
+		_, err := parseServeArgs(append([]string{"serve"}, args...))
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: error %v does not name the flag", args, err)
+		}
+	}
+}
