@@ -31,6 +31,10 @@ type serverMetrics struct {
 	// array share the last slot.
 	produceErrors [maxErrorCode + 2]atomic.Uint64
 	rebalances    atomic.Uint64
+	// consumerAssignments counts ConsumerGroupHeartbeat answers that
+	// carried an assignment: the consumer protocol's unit of rebalancing
+	// work, per member rather than per group generation.
+	consumerAssignments atomic.Uint64
 	// resolving counts requests per API whose response is being waited
 	// for on the writer goroutine: long-poll fetches, produces waiting for
 	// durability or replication, joins waiting for a rebalance. Padded:
@@ -298,6 +302,13 @@ func (m *serverMetrics) responded(s *Server, p *pendingReply, resp *response) {
 		if jr, ok := resp.msg.(*kmsg.JoinGroupResponse); ok && jr.ErrorCode == 0 && jr.LeaderID != "" && jr.LeaderID == jr.MemberID {
 			m.rebalances.Add(1)
 		}
+	case 68:
+		if resp == nil {
+			return
+		}
+		if hr, ok := resp.msg.(*kmsg.ConsumerGroupHeartbeatResponse); ok && hr.ErrorCode == 0 && hr.Assignment != nil {
+			m.consumerAssignments.Add(1)
+		}
 	}
 }
 
@@ -311,6 +322,8 @@ var (
 		"Produce partitions answered with an error, by Kafka error name.", []string{"error"}, nil)
 	descRebalances = prometheus.NewDesc("ringlog_group_rebalances_total",
 		"Consumer group generations completed by this coordinator (counted at the leader's JoinGroup response).", nil, nil)
+	descConsumerAssignments = prometheus.NewDesc("ringlog_consumer_group_assignments_total",
+		"ConsumerGroupHeartbeat (KIP-848) answers that carried a new assignment to a member.", nil, nil)
 	descPurgatory = prometheus.NewDesc("ringlog_purgatory_size",
 		"Requests parked until an event: produce (waiting for durability or replication), fetch (long polls waiting for data), join_group (waiting for a rebalance), replication (acks=all partition waiters on the high watermark), delete_records (DeleteRecords partitions waiting for the replicas' log starts).",
 		[]string{"purgatory"}, nil)
@@ -329,7 +342,7 @@ var (
 func (m *serverMetrics) describe(ch chan<- *prometheus.Desc) {
 	m.init()
 	m.latency.Describe(ch)
-	for _, d := range []*prometheus.Desc{descRejectedRequests, descNotLeader, descProduceErrors, descRebalances, descPurgatory,
+	for _, d := range []*prometheus.Desc{descRejectedRequests, descNotLeader, descProduceErrors, descRebalances, descConsumerAssignments, descPurgatory,
 		descTopicMessagesIn, descTopicBytesIn, descTopicProduceErrors, descTopicFetchPartitions, descTopicBytesOut} {
 		ch <- d
 	}
@@ -360,6 +373,7 @@ func (m *serverMetrics) collect(s *Server, ch chan<- prometheus.Metric) {
 		}
 	}
 	counter(descRebalances, m.rebalances.Load())
+	counter(descConsumerAssignments, m.consumerAssignments.Load())
 	gauge(descPurgatory, float64(m.resolving[0].Load()), "produce")
 	gauge(descPurgatory, float64(m.resolving[1].Load()), "fetch")
 	gauge(descPurgatory, float64(m.resolving[11].Load()), "join_group")

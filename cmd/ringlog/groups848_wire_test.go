@@ -17,7 +17,7 @@ import (
 // and ConsumerGroupDescribe and ListGroups v5 show the group as a
 // consumer group.
 func TestConsumerProtoWireSmoke(t *testing.T) {
-	_, cl, adm := startGroupBroker(t, "--group-consumer-session-timeout", "6s", "--group-consumer-heartbeat-interval", "1s")
+	b, cl, adm := startGroupBroker(t, "--group-consumer-session-timeout", "6s", "--group-consumer-heartbeat-interval", "1s")
 	ctx := testContext(t, 60*time.Second)
 	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "smoke848"); err != nil {
 		t.Fatal(err)
@@ -121,6 +121,10 @@ func TestConsumerProtoWireSmoke(t *testing.T) {
 	leave.Group, leave.MemberID, leave.MemberEpoch = group, member, -1
 	if resp, err = leave.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 || resp.MemberEpoch != -1 {
 		t.Fatalf("leave: %v code %d epoch %d", err, resp.ErrorCode, resp.MemberEpoch)
+	}
+	// The join's answer carried an assignment: /metrics counts it.
+	if v, ok := sumSeries(scrape(t, b.admin), "ringlog_consumer_group_assignments_total"); !ok || v < 1 {
+		t.Fatalf("ringlog_consumer_group_assignments_total = %v (present %v), want >= 1", v, ok)
 	}
 }
 
