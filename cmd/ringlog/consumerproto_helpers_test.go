@@ -182,7 +182,10 @@ func TestConsumerProtoChild(t *testing.T) {
 		}),
 	}
 	if s.Regex {
-		opts = append(opts, kgo.ConsumeRegex())
+		// A classic regex consumer finds new topics in metadata refreshes
+		// (the default every 5 minutes); an 848 member is told by the
+		// coordinator.
+		opts = append(opts, kgo.ConsumeRegex(), kgo.MetadataMinAge(500*time.Millisecond), kgo.MetadataMaxAge(time.Second))
 	}
 	if s.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(s.InstanceID))

@@ -328,6 +328,12 @@ func TestConsumerProtoLibrdkafka(t *testing.T) {
 		jp.Name, jp.Metadata = "range", (&kmsg.ConsumerMemberMetadata{Topics: []string{topic}}).AppendTo(nil)
 		jg.Protocols = append(jg.Protocols, jp)
 		resp, err := jg.RequestWith(testContext(t, 10*time.Second), cl)
+		if err == nil && resp.ErrorCode == kerr.MemberIDRequired.Code {
+			// JoinGroup v4+ may first hand out a member id; the
+			// refusal must come on the join with it at the latest.
+			jg.MemberID = resp.MemberID
+			resp, err = jg.RequestWith(testContext(t, 10*time.Second), cl)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,7 +465,7 @@ func TestConsumerProtoStaticAndRegex(t *testing.T) {
 	rx := startCPMember(t, cpChildSpec{Addrs: []string{b.addr}, Group: "cp-regex", Topics: []string{"^cp-rx-.*"}, Regex: true,
 		Proto: proto, ClientID: "rx", Session: cpSession, Heartbeat: cpHeartbeat})
 	eventually(t, 30*time.Second, "the regex member owns cp-rx-a", func() (bool, string) {
-		return len(rx.owned()) == 2, fmt.Sprint(rx.owned())
+		return len(rx.owned()) == 2, fmt.Sprintf("owns %v\n%s", rx.owned(), rx.proc)
 	})
 	createTopic(t, adm, "cp-rx-b", 3, 1)
 	createTopic(t, adm, "cp-other", 1, 1)
