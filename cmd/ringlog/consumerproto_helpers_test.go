@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -509,8 +510,8 @@ func cpCheck(t *testing.T, ms []*cpMember, ends map[int32]int64) cpReport {
 				case prev.endKind == 'L' && o >= prev.committed:
 					r.dupsLost++
 				default:
-					t.Fatalf("partition %d offset %d processed twice: by %s at %v (ownership ended %c, committed %d) and by %s at %v",
-						p, o, ps[i-1].member, ps[i-1].at.Format(time.StampMicro), prev.endKind, prev.committed, ps[i].member, ps[i].at.Format(time.StampMicro))
+					t.Fatalf("partition %d offset %d processed twice: by %s at %v (ownership ended %c, committed %d) and by %s at %v\n%s",
+						p, o, ps[i-1].member, ps[i-1].at.Format(time.StampMicro), prev.endKind, prev.committed, ps[i].member, ps[i].at.Format(time.StampMicro), cpPartitionLog(ms, p))
 				}
 			}
 		}
@@ -776,4 +777,66 @@ func staticLeave848(s cpChildSpec, memberID string) error {
 		return err
 	}
 	return kerr.ErrorForCode(resp.ErrorCode)
+}
+
+// cpPartitionLog lists the members' events touching partition p in time
+// order (runs of processed records condensed), for failure messages.
+func cpPartitionLog(ms []*cpMember, p int32) string {
+	type line struct {
+		at   time.Time
+		text string
+	}
+	var ls []line
+	for _, m := range ms {
+		var run []cpEvent // consecutive G events of p
+		flush := func() {
+			if len(run) > 0 {
+				ls = append(ls, line{run[0].at, fmt.Sprintf("%s %s G %d..%d (%d records, until %s)", run[0].at.Format("15:04:05.000000"), m.name,
+					run[0].o, run[len(run)-1].o, len(run), run[len(run)-1].at.Format("15:04:05.000000"))})
+				run = nil
+			}
+		}
+		for _, e := range m.log() {
+			switch {
+			case e.kind == 'G' && e.p == p:
+				run = append(run, e)
+			case e.kind == 'C' && e.p == p, slices.Contains(e.parts, p), e.kind == 'X', e.kind == 'E':
+				flush()
+				ls = append(ls, line{e.at, e.at.Format("15:04:05.000000") + " " + m.name + " " + e.text[strings.IndexByte(e.text, ' ')+1:]})
+			}
+		}
+		flush()
+		if !m.killed.IsZero() {
+			ls = append(ls, line{m.killed, m.killed.Format("15:04:05.000000") + " " + m.name + " SIGKILLed"})
+		}
+	}
+	slices.SortFunc(ls, func(a, b line) int { return a.at.Compare(b.at) })
+	var b strings.Builder
+	for _, l := range ls {
+		b.WriteString(l.text + "\n")
+	}
+	return b.String()
+}
+
+// cpSaveLogs writes the members' and brokers' output to RINGLOG_TEST_LOGDIR
+// (when set) if t fails.
+func cpSaveLogs(t *testing.T, ms func() []*cpMember, bs func() []*brokerProc) {
+	dir := os.Getenv("RINGLOG_TEST_LOGDIR")
+	if dir == "" {
+		return
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, m := range ms() {
+			os.WriteFile(filepath.Join(dir, t.Name()+"-"+m.name+".out"), []byte(m.proc.out.String()), 0o644)
+			os.WriteFile(filepath.Join(dir, t.Name()+"-"+m.name+".err"), []byte(m.proc.errb.String()), 0o644)
+		}
+		for i, b := range bs() {
+			if b.out != nil {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-node%d.log", t.Name(), i+1)), []byte(b.out.String()), 0o644)
+			}
+		}
+	})
 }
