@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine/producerstate"
 )
 
@@ -76,6 +77,14 @@ func newGroupBridge(s *wireServer) (*groupBridge, error) {
 // start runs the Manager's timers and the ownership loop until the server
 // closes.
 func (b *groupBridge) start() {
+	// The node is attached by now (wireServer.Start): consumer-protocol
+	// heartbeats resolve topics from its image.
+	b.SetTopics(&topicView{image: func() *metadata.Image {
+		if b.s.node == nil {
+			return nil
+		}
+		return b.s.node.MetadataImage()
+	}})
 	b.s.wg.Add(1)
 	go func() {
 		defer b.s.wg.Done()

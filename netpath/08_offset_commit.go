@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetCommit: v0-8
+// OffsetCommit: v0-9
 //
 // Behavior:
 //   - Bridged to group.Manager.CommitOffsets. Members name their
@@ -24,13 +24,17 @@ import (
 //     are ignored: retention is the broker's (offsets.retention).
 //   - A group-level failure (routing, unknown member, generation) is
 //     reported on every partition, as Kafka does.
+//   - For a consumer (KIP-848) group the generation is the member epoch.
+//     A stale one is STALE_MEMBER_EPOCH from v9 on and ILLEGAL_GENERATION
+//     before (the client cannot know the newer code). v10 (topic ids
+//     instead of names) is not served.
 
-func init() { register(8, 0, 8, handleOffsetCommit) }
+func init() { register(8, 0, 9, handleOffsetCommit) }
 
 func handleOffsetCommit(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	cr := group.OffsetCommitRequest{Group: req.Group, Generation: -1, InstanceID: req.InstanceID}
+	cr := group.OffsetCommitRequest{Version: req.Version, Group: req.Group, Generation: -1, InstanceID: req.InstanceID}
 	if req.Version >= 1 {
 		cr.Generation, cr.MemberID = req.Generation, req.MemberID
 	}
@@ -63,7 +67,7 @@ func handleOffsetCommit(s *Server, r *request) reply {
 			for _, p := range t.Partitions {
 				sp := kmsg.NewOffsetCommitResponseTopicPartition()
 				sp.Partition = p.Partition
-				sp.ErrorCode = errorCode(errs[i])
+				sp.ErrorCode = commitErrorCode(errs[i], req.Version)
 				i++
 				st.Partitions = append(st.Partitions, sp)
 			}

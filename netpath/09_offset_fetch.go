@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// OffsetFetch: v0-8
+// OffsetFetch: v0-9
 //
 // Behavior:
 //   - Bridged to group.Manager.FetchOffsets: the committed offset per
@@ -21,8 +21,12 @@ import (
 //     UNSTABLE_OFFSET_COMMIT (offset -1), which the consumer retries;
 //     without it the committed offset is returned and pending ones are
 //     not seen.
+//   - v9 (KIP-848) names the consumer-group member asking: member id and
+//     epoch go to the Manager, which answers STALE_MEMBER_EPOCH or
+//     UNKNOWN_MEMBER_ID for a member that is not at that epoch; epoch -1
+//     (or no member id) skips the check. v10 (topic ids) is not served.
 
-func init() { register(9, 0, 8, handleOffsetFetch) }
+func init() { register(9, 0, 9, handleOffsetFetch) }
 
 type offsetFetchTopic struct {
 	topic      string
@@ -32,7 +36,7 @@ type offsetFetchTopic struct {
 func handleOffsetFetch(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	fetch := func(groupID string, topics []offsetFetchTopic, all bool) ([]group.FetchedOffset, error) {
+	fetch := func(groupID string, topics []offsetFetchTopic, all bool, member group.FetchOptions) ([]group.FetchedOffset, error) {
 		if err := s.groups.Stale(); err != nil {
 			return nil, err
 		}
@@ -48,7 +52,8 @@ func handleOffsetFetch(s *Server, r *request) reply {
 				}
 			}
 		}
-		offs, err := s.groups.FetchOffsetsOpts(groupID, tps, group.FetchOptions{RequireStable: req.Version >= 7 && req.RequireStable})
+		member.RequireStable = req.Version >= 7 && req.RequireStable
+		offs, err := s.groups.FetchOffsetsOpts(groupID, tps, member)
 		if s.cfg.Security.Authorizer {
 			// Topics the principal may not DESCRIBE: named ones get
 			// TOPIC_AUTHORIZATION_FAILED, unnamed (all) are left out.
@@ -72,7 +77,11 @@ func handleOffsetFetch(s *Server, r *request) reply {
 			for _, t := range g.Topics {
 				topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
 			}
-			offs, err := fetch(g.Group, topics, g.Topics == nil)
+			member := group.FetchOptions{MemberEpoch: -1}
+			if req.Version >= 9 && g.MemberID != nil {
+				member.MemberID, member.MemberEpoch = *g.MemberID, g.MemberEpoch
+			}
+			offs, err := fetch(g.Group, topics, g.Topics == nil, member)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group = g.Group
 			rg.ErrorCode = errorCode(err)
@@ -99,7 +108,7 @@ func handleOffsetFetch(s *Server, r *request) reply {
 		topics = append(topics, offsetFetchTopic{t.Topic, t.Partitions})
 	}
 	all := req.Topics == nil && req.Version >= 2
-	offs, err := fetch(req.Group, topics, all)
+	offs, err := fetch(req.Group, topics, all, group.FetchOptions{MemberEpoch: -1})
 	if err != nil {
 		code := errorCode(err)
 		if req.Version >= 2 {

@@ -6,17 +6,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// DescribeGroups: v0-5
+// DescribeGroups: v0-6
 //
 // Behavior:
 //   - Bridged to group.Manager.Describe, one result per requested group; a
 //     group that does not exist is described as Dead with no error, a group
 //     coordinated elsewhere gets NOT_COORDINATOR.
 //   - Member metadata and assignments are filled only while Stable.
+//   - Consumer (KIP-848) groups are described by the Manager too (their
+//     members have no classic metadata or assignment bytes); v6 adds the
+//     error message next to a group's error code.
 //   - Authorized operations (v3+) are not computed: the field stays at
 //     Kafka's "not requested" value.
 
-func init() { register(15, 0, 5, handleDescribeGroups) }
+func init() { register(15, 0, 6, handleDescribeGroups) }
 
 func handleDescribeGroups(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.DescribeGroupsRequest)
@@ -38,6 +41,7 @@ func handleDescribeGroups(s *Server, r *request) reply {
 	for _, d := range descs {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group, g.ErrorCode = d.Group, errorCode(d.Err)
+		g.ErrorMessage = groupErrorMessage(d.Err, g.ErrorCode)
 		g.State, g.ProtocolType, g.Protocol = d.State, d.ProtocolType, d.Protocol
 		for _, m := range d.Members {
 			gm := kmsg.NewDescribeGroupsResponseGroupMember()

@@ -5,15 +5,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListGroups: v0-4
+// ListGroups: v0-5
 //
 // Behavior:
 //   - Lists the groups this broker coordinates (clients ask every broker),
-//     filtered by state names on v4 (case-insensitive).
+//     filtered by state names on v4 (case-insensitive) and by group type
+//     on v5 ("classic", "consumer"; case-insensitive), which also reports
+//     each group's type.
 //   - COORDINATOR_LOAD_IN_PROGRESS while some owned offsets partition is
 //     still loading; the listing then holds the loaded groups.
 
-func init() { register(16, 0, 4, handleListGroups) }
+func init() { register(16, 0, 5, handleListGroups) }
 
 func handleListGroups(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.ListGroupsRequest)
@@ -22,7 +24,7 @@ func handleListGroups(s *Server, r *request) reply {
 		resp.ErrorCode = errorCode(err)
 		return immediate(resp)
 	}
-	list, err := s.groups.List(req.StatesFilter)
+	list, err := s.groups.ListFiltered(req.StatesFilter, req.TypesFilter)
 	resp.ErrorCode = errorCode(err)
 	clusterOK := s.authorizeCluster(r, metadata.OpDescribe)
 	for _, l := range list {
@@ -30,7 +32,7 @@ func handleListGroups(s *Server, r *request) reply {
 			continue
 		}
 		g := kmsg.NewListGroupsResponseGroup()
-		g.Group, g.ProtocolType, g.GroupState = l.Group, l.ProtocolType, l.State
+		g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.Group, l.ProtocolType, l.State, l.GroupType
 		resp.Groups = append(resp.Groups, g)
 	}
 	return immediate(resp)

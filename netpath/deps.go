@@ -150,6 +150,12 @@ type Groups interface {
 	FetchOffsetsOpts(groupID string, partitions []group.TopicPartition, opts group.FetchOptions) ([]group.FetchedOffset, error)
 	DeleteOffsets(groupID string, partitions []group.TopicPartition) *group.Future[group.OffsetDeleteResponse]
 	CommitTxnOffsets(req group.TxnOffsetCommitRequest) *group.Future[group.TxnOffsetCommitResponse]
+
+	// The consumer (KIP-848) group protocol. ListFiltered is List with
+	// ListGroups v5's type filter.
+	ConsumerHeartbeat(req group.ConsumerHeartbeatRequest) *group.Future[group.ConsumerHeartbeatResponse]
+	ConsumerDescribe(groupIDs []string) []group.ConsumerGroupDescription
+	ListFiltered(states, types []string) ([]group.GroupListing, error)
 }
 
 // Transactions is the transaction coordinator (txn.Manager), its

@@ -172,8 +172,31 @@ func groupErrorCode(err error) int16 {
 		return kerr.UnstableOffsetCommit.Code
 	case errors.Is(err, group.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, group.ErrFencedMemberEpoch):
+		return kerr.FencedMemberEpoch.Code
+	case errors.Is(err, group.ErrUnreleasedInstanceID):
+		return kerr.UnreleasedInstanceID.Code
+	case errors.Is(err, group.ErrUnsupportedAssignor):
+		return kerr.UnsupportedAssignor.Code
+	case errors.Is(err, group.ErrStaleMemberEpoch):
+		return kerr.StaleMemberEpoch.Code
+	case errors.Is(err, group.ErrInvalidRegularExpression):
+		return kerr.InvalidRegularExpression.Code
+	case errors.Is(err, group.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
 	}
 	return 0
+}
+
+// commitErrorCode is errorCode for OffsetCommit: before v9 (KIP-848) a
+// client knows no STALE_MEMBER_EPOCH, and a consumer group's stale member
+// epoch is the ILLEGAL_GENERATION it does know, as Kafka answers it.
+func commitErrorCode(err error, version int16) int16 {
+	code := errorCode(err)
+	if code == kerr.StaleMemberEpoch.Code && version < 9 {
+		return kerr.IllegalGeneration.Code
+	}
+	return code
 }
 
 // txnCoordErrorCode maps the transaction coordinator's errors

@@ -31,6 +31,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, req := range reassignSeeds() {
 		seed(req)
 	}
+	for _, req := range consumerSeeds() {
+		seed(req)
+	}
 	// Classic attacks: an array claiming 2^31-1 elements, a tagged-field
 	// count of 20 million, a client id longer than the frame.
 	md := []byte{0, 3, 0, 1, 0, 0, 0, 1, 0, 0}

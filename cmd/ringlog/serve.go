@@ -17,6 +17,7 @@ import (
 
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/urfave/cli/v2"
@@ -85,6 +86,11 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "offsets-retention-check-interval", Value: d.Groups.OffsetsRetentionCheckInterval, Usage: "how often expired offsets are looked for (offsets.retention.check.interval.ms); capped at --offsets-retention", EnvVars: env("offsets-retention-check-interval")},
 		&cli.DurationFlag{Name: "group-initial-rebalance-delay", Value: d.Groups.InitialRebalanceDelay, Usage: "delay of an empty group's first rebalance (group.initial.rebalance.delay.ms)", EnvVars: env("group-initial-rebalance-delay")},
 		&cli.DurationFlag{Name: "group-min-session-timeout", Value: d.Groups.MinSessionTimeout, Usage: "smallest session timeout a group member may ask for (group.min.session.timeout.ms)", EnvVars: env("group-min-session-timeout")},
+		&cli.DurationFlag{Name: "group-consumer-session-timeout", Value: d.Groups.ConsumerSessionTimeout, Usage: "group.consumer.session.timeout.ms as a duration: a consumer-protocol (KIP-848) member without a heartbeat for this long is removed and its partitions reassigned", EnvVars: env("group-consumer-session-timeout")},
+		&cli.DurationFlag{Name: "group-consumer-heartbeat-interval", Value: d.Groups.ConsumerHeartbeatInterval, Usage: "group.consumer.heartbeat.interval.ms as a duration: how often consumer-protocol members heartbeat, so how soon they learn of a new assignment; below --group-consumer-session-timeout", EnvVars: env("group-consumer-heartbeat-interval")},
+		&cli.IntFlag{Name: "group-consumer-max-size", Value: d.Groups.ConsumerMaxSize, Usage: "group.consumer.max.size: members one consumer-protocol group may hold (GROUP_MAX_SIZE_REACHED beyond)", EnvVars: env("group-consumer-max-size")},
+		&cli.StringSliceFlag{Name: "group-consumer-assignors", Value: cli.NewStringSlice(d.Groups.ConsumerAssignors...), Usage: "group.consumer.assignors: server-side assignors consumer-protocol members may name (uniform, range); the first is the default", EnvVars: env("group-consumer-assignors")},
+		&cli.StringFlag{Name: "group-consumer-migration-policy", Value: d.Groups.MigrationPolicy, Usage: "group.consumer.migration.policy: which empty groups convert between the classic and consumer protocols: bidirectional | upgrade (classic to consumer) | downgrade (consumer to classic) | disabled", EnvVars: env("group-consumer-migration-policy")},
 		&cli.IntFlag{Name: "max-connections", Value: d.Wire.MaxConnections, Usage: "max.connections: connections over this are closed at accept (0: no cap)", EnvVars: env("max-connections")},
 		&cli.IntFlag{Name: "max-connections-per-ip", Value: d.Wire.MaxConnectionsPerIP, Usage: "max.connections.per.ip (0: no cap)", EnvVars: env("max-connections-per-ip")},
 		&cli.DurationFlag{Name: "connections-max-idle", Value: d.Wire.IdleTimeout, Usage: "connections.max.idle.ms: close connections with no request for this long (0: never)", EnvVars: env("connections-max-idle")},
@@ -276,6 +282,9 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	cfg.Groups.OffsetsRetention = c.Duration("offsets-retention")
 	cfg.Groups.OffsetsRetentionCheckInterval = min(c.Duration("offsets-retention-check-interval"), c.Duration("offsets-retention"))
 	cfg.Groups.MinSessionTimeout = c.Duration("group-min-session-timeout")
+	if err := consumerGroupFlags(c, &cfg.Groups); err != nil {
+		return cfg, err
+	}
 	cfg.OffsetsReplicationFactor = int16(c.Int("offsets-replication-factor"))
 	cfg.OffsetsTopicSegmentBytes = c.Int64("offsets-topic-segment-bytes")
 	cfg.Transactions.TransactionLogPartitions = c.Int("transaction-state-partitions")
@@ -290,4 +299,34 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// consumerFlagNames renames group.Config's consumer fields to their flags
+// in its validation errors, so a bad value is reported by flag name.
+var consumerFlagNames = strings.NewReplacer(
+	"ConsumerSessionTimeout", "--group-consumer-session-timeout",
+	"ConsumerHeartbeatInterval", "--group-consumer-heartbeat-interval",
+	"ConsumerMaxSize", "--group-consumer-max-size",
+	"ConsumerAssignors", "--group-consumer-assignors",
+	"consumer assignor", "--group-consumer-assignors value",
+	"MigrationPolicy", "--group-consumer-migration-policy",
+)
+
+// consumerGroupFlags reads the KIP-848 consumer group flags into g and
+// validates the group settings.
+func consumerGroupFlags(c *cli.Context, g *group.Config) error {
+	g.ConsumerSessionTimeout = c.Duration("group-consumer-session-timeout")
+	g.ConsumerHeartbeatInterval = c.Duration("group-consumer-heartbeat-interval")
+	g.ConsumerMaxSize = c.Int("group-consumer-max-size")
+	g.ConsumerAssignors = nil
+	for _, a := range c.StringSlice("group-consumer-assignors") {
+		if a = strings.TrimSpace(a); a != "" {
+			g.ConsumerAssignors = append(g.ConsumerAssignors, a)
+		}
+	}
+	g.MigrationPolicy = c.String("group-consumer-migration-policy")
+	if err := g.Validate(); err != nil {
+		return errors.New(consumerFlagNames.Replace(err.Error()))
+	}
+	return nil
 }

@@ -1,10 +1,12 @@
-// Package group is ringlog's classic consumer group coordinator: the
+// Package group is ringlog's group coordinator: the classic
 // JoinGroup/SyncGroup/Heartbeat/LeaveGroup state machine with client-side
-// assignment, committed offsets, and the __consumer_offsets records that
-// make both durable. It speaks plain Go structs; netpath translates the
-// Kafka messages (and maps the errors in errors.go to kerr codes).
+// assignment, the KIP-848 consumer protocol (ConsumerGroupHeartbeat with
+// server-side assignment) beside it, committed offsets, and the
+// __consumer_offsets records that make all of it durable. It speaks plain
+// Go structs; netpath translates the Kafka messages (and maps the errors
+// in errors.go to kerr codes).
 //
-// # States
+// # Classic group states
 //
 //	Empty ──join──▶ PreparingRebalance ──all rejoined / rebalance timeout──▶
 //	CompletingRebalance ──leader's SyncGroup──▶ Stable
@@ -15,6 +17,54 @@
 // older generation are zombies (ErrIllegalGeneration); unknown member ids
 // get ErrUnknownMemberID; a replaced static member's old id gets
 // ErrFencedInstanceID.
+//
+// # Consumer (KIP-848) groups
+//
+// A group is classic or consumer (group.consumer != nil); both keep their
+// offsets in the same group, so offsets, transactions, expiry, routing and
+// loading are shared. The broker computes the assignment; members move
+// towards it through heartbeats, without a group-wide barrier.
+//
+//	group:  Empty ──join──▶ Assigning (group epoch > assignment epoch)
+//	        Assigning ──assignor runs in the same heartbeat──▶ Reconciling
+//	        Reconciling ──every member at the assignment epoch, Stable──▶ Stable
+//	        any ──join, leave, expiry, subscription or topic change──▶ Assigning
+//	        last member gone ──▶ Empty ──delete / offsets expired──▶ Dead
+//
+//	member: Stable ──new target epoch, nothing to give up──▶ Stable or
+//	        UnreleasedPartitions (some new partitions still held by others)
+//	        Stable ──target takes partitions away──▶ UnrevokedPartitions
+//	        UnrevokedPartitions ──heartbeat owns none of them──▶ recompute
+//	        UnrevokedPartitions ──rebalance timeout──▶ removed (fenced)
+//	        UnreleasedPartitions ──any heartbeat──▶ recompute (takes freed ones)
+//
+// The group epoch grows with every change of membership, subscription or
+// subscribed topic metadata (a hash of id, name and partition count; regex
+// matches are cached per group until the cluster's topic set changes). A
+// heartbeat that finds the group epoch ahead of the target assignment runs
+// the assignor over all members: the assignor most members name, the
+// first of Config.ConsumerAssignors when none names one. A member's epoch
+// reaches the assignment epoch only once it gave up what it must revoke,
+// and a partition is handed out only when no other member holds it
+// assigned or pending revocation (the owners index): a partition never
+// has two owners, at the price of a short gap while it moves.
+//
+// Epochs in a heartbeat: 0 joins (or rejoins a known member id from
+// scratch), -1 leaves, -2 is a static member leaving temporarily (it keeps
+// its partitions until its session expires or a member with its instance
+// id replaces it without a group epoch bump). A request epoch above the
+// member's, or below it other than the previous epoch with an owned set
+// inside its assignment (a lost answer), is ErrFencedMemberEpoch.
+// OffsetCommit's generation is the member epoch; an older epoch may still
+// commit partitions the member holds (Kafka 4.3's relaxed rule).
+//
+// Records, in Kafka's schemas and order: member metadata, group epoch,
+// target members then target metadata, current member assignment; one
+// Persister.Append per heartbeat, answered once durable. An answer that
+// writes nothing waits for the group's last heartbeat append too. An empty
+// group converts between the protocols when the other protocol's first
+// member arrives and Config.MigrationPolicy allows it, writing tombstones
+// for the old protocol's records and keeping the offsets.
 //
 // # Inputs and outputs
 //
@@ -78,8 +128,20 @@
 //     answers still wait for the durable assignment record.
 //   - Offsets of topics a Stable consumer group no longer subscribes to do
 //     not expire (Kafka 2.1+ expires them); only Empty groups expire.
-//   - Member ids are "<client id or instance id>-<uuid>" as in Kafka, but
-//     KIP-848 (the consumer protocol) is not handled here.
+//   - Member ids are "<client id or instance id>-<uuid>" as in Kafka
+//     (consumer-protocol v0 members get a bare uuid).
+//   - Consumer groups: empty groups convert between the protocols only as
+//     MigrationPolicy allows (Kafka replaces an empty group of the other
+//     type whatever the policy, which governs online migration of groups
+//     with members; that is not done here). A heartbeat with a member
+//     epoch for a group that does not exist is ErrUnknownMemberID (Kafka:
+//     GROUP_ID_NOT_FOUND), which clients answer by rejoining. State
+//     changes apply in memory before their append; a failed append fails
+//     the answer but is not rolled back (Kafka replays only what was
+//     committed), so a member may need a rejoin after a coordinator move.
+//     The hash of the subscribed topics is not stored: after a load, the
+//     first heartbeat keeps the loaded target if it covers exactly the
+//     subscribed partitions and recomputes it otherwise.
 //   - Producer epochs are checked only against the producer's open
 //     transaction in the group; that the partition was added to the
 //     transaction (AddOffsetsToTxn, KIP-890 verification) and the rest of

@@ -58,6 +58,8 @@ type group struct {
 	deletedAt map[TopicPartition]uint64 // seq of deletions racing inflight commits
 	txns      map[int64]*openTxn        // transactional offsets awaiting a marker, by producer id
 
+	consumer *cgroup // non-nil for a consumer (KIP-848) group
+
 	mu sync.Mutex
 }
 
@@ -120,6 +122,10 @@ func (m *Manager) restore(id string, part int32, lg *LoadedGroup, now time.Time)
 		if len(t.offsets) > 0 {
 			g.txns[pid] = t
 		}
+	}
+	if lg.Consumer != nil {
+		g.restoreConsumer(lg.Consumer, now)
+		return g
 	}
 	md := lg.Metadata
 	if md == nil {
@@ -287,6 +293,11 @@ func (m *Manager) Join(req JoinRequest) *Future[JoinResponse] {
 		return failJoin(ErrUnknownMemberID, req.MemberID)
 	}
 	defer g.mu.Unlock()
+	if g.consumer != nil {
+		if err := g.toClassic(req.MemberID); err != nil {
+			return failJoin(err, req.MemberID)
+		}
+	}
 	return g.join(&req, m.clock.Now())
 }
 
@@ -792,6 +803,10 @@ func (m *Manager) Leave(groupID string, members []LeaveMember) ([]LeaveResult, e
 
 // tick fires the group's due deadlines.
 func (g *group) tick(now time.Time) {
+	if g.consumer != nil {
+		g.consumerTick(now)
+		return
+	}
 	for id, dl := range g.pending {
 		if !now.Before(dl) {
 			delete(g.pending, id)
@@ -829,6 +844,9 @@ func (g *group) tick(now time.Time) {
 }
 
 func (g *group) describe() GroupDescription {
+	if g.consumer != nil {
+		return g.describeConsumerClassic()
+	}
 	d := GroupDescription{Group: g.id, State: g.state.String(), ProtocolType: g.protocolType}
 	stable := g.state == Stable
 	if stable {

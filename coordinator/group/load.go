@@ -10,8 +10,8 @@ import (
 // its records: what FinishLoad installs.
 type Snapshot struct {
 	Groups map[string]*LoadedGroup
-	// Skipped counts records with key versions we do not model (for
-	// example KIP-848 records written by a newer Kafka).
+	// Skipped counts records with key or value versions we do not model
+	// (for example share-group records written by a newer Kafka).
 	Skipped int
 }
 
@@ -27,6 +27,15 @@ type LoadedGroup struct {
 	// Consumer is set for a KIP-848 consumer group (its records use key
 	// versions 3-8); Metadata is then nil.
 	Consumer *LoadedConsumerGroup
+
+	// classicPos and consumerPos are the load positions of the last live
+	// classic metadata record and of the last live consumer record: if
+	// both kinds of group are still live at the end, the later one wins.
+	classicPos, consumerPos uint64
+	// orphanCurrent holds current-assignment records of consumer members
+	// whose metadata record has not come (yet); Members lists only
+	// members with metadata.
+	orphanCurrent map[string]*ConsumerAssignmentRecord
 
 	// pos is the load position (1-based record index) of the record behind
 	// each entry of Offsets. A commit marker arriving after the load
@@ -135,15 +144,106 @@ func Load(records iter.Seq2[KV, error]) (*Snapshot, error) {
 				g.Metadata = nil
 			} else {
 				g.Metadata = rec.Group
+				g.classicPos = pos
 			}
+		default:
+			g.applyConsumer(&rec, pos)
 		}
 	}
 	for id, g := range s.Groups {
-		if g.Metadata == nil && len(g.Offsets) == 0 && len(g.Pending) == 0 {
+		g.settleType()
+		if g.Metadata == nil && g.Consumer == nil && len(g.Offsets) == 0 && len(g.Pending) == 0 {
 			delete(s.Groups, id)
 		}
 	}
 	return s, nil
+}
+
+// applyConsumer replays one consumer-group record. Kafka writes a new
+// member's metadata before the group epoch, so any live record brings the
+// group into being; only the group-epoch tombstone (written last when
+// Kafka deletes or converts a consumer group) ends it, and tombstones for
+// a group that is gone are no-ops. Offsets are not touched: they have
+// tombstones of their own.
+func (g *LoadedGroup) applyConsumer(rec *Record, pos uint64) {
+	if rec.Kind == KindConsumerPartitionMetadata {
+		return // we resolve topics from the live cluster view
+	}
+	c := g.Consumer
+	if rec.Tombstone {
+		if c == nil {
+			return
+		}
+		switch rec.Kind {
+		case KindConsumerGroup:
+			g.Consumer = nil
+			g.consumerPos = 0
+			g.orphanCurrent = nil
+		case KindConsumerTarget:
+			c.AssignmentEpoch = 0
+		case KindConsumerMember:
+			delete(c.Members, rec.MemberID)
+		case KindConsumerTargetMember:
+			delete(c.Target, rec.MemberID)
+		case KindConsumerCurrent:
+			if m := c.Members[rec.MemberID]; m != nil {
+				m.Current = nil
+			}
+			delete(g.orphanCurrent, rec.MemberID)
+		}
+		return
+	}
+	if c == nil {
+		c = &LoadedConsumerGroup{
+			Members: make(map[string]*LoadedConsumerMember),
+			Target:  make(map[string]Assignment),
+		}
+		g.Consumer = c
+	}
+	g.consumerPos = pos
+	switch rec.Kind {
+	case KindConsumerGroup:
+		c.GroupEpoch = rec.ConsumerEpoch
+	case KindConsumerTarget:
+		c.AssignmentEpoch = rec.ConsumerEpoch
+	case KindConsumerMember:
+		m := c.Members[rec.MemberID]
+		if m == nil {
+			// A current assignment written before the metadata (not
+			// Kafka's order, but harmless) joins its member now.
+			m = &LoadedConsumerMember{Current: g.orphanCurrent[rec.MemberID]}
+			delete(g.orphanCurrent, rec.MemberID)
+			c.Members[rec.MemberID] = m
+		}
+		m.Metadata = *rec.ConsumerMember
+	case KindConsumerTargetMember:
+		c.Target[rec.MemberID] = rec.ConsumerTarget
+	case KindConsumerCurrent:
+		if m := c.Members[rec.MemberID]; m != nil {
+			m.Current = rec.ConsumerCurrent
+		} else {
+			if g.orphanCurrent == nil {
+				g.orphanCurrent = make(map[string]*ConsumerAssignmentRecord)
+			}
+			g.orphanCurrent[rec.MemberID] = rec.ConsumerCurrent
+		}
+	}
+}
+
+// settleType leaves the group one type. Converting a group writes the old
+// type's tombstones before the new type's records, so normally at most one
+// is live; if a log holds both (a conversion cut short by a coordinator
+// crash between its batches), the type whose last live record came later
+// wins, because that is the state the coordinator was moving to.
+func (g *LoadedGroup) settleType() {
+	if g.Metadata != nil && g.Consumer != nil {
+		if g.classicPos > g.consumerPos {
+			g.Consumer = nil
+		} else {
+			g.Metadata = nil
+		}
+	}
+	g.orphanCurrent = nil
 }
 
 // endTxn applies producerID's marker to the group.

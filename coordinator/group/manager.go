@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,12 @@ type Manager struct {
 	// loadMarkers holds the markers CompleteTxn got for a partition that
 	// is still loading; FinishLoad applies them to what it loaded.
 	loadMarkers map[int32][]marker
+
+	// Consumer (KIP-848) groups: the topic view (SetTopics), and the
+	// assignors and record encoders, which tests may replace.
+	topics      atomic.Pointer[topicsBox]
+	assignorFor func(name string) (Assignor, bool)
+	crec        consumerRecords
 }
 
 type marker struct {
@@ -66,6 +73,8 @@ func NewManager(cfg Config, p Persister, clock Clock) (*Manager, error) {
 		parts:       make(map[int32]bool),
 		txnGroups:   make(map[int64]map[string]struct{}),
 		loadMarkers: make(map[int32][]marker),
+		assignorFor: NewAssignor,
+		crec:        realConsumerRecords,
 	}, nil
 }
 
@@ -293,7 +302,10 @@ func (m *Manager) List(states []string) ([]GroupListing, error) {
 	var out []GroupListing
 	for _, g := range m.snapshotGroups() {
 		g.mu.Lock()
-		l := GroupListing{Group: g.id, ProtocolType: g.protocolType, State: g.state.String()}
+		l := GroupListing{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), GroupType: GroupTypeClassic}
+		if g.consumer != nil {
+			l.State, l.GroupType = string(g.consumer.state()), GroupTypeConsumer
+		}
 		dead := g.state == Dead
 		g.mu.Unlock()
 		if dead {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -38,10 +39,14 @@ func (m *Manager) CommitOffsets(req OffsetCommitRequest) *Future[OffsetCommitRes
 }
 
 func (g *group) commit(req *OffsetCommitRequest, now time.Time) *Future[OffsetCommitResponse] {
-	if err := g.checkInstance(req.InstanceID, req.MemberID); err != nil {
+	if g.consumer != nil {
+		if err := g.checkConsumerCommit(req, now); err != nil {
+			return commitFail(req, err)
+		}
+	} else if err := g.checkInstance(req.InstanceID, req.MemberID); err != nil {
 		return commitFail(req, err)
 	}
-	if req.Generation >= 0 || g.state != Empty {
+	if g.consumer == nil && (req.Generation >= 0 || g.state != Empty) {
 		mem := g.members[req.MemberID]
 		switch {
 		case mem == nil:
@@ -162,6 +167,15 @@ func (m *Manager) FetchOffsetsOpts(groupID string, partitions []TopicPartition, 
 		return out, nil
 	}
 	defer g.mu.Unlock()
+	if g.consumer != nil && opts.MemberID != "" && opts.MemberEpoch >= 0 {
+		mem := g.consumer.members[opts.MemberID]
+		switch {
+		case mem == nil:
+			return nil, fmt.Errorf("%w: %s", ErrUnknownMemberID, opts.MemberID)
+		case mem.epoch != opts.MemberEpoch:
+			return nil, fmt.Errorf("%w: epoch %d, the member is at %d", ErrStaleMemberEpoch, opts.MemberEpoch, mem.epoch)
+		}
+	}
 	if partitions == nil {
 		for tp := range g.offsets {
 			partitions = append(partitions, tp)
@@ -210,6 +224,9 @@ func (m *Manager) DeleteOffsets(groupID string, partitions []TopicPartition) *Fu
 	switch {
 	case g.state == Empty:
 		subscribed = func(string) bool { return false }
+	case g.consumer != nil:
+		topics := g.consumerSubscribed()
+		subscribed = func(t string) bool { return topics == nil || topics[t] }
 	case g.protocolType == ConsumerProtocolType:
 		topics, ok := g.subscribedTopics()
 		// Undecodable subscriptions: assume the worst, a live consumer.
@@ -306,7 +323,7 @@ func (g *group) expireOffsets(now time.Time) {
 		}
 	}
 	if len(g.offsets) == 0 && g.inflight == 0 && len(g.pending) == 0 && len(g.txns) == 0 {
-		kvs = append(kvs, KV{Key: EncodeGroupKey(g.id)})
+		kvs = append(kvs, g.groupTombstones()...)
 		g.state = Dead
 		g.m.forget(g)
 	}
@@ -334,7 +351,7 @@ func (g *group) delete() Waiter {
 	for tp := range tps {
 		kvs = append(kvs, g.deleteOffset(tp, g.seq))
 	}
-	kvs = append(kvs, KV{Key: EncodeGroupKey(g.id)})
+	kvs = append(kvs, g.groupTombstones()...)
 	g.kill(ErrCoordinatorNotAvailable)
 	g.m.forget(g)
 	return g.append(kvs)

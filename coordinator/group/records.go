@@ -124,22 +124,42 @@ type RecordKind int
 const (
 	KindOffset RecordKind = iota + 1
 	KindGroup
+	// The consumer (KIP-848) group records, key versions 3-8 (see
+	// records848.go).
+	KindConsumerGroup             // 3: the group epoch
+	KindConsumerPartitionMetadata // 4: decoded and ignored
+	KindConsumerMember            // 5: a member's subscription
+	KindConsumerTarget            // 6: the target assignment epoch
+	KindConsumerTargetMember      // 7: a member's target assignment
+	KindConsumerCurrent           // 8: a member's current assignment
 )
 
-// Record is a decoded offsets-topic record. Exactly one of Offset and Group
-// is non-nil unless the record is a tombstone (Tombstone true).
+// Record is a decoded offsets-topic record. Unless the record is a
+// tombstone (Tombstone true), the value field of its Kind is set: Offset,
+// Group, ConsumerEpoch, ConsumerMember, ConsumerTarget or ConsumerCurrent
+// (KindConsumerPartitionMetadata keeps nothing).
 type Record struct {
 	Kind      RecordKind
 	OffsetKey OffsetKey // KindOffset
-	GroupID   string    // both kinds
+	GroupID   string    // every kind
+	// MemberID is the key's member id for KindConsumerMember,
+	// KindConsumerTargetMember and KindConsumerCurrent.
+	MemberID  string
 	Tombstone bool
 	Offset    *OffsetValue
 	Group     *GroupMetadata
+	// ConsumerEpoch is the group epoch (KindConsumerGroup) or the
+	// assignment epoch (KindConsumerTarget).
+	ConsumerEpoch   int32
+	ConsumerMember  *ConsumerMemberRecord
+	ConsumerTarget  Assignment // non-nil, possibly empty, for a KindConsumerTargetMember value
+	ConsumerCurrent *ConsumerAssignmentRecord
 }
 
-// ErrUnknownRecord marks a key whose schema version we do not model (for
-// example the KIP-848 consumer-group records newer Kafka writes to the same
-// topic). Load skips such records instead of failing.
+// ErrUnknownRecord marks a key or value whose schema version we do not
+// model (for example the share- or streams-group records, key versions
+// above 8, newer Kafka writes to the same topic). Load skips such records
+// instead of failing.
 var ErrUnknownRecord = errors.New("group: unknown __consumer_offsets record version")
 
 // ErrCorruptRecord marks a record that claims a known version but does not
@@ -243,7 +263,9 @@ func DecodeRecord(key, value []byte) (Record, error) {
 		rec.Kind = KindGroup
 		rec.GroupID = r.string()
 	default:
-		return Record{}, fmt.Errorf("%w: key version %d", ErrUnknownRecord, ver)
+		if !decodeConsumerKey(&r, ver, &rec) {
+			return Record{}, fmt.Errorf("%w: key version %d", ErrUnknownRecord, ver)
+		}
 	}
 	if err := r.done(); err != nil {
 		return Record{}, fmt.Errorf("%w: key: %v", ErrCorruptRecord, err)
@@ -253,10 +275,13 @@ func DecodeRecord(key, value []byte) (Record, error) {
 		return rec, nil
 	}
 	var err error
-	if rec.Kind == KindOffset {
+	switch rec.Kind {
+	case KindOffset:
 		rec.Offset, err = decodeOffsetValue(value)
-	} else {
+	case KindGroup:
 		rec.Group, err = decodeGroupValue(value)
+	default:
+		err = decodeConsumerValue(&rec, value)
 	}
 	if err != nil {
 		return Record{}, err

@@ -55,7 +55,19 @@ func (m *Manager) CommitTxnOffsets(req TxnOffsetCommitRequest) *Future[TxnOffset
 }
 
 func (g *group) commitTxn(req *TxnOffsetCommitRequest, now time.Time) *Future[TxnOffsetCommitResponse] {
-	if req.Generation >= 0 || req.MemberID != "" || req.GroupInstanceID != nil {
+	if g.consumer != nil {
+		// KIP-848: the generation is the member epoch, which must be the
+		// member's current one (Kafka is as strict for transactions).
+		if req.Generation >= 0 || req.MemberID != "" {
+			mem := g.consumer.members[req.MemberID]
+			if mem == nil {
+				return txnCommitFail(req, fmt.Errorf("%w: %s", ErrUnknownMemberID, req.MemberID))
+			}
+			if req.Generation != mem.epoch {
+				return txnCommitFail(req, fmt.Errorf("%w: epoch %d, the member is at %d", ErrIllegalGeneration, req.Generation, mem.epoch))
+			}
+		}
+	} else if req.Generation >= 0 || req.MemberID != "" || req.GroupInstanceID != nil {
 		if err := g.checkInstance(req.GroupInstanceID, req.MemberID); err != nil {
 			return txnCommitFail(req, err)
 		}
