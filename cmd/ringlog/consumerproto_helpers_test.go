@@ -675,15 +675,18 @@ func waitCommitted(t *testing.T, adm *kadm.Client, group, topic string, ends map
 	})
 }
 
-// cpOwnershipHooks keep m.owned up to date; a revocation commits what was
-// polled first (setting OnPartitionsRevoked replaces franz-go's default
-// commit on revoke).
-func cpOwnershipHooks(m *member) []kgo.Opt {
-	set := func(own bool) func(context.Context, *kgo.Client, map[string][]int32) {
+// cpOwnershipHooks keep (*mp).owned up to date; they wait for ready, closed
+// once *mp is set (they are options of the client *mp is created with); a
+// revocation commits what was polled first (setting OnPartitionsRevoked
+// replaces franz-go's default commit on revoke).
+func cpOwnershipHooks(mp **member, ready <-chan struct{}) []kgo.Opt {
+	set := func(own, commit bool) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(ctx context.Context, cl *kgo.Client, ps map[string][]int32) {
-			if !own {
+			if commit {
 				cl.CommitUncommittedOffsets(ctx)
 			}
+			<-ready
+			m := *mp
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			for _, tps := range ps {
@@ -697,40 +700,7 @@ func cpOwnershipHooks(m *member) []kgo.Opt {
 			}
 		}
 	}
-	drop := func(_ context.Context, _ *kgo.Client, ps map[string][]int32) {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		for _, tps := range ps {
-			for _, p := range tps {
-				delete(m.owned, p)
-			}
-		}
-	}
-	return []kgo.Opt{kgo.OnPartitionsAssigned(set(true)), kgo.OnPartitionsRevoked(set(false)), kgo.OnPartitionsLost(drop)}
-}
-
-// cpPoll is m's poll loop (startMember's): it records what it receives
-// until the client closes.
-func cpPoll(m *member) {
-	defer close(m.done)
-	for {
-		fs := m.cl.PollFetches(context.Background())
-		if fs.IsClientClosed() {
-			return
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			m.mu.Lock()
-			if _, ok := m.first[r.Partition]; !ok {
-				m.first[r.Partition] = r.Offset
-			}
-			if m.seen[r.Partition] == nil {
-				m.seen[r.Partition] = map[int64]bool{}
-			}
-			m.seen[r.Partition][r.Offset] = true
-			m.count++
-			m.mu.Unlock()
-		})
-	}
+	return []kgo.Opt{kgo.OnPartitionsAssigned(set(true, false)), kgo.OnPartitionsRevoked(set(false, true)), kgo.OnPartitionsLost(set(false, false))}
 }
 
 // cpAssignLog lists the members' assignment events in time order, for

@@ -212,22 +212,16 @@ type cpInProc struct {
 	name string
 }
 
-// startCPInProc starts an in-process member of group speaking proto
-// (startMember's bookkeeping, commits on revoke).
+// startCPInProc starts an in-process member of group speaking proto:
+// startMember's bookkeeping, with hooks that commit on revoke.
 func startCPInProc(t *testing.T, addrs []string, name, group string, proto string, topics []string, extra ...kgo.Opt) *cpInProc {
 	t.Helper()
-	m := &member{owned: map[int32]bool{}, first: map[int32]int64{}, seen: map[int32]map[int64]bool{}, done: make(chan struct{})}
-	opts := []kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID(name), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics...),
-		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RebalanceTimeout(20 * time.Second), kgo.AutoCommitInterval(200 * time.Millisecond)}
-	opts = append(opts, protoOpts(proto, cpSession, cpHeartbeat)...)
-	opts = append(opts, cpOwnershipHooks(m)...)
-	cl, err := kgo.NewClient(append(opts, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.cl = cl
-	go cpPoll(m)
+	var m *member
+	ready := make(chan struct{})
+	opts := append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ClientID(name), kgo.ConsumeTopics(topics...), kgo.RebalanceTimeout(20 * time.Second)},
+		protoOpts(proto, cpSession, cpHeartbeat)...)
+	m = startMember(t, addrs[0], group, topics[0], kgo.StickyBalancer(), append(append(opts, cpOwnershipHooks(&m, ready)...), extra...)...)
+	close(ready)
 	t.Cleanup(func() {
 		select {
 		case <-m.done:
