@@ -159,11 +159,13 @@ func (p *Partition) Replicated() bool {
 	return p.replicated
 }
 
-// LogStartOffset is the first offset in the log.
+// LogStartOffset is the first offset in the log as clients see it: on
+// remote-storage topics the remote tier's start when it holds data below
+// the local log (remote.go), else the local log start.
 func (p *Partition) LogStartOffset() int64 {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.logStart
+	return p.startLocked()
 }
 
 // LogEndOffset is the next offset to be assigned.

@@ -120,6 +120,12 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 		if err != nil {
 			return cfgErr(errorCode(err), "%v", err)
 		}
+		if old, err := engine.ParseTopicConfig(defaults, current); err == nil {
+			// remote.storage.enable cannot go back to false.
+			if err := engine.CheckConfigChange(old, cfg); err != nil {
+				return cfgErr(errorCode(err), "%v", err)
+			}
+		}
 		if rf := len(t.Partitions[0].TargetReplicas()); int(cfg.MinInsyncReplicas) > rf {
 			// Kafka accepts it only to refuse every acks=all write; the
 			// operator almost certainly mistyped.
