@@ -22,8 +22,8 @@ package engine
 //     *OffsetRemoteError (errors.Is ErrOffsetRemote) for the caller to
 //     serve from the remote tier.
 //
-// Topics without remote.storage.enable never reach any of this: their
-// RemoteState stays unset and every path behaves as before.
+// For a topic without remote.storage.enable, and without a RemoteState
+// whose Enabled is set, every path behaves exactly as before.
 
 import (
 	"errors"
@@ -85,7 +85,7 @@ type RemoteState struct {
 // happens at the next retention pass (RunRetention).
 func (p *Partition) SetRemoteState(rs RemoteState) error {
 	if rs.UploadedNext < -1 || rs.LogStart < -1 || rs.LogStart >= 0 && rs.UploadedNext >= 0 && rs.LogStart > rs.UploadedNext {
-		return fmt.Errorf("%w: remote state of %s-%d: log start %d, uploaded next %d", ErrInvalidRecord, p.topic.name, p.idx, rs.LogStart, rs.UploadedNext)
+		return fmt.Errorf("engine: bad remote state of %s-%d: log start %d, uploaded next %d (each -1 or an offset, start <= next)", p.topic.name, p.idx, rs.LogStart, rs.UploadedNext)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -162,8 +162,11 @@ func (p *Partition) uploadedNextLocked() int64 {
 }
 
 // SegmentInfo is one sealed segment the uploader may copy. It pins the
-// segment's open log file: reads stay valid after local retention or a
-// truncation removed the files, until Release.
+// segment's open log file: reads stay valid after local retention or
+// DeleteRecords removed the files, until Release. A truncation (a
+// follower's divergence, rare on a leader) may rewrite the file in place:
+// call Indexes after streaming Log, and drop the upload if it reports
+// ErrSegmentChanged.
 type SegmentInfo struct {
 	BaseOffset int64
 	// NextOffset is the offset after the segment's last batch.
@@ -199,7 +202,8 @@ func (si *SegmentInfo) Log() *io.SectionReader {
 // on-disk formats of engine/doc.go (.index and .timeindex), built from
 // memory so they exist even after local retention removed the files. It
 // fails with ErrSegmentChanged if the partition was truncated since the
-// listing (the segment may no longer be what was listed).
+// listing (the segment may no longer be what was listed; any truncation
+// counts, even one above the segment: listing again is cheap).
 func (si *SegmentInfo) Indexes() (index, timeIndex []byte, err error) {
 	p := si.p
 	p.mu.RLock()
