@@ -116,15 +116,9 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 		if cerr != nil {
 			return cerr
 		}
-		cfg, err := engine.ParseTopicConfig(defaults, next)
-		if err != nil {
-			return cfgErr(errorCode(err), "%v", err)
-		}
-		if old, err := engine.ParseTopicConfig(defaults, current); err == nil {
-			// remote.storage.enable cannot go back to false.
-			if err := engine.CheckConfigChange(old, cfg); err != nil {
-				return cfgErr(errorCode(err), "%v", err)
-			}
+		cfg, cerr := checkTopicConfigs(defaults, current, next)
+		if cerr != nil {
+			return cerr
 		}
 		if rf := len(t.Partitions[0].TargetReplicas()); int(cfg.MinInsyncReplicas) > rf {
 			// Kafka accepts it only to refuse every acks=all write; the
@@ -183,6 +177,22 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 	}
 	s.log.Info("altered configs", "type", typ, "resource", name, "set", cmd.Set, "delete", cmd.Delete, "replace", replace)
 	return nil
+}
+
+// checkTopicConfigs validates a topic's resulting dynamic configs next
+// over defaults, and the change from current (remote.storage.enable
+// cannot go back to false, engine.CheckConfigChange).
+func checkTopicConfigs(defaults engine.TopicConfig, current, next map[string]string) (engine.TopicConfig, *configErr) {
+	cfg, err := engine.ParseTopicConfig(defaults, next)
+	if err != nil {
+		return cfg, cfgErr(errorCode(err), "%v", err)
+	}
+	if old, err := engine.ParseTopicConfig(defaults, current); err == nil {
+		if err := engine.CheckConfigChange(old, cfg); err != nil {
+			return cfg, cfgErr(errorCode(err), "%v", err)
+		}
+	}
+	return cfg, nil
 }
 
 // applyConfigOps returns current with ops applied (replace: ops alone).
