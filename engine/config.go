@@ -260,6 +260,13 @@ func (c *TopicConfig) set(k, v string) error {
 		}
 		return n, nil
 	}
+	boolean := func() (bool, error) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, bad(errors.New("want true or false"))
+		}
+		return b, nil
+	}
 	var err error
 	var n int64
 	switch k {
@@ -286,23 +293,17 @@ func (c *TopicConfig) set(k, v string) error {
 		n, err = integer(1, math.MaxInt32)
 		c.MinInsyncReplicas = int32(n)
 	case keyUncleanElection:
-		var b bool
-		if b, err = strconv.ParseBool(v); err != nil {
-			err = bad(errors.New("want true or false"))
-		}
-		c.UncleanLeaderElection = b
+		c.UncleanLeaderElection, err = boolean()
 	case keyRemoteStorageEnable:
-		var b bool
-		if b, err = strconv.ParseBool(v); err != nil {
-			err = bad(errors.New("want true or false"))
+		c.RemoteStorageEnable, err = boolean()
+	case keyLocalRetentionMs, keyLocalRetentionBytes:
+		// -2: follow retention.*; -1: unlimited.
+		n, err = integer(-2, math.MaxInt64)
+		if k == keyLocalRetentionMs {
+			c.LocalRetentionMs = n
+		} else {
+			c.LocalRetentionBytes = n
 		}
-		c.RemoteStorageEnable = b
-	case keyLocalRetentionMs:
-		n, err = integer(-2, math.MaxInt64)
-		c.LocalRetentionMs = n
-	case keyLocalRetentionBytes:
-		n, err = integer(-2, math.MaxInt64)
-		c.LocalRetentionBytes = n
 	case keyTimestampType:
 		switch v {
 		case "CreateTime":
