@@ -52,6 +52,12 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.alterReassignments(c.AlterPartitionReassignments)
 	case c.UnregisterBroker != nil:
 		res = t.unregisterBroker(c.UnregisterBroker)
+	case c.CommitRemoteSegment != nil:
+		res = t.commitRemoteSegment(c.CommitRemoteSegment)
+	case c.DeleteRemoteSegments != nil:
+		res = t.deleteRemoteSegments(c.DeleteRemoteSegments)
+	case c.RemoteTopicPurged != nil:
+		res = t.remoteTopicPurged(c.RemoteTopicPurged)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}
@@ -357,6 +363,7 @@ func (t *txn) deleteTopicCmd(c *DeleteTopic) Result {
 		return Result{Err: fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)}
 	}
 	t.deleteTopic(tp)
+	t.remoteTopicDeleted(tp)
 	out := *tp
 	return Result{Topic: &out}
 }
