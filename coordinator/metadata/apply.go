@@ -338,6 +338,9 @@ func (t *txn) createTopic(c *CreateTopic) Result {
 	if _, ok := t.im.topicNames[c.ID]; ok {
 		return Result{Err: fmt.Errorf("%w: topic id %s in use", ErrTopicExists, c.ID)}
 	}
+	if t.remotePurgePending(c.ID) {
+		return Result{Err: fmt.Errorf("%w: topic id %s: a deleted topic's remote objects under it are not purged yet", ErrTopicExists, c.ID)}
+	}
 	if err := t.validAssignment(c.Assignment, len(c.Assignment[0])); err != nil {
 		return Result{Err: err}
 	}

@@ -116,7 +116,15 @@ const remoteStorageEnableKey = "remote.storage.enable"
 //
 // Overlap with committed data is allowed (BaseOffset <= remote end <
 // NextOffset): a new leader's segment boundaries differ from the old
-// leader's. The first segment of a partition may start anywhere.
+// leader's. The first segment of a partition may start anywhere at or
+// above a log start raised before it.
+//
+// After a refusal the uploader deletes the objects it uploaded under this
+// ID, except when the refusal is ErrRemoteSegmentCommitted for this same
+// ID (then they are the committed ones): nothing else knows them. Objects
+// of an upload whose uploader died before committing are not listed
+// anywhere; they are left to a sweep of the partition's key prefix (not
+// built yet), or to the topic purge.
 type CommitRemoteSegment struct {
 	Segment rlm.Segment
 }
@@ -385,6 +393,14 @@ func (t *txn) remoteTopicDeleted(tp *Topic) {
 	if i, found := slices.BinarySearchFunc(t.im.remotePurge, tp.ID, compareUUID); !found {
 		t.im.remotePurge = slices.Insert(slices.Clone(t.im.remotePurge), i, tp.ID)
 	}
+}
+
+// remotePurgePending reports whether id belongs to a deleted topic whose
+// objects are still to be purged: reusing it for a new topic would let
+// the purge delete the new topic's objects (they share the key prefix).
+func (t *txn) remotePurgePending(id UUID) bool {
+	_, found := slices.BinarySearchFunc(t.im.remotePurge, id, compareUUID)
+	return found
 }
 
 func compareUUID(a, b UUID) int { return strings.Compare(string(a[:]), string(b[:])) }

@@ -243,6 +243,9 @@ func TestRemoteTopicPurge(t *testing.T) {
 	m.ok(Command{CreateTopic: &CreateTopic{Name: "a", ID: tid2, Assignment: [][]int32{{1}}}})
 	m.checkRemote(tid2, -1, -1, 0)
 
+	// Its old id stays taken until the purge is done.
+	m.try("reuse of a pending id", Command{CreateTopic: &CreateTopic{Name: "a2", ID: tid, Assignment: [][]int32{{1}}}}, ErrTopicExists)
+
 	m.ok(Command{RemoteTopicPurged: &RemoteTopicPurged{TopicID: tid}})
 	if got := m.img.PendingRemotePurge(); !slices.Equal(got, []UUID{tidB}) {
 		t.Fatalf("after purge of a: %v", got)
