@@ -17,7 +17,9 @@ import (
 //
 // Errors keep their identity across the RPC (errors.Is works):
 //   - metadata.ErrRemoteSegmentCommitted: already done (a retry, or a
-//     range another leader uploaded): move on;
+//     range another leader uploaded): move on, deleting this upload's
+//     objects unless MetadataImage().HasRemoteSegment says its ID is the
+//     committed one;
 //   - metadata.ErrFencedLeaderEpoch: this broker no longer leads at that
 //     epoch: stop uploading for the partition;
 //   - metadata.ErrRemoteSegmentGap: upload the missing range first;
@@ -66,23 +68,21 @@ func (n *Node) RemoteTopicPurged(ctx context.Context, id metadata.UUID) error {
 }
 
 func (n *Node) handleCommitRemote(ctx context.Context, req *commitRemoteReq) (any, uint64, error) {
-	_, idx, err := n.propose(ctx, metadata.Command{CommitRemoteSegment: &req.CommitRemoteSegment})
-	if err != nil {
-		return nil, idx, err
-	}
-	return emptyResp{}, idx, nil
+	return n.proposeAck(ctx, metadata.Command{CommitRemoteSegment: &req.CommitRemoteSegment})
 }
 
 func (n *Node) handleDeleteRemote(ctx context.Context, req *deleteRemoteReq) (any, uint64, error) {
-	_, idx, err := n.propose(ctx, metadata.Command{DeleteRemoteSegments: &req.DeleteRemoteSegments})
-	if err != nil {
-		return nil, idx, err
-	}
-	return emptyResp{}, idx, nil
+	return n.proposeAck(ctx, metadata.Command{DeleteRemoteSegments: &req.DeleteRemoteSegments})
 }
 
 func (n *Node) handleRemotePurged(ctx context.Context, req *remotePurgedReq) (any, uint64, error) {
-	_, idx, err := n.propose(ctx, metadata.Command{RemoteTopicPurged: &req.RemoteTopicPurged})
+	return n.proposeAck(ctx, metadata.Command{RemoteTopicPurged: &req.RemoteTopicPurged})
+}
+
+// proposeAck proposes cmd for a call whose reply carries nothing but the
+// index (and the refusal, if any).
+func (n *Node) proposeAck(ctx context.Context, cmd metadata.Command) (any, uint64, error) {
+	_, idx, err := n.propose(ctx, cmd)
 	if err != nil {
 		return nil, idx, err
 	}

@@ -54,6 +54,11 @@ func TestRemoteMetadataThroughFollower(t *testing.T) {
 	if err := up.CommitRemoteSegment(ctxT(t), remoteSeg(tid, 2, 100, 200, 0)); err != nil {
 		t.Fatal(err)
 	}
+	// A retried commit reads as done, and the caller's image shows it.
+	if err := up.CommitRemoteSegment(ctxT(t), remoteSeg(tid, 2, 100, 200, 0)); !errors.Is(err, metadata.ErrRemoteSegmentCommitted) ||
+		!up.MetadataImage().HasRemoteSegment(tid, 0, rlm.SegmentID{2}) {
+		t.Fatalf("retry: %v", err)
+	}
 	checkFor(t, 5*time.Second, func() error {
 		for _, n := range nodes {
 			im := n.MetadataImage()

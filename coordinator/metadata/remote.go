@@ -120,8 +120,9 @@ const remoteStorageEnableKey = "remote.storage.enable"
 // above a log start raised before it.
 //
 // After a refusal the uploader deletes the objects it uploaded under this
-// ID, except when the refusal is ErrRemoteSegmentCommitted for this same
-// ID (then they are the committed ones): nothing else knows them. Objects
+// ID, except when the refusal is ErrRemoteSegmentCommitted and
+// HasRemoteSegment finds this ID (then they are the committed ones):
+// nothing else knows them. Objects
 // of an upload whose uploader died before committing are not listed
 // anywhere; they are left to a sweep of the partition's key prefix (not
 // built yet), or to the topic purge.
@@ -181,6 +182,14 @@ func (im *Image) remoteLogOf(topicID UUID, partition int32) *remoteLog {
 // segment's Epochs) is shared with the image: read-only.
 func (im *Image) RemoteSegments(topicID UUID, partition int32) []rlm.Segment {
 	return im.remoteLogOf(topicID, partition).segs
+}
+
+// HasRemoteSegment reports whether the segment id is listed for the
+// partition: after ErrRemoteSegmentCommitted it tells the uploader whether
+// its own upload is the committed one (keep its objects) or another
+// covered the range (delete them).
+func (im *Image) HasRemoteSegment(topicID UUID, partition int32, id rlm.SegmentID) bool {
+	return slices.ContainsFunc(im.remoteLogOf(topicID, partition).segs, func(s rlm.Segment) bool { return s.ID == id })
 }
 
 // RemoteEnd returns the greatest NextOffset committed for the partition,
@@ -313,7 +322,7 @@ func (t *txn) commitRemoteSegment(c *CommitRemoteSegment) Result {
 		return Result{Err: err}
 	}
 	rl := t.im.remoteLogOf(tid, s.Partition)
-	if slices.ContainsFunc(rl.segs, func(o rlm.Segment) bool { return o.ID == s.ID }) {
+	if t.im.HasRemoteSegment(tid, s.Partition, s.ID) {
 		return Result{Err: fmt.Errorf("%w: segment %s", ErrRemoteSegmentCommitted, s.ID)}
 	}
 	covered := max(rl.end, rl.logStart)

@@ -108,6 +108,9 @@ func TestRemoteCommit(t *testing.T) {
 	}
 	m.try("deposed leader", commitCmd(rseg(tid, 0, 4, 400, 500, 0)), ErrFencedLeaderEpoch)
 	m.try("deposed leader's retry", commitCmd(rseg(tid, 0, 3, 250, 400, 0)), ErrRemoteSegmentCommitted)
+	if !m.img.HasRemoteSegment(tid, 0, rlm.SegmentID{3}) || m.img.HasRemoteSegment(tid, 0, rlm.SegmentID{4}) || m.img.HasRemoteSegment(tid, 1, rlm.SegmentID{3}) {
+		t.Fatal("HasRemoteSegment")
+	}
 	m.try("new leader", commitCmd(rseg(tid, 0, 5, 300, 500, 1)), nil)
 	m.checkRemote(tid, 100, 500, 550, 1, 2, 3, 5)
 	seg, _ := m.img.SegmentFor(tid, 0, 450)
