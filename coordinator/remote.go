@@ -20,8 +20,9 @@ import (
 //     range another leader uploaded): move on, deleting this upload's
 //     objects unless MetadataImage().HasRemoteSegment says its ID is the
 //     committed one;
-//   - metadata.ErrFencedLeaderEpoch: this broker no longer leads at that
-//     epoch: stop uploading for the partition;
+//   - metadata.ErrFencedLeaderEpoch: the partition's leader epoch moved:
+//     drop this upload (and its objects); if this broker still leads, at
+//     the new epoch, resume from the image's RemoteEnd;
 //   - metadata.ErrRemoteSegmentGap: upload the missing range first;
 //   - metadata.ErrUnknownTopic: the topic or partition is gone;
 //   - metadata.ErrInvalidCommand: a bug in the caller;
