@@ -53,9 +53,13 @@ func (c *Cache) run(ch *chunk, key string, verify, readAhead bool) {
 	f, crc, err := c.fetchChunk(ctx, key, ch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err == nil && c.closed {
-		f.Close()
-		os.Remove(f.Name())
+	if c.closed {
+		// Whatever the fetch did (Close cancelled it, most likely), its
+		// waiters are told the cache closed.
+		if err == nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
 		err = ErrClosed
 	}
 	if err != nil {
@@ -124,35 +128,33 @@ func (c *Cache) failLocked(ch *chunk, err error) {
 // fetchChunk reads ch from the store into a temp file of exactly ch.size
 // bytes and returns it open, with the CRC-32C of its bytes. On error
 // nothing is left on disk.
-func (c *Cache) fetchChunk(ctx context.Context, key string, ch *chunk) (f *os.File, crc uint32, err error) {
+func (c *Cache) fetchChunk(ctx context.Context, key string, ch *chunk) (*os.File, uint32, error) {
 	where := fmt.Sprintf("chunkcache: object %q bytes [%d, %d)", key, ch.id.off, ch.id.off+ch.size)
 	rc, err := c.fetch(ctx, key, ch.id.off, ch.size)
 	if err != nil {
 		return nil, 0, fetchError(ctx, where, err)
 	}
 	defer rc.Close()
-	f, err = os.CreateTemp(c.cfg.Dir, tmpPattern)
+	f, err := os.CreateTemp(c.cfg.Dir, tmpPattern)
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", where, err)
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
 	h := crc32.New(castagnoli)
 	// One byte past the chunk tells a long answer from an exact one.
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(rc, ch.size+1))
+	var pe *os.PathError
 	switch {
+	case err != nil && errors.As(err, &pe):
+		err = fmt.Errorf("%s: writing cache file: %w", where, err) // local disk
 	case err != nil:
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return nil, 0, fmt.Errorf("%s: writing cache file: %w", where, err) // local disk
-		}
-		return nil, 0, fetchError(ctx, where, err)
+		err = fetchError(ctx, where, err)
 	case n != ch.size:
-		return nil, 0, fmt.Errorf("%w: %s: the store returned %d bytes", objstore.ErrCorrupt, where, n)
+		err = fmt.Errorf("%w: %s: the store returned %d bytes", objstore.ErrCorrupt, where, n)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, 0, err
 	}
 	return f, h.Sum32(), nil
 }
