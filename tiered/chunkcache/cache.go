@@ -62,11 +62,11 @@ type chunk struct {
 	readAhead bool          // the current flight is a read-ahead
 	dropped   bool          // Drop or a size mismatch removed it while loading
 
-	f        *os.File // open while refs > 0 (and handed over by a flight)
-	refs     int      // pins: ranges not released, and Gets waiting
-	resident bool     // its file is in the directory and counted in bytes
-	unlinked bool     // pinned but no longer on disk by name: counted in pinnedUnlinked
-	served   bool     // a Get returned it (sequential-read detection)
+	f        *roFile // open while refs > 0 (and handed over by a flight)
+	refs     int     // pins: ranges not released, and Gets waiting
+	resident bool    // its file is in the directory and counted in bytes
+	unlinked bool    // pinned but no longer on disk by name: counted in pinnedUnlinked
+	served   bool    // a Get returned it (sequential-read detection)
 	elem     *list.Element
 }
 
@@ -263,7 +263,7 @@ func (c *Cache) serve(ch *chunk, pos int64, max int32) (FileRange, bool, error) 
 	if ch.f == nil {
 		// Opened under the lock so Drop cannot unlink the file between
 		// the check and the open.
-		f, err := os.Open(ch.path)
+		f, err := openRO(ch.path)
 		if err != nil {
 			c.removeLocked(ch)
 			c.unpinLocked(ch)
@@ -276,7 +276,7 @@ func (c *Cache) serve(ch *chunk, pos int64, max int32) (FileRange, bool, error) 
 		c.lru.MoveToFront(ch.elem)
 	}
 	n := min(int64(max), ch.size-pos)
-	return &chunkRange{c: c, ch: ch, fd: int(ch.f.Fd()), pos: pos, n: int32(n)}, false, nil
+	return &chunkRange{c: c, ch: ch, fd: ch.f.fd, pos: pos, n: int32(n)}, false, nil
 }
 
 // unpin drops one pin; the last one closes the file.
@@ -293,7 +293,7 @@ func (c *Cache) unpinLocked(ch *chunk) {
 		return // a flight still owns the file it is writing
 	}
 	if ch.f != nil {
-		ch.f.Close()
+		ch.f.close()
 		ch.f = nil
 	}
 	if ch.unlinked {

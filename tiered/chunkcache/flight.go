@@ -50,15 +50,15 @@ func (c *Cache) run(ch *chunk, key string, verify, readAhead bool) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.FetchTimeout)
 	defer cancel()
-	f, crc, err := c.fetchChunk(ctx, key, ch)
+	f, tmp, crc, err := c.fetchChunk(ctx, key, ch)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		// Whatever the fetch did (Close cancelled it, most likely), its
 		// waiters are told the cache closed.
 		if err == nil {
-			f.Close()
-			os.Remove(f.Name())
+			f.close()
+			os.Remove(tmp)
 		}
 		err = ErrClosed
 	}
@@ -70,7 +70,7 @@ func (c *Cache) run(ch *chunk, key string, verify, readAhead bool) {
 	ch.crc = crc
 	if !ch.dropped && c.evictLocked(ch.size) {
 		final := filepath.Join(c.cfg.Dir, chunkName(ch.id, ch.size, crc))
-		if os.Rename(f.Name(), final) == nil {
+		if os.Rename(tmp, final) == nil {
 			ch.path = final
 			ch.resident = true
 			ch.elem = c.lru.PushFront(ch)
@@ -81,7 +81,7 @@ func (c *Cache) run(ch *chunk, key string, verify, readAhead bool) {
 	}
 	// Dropped meanwhile, no room (everything pinned) or rename failed:
 	// serve the waiters from the unlinked file, keep nothing.
-	os.Remove(f.Name())
+	os.Remove(tmp)
 	if c.index[ch.id] == ch {
 		delete(c.index, ch.id)
 	}
@@ -90,10 +90,10 @@ func (c *Cache) run(ch *chunk, key string, verify, readAhead bool) {
 
 // handOverLocked ends a successful flight: pinned chunks get the open
 // file, others close it. Lock should be held.
-func (c *Cache) handOverLocked(ch *chunk, f *os.File) {
+func (c *Cache) handOverLocked(ch *chunk, f *roFile) {
 	ch.state = stateReady
 	if ch.refs == 0 {
-		f.Close() // a read-ahead nobody waits for, or every waiter gave up
+		f.close() // a read-ahead nobody waits for, or every waiter gave up
 	} else {
 		ch.f = f
 		if !ch.resident {
@@ -126,22 +126,23 @@ func (c *Cache) failLocked(ch *chunk, err error) {
 }
 
 // fetchChunk reads ch from the store into a temp file of exactly ch.size
-// bytes and returns it open, with the CRC-32C of its bytes. On error
-// nothing is left on disk.
-func (c *Cache) fetchChunk(ctx context.Context, key string, ch *chunk) (*os.File, uint32, error) {
+// bytes and returns it open read-only, with its path and the CRC-32C of
+// its bytes. On error nothing is left on disk.
+func (c *Cache) fetchChunk(ctx context.Context, key string, ch *chunk) (*roFile, string, uint32, error) {
 	where := fmt.Sprintf("chunkcache: object %q bytes [%d, %d)", key, ch.id.off, ch.id.off+ch.size)
 	rc, err := c.fetch(ctx, key, ch.id.off, ch.size)
 	if err != nil {
-		return nil, 0, fetchError(ctx, where, err)
+		return nil, "", 0, fetchError(ctx, where, err)
 	}
 	defer rc.Close()
-	f, err := os.CreateTemp(c.cfg.Dir, tmpPattern)
+	w, err := os.CreateTemp(c.cfg.Dir, tmpPattern)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", where, err)
+		return nil, "", 0, fmt.Errorf("%s: %w", where, err)
 	}
+	tmp := w.Name()
 	h := crc32.New(castagnoli)
 	// One byte past the chunk tells a long answer from an exact one.
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(rc, ch.size+1))
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(rc, ch.size+1))
 	var pe *os.PathError
 	switch {
 	case err != nil && errors.As(err, &pe):
@@ -151,12 +152,21 @@ func (c *Cache) fetchChunk(ctx context.Context, key string, ch *chunk) (*os.File
 	case n != ch.size:
 		err = fmt.Errorf("%w: %s: the store returned %d bytes", objstore.ErrCorrupt, where, n)
 	}
-	if err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, 0, err
+	var f *roFile
+	if err == nil {
+		// The reading descriptor is opened before the rename or unlink
+		// that follows, so it is the same file either way.
+		f, err = openRO(tmp)
 	}
-	return f, h.Sum32(), nil
+	if cerr := w.Close(); err == nil && cerr != nil {
+		f.close()
+		err = fmt.Errorf("%s: writing cache file: %w", where, cerr)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return nil, "", 0, err
+	}
+	return f, tmp, h.Sum32(), nil
 }
 
 // fetchError wraps a store failure so that callers can tell its kind
@@ -173,8 +183,8 @@ func fetchError(ctx context.Context, where string, err error) error {
 }
 
 // verifyFile opens a chunk found at Open and checks its length and CRC.
-func verifyFile(path string, size int64, crc uint32) (*os.File, error) {
-	f, err := os.Open(path)
+func verifyFile(path string, size int64, crc uint32) (*roFile, error) {
+	f, err := openRO(path)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +194,7 @@ func verifyFile(path string, size int64, crc uint32) (*os.File, error) {
 		err = fmt.Errorf("chunkcache: %s: %d bytes, crc %08x, want %d bytes, crc %08x", path, n, h.Sum32(), size, crc)
 	}
 	if err != nil {
-		f.Close()
+		f.close()
 		return nil, err
 	}
 	return f, nil
