@@ -48,13 +48,14 @@ const (
 	stateUnverified        // found at Open; its CRC is checked on first use
 )
 
-// chunk is one chunk of one object. All fields but the immutable ones
-// (id, size, key-independent path) are guarded by Cache.mu.
+// chunk is one chunk of one object. id and size never change; the other
+// fields are guarded by Cache.mu (a flight reads path and crc of a chunk
+// found at Open without it: nothing else writes them while it runs).
 type chunk struct {
 	id   chunkID
 	size int64
 	crc  uint32
-	path string // final path once named; "" while a fetch is in flight
+	path string // the chunk file; "" until a fetch named it
 
 	state     int
 	done      chan struct{} // closed when the current flight finished
@@ -234,10 +235,9 @@ func (c *Cache) pin(key string, id chunkID, size, objectSize, idx int64) (*chunk
 		c.startLocked(ch, key, false)
 	case ch.state == stateLoading:
 		c.stats.Misses++
-		if ch.readAhead && ch.refs == 0 {
-			// A reader caught up with read-ahead: it now waits for it.
-			ch.readAhead = false
-		}
+		// A reader caught up with read-ahead: the fetch is now a
+		// foreground one, and its failure is counted as such.
+		ch.readAhead = false
 	default:
 		c.stats.Hits++
 	}

@@ -247,3 +247,41 @@ func TestSizeMismatchRefetches(t *testing.T) {
 		t.Fatalf("directory %v holds %d bytes, stats %+v; want only the new 776-byte chunk", names, n, st)
 	}
 }
+
+func TestDropWhileFetching(t *testing.T) {
+	s := newFakeStore()
+	obj := s.add("k", 2048, 20)
+	b := newBlocker()
+	s.before = func(ctx context.Context, _ string, _, _ int64) error { return b.wait(ctx) }
+	cfg := testConfig(t, 1024, 8192)
+	c := openCache(t, cfg, s)
+	got := make(chan chunkcache.FileRange, 1)
+	go func() {
+		r, err := c.Get(context.Background(), "k", 2048, 1024, 1024)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	waitFor(t, "the fetch to start", func() bool { return b.entered.Load() == 1 })
+	c.Drop("k")
+	b.release()
+	r := <-got
+	if r == nil {
+		t.FailNow()
+	}
+	// The waiter is served, but the dropped chunk is not cached.
+	if !bytes.Equal(read(t, r), obj[1024:]) {
+		t.Fatal("wrong bytes")
+	}
+	if st := c.Stats(); st.CachedBytes != 0 || st.PinnedUnlinked != 1024 {
+		t.Fatalf("stats %+v", st)
+	}
+	if _, names := dirFiles(t, cfg.Dir); len(names) != 0 {
+		t.Fatalf("directory %v", names)
+	}
+	r.Release()
+	if st := c.Stats(); st.PinnedUnlinked != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/tiered/chunkcache"
+	"github.com/ringlog/ringlog/tiered/objstore"
 )
 
 // The remote reader puts cache ranges into engine.ReadResult.Data: the
@@ -190,3 +191,7 @@ func BenchmarkGetHit(b *testing.B) {
 		b.Fatalf("fetches = %d, want 1", s.calls.Load())
 	}
 }
+
+// An objstore.Store's GetRange is a FetchFunc: the broker passes
+// store.GetRange to Open.
+func _(s objstore.Store) chunkcache.FetchFunc { return s.GetRange }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -260,9 +261,21 @@ func TestRestartWithOtherChunkSizeOrSmallerBound(t *testing.T) {
 	}
 	for i := int64(0); i < 8; i++ {
 		mustGet(t, c1, "k", obj, i*1024, 10, false)
-		time.Sleep(2 * time.Millisecond) // distinct mtimes: LRU order survives
 	}
 	c1.Close()
+	// File times are as coarse as the kernel's tick: give each chunk its
+	// own, later for later offsets (the name's second field).
+	base := time.Now().Add(-time.Hour)
+	for _, p := range chunkPaths(t, cfg.Dir) {
+		off, err := strconv.ParseInt(strings.Split(filepath.Base(p), "-")[1], 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt := base.Add(time.Duration(off) * time.Second)
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// A smaller MaxBytes keeps the newest chunks.
 	cfg.MaxBytes = 3 * 1024
