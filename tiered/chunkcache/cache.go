@@ -26,19 +26,19 @@ var (
 
 // Stats are the cache's counters for metrics (monotonic unless noted).
 type Stats struct {
-	Hits   uint64 // Gets served from a chunk already cached and verified
-	Misses uint64 // Gets that had to wait for a fetch or a verification
-	// ReadAheadFetches counts read-ahead fetches started; ReadAheadSkipped
-	// those not started because ReadAheadConcurrency were in flight;
-	// ReadAheadErrors those that failed (silently: nobody waited).
-	ReadAheadFetches, ReadAheadSkipped, ReadAheadErrors uint64
-	Evictions                                           uint64 // chunks removed to make room (not Drop)
-	FetchErrors                                         uint64 // failed fetches a Get was waiting for
-	CorruptChunks                                       uint64 // fetches of the wrong length, cached chunks failing their CRC
-	FetchedBytes                                        uint64 // bytes fetched from the store
-	CachedBytes                                         int64  // gauge: bytes of chunk files in the directory (<= MaxBytes)
-	CachedChunks                                        int    // gauge: number of those files
-	PinnedUnlinked                                      int64  // gauge: bytes of unlinked chunks still pinned by ranges
+	Hits             uint64 // Gets served from a chunk already cached and verified
+	Misses           uint64 // Gets that had to wait for a fetch or a verification
+	ReadAheadFetches uint64 // read-ahead fetches started
+	ReadAheadSkipped uint64 // read-aheads not started: ReadAheadConcurrency in flight
+	ReadAheadErrors  uint64 // read-ahead fetches that failed, nobody waiting (silent)
+	Evictions        uint64 // chunks removed to make room (not Drop)
+	FetchErrors      uint64 // failed fetches a Get was waiting for
+	CorruptChunks    uint64 // fetches of the wrong length, cached chunks failing their CRC
+	FetchedBytes     uint64 // bytes fetched from the store
+	SpanCopies       uint64 // GetSpan ranges copied because they crossed chunks
+	CachedBytes      int64  // gauge: bytes of chunk files in the directory (<= MaxBytes)
+	CachedChunks     int    // gauge: number of those files
+	PinnedUnlinked   int64  // gauge: bytes of unlinked files still pinned by ranges
 }
 
 // chunk states.
