@@ -384,13 +384,25 @@ func (c *Cache) unlinkLocked(ch *chunk) {
 }
 
 // evictLocked removes least recently used unpinned chunks until need more
-// bytes fit under MaxBytes; it reports whether they do. Lock should be
-// held.
+// bytes fit under MaxBytes; it reports whether they do. When they cannot
+// (too much is pinned) it evicts nothing. Lock should be held.
 func (c *Cache) evictLocked(need int64) bool {
+	if c.bytes+need <= c.cfg.MaxBytes {
+		return true
+	}
+	pinned := int64(0)
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		if ch := e.Value.(*chunk); !evictable(ch) {
+			pinned += ch.size
+		}
+	}
+	if pinned+need > c.cfg.MaxBytes {
+		return false
+	}
 	for e := c.lru.Back(); e != nil && c.bytes+need > c.cfg.MaxBytes; {
 		ch := e.Value.(*chunk)
 		e = e.Prev()
-		if ch.refs > 0 || ch.state == stateLoading {
+		if !evictable(ch) {
 			continue
 		}
 		delete(c.index, ch.id)
@@ -399,6 +411,10 @@ func (c *Cache) evictLocked(need int64) bool {
 	}
 	return c.bytes+need <= c.cfg.MaxBytes
 }
+
+// evictable: no range pins it and no flight verifies it. Lock should be
+// held.
+func evictable(ch *chunk) bool { return ch.refs == 0 && ch.state != stateLoading }
 
 // Stats returns the counters.
 func (c *Cache) Stats() Stats {

@@ -285,3 +285,36 @@ func TestDropWhileFetching(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+func TestNoUselessEviction(t *testing.T) {
+	s := newFakeStore()
+	const chunk = 1024
+	objA := s.add("a", 3*chunk, 24)
+	objB := s.add("b", 100, 25)
+	objC := s.add("c", 100, 26)
+	cfg := testConfig(t, chunk, 3*chunk)
+	cfg.ReadAhead = -1
+	c := openCache(t, cfg, s)
+	r0 := mustGet(t, c, "a", objA, 0, 10, true)
+	r1 := mustGet(t, c, "a", objA, chunk, 10, true)
+	rb := mustGet(t, c, "b", objB, 0, 10, true)
+	mustGet(t, c, "c", objC, 0, 10, false) // unpinned, 100 bytes
+	// Chunk 2 cannot fit even with c gone: c must stay.
+	mustGet(t, c, "a", objA, 2*chunk, 10, false)
+	if st := c.Stats(); st.Evictions != 0 || st.CachedBytes != 2*chunk+200 {
+		t.Fatalf("stats %+v", st)
+	}
+	calls := s.calls.Load()
+	mustGet(t, c, "c", objC, 0, 10, false)
+	if s.calls.Load() != calls {
+		t.Fatal("c was evicted for nothing")
+	}
+	// With b released, evicting b and c makes room.
+	rb.Release()
+	mustGet(t, c, "a", objA, 2*chunk, 10, false)
+	if st := c.Stats(); st.Evictions != 2 || st.CachedBytes != 3*chunk {
+		t.Fatalf("stats %+v", st)
+	}
+	r0.Release()
+	r1.Release()
+}
