@@ -4,6 +4,21 @@
 // file of the cache directory, and Get hands out a range of that file that
 // the fetch path sends with sendfile exactly like a local segment.
 //
+// # Use
+//
+// The broker opens one Cache for all remote reads, with the object
+// store's GetRange as the FetchFunc (Open(cfg, store.GetRange)), and
+// closes it at shutdown after the fetch path. The remote reader serves a
+// fetch below the local log start from the committed rlm.Segment holding
+// the offset: it finds the batch positions with the segment's offset
+// index and the batch headers (ReadAt through the cache, which crosses
+// chunk boundaries), then asks Get for the bytes from the first batch on,
+// or GetSpan when the batches it must return cross a chunk boundary (a
+// fetch has to carry at least one whole batch), and puts the range in
+// engine.ReadResult.Data; netpath releases it after sending. Remote
+// retention and topic deletion call Drop for each object they delete.
+// Stats feed the metrics.
+//
 // # Files
 //
 // All names live in names.go. The directory holds only:
