@@ -24,7 +24,8 @@
 // All names live in names.go. The directory holds only:
 //
 //	<hash>-<off>-<len>-<crc>.chunk   a complete chunk
-//	chunk-<random>.tmp               a chunk being written
+//	chunk-<random>.tmp               a chunk being written, or a GetSpan
+//	                                 copy (unlinked as soon as it is open)
 //
 // hash is the first 16 bytes of SHA-256 of the object key (32 hex digits:
 // keys contain slashes and are unbounded), off the chunk's byte offset in
@@ -64,7 +65,8 @@
 // releases the disk holds at most MaxBytes. On top of MaxBytes the disk
 // holds at any moment the temp files of fetches in flight (at most
 // ReadAheadConcurrency plus the callers' concurrent misses, ChunkBytes
-// each) and pinned chunks that were unlinked (Stats.PinnedUnlinkedBytes).
+// each) and pinned files that were unlinked: evicted or dropped chunks,
+// chunks served without caching, GetSpan copies (Stats.PinnedUnlinked).
 //
 // # Concurrency
 //
