@@ -13,8 +13,7 @@ import (
 func TestGetHitMiss(t *testing.T) {
 	s := newFakeStore()
 	obj := s.add("t/0/a.log", 2500, 1)
-	cfg := testConfig(t, 1024, 8192)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, 1024, 8192)
 	c := openCache(t, cfg, s)
 
 	mustGet(t, c, "t/0/a.log", obj, 10, 100, false)
@@ -95,8 +94,7 @@ func TestLRUEvictionAndBound(t *testing.T) {
 	s := newFakeStore()
 	const chunk = 1024
 	obj := s.add("k", 10*chunk, 3)
-	cfg := testConfig(t, chunk, 3*chunk)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, chunk, 3*chunk)
 	c := openCache(t, cfg, s)
 
 	for i := int64(0); i < 3; i++ {
@@ -134,8 +132,7 @@ func TestPinnedChunksSurviveEvictionAndUnlink(t *testing.T) {
 	s := newFakeStore()
 	const chunk = 1024
 	obj := s.add("k", 4*chunk, 4)
-	cfg := testConfig(t, chunk, 2*chunk)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, chunk, 2*chunk)
 	c := openCache(t, cfg, s)
 	fds := openFDs(t)
 
@@ -192,8 +189,7 @@ func TestPinnedChunksSurviveEvictionAndUnlink(t *testing.T) {
 func TestSingleFlight(t *testing.T) {
 	s := newFakeStore()
 	obj := s.add("k", 4096, 5)
-	b := newBlocker()
-	s.before = func(ctx context.Context, _ string, _, _ int64) error { return b.wait(ctx) }
+	b := s.blockAll()
 	cfg := testConfig(t, 4096, 8192)
 	c := openCache(t, cfg, s)
 
@@ -251,8 +247,7 @@ func TestSizeMismatchRefetches(t *testing.T) {
 func TestDropWhileFetching(t *testing.T) {
 	s := newFakeStore()
 	obj := s.add("k", 2048, 20)
-	b := newBlocker()
-	s.before = func(ctx context.Context, _ string, _, _ int64) error { return b.wait(ctx) }
+	b := s.blockAll()
 	cfg := testConfig(t, 1024, 8192)
 	c := openCache(t, cfg, s)
 	got := make(chan chunkcache.FileRange, 1)
@@ -292,8 +287,7 @@ func TestNoUselessEviction(t *testing.T) {
 	objA := s.add("a", 3*chunk, 24)
 	objB := s.add("b", 100, 25)
 	objC := s.add("c", 100, 26)
-	cfg := testConfig(t, chunk, 3*chunk)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, chunk, 3*chunk)
 	c := openCache(t, cfg, s)
 	r0 := mustGet(t, c, "a", objA, 0, 10, true)
 	r1 := mustGet(t, c, "a", objA, chunk, 10, true)

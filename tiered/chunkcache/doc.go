@@ -65,7 +65,7 @@
 // releases the disk holds at most MaxBytes. On top of MaxBytes the disk
 // holds at any moment the temp files of fetches in flight (at most
 // ReadAheadConcurrency plus the callers' concurrent misses, ChunkBytes
-// each) and pinned files that were unlinked: evicted or dropped chunks,
+// each) and pinned files that were unlinked: chunks dropped while pinned,
 // chunks served without caching, GetSpan copies (Stats.PinnedUnlinked).
 //
 // # Concurrency

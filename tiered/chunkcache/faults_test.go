@@ -73,8 +73,7 @@ func TestFetchErrorsKeepTheirKind(t *testing.T) {
 func TestContextCancelWhileFetching(t *testing.T) {
 	s := newFakeStore()
 	obj := s.add("k", 1024, 12)
-	b := newBlocker()
-	s.before = func(ctx context.Context, _ string, _, _ int64) error { return b.wait(ctx) }
+	b := s.blockAll()
 	cfg := testConfig(t, 1024, 8192)
 	c := openCache(t, cfg, s)
 
@@ -122,8 +121,7 @@ func TestCloseCancelsAndReleasesEverything(t *testing.T) {
 		cancelled.Done()
 		return ctx.Err()
 	}
-	cfg := testConfig(t, 1024, 8192)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, 1024, 8192)
 	fds := openFDs(t)
 	c, err := chunkcache.Open(cfg, s.fetch)
 	if err != nil {
@@ -168,8 +166,7 @@ func TestRestartReusesVerifiedChunks(t *testing.T) {
 	const chunk = 1024
 	objA := s.add("t/0/a.log", 3*chunk, 15)
 	objB := s.add("t/0/b.log", 2*chunk+100, 16)
-	cfg := testConfig(t, chunk, 100*chunk)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, chunk, 100*chunk)
 	c1, err := chunkcache.Open(cfg, s.fetch)
 	if err != nil {
 		t.Fatal(err)
@@ -253,8 +250,7 @@ func TestRestartReusesVerifiedChunks(t *testing.T) {
 func TestRestartWithOtherChunkSizeOrSmallerBound(t *testing.T) {
 	s := newFakeStore()
 	obj := s.add("k", 8192, 17)
-	cfg := testConfig(t, 1024, 100*1024)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, 1024, 100*1024)
 	c1, err := chunkcache.Open(cfg, s.fetch)
 	if err != nil {
 		t.Fatal(err)

@@ -24,9 +24,7 @@ type fakeStore struct {
 	mu      sync.Mutex
 	objects map[string][]byte
 
-	calls       atomic.Int64
-	inflight    atomic.Int64
-	maxInflight atomic.Int64
+	calls atomic.Int64
 
 	// before runs first and may block or fail the call.
 	before func(ctx context.Context, key string, off, n int64) error
@@ -48,14 +46,6 @@ func (s *fakeStore) add(key string, size int, seed int64) []byte {
 
 func (s *fakeStore) fetch(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	s.calls.Add(1)
-	cur := s.inflight.Add(1)
-	defer s.inflight.Add(-1)
-	for {
-		m := s.maxInflight.Load()
-		if cur <= m || s.maxInflight.CompareAndSwap(m, cur) {
-			break
-		}
-	}
 	if s.before != nil {
 		if err := s.before(ctx, key, off, n); err != nil {
 			return nil, err
@@ -96,6 +86,13 @@ func (b *blocker) wait(ctx context.Context) error {
 	}
 }
 
+// blockAll makes every fetch wait for the returned blocker.
+func (s *fakeStore) blockAll() *blocker {
+	b := newBlocker()
+	s.before = func(ctx context.Context, _ string, _, _ int64) error { return b.wait(ctx) }
+	return b
+}
+
 func (b *blocker) release() { b.once.Do(func() { close(b.ch) }) }
 
 func testConfig(t *testing.T, chunk, max int64) chunkcache.Config {
@@ -103,6 +100,12 @@ func testConfig(t *testing.T, chunk, max int64) chunkcache.Config {
 	cfg.ChunkBytes = chunk
 	cfg.MaxBytes = max
 	cfg.FetchTimeout = 10 * time.Second
+	return cfg
+}
+
+func testConfigNoReadAhead(t *testing.T, chunk, max int64) chunkcache.Config {
+	cfg := testConfig(t, chunk, max)
+	cfg.ReadAhead = -1
 	return cfg
 }
 

@@ -15,8 +15,7 @@ func TestReadAtAcrossChunks(t *testing.T) {
 	s := newFakeStore()
 	const chunk = 1000
 	obj := s.add("k", 3*chunk+50, 21)
-	cfg := testConfig(t, chunk, 100*chunk)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, chunk, 100*chunk)
 	c := openCache(t, cfg, s)
 	ctx := context.Background()
 	size := int64(len(obj))
@@ -49,8 +48,7 @@ func TestGetSpan(t *testing.T) {
 	s := newFakeStore()
 	const chunk = 1000
 	obj := s.add("k", 5*chunk+10, 22)
-	cfg := testConfig(t, chunk, 100*chunk)
-	cfg.ReadAhead = -1
+	cfg := testConfigNoReadAhead(t, chunk, 100*chunk)
 	c := openCache(t, cfg, s)
 	ctx := context.Background()
 	size := int64(len(obj))
