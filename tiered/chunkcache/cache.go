@@ -276,7 +276,7 @@ func (c *Cache) serve(ch *chunk, pos int64, max int32) (FileRange, bool, error) 
 		c.lru.MoveToFront(ch.elem)
 	}
 	n := min(int64(max), ch.size-pos)
-	return &chunkRange{c: c, ch: ch, fd: ch.f.fd, pos: pos, n: int32(n)}, false, nil
+	return &chunkRange{c: c, ch: ch, f: ch.f, pos: pos, n: int32(n)}, false, nil
 }
 
 // unpin drops one pin; the last one closes the file.

@@ -3,6 +3,7 @@ package chunkcache_test
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -67,6 +68,16 @@ func TestFetchErrorsKeepTheirKind(t *testing.T) {
 	}
 	if st := c.Stats(); st.FetchErrors != 2 || st.CorruptChunks != 0 {
 		t.Fatalf("stats %+v", st)
+	}
+	// A FetchFunc breaking its contract is an error, not a panic.
+	nilFetch := func(context.Context, string, int64, int64) (io.ReadCloser, error) { return nil, nil }
+	c2, err := chunkcache.Open(testConfig(t, 1024, 8192), nilFetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Get(context.Background(), "k", 100, 0, 10); !errors.Is(err, objstore.ErrUnavailable) {
+		t.Fatalf("nil reader: %v", err)
 	}
 }
 

@@ -131,6 +131,9 @@ func (c *Cache) failLocked(ch *chunk, err error) {
 func (c *Cache) fetchChunk(ctx context.Context, key string, ch *chunk) (*roFile, string, uint32, error) {
 	where := fmt.Sprintf("chunkcache: object %q bytes [%d, %d)", key, ch.id.off, ch.id.off+ch.size)
 	rc, err := c.fetch(ctx, key, ch.id.off, ch.size)
+	if err == nil && rc == nil {
+		err = errors.New("no reader and no error")
+	}
 	if err != nil {
 		return nil, "", 0, fetchError(ctx, where, err)
 	}

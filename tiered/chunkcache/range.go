@@ -26,13 +26,13 @@ var errReleased = errors.New("chunkcache: read of a released range")
 type chunkRange struct {
 	c        *Cache
 	ch       *chunk
-	fd       int
+	f        *roFile // ch.f when served: it stays open while pinned
 	pos      int64
 	n        int32
 	released atomic.Bool
 }
 
-func (r *chunkRange) Fd() int    { return r.fd }
+func (r *chunkRange) Fd() int    { return r.f.fd }
 func (r *chunkRange) Pos() int64 { return r.pos }
 func (r *chunkRange) Len() int32 { return r.n }
 
@@ -40,7 +40,7 @@ func (r *chunkRange) ReadAt(p []byte, off int64) (int, error) {
 	if r.released.Load() {
 		return 0, errReleased
 	}
-	return r.ch.f.ReadAt(p, off)
+	return r.f.ReadAt(p, off)
 }
 
 func (r *chunkRange) Release() {

@@ -81,7 +81,7 @@ func (c *Cache) GetSpan(ctx context.Context, key string, objectSize, off int64, 
 	}
 	c.pinnedUnlinked += ch.size
 	c.stats.SpanCopies++
-	return &chunkRange{c: c, ch: ch, fd: f.fd, pos: 0, n: n}, nil
+	return &chunkRange{c: c, ch: ch, f: f, pos: 0, n: n}, nil
 }
 
 // copySpan copies [off, off+n) of key into w, chunk by chunk.
