@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/ringlog/ringlog/tiered/chunkcache"
 )
 
 func TestReadAheadOnlyWhenSequential(t *testing.T) {
@@ -145,5 +148,39 @@ func TestForegroundJoinsReadAhead(t *testing.T) {
 	waitFor(t, "read-ahead of 3", func() bool { return c.Stats().CachedChunks == 3 })
 	if st := c.Stats(); st.FetchErrors != 1 || st.ReadAheadErrors != 0 || st.ReadAheadFetches != 2 || s.calls.Load() != 4 {
 		t.Fatalf("stats %+v, fetches %d", st, s.calls.Load())
+	}
+}
+
+func TestCloseCancelsReadAhead(t *testing.T) {
+	s := newFakeStore()
+	const chunk = 256
+	obj := s.add("k", 4*chunk, 27)
+	cancelled := make(chan error, 1)
+	s.before = func(ctx context.Context, _ string, off, _ int64) error {
+		if off < 2*chunk {
+			return nil
+		}
+		<-ctx.Done() // a hung store: only Close ends this
+		cancelled <- ctx.Err()
+		return ctx.Err()
+	}
+	cfg := testConfig(t, chunk, 100*chunk)
+	c, err := chunkcache.Open(cfg, s.fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c, "k", obj, 0, 10, false)
+	mustGet(t, c, "k", obj, chunk, 10, false)
+	waitFor(t, "the read-ahead to start", func() bool { return s.calls.Load() == 3 })
+	start := time.Now()
+	c.Close()
+	if err := <-cancelled; !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("read-ahead ended with %v after %v", err, time.Since(start))
+	}
+	if st := c.Stats(); st.ReadAheadErrors != 0 || st.FetchErrors != 0 {
+		t.Fatalf("a cancelled read-ahead was counted as failed: %+v", st)
+	}
+	if _, names := dirFiles(t, cfg.Dir); len(names) != 2 {
+		t.Fatalf("directory %v, want the two chunks read", names)
 	}
 }
