@@ -40,14 +40,15 @@
 //
 // Chunk files are not fsynced: the cache can always fetch again. Open
 // deletes leftover temp files and chunk files whose size does not match
-// their name, and keeps the rest (counted against MaxBytes, oldest
-// modification time first in LRU order). A kept chunk is not trusted
+// their name, and keeps the rest (counted against MaxBytes; in LRU order
+// by modification time, the time the chunk was fetched). A kept chunk is not trusted
 // until its CRC is checked: the first Get that needs it after Open reads
 // it whole and compares the CRC with its name (a power loss can leave a
 // renamed file of the right size with stale blocks on some file systems);
 // a mismatch deletes the file, counts a corrupt chunk and fetches it
-// again. Files with other names are never touched, so a misconfigured
-// directory loses nothing. Two Caches must not share a directory.
+// again. Files not named *.chunk or chunk-*.tmp are never touched, so a
+// misconfigured directory loses little. Two Caches must not share a
+// directory.
 //
 // The cache assumes an object's bytes never change under its key: the
 // remote tier names every upload attempt with a fresh segment id
