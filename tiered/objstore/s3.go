@@ -18,6 +18,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
 )
 
 // S3Config configures the S3 client. Every field is documented with its
@@ -77,6 +78,9 @@ func (c S3Config) Validate() error {
 	}
 	if c.Bucket == "" {
 		return errors.New("objstore: S3 bucket is empty")
+	}
+	if err := s3utils.CheckValidBucketName(c.Bucket); err != nil {
+		return fmt.Errorf("objstore: S3 bucket %q: %w", c.Bucket, err)
 	}
 	if c.PartSize < minPartSize || c.PartSize > maxPartSize {
 		return fmt.Errorf("objstore: S3 part size %d outside [%d, %d]", c.PartSize, minPartSize, maxPartSize)
@@ -237,10 +241,12 @@ func (s *s3Store) Put(ctx context.Context, key string, r io.Reader, size int64) 
 		SendContentMd5: true,
 		PartSize:       uint64(s.partSize),
 		ContentType:    "application/octet-stream",
-		// An empty body under minio-go's streaming signature goes out
-		// chunked without Content-Length, which S3 refuses (411); unsigned
-		// payload sends a plain empty PUT.
-		DisableContentSha256: size == 0,
+		// Unsigned payload: the signed Content-MD5 header already guards
+		// the bytes, SHA-256 over every segment would cost CPU for
+		// nothing, and minio-go's streaming signature (aws-chunked) sends
+		// an empty body without Content-Length (S3 answers 411) and is not
+		// decoded on UploadPart by every S3-compatible server.
+		DisableContentSha256: true,
 	})
 	if er.short {
 		return fmt.Errorf("objstore: put %s: reader ended before %d bytes: %w", key, size, io.ErrUnexpectedEOF)
