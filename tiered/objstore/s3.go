@@ -338,6 +338,8 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 		return n, nil
 	case err == io.EOF && b.left == 0:
 		return n, io.EOF
+	case errors.Is(err, context.Canceled):
+		return n, fmt.Errorf("objstore: get %s: %w", b.key, err)
 	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
 		return n, fmt.Errorf("%w: get %s: body ended %d bytes early", ErrUnavailable, b.key, b.left)
 	default:

@@ -40,7 +40,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -92,9 +91,19 @@ type Server struct {
 	done chan struct{}
 }
 
+// TB is the part of testing.TB that Start uses; a *testing.T or
+// *testing.B is one. Not importing package testing keeps it out of a
+// binary that embeds the server (a `ringlog dev s3` subcommand).
+type TB interface {
+	Helper()
+	TempDir() string
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // Start starts a server for the test and stops it at cleanup. It fails
 // the test if the server cannot start.
-func Start(t testing.TB, opts ...Option) *Server {
+func Start(t TB, opts ...Option) *Server {
 	t.Helper()
 	cfg := Config{}
 	for _, o := range opts {
