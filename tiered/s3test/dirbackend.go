@@ -59,7 +59,13 @@ func newDirBackend(root string) (*dirBackend, error) {
 	return &dirBackend{root: root}, nil
 }
 
+// bucketDir is the bucket's directory. Names starting with '.' (".",
+// "..", the uploads directory) are no S3 bucket names; they map to a
+// path that never exists instead of outside the root.
 func (d *dirBackend) bucketDir(name string) string {
+	if name == "" || strings.HasPrefix(name, ".") {
+		return filepath.Join(d.root, ".invalid", "bucket")
+	}
 	return filepath.Join(d.root, url.PathEscape(name))
 }
 
@@ -74,8 +80,8 @@ func (d *dirBackend) ListBuckets() ([]gofakes3.BucketInfo, error) {
 	}
 	var out []gofakes3.BucketInfo
 	for _, e := range ents {
-		if !e.IsDir() {
-			continue
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue // .uploads, or not a bucket
 		}
 		name, err := url.PathUnescape(e.Name())
 		if err != nil {

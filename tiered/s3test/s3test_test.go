@@ -237,3 +237,94 @@ func TestServeReady(t *testing.T) {
 func contextWithCancel() (context.Context, context.CancelFunc) {
 	return context.WithCancel(context.Background())
 }
+
+func TestDirBackendMultipart(t *testing.T) {
+	be, err := newDirBackend(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.CreateBucket("b"); err != nil {
+		t.Fatal(err)
+	}
+	id, err := be.CreateMultipartUpload("b", "k", map[string]string{"X-Amz-Meta-A": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := bytes.Repeat([]byte{1}, minPart)
+	p2 := []byte("tail")
+	e1, err := be.UploadPart("b", "k", id, 1, int64(len(p1)), bytes.NewReader(p1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Part 2 sent twice: the second replaces the first.
+	if _, err := be.UploadPart("b", "k", id, 2, 3, strings.NewReader("old")); err != nil {
+		t.Fatal(err)
+	}
+	e2, err := be.UploadPart("b", "k", id, 2, int64(len(p2)), bytes.NewReader(p2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.UploadPart("b", "k", id, 3, 10, strings.NewReader("short")); err == nil {
+		t.Fatal("part shorter than its Content-Length: no error")
+	}
+	lp, err := be.ListParts("b", "k", id, 0, 1000)
+	if err != nil || len(lp.Parts) != 2 || lp.Parts[1].Size != 4 {
+		t.Fatalf("list parts: %+v, %v", lp, err)
+	}
+	lu, err := be.ListMultipartUploads("b", nil, gofakes3.Prefix{}, 1000)
+	if err != nil || len(lu.Uploads) != 1 || lu.Uploads[0].UploadID != id {
+		t.Fatalf("list uploads: %+v, %v", lu, err)
+	}
+	bad := []gofakes3.CompletedPart{{PartNumber: 2, ETag: e2}, {PartNumber: 1, ETag: e1}}
+	if _, _, err := be.CompleteMultipartUpload("b", "k", id, &gofakes3.CompleteMultipartUploadRequest{Parts: bad}); err == nil {
+		t.Fatal("parts out of order: no error")
+	}
+	bad = []gofakes3.CompletedPart{{PartNumber: 1, ETag: e2}, {PartNumber: 2, ETag: e2}}
+	if _, _, err := be.CompleteMultipartUpload("b", "k", id, &gofakes3.CompleteMultipartUploadRequest{Parts: bad}); err == nil {
+		t.Fatal("wrong ETag: no error")
+	}
+	// A wrong bucket or key, or an id that is not ours, is NoSuchUpload.
+	for _, c := range []struct {
+		bucket, key string
+		id          gofakes3.UploadID
+	}{{"b", "other", id}, {"c", "k", id}, {"b", "k", "../../etc"}, {"b", "k", gofakes3.UploadID(strings.Repeat("0", 32))}} {
+		if _, err := be.UploadPart(c.bucket, c.key, c.id, 1, 1, strings.NewReader("x")); !gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchUpload) {
+			t.Fatalf("%+v: %v, want NoSuchUpload", c, err)
+		}
+	}
+	good := []gofakes3.CompletedPart{{PartNumber: 1, ETag: e1}, {PartNumber: 2, ETag: e2}}
+	_, etag, err := be.CompleteMultipartUpload("b", "k", id, &gofakes3.CompleteMultipartUploadRequest{Parts: good})
+	if err != nil || !strings.HasSuffix(etag, `-2"`) {
+		t.Fatalf("complete: %q, %v", etag, err)
+	}
+	obj, err := be.GetObject("b", "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(obj.Contents)
+	obj.Contents.Close()
+	if !bytes.Equal(got, append(p1, p2...)) || obj.Metadata["X-Amz-Meta-A"] != "1" {
+		t.Fatalf("completed object: %d bytes, meta %v", len(got), obj.Metadata)
+	}
+	if _, err := be.ListParts("b", "k", id, 0, 1000); err == nil {
+		t.Fatal("upload still there after completion")
+	}
+
+	// A small part before the last is refused, as S3 does; abort removes.
+	id, _ = be.CreateMultipartUpload("b", "k2", nil)
+	e1, _ = be.UploadPart("b", "k2", id, 1, 1, strings.NewReader("a"))
+	e2, _ = be.UploadPart("b", "k2", id, 2, 1, strings.NewReader("b"))
+	small := []gofakes3.CompletedPart{{PartNumber: 1, ETag: e1}, {PartNumber: 2, ETag: e2}}
+	if _, _, err := be.CompleteMultipartUpload("b", "k2", id, &gofakes3.CompleteMultipartUploadRequest{Parts: small}); err == nil {
+		t.Fatal("1-byte first part: no error")
+	}
+	if err := be.AbortMultipartUpload("b", "k2", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.HeadObject("b", "k2"); !gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
+		t.Fatalf("aborted upload made an object: %v", err)
+	}
+	if bs, _ := be.ListBuckets(); len(bs) != 1 || bs[0].Name != "b" {
+		t.Fatalf("buckets: %+v", bs)
+	}
+}
