@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -301,6 +302,55 @@ func TestS3ListPaginates(t *testing.T) {
 	for i, o := range list {
 		if want := fmt.Sprintf("p/%05d", i); o.Key != want || o.Size != 1 {
 			t.Fatalf("list[%d] = %+v, want %s", i, o, want)
+		}
+	}
+}
+
+// TestS3HungServer: a store that accepts connections and never answers
+// (a stopped process, a black-holed route) fails each call at its ctx
+// deadline with ErrUnavailable.
+func TestS3HungServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // read nothing, answer nothing
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	st, err := objstore.NewS3(context.Background(), objstore.S3Config{Endpoint: ln.Addr().String(), Bucket: "bkt", AccessKey: "a", SecretKey: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, op := range map[string]func(ctx context.Context) error{
+		"get": func(ctx context.Context) error { _, err := st.GetRange(ctx, "k", 0, 10); return err },
+		"put": func(ctx context.Context) error { return st.Put(ctx, "k", strings.NewReader("x"), 1) },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		err := op(ctx)
+		cancel()
+		if !errors.Is(err, objstore.ErrUnavailable) {
+			t.Fatalf("%s: %v, want ErrUnavailable", name, err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("%s took %v, ctx allowed 200ms", name, d)
 		}
 	}
 }
