@@ -328,3 +328,16 @@ func TestDirBackendMultipart(t *testing.T) {
 		t.Fatalf("buckets: %+v", bs)
 	}
 }
+
+func TestReadyLine(t *testing.T) {
+	s := Start(t, WithDir(filepath.Join(t.TempDir(), "with space")))
+	r, ok := ParseReady(FormatReady(s) + "\n")
+	if !ok || r.Endpoint != s.Endpoint() || r.Bucket != s.Bucket() || r.AccessKey != AccessKey || r.SecretKey != SecretKey || r.Dir != s.Dir() {
+		t.Fatalf("round trip: %+v %v", r, ok)
+	}
+	for _, l := range []string{"", "listening", "s3test bucket=b"} {
+		if _, ok := ParseReady(l); ok {
+			t.Fatalf("%q parsed as ready", l)
+		}
+	}
+}
