@@ -1,5 +1,35 @@
 // Package objstore is the object storage the remote tier writes to and
 // reads from.
+//
+// Implementations:
+//   - NewS3 (s3.go): any S3-compatible service through minio-go. One
+//     attempt per call, no retries (the uploader owns retry and backoff);
+//     deadlines come from the caller's ctx. Put sends Content-MD5 on the
+//     object or every multipart part, so the store refuses damaged bytes.
+//   - NewMemory (memory.go): in memory, for unit tests.
+//   - NewFaulty (faulty.go): wraps a Store with switchable faults (outage,
+//     per-operation errors, latency, corrupted reads, dropped puts).
+//
+// All three follow the same contract (conformance_test.go runs one table
+// against each):
+//   - Put reads exactly size bytes; a reader that ends sooner fails with
+//     io.ErrUnexpectedEOF and stores nothing; a Put either replaces the
+//     whole object or leaves the old one.
+//   - GetRange(off, n): n < 0 reads to the end; n == 0 returns an empty
+//     reader (after checking the key exists); off 0 with n < 0 is the
+//     whole object, even an empty one. A range the object does not hold
+//     entirely (off past the end, or off+n beyond it) is ErrCorrupt: the
+//     metadata that pointed there disagrees with the object. A body that
+//     stops early while streaming gives ErrUnavailable from Read.
+//   - A missing key is ErrNotFound from GetRange and Stat; Delete of a
+//     missing key succeeds.
+//   - A ctx past its deadline, a refused or reset connection, HTTP 5xx,
+//     429 and SlowDown are ErrUnavailable; a cancelled ctx stays
+//     context.Canceled. Errors that retrying cannot fix (access denied, a
+//     missing bucket, bad config) are none of the three sentinels.
+//   - Bytes damaged inside a range that has the right length are not
+//     detected here: S3 checks no checksum on range reads. The record
+//     batches' own CRCs catch that above the store.
 package objstore
 
 import (
