@@ -14,21 +14,14 @@ import (
 func TestSizeDefaults(t *testing.T) {
 	in := SizeInput{PeakRate: 5_000_000, AvgRate: 500_000, MessageBytes: 1000, RetentionDays: 7, Copies: 3}
 	c := Size(in)
-	for _, tc := range []struct {
-		name      string
-		got, want float64
-	}{
+	checkFigures(t, []figure{
 		{"peak producer", c.PeakProducerBps, 5e9},
 		{"replication", c.ReplicationBps, 10e9},
 		{"aggregate", c.AggregateWriteBps, 15e9},
 		{"average", c.AvgProducerBps, 0.5e9},
 		{"per day", c.AvgPerDayBytes, 43.2e12},
 		{"retained", c.RetainedBytes, 907.2e12},
-	} {
-		if d := tc.got/tc.want - 1; d > 1e-12 || d < -1e-12 {
-			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
-		}
-	}
+	})
 	var out bytes.Buffer
 	WriteSize(&out, in, c, nil)
 	for _, want := range []string{"5 GB/s", "10 GB/s", "15 GB/s", "0.5 GB/s = 43.2 TB/day", "907.2 TB", "compression", "indexes", "consumer"} {
@@ -82,6 +75,22 @@ func seedInput() SizeInput {
 
 func hours(h float64) *float64 { return &h }
 
+// figure is one computed value against the expected one.
+type figure struct {
+	what      string
+	got, want float64
+}
+
+func checkFigures(t *testing.T, fs []figure) {
+	t.Helper()
+	for _, f := range fs {
+		if !near(f.got, f.want) {
+			t.Errorf("%s = %v, want %v", f.what, f.got, f.want)
+		}
+	}
+}
+
+// near: equal to 1e-12 relative (decimal figures are not exact in binary).
 func near(got, want float64) bool {
 	if want == 0 {
 		return got == 0
@@ -171,10 +180,7 @@ func TestSizeTieredArithmetic(t *testing.T) {
 			if tr == nil {
 				t.Fatal("no tiered figures with ObjectStore")
 			}
-			for _, f := range []struct {
-				what      string
-				got, want float64
-			}{
+			checkFigures(t, []figure{
 				{"hot window hours", tr.HotWindowHours, tc.hotH},
 				{"broker disk", tr.BrokerDiskBytes, tc.disk * 1e12},
 				{"saved", tr.BrokerDiskSavedBytes, 907.2e12 - tc.disk*1e12},
@@ -188,11 +194,7 @@ func TestSizeTieredArithmetic(t *testing.T) {
 				// The tier changes where bytes live, not how many are written.
 				{"aggregate writes", c.AggregateWriteBps, 15e9},
 				{"all-local retained", c.RetainedBytes, 907.2e12},
-			} {
-				if !near(f.got, f.want) {
-					t.Errorf("%s = %v, want %v", f.what, f.got, f.want)
-				}
-			}
+			})
 			var out bytes.Buffer
 			WriteSize(&out, in, c, nil)
 			window := fmt.Sprintf("hot window %g h", tc.hotH)
