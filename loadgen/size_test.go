@@ -171,6 +171,7 @@ func TestSizeTieredArithmetic(t *testing.T) {
 		{"window = retention", hours(168), 1, 168, 907.2, 302.4, 0},
 		{"window > retention counts as the retention", hours(1000), 1, 168, 907.2, 302.4, 0},
 		{"one day, store keeps 3 raw copies", hours(24), 3, 24, 129.6, 907.2, 777.6},
+		{"erasure-coded store at 1.5x", hours(6), 1.5, 6, 32.4, 453.6, 437.4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := seedInput()
@@ -201,10 +202,19 @@ func TestSizeTieredArithmetic(t *testing.T) {
 			if tc.window == nil {
 				window = "no --local-retention: the hot window is the whole retention"
 			}
-			for _, want := range []string{window, fmt.Sprintf("broker disks (hot window) %.5g TB", tc.disk), fmt.Sprintf("object store              %.5g TB", tc.store)} {
+			copies := "x 1 copy;"
+			if tc.storeCopies != 1 {
+				copies = fmt.Sprintf("x %g copies;", tc.storeCopies)
+			}
+			for _, want := range []string{window, copies, fmt.Sprintf("broker disks (hot window) %.5g TB", tc.disk), fmt.Sprintf("object store              %.5g TB", tc.store)} {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("output lacks %q:\n%s", want, out.String())
 				}
+			}
+			// The peak caveat only for a window between zero and the
+			// retention: one peak can fill it.
+			if peak := strings.Contains(out.String(), "a peak lasting"); peak != (tc.hotH > 0 && tc.hotH < 168) {
+				t.Errorf("peak caveat printed %v for window %v:\n%s", peak, tc.window, out.String())
 			}
 		})
 	}

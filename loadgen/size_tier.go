@@ -150,8 +150,12 @@ func writeTiered(w io.Writer, in SizeInput, c Capacity) {
 	fmt.Fprintln(w, "so the store holds the whole retention and broker disks only the hot window:")
 	fmt.Fprintf(w, "  broker disks (hot window) %.5g TB  (%.4g h of average ingest x %.0f copies; %.5g TB less than all-local)\n",
 		t.BrokerDiskBytes/1e12, t.HotWindowHours, in.Copies, t.BrokerDiskSavedBytes/1e12)
-	fmt.Fprintf(w, "  object store              %.5g TB  (%.4g days x %.0f copy; %.5g TB of it older than the hot window, only there)\n",
-		t.ObjectStoreBytes/1e12, in.RetentionDays, t.StoreCopies, t.RemoteOnlyBytes/1e12)
+	copies := "1 copy"
+	if t.StoreCopies != 1 {
+		copies = fmt.Sprintf("%g copies", t.StoreCopies)
+	}
+	fmt.Fprintf(w, "  object store              %.5g TB  (%.4g days x %s; %.5g TB of it older than the hot window, only there)\n",
+		t.ObjectStoreBytes/1e12, in.RetentionDays, copies, t.RemoteOnlyBytes/1e12)
 	fmt.Fprintf(w, "  uploads from leaders      %s average, %s at peak  (one copy of the ingest; followers do not upload)\n",
 		gb(t.AvgUploadBps), gb(t.PeakUploadBps))
 	fmt.Fprintf(w, "  store unreachable         broker disks grow %.4g TB per hour (local deletion waits for uploads; produce goes on)",
@@ -165,8 +169,12 @@ func writeTiered(w io.Writer, in SizeInput, c Capacity) {
 		fmt.Fprintln(w, "Object store bytes are logical: S3-style stores replicate or erasure-code internally and bill")
 		fmt.Fprintln(w, "logical bytes (--object-store-copies N counts raw bytes of a store replicated by hand).")
 	}
-	fmt.Fprintf(w, "The hot window uses the average rate; a peak lasting %.4g h would need %.5g TB on broker disks.\n",
-		t.HotWindowHours, t.HotWindowAtPeakBytes/1e12)
+	if t.HotWindowHours > 0 && t.HotWindowHours < in.RetentionDays*24 {
+		// A window as long as the retention is sized at the average as the
+		// all-local figure is; a shorter one can be filled by one peak.
+		fmt.Fprintf(w, "The hot window uses the average rate; a peak lasting %.4g h would need %.5g TB on broker disks.\n",
+			t.HotWindowHours, t.HotWindowAtPeakBytes/1e12)
+	}
 	fmt.Fprintln(w, "Broker disks also hold each partition's active segment and segments not yet uploaded.")
 	fmt.Fprintln(w, "--consumer-groups are taken to tail the stream from the hot window; a group reading older")
 	fmt.Fprintln(w, "data fetches it from the store through the broker's cache (in to the broker and out again,")

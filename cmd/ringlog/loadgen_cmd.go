@@ -410,7 +410,7 @@ func sizeCommand() *cli.Command {
 			&cli.Float64Flag{Name: "consumer-groups", Value: 1, Usage: "consumer groups reading the whole stream (network egress)", EnvVars: env("consumer-groups")},
 			&cli.BoolFlag{Name: "object-store", Usage: "size a remote tier: one copy of the whole retention in an object store, broker disks keep --local-retention", EnvVars: env("object-store")},
 			&cli.DurationFlag{Name: "local-retention", Usage: "hot window kept on broker disks with --object-store, e.g. 6h or 48h (default: the whole retention)", EnvVars: env("local-retention")},
-			&cli.Float64Flag{Name: "object-store-copies", Value: 1, Usage: "copies the object store keeps of each byte: 1 counts logical bytes (S3-style stores replicate internally)", EnvVars: env("object-store-copies")},
+			&cli.Float64Flag{Name: "object-store-copies", Value: 1, Usage: "copies the object store keeps of each byte: 1 counts logical bytes (S3-style stores replicate internally); more (1.5, 3) for the raw bytes of a store you run", EnvVars: env("object-store-copies")},
 			&cli.BoolFlag{Name: "json", Usage: "print the workload, the run's diagnosis and the capacity as JSON", EnvVars: env("json")},
 		},
 		Action: func(c *cli.Context) error {
