@@ -483,7 +483,9 @@ func (l *LeaderState) Tick(now time.Time) Update {
 
 // OnAlterResult reports the controller's answer to prop (res is valid when
 // err is nil). The outcomes, as in Kafka's Partition.handleAlterPartitionError:
-//   - accepted: the new ISR and partition epoch are committed;
+//   - accepted: the new ISR and partition epoch are committed; if the
+//     answer shows another leader or leader epoch, the maximal ISR stays
+//     in force until metadata ends this leadership;
 //   - ErrIneligibleReplica: rejected before applying anything, so the old
 //     ISR is back in force and a new proposal waits AlterPartitionBackoff;
 //   - ErrInvalidUpdateVersion, ErrFencedLeaderEpoch, ErrNotLeaderOrFollower,
@@ -501,9 +503,18 @@ func (l *LeaderState) OnAlterResult(prop AlterProposal, res PartitionState, err 
 	}
 	p.inFlight = false
 	switch {
+	case err == nil && (res.LeaderEpoch != l.leaderEpoch || res.Leader != l.localID):
+		// Accepted, and the same controller step moved leadership away
+		// (a reassignment that completes when its last replica joins
+		// the ISR removes us and elects a member of the new ISR, maybe
+		// the one just added). That member only has what it had when we
+		// proposed it: dropping back to the committed ISR here would let
+		// the HW pass it and acknowledge records the new leader lacks.
+		// Keep the maximal ISR until metadata ends this leadership.
+		p.waitMetadata = true
 	case err == nil:
 		l.pending = nil
-		if res.LeaderEpoch == l.leaderEpoch && res.PartitionEpoch >= l.partitionEpoch {
+		if res.PartitionEpoch >= l.partitionEpoch {
 			l.partitionEpoch = res.PartitionEpoch
 			l.setMembership(res.Replicas, res.ISR, now)
 		}

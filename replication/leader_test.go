@@ -193,6 +193,54 @@ func TestLeaderISRShrinkAndExpand(t *testing.T) {
 	}
 }
 
+// An accepted expansion whose answer already names another leader (a
+// reassignment completing in the same controller step that added the
+// replica, electing that replica) must not release the HW past what the
+// added replica has: the old leader keeps the maximal ISR until metadata
+// ends its leadership. Found by TestAdminScaleOutUnderLoad: one
+// acknowledged record lost during a decommission.
+func TestLeaderAlterAcceptedWithNewLeaderKeepsMaximalISR(t *testing.T) {
+	log := newMemLog()
+	for i := range 10 {
+		log.entries = append(log.entries, memEntry{epoch: 4, val: uint64(i)})
+	}
+	_ = log.cache.Assign(4, 0)
+	log.flush()
+	log.hw = 10
+	// 1 leads {1,2,4} with 3 being added back (the decommission's target).
+	l, err := BecomeLeader(DefaultConfig(), simTP, 1, 2, PartitionState{Replicas: []int32{3, 2, 4, 1}, ISR: []int32{1, 2, 4}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 7}, log, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch(t, l, 2, 10, t0)
+	fetch(t, l, 4, 10, t0)
+	out := fetch(t, l, 3, 10, t0) // 3 reaches the HW: proposed
+	if out.Proposal == nil || !slices.Contains(out.Proposal.NewISR, 3) {
+		t.Fatalf("no expansion proposed: %+v", out)
+	}
+	// A record arrives while the proposal is in flight; 2 and 4 get it,
+	// 3 does not.
+	log.appendLeader(5)
+	log.flush()
+	fetch(t, l, 2, 11, t0)
+	fetch(t, l, 4, 11, t0)
+	if hw := l.HighWatermark(); hw != 10 {
+		t.Fatalf("HW %d passed the member being added", hw)
+	}
+	// Accepted; the reassignment completed in the same step and elected 3.
+	l.OnAlterResult(*out.Proposal, PartitionState{Replicas: []int32{3, 2, 4}, ISR: []int32{2, 4, 3}, Leader: 3, LeaderEpoch: 6, PartitionEpoch: 8}, nil, t0)
+	fetch(t, l, 2, 11, t0)
+	if hw := l.HighWatermark(); hw != 10 {
+		t.Fatalf("HW %d after an answer that moved leadership to 3 (which has 10)", hw)
+	}
+	if !l.InMaximalISR(3) {
+		t.Fatalf("maximal ISR %v lost the member the controller added", l.MaximalISR())
+	}
+	if _, err := l.OnMetadata(PartitionState{Replicas: []int32{3, 2, 4}, ISR: []int32{2, 4, 3}, Leader: 3, LeaderEpoch: 6, PartitionEpoch: 8}, t0); !errors.Is(err, ErrNotLeaderOrFollower) {
+		t.Fatalf("metadata with the new leader: %v", err)
+	}
+}
+
 func TestLeaderAlterOutcomes(t *testing.T) {
 	l, _ := leaderFixture(t)
 	now := t0.Add(time.Hour) // everyone lags

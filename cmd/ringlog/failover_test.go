@@ -152,7 +152,7 @@ func checkFailover(acked map[string]ackedRecord, logs map[int32][]string) (failo
 		switch n := seen[v]; {
 		case n == 0:
 			res.Lost++
-			note("acknowledged %s lost", v)
+			note("acknowledged %s (partition %d) lost", v, acked[v].partition)
 		case n > 1:
 			res.Duplicated++
 			note("acknowledged %s appears %d times", v, n)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -223,8 +224,11 @@ func (b *brokerProc) kill9() {
 	<-b.exited
 }
 
-// stop sends SIGTERM and waits for a clean exit.
+// stop sends SIGTERM and waits for a clean exit. With
+// RINGLOG_TEST_KEEP_LOGS=DIR, the broker's output of a failed test is
+// written to DIR (the data directories are test temp dirs and go away).
 func (b *brokerProc) stop() {
+	defer b.keepLog()
 	select {
 	case <-b.exited:
 		return
@@ -243,6 +247,17 @@ func (b *brokerProc) stop() {
 		b.cmd.Process.Kill()
 		<-b.exited
 		b.t.Errorf("broker ignored SIGTERM for 30s\n%s", b.out.String())
+	}
+}
+
+func (b *brokerProc) keepLog() {
+	dir := os.Getenv("RINGLOG_TEST_KEEP_LOGS")
+	if dir == "" || !b.t.Failed() || b.out == nil {
+		return
+	}
+	name := strings.NewReplacer("/", "_", ":", "_").Replace(b.t.Name() + "-" + b.addr + ".log")
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		os.WriteFile(filepath.Join(dir, name), []byte(b.out.String()), 0o644)
 	}
 }
 
