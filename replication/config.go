@@ -1,7 +1,10 @@
 package replication
 
 import (
+	"context"
+
 	"fmt"
+	"github.com/ringlog/ringlog/tiered/rlm"
 	"time"
 )
 
@@ -33,7 +36,19 @@ type Config struct {
 	// AlterPartitionBackoff: wait before re-sending an AlterPartition whose
 	// outcome is unknown, or re-proposing after a rejection.
 	AlterPartitionBackoff time.Duration
+	// RemoteRestart (tiered storage) tells a follower where to restart a
+	// partition whose fetch offset the leader answered with
+	// OFFSET_MOVED_TO_TIERED_STORAGE (the offset is only in the remote
+	// tier). nil: such partitions keep retrying after FetchBackoff.
+	RemoteRestart RemoteRestartFunc
 }
+
+// RemoteRestartFunc returns the restart point of topic/partition from the
+// remote tier: the offset to restart the log at, the producer-state
+// snapshot at that offset (engine/producerstate format) and the
+// leader-epoch history up to it. It does I/O (object store): the follower
+// calls it off its fetch loop, with a deadline in ctx.
+type RemoteRestartFunc func(ctx context.Context, topic string, partition int32) (offset int64, producerSnapshot []byte, epochs []rlm.EpochEntry, err error)
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
