@@ -2,10 +2,10 @@ package replication
 
 import (
 	"context"
-
 	"fmt"
-	"github.com/ringlog/ringlog/tiered/rlm"
 	"time"
+
+	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // Config holds replication settings, Kafka broker config names in comments.
