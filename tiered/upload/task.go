@@ -196,7 +196,16 @@ func (t *task) uploadOne(p *engine.Partition, si *engine.SegmentInfo, first bool
 	case <-t.ctx.Done():
 		return false, t.ctx.Err()
 	}
-	defer func() { <-t.m.sem }()
+	// The slot bounds the streams to the store; it is given back before
+	// the commit, which may wait on a slow controller.
+	held := true
+	unslot := func() {
+		if held {
+			held = false
+			<-t.m.sem
+		}
+	}
+	defer unslot()
 
 	seg := rlm.Segment{
 		TopicID: t.tid, Partition: t.part, BaseOffset: si.BaseOffset, NextOffset: si.NextOffset,
@@ -256,6 +265,7 @@ func (t *task) uploadOne(p *engine.Partition, si *engine.SegmentInfo, first bool
 		}
 	}
 
+	unslot()
 	ctx, cancel := t.m.opCtx(t.ctx)
 	err = t.m.meta.CommitRemoteSegment(ctx, seg)
 	cancel()
