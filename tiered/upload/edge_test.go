@@ -12,10 +12,9 @@ import (
 // A follower's manager hands its engine the watermark but uploads
 // nothing.
 func TestFollowerGetsStateOnly(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng1, eng2 := openEngine(t), openEngine(t)
-	p1, p2 := host(t, eng1, c, cfgs), host(t, eng2, c, cfgs)
+	c, eng1, p1 := setup(t, nil)
+	eng2 := openEngine(t)
+	p2 := host(t, eng2, c, topicConfigs(nil))
 	produce(t, p1, 30, 0)
 	produce(t, p2, 30, 0) // the follower's copy
 	end, _ := sealedEnd(p1)
@@ -24,10 +23,8 @@ func TestFollowerGetsStateOnly(t *testing.T) {
 	defer m1.Close()
 	m2 := New(testConfig(2), eng2, store, newMeta(c), nil)
 	defer m2.Close()
-	c.follow(m1)
-	c.follow(m2)
-	m1.Start()
-	m2.Start()
+	c.run(m1)
+	c.run(m2)
 	waitFor(t, "the follower's watermark", func() bool {
 		rs, _ := p2.RemoteState()
 		return c.remoteEnd() == end && rs.Enabled && rs.UploadedNext == end && rs.LogStart == 0
@@ -41,17 +38,13 @@ func TestFollowerGetsStateOnly(t *testing.T) {
 // Segments a previous leader expired but did not delete are finished by
 // the next task: objects deleted, then the segments removed.
 func TestFinishesExpiredSegments(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, nil)
 	produce(t, p, 30, 0)
 	end, n := sealedEnd(p)
 	store := objstore.NewMemory()
 	v := newMeta(c)
 	m1 := New(testConfig(1), eng, store, v, nil)
-	c.follow(m1)
-	m1.Start()
+	c.run(m1)
 	waitFor(t, "uploads", func() bool { return c.remoteEnd() == end })
 	m1.Close()
 
@@ -64,8 +57,7 @@ func TestFinishesExpiredSegments(t *testing.T) {
 	}
 	m2 := New(testConfig(1), eng, store, v, nil)
 	defer m2.Close()
-	c.follow(m2)
-	m2.Start()
+	c.run(m2)
 	waitFor(t, "the expired segments to go", func() bool { return len(c.image().ExpiredRemoteSegments(c.tid, 0)) == 0 })
 	for _, s := range segs[:2] {
 		if _, err := store.Stat(context.Background(), rlm.ObjectKey(&s, "log")); !errors.Is(err, objstore.ErrNotFound) {
@@ -82,10 +74,7 @@ func TestFinishesExpiredSegments(t *testing.T) {
 // the gap cannot be filled, so the remote log start is raised over it
 // and uploads go on from the local start.
 func TestGapBelowLocalStart(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, nil)
 	v := newMeta(c)
 	old := rlm.Segment{ID: rlm.SegmentID{1}, TopicID: c.tid, BaseOffset: 0, NextOffset: 5, SizeBytes: 10, Epochs: []rlm.EpochEntry{{Epoch: 0, StartOffset: 0}}}
 	if err := v.CommitRemoteSegment(context.Background(), old); err != nil {
@@ -99,8 +88,7 @@ func TestGapBelowLocalStart(t *testing.T) {
 	store := objstore.NewMemory()
 	m := New(testConfig(1), eng, store, v, nil)
 	defer m.Close()
-	c.follow(m)
-	m.Start()
+	c.run(m)
 	waitFor(t, "uploads from the local start", func() bool {
 		return c.remoteEnd() == end && len(c.image().ExpiredRemoteSegments(c.tid, 0)) == 0
 	})

@@ -95,6 +95,12 @@ func (c *cluster) follow(m *Manager) {
 	m.Reconcile(img)
 }
 
+// run has m follow the cluster and starts it.
+func (c *cluster) run(m *Manager) {
+	c.follow(m)
+	m.Start()
+}
+
 // fence fences broker id, moving its leaderships (a new leader epoch).
 func (c *cluster) fence(id int32) {
 	c.t.Helper()
@@ -260,6 +266,16 @@ func host(t *testing.T, eng *engine.Engine, c *cluster, configs map[string]strin
 		t.Fatal(err)
 	}
 	return p
+}
+
+// setup creates topic "t" with topicConfigs(extra) in a new cluster and
+// hosts it in a new engine.
+func setup(t *testing.T, extra map[string]string) (*cluster, *engine.Engine, *engine.Partition) {
+	t.Helper()
+	cfgs := topicConfigs(extra)
+	c := newCluster(t, cfgs)
+	eng := openEngine(t)
+	return c, eng, host(t, eng, c, cfgs)
 }
 
 // produce appends n one-record batches with timestamp ts (0: now).

@@ -188,6 +188,12 @@ func (m *Manager) Reconcile(img *metadata.Image) {
 	}
 	m.recMu.Lock()
 	defer m.recMu.Unlock()
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return // the engine may be closing too
+	}
 	if old := m.img.Load(); old != nil && old.Index() > img.Index() {
 		return // an older image after a newer one: keep the newer state
 	}

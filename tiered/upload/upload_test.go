@@ -32,10 +32,7 @@ func readObject(t *testing.T, s objstore.Store, key string) []byte {
 // Sealed segments go up in order with their five objects; the engine
 // deletes local segments only once their commit reached it.
 func TestUploadInOrderGatesLocalDeletion(t *testing.T) {
-	cfgs := topicConfigs(map[string]string{"local.retention.bytes": "600"})
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, map[string]string{"local.retention.bytes": "600"})
 	produce(t, p, 40, 0)
 	end, n := sealedEnd(p)
 	if n < 4 {
@@ -99,10 +96,7 @@ func TestUploadInOrderGatesLocalDeletion(t *testing.T) {
 // stalled, nothing is committed and nothing local deleted; after it comes
 // back every segment is uploaded exactly once.
 func TestStoreOutageThenRecovery(t *testing.T) {
-	cfgs := topicConfigs(map[string]string{"local.retention.bytes": "600"})
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, map[string]string{"local.retention.bytes": "600"})
 	produce(t, p, 30, 0)
 	end, n := sealedEnd(p)
 	mem := objstore.NewMemory()
@@ -110,8 +104,7 @@ func TestStoreOutageThenRecovery(t *testing.T) {
 	store.SetOutage(true)
 	m := New(testConfig(1), eng, store, newMeta(c), nil)
 	defer m.Close()
-	c.follow(m)
-	m.Start()
+	c.run(m)
 
 	waitFor(t, "failed attempts", func() bool { st := m.Stats(); return st.UploadErrors >= 3 && st.Stalled == 1 })
 	if st := m.Stats(); c.remoteEnd() != -1 || st.SegmentsUploaded != 0 || st.LagSegments != int64(n) || st.LagBytes <= 0 {
@@ -137,18 +130,14 @@ func TestStoreOutageThenRecovery(t *testing.T) {
 // commit failed may yet be committed, so they stay; the sweep of the next
 // task deletes those that were not, and never a committed segment's.
 func TestCommitFailuresAndOrphanSweep(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, nil)
 	produce(t, p, 30, 0)
 	end, n := sealedEnd(p)
 	store := objstore.NewMemory()
 	v := newMeta(c)
 	v.failCommits.Store(true)
 	m := New(testConfig(1), eng, store, v, nil)
-	c.follow(m)
-	m.Start()
+	c.run(m)
 	waitFor(t, "failed commits", func() bool { return m.Stats().UploadErrors >= 2 })
 	v.failCommits.Store(false)
 	waitFor(t, "the uploads", func() bool { return c.remoteEnd() == end })
@@ -172,8 +161,7 @@ func TestCommitFailuresAndOrphanSweep(t *testing.T) {
 	var dropped atomic.Int64
 	m2 := New(testConfig(1), eng, store, v, func(string) { dropped.Add(1) })
 	defer m2.Close()
-	c.follow(m2)
-	m2.Start()
+	c.run(m2)
 	waitFor(t, "the sweep", func() bool { return dropped.Load() == int64(orphans) })
 	time.Sleep(50 * time.Millisecond) // a few more rounds: nothing else goes
 	for _, k := range foreign {
@@ -189,10 +177,7 @@ func TestCommitFailuresAndOrphanSweep(t *testing.T) {
 // twice; the deposed leader's late commit is fenced and its objects
 // deleted.
 func TestLeaderChangeResumesAndFencesOldLeader(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng := openEngine(t) // one log stands for both replicas: they hold the same data
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, nil) // one log stands for both replicas: they hold the same data
 	produce(t, p, 40, 0)
 	end, _ := sealedEnd(p)
 
@@ -201,8 +186,7 @@ func TestLeaderChangeResumesAndFencesOldLeader(t *testing.T) {
 	m1 := New(testConfig(1), eng, store, v1, nil)
 	defer m1.Close()
 	v1.holdAt.Store(3)
-	c.follow(m1)
-	m1.Start()
+	c.run(m1)
 	var late rlm.Segment
 	select {
 	case late = <-v1.held:
@@ -222,8 +206,7 @@ func TestLeaderChangeResumesAndFencesOldLeader(t *testing.T) {
 	c.fence(1) // broker 2 leads at epoch 1
 	m2 := New(testConfig(2), eng, store, newMeta(c), nil)
 	defer m2.Close()
-	c.follow(m2)
-	m2.Start()
+	c.run(m2)
 	waitFor(t, "the new leader's uploads", func() bool { return c.remoteEnd() == end })
 	for _, seg := range c.segments() {
 		if seg.BaseOffset >= resumeAt && seg.LeaderEpoch != 1 {
@@ -248,10 +231,7 @@ func TestLeaderChangeResumesAndFencesOldLeader(t *testing.T) {
 // A truncation while the log object streams: the attempt is dropped (its
 // objects deleted) and the segment listed again.
 func TestSegmentChangedDuringUpload(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, nil)
 	produce(t, p, 40, 0)
 	infos := p.UploadableSegments(-1)
 	hw := infos[2].NextOffset
@@ -275,8 +255,7 @@ func TestSegmentChangedDuringUpload(t *testing.T) {
 	}}
 	m := New(testConfig(1), eng, store, newMeta(c), nil)
 	defer m.Close()
-	c.follow(m)
-	m.Start()
+	c.run(m)
 	waitFor(t, "the uploads", func() bool { return c.remoteEnd() == hw })
 	if !fired.Load() {
 		t.Fatal("the truncation never ran")
@@ -331,10 +310,7 @@ func TestRemoteRetention(t *testing.T) {
 		{"ms", map[string]string{"retention.ms": "600000", "local.retention.ms": "600000"}, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfgs := topicConfigs(tc.configs)
-			c := newCluster(t, cfgs)
-			eng := openEngine(t)
-			p := host(t, eng, c, cfgs)
+			c, eng, p := setup(t, tc.configs)
 			if tc.oldRecs > 0 {
 				produce(t, p, tc.oldRecs, time.Now().Add(-time.Hour).UnixMilli())
 			}
@@ -347,8 +323,7 @@ func TestRemoteRetention(t *testing.T) {
 			var dropped atomic.Int64
 			m := New(testConfig(1), eng, &hookStore{Store: mem, ops: ops}, v, func(string) { dropped.Add(1) })
 			defer m.Close()
-			c.follow(m)
-			m.Start()
+			c.run(m)
 			waitFor(t, "uploads and retention", func() bool {
 				return c.remoteEnd() == end && c.remoteStart() > 0 && len(c.image().ExpiredRemoteSegments(c.tid, 0)) == 0 && m.Stats().SegmentsDeleted > 0
 			})
@@ -422,10 +397,7 @@ func checkLiveObjects(t *testing.T, c *cluster, s objstore.Store) {
 // Deleting a topic: the controller's broker deletes its objects and
 // reports it purged; another broker does nothing.
 func TestPurgeDeletedTopic(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, nil)
 	produce(t, p, 30, 0)
 	end, n := sealedEnd(p)
 	store := objstore.NewMemory()
@@ -438,16 +410,14 @@ func TestPurgeDeletedTopic(t *testing.T) {
 	v2.controller.Store(2)
 	m1 := New(testConfig(1), eng, store, v1, nil)
 	defer m1.Close()
-	c.follow(m1)
-	m1.Start()
+	c.run(m1)
 	waitFor(t, "uploads", func() bool { return c.remoteEnd() == end })
 
 	var dropped atomic.Int64
 	m2 := New(testConfig(2), openEngine(t), store, v2, func(string) { dropped.Add(1) })
 	defer m2.Close()
 	v2.controller.Store(-1) // no controller known yet: nobody purges
-	c.follow(m2)
-	m2.Start()
+	c.run(m2)
 	c.must(metadata.Command{DeleteTopic: &metadata.DeleteTopic{Name: topic, ID: c.tid}})
 	if got := c.image().PendingRemotePurge(); len(got) != 1 || got[0] != c.tid {
 		t.Fatalf("pending purge %v", got)
@@ -469,18 +439,14 @@ func TestPurgeDeletedTopic(t *testing.T) {
 
 // Close returns promptly while a store call hangs.
 func TestCloseWithHungStore(t *testing.T) {
-	cfgs := topicConfigs(nil)
-	c := newCluster(t, cfgs)
-	eng := openEngine(t)
-	p := host(t, eng, c, cfgs)
+	c, eng, p := setup(t, nil)
 	produce(t, p, 20, 0)
 	store := objstore.NewFaulty(objstore.NewMemory())
 	in := store.Inject(objstore.Fault{Ops: objstore.OpPut | objstore.OpList, Latency: time.Hour})
 	cfg := testConfig(1)
 	cfg.OpTimeout = time.Hour
 	m := New(cfg, eng, store, newMeta(c), nil)
-	c.follow(m)
-	m.Start()
+	c.run(m)
 	waitFor(t, "a hung call", func() bool { return in.Fired() > 0 })
 	done := make(chan struct{})
 	go func() { m.Close(); close(done) }()
