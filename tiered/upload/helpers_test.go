@@ -125,6 +125,7 @@ type meta struct {
 	commits atomic.Int64
 	held    chan rlm.Segment
 	release chan struct{}
+	heldErr chan error // the held commit's outcome
 	// ops records the metadata calls ("expire@<start>", "remove:<id>").
 	ops *opLog
 
@@ -145,7 +146,7 @@ func (v *meta) committedSegment(t *testing.T, id string) rlm.Segment {
 }
 
 func newMeta(c *cluster) *meta {
-	return &meta{c: c, held: make(chan rlm.Segment, 1), release: make(chan struct{}), committed: map[string]rlm.Segment{}}
+	return &meta{c: c, held: make(chan rlm.Segment, 1), release: make(chan struct{}), heldErr: make(chan error, 1), committed: map[string]rlm.Segment{}}
 }
 
 func (v *meta) MetadataImage() *metadata.Image { return v.c.image() }
@@ -155,11 +156,15 @@ func (v *meta) CommitRemoteSegment(ctx context.Context, seg rlm.Segment) error {
 	if v.failCommits.Load() {
 		return errors.New("controller unavailable (injected)")
 	}
-	if n := v.commits.Add(1); n == v.holdAt.Load() {
+	hold := v.commits.Add(1) == v.holdAt.Load()
+	if hold {
 		v.held <- seg
 		<-v.release
 	}
 	err := v.c.apply(metadata.Command{CommitRemoteSegment: &metadata.CommitRemoteSegment{Segment: seg}}).Err
+	if hold {
+		v.heldErr <- err
+	}
 	if err == nil {
 		v.mu.Lock()
 		v.committed[seg.ID.String()] = seg

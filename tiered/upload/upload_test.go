@@ -174,57 +174,79 @@ func TestCommitFailuresAndOrphanSweep(t *testing.T) {
 }
 
 // A new leader resumes from the remote end without uploading a range
-// twice; the deposed leader's late commit is fenced and its objects
-// deleted.
+// twice; the deposed leader's late commit is refused and its objects
+// deleted: fenced when it arrives before the new leader covered its
+// range, "already committed" after.
 func TestLeaderChangeResumesAndFencesOldLeader(t *testing.T) {
-	c, eng, p := setup(t, nil) // one log stands for both replicas: they hold the same data
-	produce(t, p, 40, 0)
-	end, _ := sealedEnd(p)
+	for _, tc := range []struct {
+		name    string
+		early   bool // the late commit arrives before the new leader starts
+		refusal error
+	}{
+		{"fenced", true, metadata.ErrFencedLeaderEpoch},
+		{"covered", false, metadata.ErrRemoteSegmentCommitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, eng, p := setup(t, nil) // one log stands for both replicas: they hold the same data
+			produce(t, p, 40, 0)
+			end, _ := sealedEnd(p)
 
-	store := objstore.NewMemory()
-	v1 := newMeta(c)
-	m1 := New(testConfig(1), eng, store, v1, nil)
-	defer m1.Close()
-	v1.holdAt.Store(3)
-	c.run(m1)
-	var late rlm.Segment
-	select {
-	case late = <-v1.held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no held commit")
-	}
-	for _, kind := range objectKinds {
-		if _, err := store.Stat(context.Background(), rlm.ObjectKey(&late, kind)); err != nil {
-			t.Fatalf("held upload's %s: %v", kind, err)
-		}
-	}
-	resumeAt := c.remoteEnd()
-	if len(c.segments()) != 2 || resumeAt != late.BaseOffset {
-		t.Fatalf("held commit of [%d, %d), committed %s", late.BaseOffset, late.NextOffset, ranges(c.segments()))
-	}
+			store := objstore.NewMemory()
+			v1 := newMeta(c)
+			m1 := New(testConfig(1), eng, store, v1, nil)
+			defer m1.Close()
+			v1.holdAt.Store(3)
+			c.run(m1)
+			var late rlm.Segment
+			select {
+			case late = <-v1.held:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no held commit")
+			}
+			for _, kind := range objectKinds {
+				if _, err := store.Stat(context.Background(), rlm.ObjectKey(&late, kind)); err != nil {
+					t.Fatalf("held upload's %s: %v", kind, err)
+				}
+			}
+			resumeAt := c.remoteEnd()
+			if len(c.segments()) != 2 || resumeAt != late.BaseOffset {
+				t.Fatalf("held commit of [%d, %d), committed %s", late.BaseOffset, late.NextOffset, ranges(c.segments()))
+			}
 
-	c.fence(1) // broker 2 leads at epoch 1
-	m2 := New(testConfig(2), eng, store, newMeta(c), nil)
-	defer m2.Close()
-	c.run(m2)
-	waitFor(t, "the new leader's uploads", func() bool { return c.remoteEnd() == end })
-	for _, seg := range c.segments() {
-		if seg.BaseOffset >= resumeAt && seg.LeaderEpoch != 1 {
-			t.Fatalf("segment [%d, %d) at epoch %d after the leader change at %d", seg.BaseOffset, seg.NextOffset, seg.LeaderEpoch, resumeAt)
-		}
-	}
-
-	close(v1.release) // the old leader's commit arrives late
-	waitFor(t, "the fenced upload's objects to go", func() bool {
-		_, err := store.Stat(context.Background(), rlm.ObjectKey(&late, "log"))
-		return errors.Is(err, objstore.ErrNotFound)
-	})
-	if c.image().HasRemoteSegment(c.tid, 0, late.ID) {
-		t.Fatal("the deposed leader's segment was committed")
-	}
-	checkContiguous(t, c, store, 0, end)
-	if st := m2.Stats(); st.Stalled != 0 || st.UploadErrors != 0 {
-		t.Fatalf("new leader stats %+v", st)
+			c.fence(1) // broker 2 leads at epoch 1
+			release := func() {
+				close(v1.release) // the old leader's commit arrives late
+				if err := <-v1.heldErr; !errors.Is(err, tc.refusal) {
+					t.Fatalf("late commit: %v, want %v", err, tc.refusal)
+				}
+				waitFor(t, "the refused upload's objects to go", func() bool {
+					_, err := store.Stat(context.Background(), rlm.ObjectKey(&late, "log"))
+					return errors.Is(err, objstore.ErrNotFound)
+				})
+			}
+			if tc.early {
+				release()
+			}
+			m2 := New(testConfig(2), eng, store, newMeta(c), nil)
+			defer m2.Close()
+			c.run(m2)
+			waitFor(t, "the new leader's uploads", func() bool { return c.remoteEnd() == end })
+			for _, seg := range c.segments() {
+				if seg.BaseOffset >= resumeAt && seg.LeaderEpoch != 1 {
+					t.Fatalf("segment [%d, %d) at epoch %d after the leader change at %d", seg.BaseOffset, seg.NextOffset, seg.LeaderEpoch, resumeAt)
+				}
+			}
+			if !tc.early {
+				release()
+			}
+			if c.image().HasRemoteSegment(c.tid, 0, late.ID) {
+				t.Fatal("the deposed leader's segment was committed")
+			}
+			checkContiguous(t, c, store, 0, end)
+			if st := m2.Stats(); st.Stalled != 0 || st.UploadErrors != 0 {
+				t.Fatalf("new leader stats %+v", st)
+			}
+		})
 	}
 }
 
