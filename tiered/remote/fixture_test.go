@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -199,3 +200,8 @@ func (f *fixture) segOf(offset int64) rlm.Segment {
 	}
 	return s
 }
+
+func objectKey(s *rlm.Segment, kind string) string { return rlm.ObjectKey(s, kind) }
+func bytesReader(s string) io.Reader               { return bytes.NewReader([]byte(s)) }
+func isStorage(err error) bool                     { return errors.Is(err, ErrStorage) }
+func contains(s, sub string) bool                  { return strings.Contains(s, sub) }
