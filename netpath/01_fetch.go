@@ -428,8 +428,9 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 				res, err = part.Read(rp.FetchOffset, int32(limit), total == 0)
 			}
 			if err != nil && mode != readReplica && s.remote != nil && errors.Is(err, engine.ErrOffsetRemote) {
-				res.Data.Release()
-				res, fp.aborted, err = s.remoteRead(img, part, rp.Partition, rp.FetchOffset, int32(limit), total == 0, mode == readCommitted, st.deadline)
+				// res.Data is the engine's empty range: the answer when
+				// the remote read runs out of time.
+				res, fp.aborted, err = s.remoteRead(img, part, rp.Partition, rp.FetchOffset, int32(limit), total == 0, mode == readCommitted, st.deadline, res.Data)
 			}
 			if afterFetchRead != nil {
 				afterFetchRead()
@@ -538,7 +539,8 @@ const (
 
 // remoteRead serves a consumer read of part below its local log start
 // from the remote tier, with the offsets the local path would report.
-func (s *Server) remoteRead(img *metadata.Image, part *engine.Partition, idx int32, offset int64, limit int32, minOne, committed bool, deadline time.Time) (engine.ReadResult, []producerstate.AbortedTxn, error) {
+// empty is the Data of an answer without records.
+func (s *Server) remoteRead(img *metadata.Image, part *engine.Partition, idx int32, offset int64, limit int32, minOne, committed bool, deadline time.Time, empty engine.FileRange) (engine.ReadResult, []producerstate.AbortedTxn, error) {
 	t, ok := img.Topic(part.Topic())
 	if !ok {
 		return engine.ReadResult{}, nil, fmt.Errorf("%w: %s not in the metadata", engine.ErrUnknownTopic, part.Topic())
@@ -552,7 +554,7 @@ func (s *Server) remoteRead(img *metadata.Image, part *engine.Partition, idx int
 			return res, nil, err
 		}
 		// Out of time: no records this time (the cache keeps fetching).
-		res, aborted, err = engine.ReadResult{Data: noRecords{}}, nil, nil
+		res, aborted, err = engine.ReadResult{Data: empty}, nil, nil
 	}
 	info := part.Info()
 	res.HighWatermark, res.LastStableOffset, res.LogStartOffset = info.HighWatermark, info.HighWatermark, info.LogStartOffset
@@ -585,12 +587,3 @@ func mergeAborted(a, b []producerstate.AbortedTxn) []producerstate.AbortedTxn {
 		return x.ProducerID == y.ProducerID && x.FirstOffset == y.FirstOffset && x.LastOffset == y.LastOffset
 	})
 }
-
-// noRecords is the empty Data of a remote read that ran out of time.
-type noRecords struct{}
-
-func (noRecords) Fd() int                           { return -1 }
-func (noRecords) Pos() int64                        { return 0 }
-func (noRecords) Len() int32                        { return 0 }
-func (noRecords) ReadAt([]byte, int64) (int, error) { return 0, nil }
-func (noRecords) Release()                          {}

@@ -354,19 +354,11 @@ func TestRemoteErrorCodes(t *testing.T) {
 // remoteEpochEnd answers from the remote segments' epochs when the epoch
 // ended at or below the local log start.
 func TestRemoteEpochEnd(t *testing.T) {
-	img := metadata.EmptyImage()
-	apply := func(c metadata.Command) metadata.Result {
-		t.Helper()
-		next, res := img.Apply(img.Index()+1, c)
-		if res.Err != nil {
-			t.Fatalf("apply: %v", res.Err)
-		}
-		img = next
-		return res
-	}
-	apply(metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c1"}})
-	var epochs []uint64
-	for id := int32(1); id <= 3; id++ {
+	img := testImage(t, false) // broker 1
+	apply := func(c metadata.Command) metadata.Result { t.Helper(); return applyCmd(t, &img, c) }
+	b1, _ := img.Broker(1)
+	epochs := []uint64{b1.Epoch}
+	for id := int32(2); id <= 3; id++ {
 		reg := apply(metadata.Command{RegisterBroker: &metadata.RegisterBroker{ClusterID: "c1", ID: id, Incarnation: metadata.UUID{byte(id)},
 			Endpoints: []metadata.Endpoint{{Listener: "PLAINTEXT", Host: "h", Port: 9092 + id}}}})
 		apply(metadata.Command{UnfenceBroker: &metadata.UnfenceBroker{ID: id, Epoch: reg.Broker.Epoch}})
@@ -414,4 +406,15 @@ func TestRemoteEpochEnd(t *testing.T) {
 	if _, _, ok := remoteEpochEnd(img, "missing", 0, 0, 300); ok {
 		t.Error("unknown topic answered")
 	}
+}
+
+// applyCmd applies c to *img, which it replaces; a refusal fails t.
+func applyCmd(t testing.TB, img **metadata.Image, c metadata.Command) metadata.Result {
+	t.Helper()
+	next, res := (*img).Apply((*img).Index()+1, c)
+	if res.Err != nil {
+		t.Fatalf("apply: %v", res.Err)
+	}
+	*img = next
+	return res
 }
