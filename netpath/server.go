@@ -206,6 +206,9 @@ type Server struct {
 	groups Groups
 	txns   Transactions
 	pids   ProducerIDs
+	// remote reads the remote tier (Deps.Remote); nil without an object
+	// store.
+	remote RemoteTier
 	// repl is partition replication (set by Start); nil when off. The
 	// metrics collector reads it under mu.
 	repl Replicas
@@ -290,6 +293,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		groups:  deps.Groups,
 		txns:    deps.Transactions,
 		pids:    deps.ProducerIDs,
+		remote:  deps.Remote,
 
 		ctx:    ctx,
 		cancel: cancel,
