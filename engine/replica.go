@@ -516,15 +516,7 @@ func (p *Partition) truncateFullyLocked(offset int64) error {
 	if err != nil {
 		return p.fail(err)
 	}
-	p.segs = []*segment{seg}
-	p.logStart, p.logEnd, p.durable = offset, offset, offset
-	p.rend, p.rendSeg, p.rendPos = offset, seg, 0
-	p.hw, p.hwSeg, p.hwPos = offset, seg, 0
-	for _, w := range p.waiters {
-		w.finish(fmt.Errorf("%w: %s-%d restarted at %d", ErrStorage, p.topic.name, p.idx, offset))
-	}
-	p.waiters = nil
-	p.notify()
+	p.startEmptyLocked(seg, offset)
 	p.e.fs.SyncDir(p.dir)
 	if err := p.epochs.Clear(); err != nil {
 		return fmt.Errorf("%w: %v", ErrStorage, err)
@@ -537,4 +529,19 @@ func (p *Partition) truncateFullyLocked(offset int64) error {
 	p.ps = ps
 	p.e.kickCheckpoint()
 	return nil
+}
+
+// startEmptyLocked points the partition at seg, a new empty segment at
+// offset, as its whole log, and fails the waiters of the old one. Lock
+// must be held.
+func (p *Partition) startEmptyLocked(seg *segment, offset int64) {
+	p.segs = []*segment{seg}
+	p.logStart, p.logEnd, p.durable = offset, offset, offset
+	p.rend, p.rendSeg, p.rendPos = offset, seg, 0
+	p.hw, p.hwSeg, p.hwPos = offset, seg, 0
+	for _, w := range p.waiters {
+		w.finish(fmt.Errorf("%w: %s-%d restarted at %d", ErrStorage, p.topic.name, p.idx, offset))
+	}
+	p.waiters = nil
+	p.notify()
 }
