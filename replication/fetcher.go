@@ -305,6 +305,9 @@ func (s *Fetchers) Stats() FetcherStats {
 		st := f.Stats()
 		out.Requests += st.Requests
 		out.Interrupted += st.Interrupted
+		out.RemoteRestarts += st.RemoteRestarts
+		out.RemoteRestartErrors += st.RemoteRestartErrors
+		out.RemoteRestarting += st.RemoteRestarting
 	}
 	return out
 }

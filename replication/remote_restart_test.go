@@ -310,3 +310,38 @@ func TestFetcherRemoteRestartDoesNotBlockOthers(t *testing.T) {
 		t.Fatalf("a [%d, %d) hw %d; b end %d", la.start, la.LogEndOffset(), la.hw, lb.LogEndOffset())
 	}
 }
+
+// Shutdown while a RemoteRestart runs: the call's ctx ends, Run waits for
+// it, and the log is left alone even when the call returns a result.
+func TestFetcherRemoteRestartShutdown(t *testing.T) {
+	cfg := DefaultConfig()
+	started := make(chan struct{})
+	cfg.RemoteRestart = func(ctx context.Context, topic string, partition int32) (int64, []byte, []rlm.EpochEntry, error) {
+		close(started)
+		<-ctx.Done()
+		return 100, nil, nil, nil // a result despite the cancellation
+	}
+	client := &scriptClient{reqs: make(chan *FetchRequest), resps: make(chan scriptReply)}
+	x := NewFetcher(cfg, 2, 1, client, newFakeClock())
+	la := logWith(0, 0)
+	x.AddPartition(tpA, 5, la)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { x.Run(ctx); close(stopped) }()
+	<-client.reqs
+	client.resps <- scriptReply{resp: &FetchResponse{Partitions: []FetchPartitionResponse{moved(tpA)}}}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RemoteRestart not called")
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if la.start != 0 || la.LogEndOffset() != 2 {
+		t.Fatalf("log restarted during shutdown: [%d, %d)", la.start, la.LogEndOffset())
+	}
+}
