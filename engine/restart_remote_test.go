@@ -151,9 +151,18 @@ func crashDuringRestart(t *testing.T, name string, fault vfs.Fault) bool {
 		t.Fatal(err)
 	}
 	foll := mustPartition(t, e, "foll", 0)
+	// The old log has epochs and producers of its own, which must come
+	// back whole or not at all.
+	if err := foll.AssignLeaderEpoch(2); err != nil {
+		t.Fatal(err)
+	}
 	const oldRecords = 24
 	for i := range oldRecords / 2 {
 		appendWait(t, foll, valuesBatch(fmt.Sprint("old", i), 2))
+	}
+	oldEpochs := foll.EpochEntries()
+	if len(oldEpochs) != 1 {
+		t.Fatalf("old epochs %v", oldEpochs)
 	}
 	if n := len(foll.segs); n < 3 {
 		t.Fatalf("old log has %d segments, want several", n)
@@ -188,6 +197,11 @@ func crashDuringRestart(t *testing.T, name string, fault vfs.Fault) bool {
 		if got := p.Producers(); !reflect.DeepEqual(got, producers) {
 			t.Fatalf("%s: restarted log with producers %+v, want %+v", name, got, producers)
 		}
+		// Open trims an empty log's epochs; nothing of the old log's may
+		// be there.
+		if got := p.EpochEntries(); len(got) > 0 && !slices.Equal(got, []epochcache.Entry{{Epoch: 4, StartOffset: offset}}) {
+			t.Fatalf("%s: restarted log with epochs %v", name, got)
+		}
 	case start == 0 && end <= oldRecords:
 		recs := readAll(t, p, 0)
 		if int64(len(recs)) != end {
@@ -200,6 +214,9 @@ func crashDuringRestart(t *testing.T, name string, fault vfs.Fault) bool {
 		}
 		if ps := p.Producers(); len(ps) != 0 {
 			t.Fatalf("%s: old log with the remote producers %+v", name, ps)
+		}
+		if want := oldEpochs[:min(end, 1)]; !slices.Equal(p.EpochEntries(), want) {
+			t.Fatalf("%s: old log [0, %d) with epochs %v, want %v", name, end, p.EpochEntries(), want)
 		}
 	default:
 		t.Fatalf("%s: reopened log [%d, %d) is neither the old one nor the restarted one at %d", name, start, end, offset)
