@@ -493,14 +493,8 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 
 // truncateFullyLocked: lock must be held.
 func (p *Partition) truncateFullyLocked(offset int64) error {
-	if err := p.e.wq.barrier(p); err != nil {
-		if rollingBack(err) {
-			return err
-		}
-		return p.fail(err)
-	}
-	if err := p.e.checkpointJournal(); err != nil {
-		return p.fail(err)
+	if err := p.quiesceLocked(); err != nil {
+		return err
 	}
 	p.e.log.Info("restarting replica log", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "at", offset)
 	p.gen++
@@ -544,4 +538,22 @@ func (p *Partition) startEmptyLocked(seg *segment, offset int64) {
 	}
 	p.waiters = nil
 	p.notify()
+}
+
+// quiesceLocked prepares the whole log's removal: no write of p in flight
+// and the journal checkpointed, so a replay after a crash cannot write
+// the old bytes back. Errors are returned as the caller should: a write
+// rolled back for lack of space is retriable, anything else fails the
+// partition. Lock must be held.
+func (p *Partition) quiesceLocked() error {
+	if err := p.e.wq.barrier(p); err != nil {
+		if rollingBack(err) {
+			return err
+		}
+		return p.fail(err)
+	}
+	if err := p.e.checkpointJournal(); err != nil {
+		return p.fail(err)
+	}
+	return nil
 }

@@ -80,15 +80,8 @@ func (p *Partition) restartFromRemoteLocked(offset int64, snapshot []byte, entri
 	case p.failed != nil:
 		return p.failed
 	}
-	if err := p.e.wq.barrier(p); err != nil {
-		if rollingBack(err) {
-			return err
-		}
-		return p.fail(err)
-	}
-	// A journal replay after a crash must not write old bytes back.
-	if err := p.e.checkpointJournal(); err != nil {
-		return p.fail(err)
+	if err := p.quiesceLocked(); err != nil {
+		return err
 	}
 	p.e.log.Info("restarting replica log from the remote tier", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "at", offset, "log_start", p.logStart, "log_end", p.logEnd)
 	p.gen++
