@@ -52,21 +52,6 @@ func (r *Reader) RestartPoint(ctx context.Context, topicID [16]byte, partition i
 	return seg.NextOffset, snap, epochs, nil
 }
 
-// RestartPointByName is RestartPoint for a topic named as replication
-// names it: the method value is a replication.RemoteRestartFunc
-// (Config.RemoteRestart = reader.RestartPointByName).
-func (r *Reader) RestartPointByName(ctx context.Context, topic string, partition int32) (int64, []byte, []rlm.EpochEntry, error) {
-	im := r.image()
-	if im == nil {
-		return 0, nil, nil, fmt.Errorf("%w: restart point of %s-%d: no metadata yet", ErrStorage, topic, partition)
-	}
-	t, ok := im.Topic(topic)
-	if !ok {
-		return 0, nil, nil, fmt.Errorf("%w: restart point of %s-%d: topic not in the metadata", ErrStorage, topic, partition)
-	}
-	return r.RestartPoint(ctx, t.ID, partition)
-}
-
 // lastSegment picks the segment ending at the remote end: the greatest
 // NextOffset, and of equal ones the newer upload (greater BaseOffset, as
 // SegmentFor prefers). segs is sorted by BaseOffset, then NextOffset.

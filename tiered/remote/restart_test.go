@@ -94,13 +94,6 @@ func TestRestartPoint(t *testing.T) {
 	if err != nil || off != 300 || !bytes.Equal(gotSnap, snap) || !slices.Equal(gotEpochs, history) {
 		t.Fatalf("restart point %d %v %v: %v", off, len(gotSnap), gotEpochs, err)
 	}
-	off, _, _, err = r.RestartPointByName(ctx, "t", 0)
-	if err != nil || off != 300 {
-		t.Fatalf("by name: %d %v", off, err)
-	}
-	if _, _, _, err := r.RestartPointByName(ctx, "nope", 0); !errors.Is(err, ErrStorage) {
-		t.Fatalf("unknown topic: %v", err)
-	}
 
 	// Damaged objects are storage errors, not panics or wrong answers.
 	for _, c := range []struct {
