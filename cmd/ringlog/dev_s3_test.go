@@ -168,3 +168,32 @@ func httpGet(t *testing.T, ctx context.Context, url string) string {
 	}
 	return string(b)
 }
+
+// TestDevClusterObjectStoreArgs: the flags dev cluster --object-store puts
+// before the extra ones point a node at the in-process store, and an
+// extra flag after them still overrides them.
+func TestDevClusterObjectStoreArgs(t *testing.T) {
+	unsetServeEnv(t)
+	s3, err := startDevS3(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s3.Stop()
+	nd := &devNode{id: 1, kafka: "127.0.0.1:19092", admin: "127.0.0.1:19644", ctrl: "127.0.0.1:19192", dataDirPath: "/tmp/dev/node-1/data"}
+	extra := append(devS3ServeFlags(s3), "--remote-cache-bytes", "8388608")
+	cfg, err := parseServeArgs(nd.serveArgs([]string{"1@127.0.0.1:19192"}, extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ak, sk := s3.Credentials()
+	if tc := cfg.Tiered; tc.S3.Endpoint != s3.Endpoint() || tc.S3.Bucket != s3.Bucket() || tc.S3.AccessKey != ak || tc.S3.SecretKey != sk || tc.CacheBytes != 8<<20 {
+		t.Fatalf("tiered config %+v", tc)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = parseServeArgs(nd.serveArgs([]string{"1@127.0.0.1:19192"}, append(devS3ServeFlags(s3), "--object-store-bucket", "other")))
+	if err != nil || cfg.Tiered.S3.Bucket != "other" {
+		t.Fatalf("override: bucket %q, %v", cfg.Tiered.S3.Bucket, err)
+	}
+}
