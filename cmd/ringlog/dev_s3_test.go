@@ -64,30 +64,7 @@ func TestDevS3(t *testing.T) {
 	}
 
 	cmd := exec.Command(ringlogBin, "dev", "s3", "--listen", freePort(t), "--dir", t.TempDir())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-		}
-	})
+	lines, exited, stderr := startLines(t, cmd, 10*time.Second)
 	var ready s3test.Ready
 	var flags string
 	for timeout := time.After(30 * time.Second); flags == ""; {
@@ -138,8 +115,11 @@ func TestDevS3(t *testing.T) {
 	if !strings.Contains(body, `"topic": "tiered"`) || !strings.Contains(body, `"segments": []`) {
 		t.Fatalf("/v1/remote/segments: %s", body)
 	}
-	if m := httpGet(t, ctx, "http://"+b.admin+"/metrics"); !strings.Contains(m, "ringlog_remote_cache_hits_total") {
-		t.Fatal("/metrics lacks the remote tier series")
+	m := scrape(t, b.admin) // also checks the exposition text parses
+	for _, name := range []string{"ringlog_remote_cache_hits_total", "ringlog_remote_upload_stalled_partitions", `ringlog_remote_fetch_errors_total{reason="storage"}`} {
+		if _, ok := m[name]; !ok {
+			t.Errorf("/metrics lacks %s", name)
+		}
 	}
 	b.stop()
 
@@ -196,4 +176,41 @@ func TestDevClusterObjectStoreArgs(t *testing.T) {
 	if err != nil || cfg.Tiered.S3.Bucket != "other" {
 		t.Fatalf("override: bucket %q, %v", cfg.Tiered.S3.Bucket, err)
 	}
+}
+
+// startLines starts cmd with its stdout read into lines (closed at EOF,
+// then the exit status is sent on exited) and stderr kept. At cleanup a
+// command still running gets SIGINT, and SIGKILL after grace.
+func startLines(t *testing.T, cmd *exec.Cmd, grace time.Duration) (<-chan string, <-chan error, *syncBuffer) {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-exited:
+			case <-time.After(grace):
+				cmd.Process.Kill()
+			}
+		}
+	})
+	return lines, exited, stderr
 }
