@@ -93,7 +93,11 @@ type Config struct {
 	QuotaWindow QuotaWindow
 	// Security configures SASL and ACLs (auth.go).
 	Security SecurityConfig
-	Logger   *slog.Logger
+	// RemoteStorage says the broker has an object store configured
+	// (tiered storage): without one, CreateTopics and AlterConfigs refuse
+	// remote.storage.enable=true (configs.go).
+	RemoteStorage bool
+	Logger        *slog.Logger
 }
 
 // DefaultConfig returns the broker's defaults.
