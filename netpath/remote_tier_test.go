@@ -502,3 +502,19 @@ func applyCmd(t testing.TB, img **metadata.Image, c metadata.Command) metadata.R
 	*img = next
 	return res
 }
+
+// One pass's remote reads end at the fetch's deadline, within
+// [remoteReadMinWait, remoteReadMaxWait] from the first.
+func TestRemoteBudget(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct{ deadline, want time.Duration }{
+		{10 * time.Second, 10 * time.Second},
+		{-time.Second, remoteReadMinWait},
+		{0, remoteReadMinWait},
+		{time.Hour, remoteReadMaxWait},
+	} {
+		if got := remoteBudget(now, now.Add(tc.deadline)).Sub(now); got != tc.want {
+			t.Errorf("deadline in %v: budget %v, want %v", tc.deadline, got, tc.want)
+		}
+	}
+}
