@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -211,6 +212,27 @@ func TestReadDamagedObjects(t *testing.T) {
 	f.store.SetOutage(false)
 	if got, err := f.read(s3.BaseOffset, 1<<20, true); err != nil || len(got) == 0 {
 		t.Fatalf("after the outage: %d bytes, %v", len(got), err)
+	}
+	// A damaged batch body (header intact) fails a timestamp lookup
+	// cleanly: the CRC catches it before the record parser.
+	s4 := f.segs[4]
+	rc, err := f.mem.GetRange(ctx, rlm.ObjectKey(&s4, "log"), 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := records.ParseHeader(log)
+	for i := int64(records.HeaderSize); i < h.Size(); i++ {
+		log[i] ^= 0x55
+	}
+	put(rlm.ObjectKey(&s4, "log"), log)
+	f.openCache(4096)
+	if _, _, _, err := f.reader.OffsetForTimestamp(ctx, f.tid, 0, h.MaxTimestamp); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "CRC") {
+		t.Fatalf("timestamp lookup in a damaged batch: %v", err)
 	}
 	// Bits flipped in transit: caught by the batch header checks or,
 	// past them, by the consumer's CRC; never a panic.
