@@ -20,6 +20,7 @@ import (
 	"github.com/ringlog/ringlog/tiered/remote"
 	"github.com/ringlog/ringlog/tiered/rlm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -232,6 +233,56 @@ func TestFetchFromRemoteTier(t *testing.T) {
 	}
 	if cache.Stats().SpanCopies == 0 {
 		t.Fatal("no batch crossed a chunk boundary")
+	}
+}
+
+// A real client consumes the topic from the start over the plaintext
+// listener: the remote tier's chunk ranges go out with sendfile, and the
+// client sees every record in order across the tiers.
+func TestConsumeAcrossTiers(t *testing.T) {
+	srv, part, node, _ := tieredServer(t)
+	v, _ := tieredStores.Load(srv)
+	store := v.(*objstore.Memory)
+	cc := chunkcache.DefaultConfig(t.TempDir())
+	cc.ChunkBytes = 700
+	cache, err := chunkcache.Open(cc, store.GetRange)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	srv.remote = remote.NewReader(node.MetadataImage, cache, store)
+	hw := part.Info().HighWatermark
+	addr := srv.listeners[0].ln.Addr().String()
+	for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("tt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchIsolationLevel(iso), kgo.FetchMaxPartitionBytes(2000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var next int64
+		for next < hw && ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			for _, fe := range fs.Errors() {
+				if !errors.Is(fe.Err, context.DeadlineExceeded) {
+					t.Fatalf("fetch error: %v", fe.Err)
+				}
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset != next || string(r.Value) != fmt.Sprintf("value-%03d-%s", next, string(make([]byte, 50))) {
+					t.Fatalf("record at %d: offset %d value %q", next, r.Offset, r.Value)
+				}
+				next++
+			})
+		}
+		cons.Close()
+		cancel()
+		if next != hw {
+			t.Fatalf("consumed %d of %d records", next, hw)
+		}
+	}
+	if st := cache.Stats(); st.Misses == 0 || st.SpanCopies == 0 {
+		t.Fatalf("the remote tier was not read through the cache: %+v", st)
 	}
 }
 
