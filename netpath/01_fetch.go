@@ -431,6 +431,9 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			default:
 				res, err = part.Read(rp.FetchOffset, int32(limit), total == 0)
 			}
+			if err != nil && mode != readReplica && s.remote == nil && errors.Is(err, engine.ErrOffsetRemote) {
+				s.warnNoRemote(err)
+			}
 			if err != nil && mode != readReplica && s.remote != nil && errors.Is(err, engine.ErrOffsetRemote) {
 				// res.Data is the engine's empty range: the answer when
 				// the remote read runs out of time.
@@ -543,6 +546,18 @@ const (
 	remoteReadMinWait = 2 * time.Second
 	remoteReadMaxWait = 30 * time.Second
 )
+
+// warnNoRemote logs, once a minute at most, that a consumer asked for
+// data only the remote tier holds on a broker without an object store
+// (the client only sees KAFKA_STORAGE_ERROR).
+func (s *Server) warnNoRemote(err error) {
+	now := time.Now().UnixNano()
+	last := s.noRemoteWarned.Load()
+	if now-last < int64(time.Minute) || !s.noRemoteWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("fetch below the local log start answered KAFKA_STORAGE_ERROR: the remote tier holds it and this broker has no object store configured", "err", err)
+}
 
 // remoteBudget is when the remote reads of a fetch pass starting at now
 // must end (see the header comment).
