@@ -431,16 +431,17 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			default:
 				res, err = part.Read(rp.FetchOffset, int32(limit), total == 0)
 			}
-			if err != nil && mode != readReplica && s.remote == nil && errors.Is(err, engine.ErrOffsetRemote) {
-				s.warnNoRemote(err)
-			}
-			if err != nil && mode != readReplica && s.remote != nil && errors.Is(err, engine.ErrOffsetRemote) {
-				// res.Data is the engine's empty range: the answer when
-				// the remote read runs out of time.
-				if st.remoteBy.IsZero() {
-					st.remoteBy = remoteBudget(time.Now(), st.deadline)
+			if err != nil && mode != readReplica && errors.Is(err, engine.ErrOffsetRemote) {
+				if s.remote == nil {
+					s.warnNoRemote(err)
+				} else {
+					if st.remoteBy.IsZero() {
+						st.remoteBy = remoteBudget(time.Now(), st.deadline)
+					}
+					// res.Data is the engine's empty range: the answer
+					// when the remote read runs out of time.
+					res, fp.aborted, err = s.remoteRead(img, part, rp.Partition, rp.FetchOffset, int32(limit), total == 0, mode == readCommitted, st.remoteBy, res.Data)
 				}
-				res, fp.aborted, err = s.remoteRead(img, part, rp.Partition, rp.FetchOffset, int32(limit), total == 0, mode == readCommitted, st.remoteBy, res.Data)
 			}
 			if afterFetchRead != nil {
 				afterFetchRead()
