@@ -185,21 +185,30 @@ func uploadObjects(ctx context.Context, store objstore.Store, seg *rlm.Segment, 
 	return nil
 }
 
+// useRemoteReader gives srv a real remote reader over tieredServer's
+// store, through a chunk cache of 700-byte chunks (batches straddle
+// them).
+func useRemoteReader(t *testing.T, srv *Server, node *coordinator.Node) *chunkcache.Cache {
+	t.Helper()
+	v, _ := tieredStores.Load(srv)
+	store := v.(*objstore.Memory)
+	cc := chunkcache.DefaultConfig(t.TempDir())
+	cc.ChunkBytes = 700
+	cache, err := chunkcache.Open(cc, store.GetRange)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	srv.remote = remote.NewReader(node.MetadataImage, cache, store)
+	return cache
+}
+
 // The real reader behind the fetch path: every offset below the local
 // start reads back through the chunk cache exactly what the engine
 // wrote, batch after batch, with read_committed too.
 func TestFetchFromRemoteTier(t *testing.T) {
 	srv, part, node, _ := tieredServer(t)
-	v, _ := tieredStores.Load(srv)
-	store := v.(*objstore.Memory)
-	cc := chunkcache.DefaultConfig(t.TempDir())
-	cc.ChunkBytes = 700 // batches straddle chunks
-	cache, err := chunkcache.Open(cc, store.GetRange)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cache.Close()
-	srv.remote = remote.NewReader(node.MetadataImage, cache, store)
+	cache := useRemoteReader(t, srv, node)
 	local := part.LocalLogStartOffset()
 	for _, committed := range []bool{false, true} {
 		var got []string
@@ -241,16 +250,7 @@ func TestFetchFromRemoteTier(t *testing.T) {
 // client sees every record in order across the tiers.
 func TestConsumeAcrossTiers(t *testing.T) {
 	srv, part, node, _ := tieredServer(t)
-	v, _ := tieredStores.Load(srv)
-	store := v.(*objstore.Memory)
-	cc := chunkcache.DefaultConfig(t.TempDir())
-	cc.ChunkBytes = 700
-	cache, err := chunkcache.Open(cc, store.GetRange)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cache.Close()
-	srv.remote = remote.NewReader(node.MetadataImage, cache, store)
+	cache := useRemoteReader(t, srv, node)
 	hw := part.Info().HighWatermark
 	addr := srv.listeners[0].ln.Addr().String()
 	for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {

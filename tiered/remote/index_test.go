@@ -19,7 +19,8 @@ func FuzzParseIndexes(f *testing.F) {
 	f.Add([]byte{1, 2, 3})
 	f.Add(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 200), 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if ix, err := parseOffsetIndex(b, seg); err == nil {
+		if entries, err := parseOffsetIndex(b, seg); err == nil {
+			ix := offsetIndex(entries)
 			for i, e := range ix {
 				if e.offset < seg.BaseOffset || e.offset >= seg.NextOffset || e.pos < 0 || e.pos+records.HeaderSize > seg.SizeBytes ||
 					i > 0 && (e.offset <= ix[i-1].offset || e.pos <= ix[i-1].pos) {

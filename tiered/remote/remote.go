@@ -53,7 +53,7 @@ type Reader struct {
 	cache *chunkcache.Cache
 	store objstore.Store
 
-	indexes *lru[any]      // offsetIndex or []timeEntry by object key
+	indexes *lru[any]      // []indexEntry or []timeEntry by object key
 	snaps   *lru[snapTxns] // decoded "producers" objects by object key
 }
 
