@@ -142,7 +142,7 @@ func TestReadRetentionRace(t *testing.T) {
 	f.upload()
 	seg := f.segs[0]
 	// Listed but missing: a clear storage error.
-	if err := f.mem.Delete(context.Background(), rlm.ObjectKey(&seg, "log")); err != nil {
+	if err := f.base.Delete(context.Background(), rlm.ObjectKey(&seg, "log")); err != nil {
 		t.Fatal(err)
 	}
 	_, err := f.read(seg.BaseOffset, 1<<20, true)
@@ -175,7 +175,7 @@ func TestReadDamagedObjects(t *testing.T) {
 	f.produce(60)
 	f.upload()
 	put := func(key string, b []byte) {
-		if err := f.mem.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
+		if err := f.base.Put(ctx, key, bytes.NewReader(b), int64(len(b))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,7 +216,7 @@ func TestReadDamagedObjects(t *testing.T) {
 	// A damaged batch body (header intact) fails a timestamp lookup
 	// cleanly: the CRC catches it before the record parser.
 	s4 := f.segs[4]
-	rc, err := f.mem.GetRange(ctx, rlm.ObjectKey(&s4, "log"), 0, -1)
+	rc, err := f.base.GetRange(ctx, rlm.ObjectKey(&s4, "log"), 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func TestAbortedTxnsCorruptSnapshot(t *testing.T) {
 	f.upload()
 	seg := f.segs[0]
 	key := objectKey(&seg, "producers")
-	if err := f.mem.Put(context.Background(), key, bytesReader("RLPS garbage"), 12); err != nil {
+	if err := f.base.Put(context.Background(), key, bytesReader("RLPS garbage"), 12); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err := f.reader.Read(context.Background(), f.tid, 0, seg.BaseOffset, 1<<20, true, true)
