@@ -586,7 +586,7 @@ func (s *Server) remoteRead(img *metadata.Image, part *engine.Partition, idx int
 		res, aborted, err = s.remote.Read(ctx, t.ID, idx, offset, limit, minOne, committed)
 	}
 	if err != nil {
-		if ctx.Err() == nil || s.ctx.Err() != nil || errors.Is(err, remote.ErrOffsetGone) {
+		if ctx.Err() == nil || s.ctx.Err() != nil || errors.Is(err, remote.ErrOffsetGone) || empty == nil {
 			return res, nil, err
 		}
 		// Out of time: no records this time (the cache keeps fetching).

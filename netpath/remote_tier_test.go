@@ -569,3 +569,21 @@ func TestRemoteBudget(t *testing.T) {
 		}
 	}
 }
+
+// The tiers' aborted lists merge in marker order, a transaction both
+// list once.
+func TestMergeAborted(t *testing.T) {
+	a := []producerstate.AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 5}, {ProducerID: 2, FirstOffset: 3, LastOffset: 9}}
+	b := []producerstate.AbortedTxn{{ProducerID: 2, FirstOffset: 3, LastOffset: 9}, {ProducerID: 3, FirstOffset: 8, LastOffset: 7}, {ProducerID: 1, FirstOffset: 10, LastOffset: 12}}
+	got := mergeAborted(a, b)
+	want := []producerstate.AbortedTxn{a[0], b[1], a[1], b[2]}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("merged %v, want %v", got, want)
+	}
+	if fmt.Sprint(a) != fmt.Sprint([]producerstate.AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 5}, {ProducerID: 2, FirstOffset: 3, LastOffset: 9}}) {
+		t.Fatalf("the remote list was changed: %v", a)
+	}
+	if got := mergeAborted(a, nil); len(got) != 2 {
+		t.Fatalf("nothing local: %v", got)
+	}
+}
