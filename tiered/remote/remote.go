@@ -55,6 +55,8 @@ type Reader struct {
 
 	indexes *lru[any]      // []indexEntry or []timeEntry by object key
 	snaps   *lru[snapTxns] // decoded "producers" objects by object key
+	// abortWalk bounds abortedTxns' walk (maxAbortWalk; tests lower it).
+	abortWalk int
 }
 
 // NewReader builds a reader over the committed metadata (image), the
@@ -65,6 +67,8 @@ func NewReader(image func() *metadata.Image, cache *chunkcache.Cache, store objs
 		image: image, cache: cache, store: store,
 		indexes: newLRU[any](indexCacheBytes),
 		snaps:   newLRU[snapTxns](snapshotCacheBytes),
+
+		abortWalk: maxAbortWalk,
 	}
 }
 
