@@ -60,12 +60,15 @@ import (
 //     log start (engine.ErrOffsetRemote) is served from the remote tier
 //     (Deps.Remote, tiered/remote) with the same HW, LSO and log start
 //     the local path reports; its records are a range of a chunk-cache
-//     file, sent and released like a segment range. The remote read is
-//     bounded by the fetch's max wait, but given at least
-//     remoteReadMinWait (a cold chunk needs a store round trip) and at
-//     most remoteReadMaxWait; when it runs out the partition answers
-//     with no records and no error, the chunk fetch goes on in the cache
-//     and the consumer's next fetch finds it. read_committed lists the
+//     file, sent and released like a segment range. The remote reads of
+//     one pass over the partitions share one time budget: until the
+//     fetch's max wait, but at least remoteReadMinWait from the first
+//     remote read (a cold chunk needs a store round trip) and at most
+//     remoteReadMaxWait. A partition whose read the budget cuts short (or
+//     that finds it spent) answers with no records and no error; the
+//     chunk fetch goes on in the cache and the consumer's next fetch
+//     finds it. So a slow store delays an answer by one budget at most,
+//     however many partitions read remotely. read_committed lists the
 //     aborted transactions of both tiers. Without an object store the
 //     read answers KAFKA_STORAGE_ERROR. A replica fetch below the local
 //     log start answers OFFSET_MOVED_TO_TIERED_STORAGE with the log
@@ -238,9 +241,10 @@ type fetchState struct {
 	// heldBack: some read of this fetch did.
 	throttleWait time.Duration
 	heldBack     bool
-	// deadline is the fetch's; it bounds remote reads.
-	deadline time.Time
-	timer    *time.Timer
+	// deadline is the fetch's; remoteBy ends the remote reads of the
+	// current pass (zero until one starts).
+	deadline, remoteBy time.Time
+	timer              *time.Timer
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -329,7 +333,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 		hasErr bool
 	)
 	topics := st.topics[:0]
-	st.watch, st.limited, st.startNews, st.throttleWait = st.watch[:0], false, false, 0
+	st.watch, st.limited, st.startNews, st.throttleWait, st.remoteBy = st.watch[:0], false, false, 0, time.Time{}
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -427,10 +431,17 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			default:
 				res, err = part.Read(rp.FetchOffset, int32(limit), total == 0)
 			}
-			if err != nil && mode != readReplica && s.remote != nil && errors.Is(err, engine.ErrOffsetRemote) {
-				// res.Data is the engine's empty range: the answer when
-				// the remote read runs out of time.
-				res, fp.aborted, err = s.remoteRead(img, part, rp.Partition, rp.FetchOffset, int32(limit), total == 0, mode == readCommitted, st.deadline, res.Data)
+			if err != nil && mode != readReplica && errors.Is(err, engine.ErrOffsetRemote) {
+				if s.remote == nil {
+					s.warnNoRemote(err)
+				} else {
+					if st.remoteBy.IsZero() {
+						st.remoteBy = remoteBudget(time.Now(), st.deadline)
+					}
+					// res.Data is the engine's empty range: the answer
+					// when the remote read runs out of time.
+					res, fp.aborted, err = s.remoteRead(img, part, rp.Partition, rp.FetchOffset, int32(limit), total == 0, mode == readCommitted, st.remoteBy, res.Data)
+				}
 			}
 			if afterFetchRead != nil {
 				afterFetchRead()
@@ -537,20 +548,45 @@ const (
 	remoteReadMaxWait = 30 * time.Second
 )
 
+// warnNoRemote logs, once a minute at most, that a consumer asked for
+// data only the remote tier holds on a broker without an object store
+// (the client only sees KAFKA_STORAGE_ERROR).
+func (s *Server) warnNoRemote(err error) {
+	now := time.Now().UnixNano()
+	last := s.noRemoteWarned.Load()
+	if now-last < int64(time.Minute) || !s.noRemoteWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("fetch below the local log start answered KAFKA_STORAGE_ERROR: the remote tier holds it and this broker has no object store configured", "err", err)
+}
+
+// remoteBudget is when the remote reads of a fetch pass starting at now
+// must end (see the header comment).
+func remoteBudget(now, deadline time.Time) time.Time {
+	wait := min(max(deadline.Sub(now), remoteReadMinWait), remoteReadMaxWait)
+	return now.Add(wait)
+}
+
 // remoteRead serves a consumer read of part below its local log start
-// from the remote tier, with the offsets the local path would report.
-// empty is the Data of an answer without records.
+// from the remote tier by deadline, with the offsets the local path
+// would report. empty is the Data of an answer without records.
 func (s *Server) remoteRead(img *metadata.Image, part *engine.Partition, idx int32, offset int64, limit int32, minOne, committed bool, deadline time.Time, empty engine.FileRange) (engine.ReadResult, []producerstate.AbortedTxn, error) {
 	t, ok := img.Topic(part.Topic())
 	if !ok {
 		return engine.ReadResult{}, nil, fmt.Errorf("%w: %s not in the metadata", engine.ErrUnknownTopic, part.Topic())
 	}
-	wait := min(max(time.Until(deadline), remoteReadMinWait), remoteReadMaxWait)
-	ctx, cancel := context.WithTimeout(s.ctx, wait)
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
 	defer cancel()
-	res, aborted, err := s.remote.Read(ctx, t.ID, idx, offset, limit, minOne, committed)
+	var (
+		res     engine.ReadResult
+		aborted []producerstate.AbortedTxn
+		err     = ctx.Err()
+	)
+	if err == nil {
+		res, aborted, err = s.remote.Read(ctx, t.ID, idx, offset, limit, minOne, committed)
+	}
 	if err != nil {
-		if ctx.Err() == nil || s.ctx.Err() != nil || errors.Is(err, remote.ErrOffsetGone) {
+		if ctx.Err() == nil || s.ctx.Err() != nil || errors.Is(err, remote.ErrOffsetGone) || empty == nil {
 			return res, nil, err
 		}
 		// Out of time: no records this time (the cache keeps fetching).

@@ -20,6 +20,7 @@ import (
 	"github.com/ringlog/ringlog/tiered/remote"
 	"github.com/ringlog/ringlog/tiered/rlm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -184,21 +185,30 @@ func uploadObjects(ctx context.Context, store objstore.Store, seg *rlm.Segment, 
 	return nil
 }
 
+// useRemoteReader gives srv a real remote reader over tieredServer's
+// store, through a chunk cache of 700-byte chunks (batches straddle
+// them).
+func useRemoteReader(t *testing.T, srv *Server, node *coordinator.Node) *chunkcache.Cache {
+	t.Helper()
+	v, _ := tieredStores.Load(srv)
+	store := v.(*objstore.Memory)
+	cc := chunkcache.DefaultConfig(t.TempDir())
+	cc.ChunkBytes = 700
+	cache, err := chunkcache.Open(cc, store.GetRange)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	srv.remote = remote.NewReader(node.MetadataImage, cache, store)
+	return cache
+}
+
 // The real reader behind the fetch path: every offset below the local
 // start reads back through the chunk cache exactly what the engine
 // wrote, batch after batch, with read_committed too.
 func TestFetchFromRemoteTier(t *testing.T) {
 	srv, part, node, _ := tieredServer(t)
-	v, _ := tieredStores.Load(srv)
-	store := v.(*objstore.Memory)
-	cc := chunkcache.DefaultConfig(t.TempDir())
-	cc.ChunkBytes = 700 // batches straddle chunks
-	cache, err := chunkcache.Open(cc, store.GetRange)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cache.Close()
-	srv.remote = remote.NewReader(node.MetadataImage, cache, store)
+	cache := useRemoteReader(t, srv, node)
 	local := part.LocalLogStartOffset()
 	for _, committed := range []bool{false, true} {
 		var got []string
@@ -232,6 +242,47 @@ func TestFetchFromRemoteTier(t *testing.T) {
 	}
 	if cache.Stats().SpanCopies == 0 {
 		t.Fatal("no batch crossed a chunk boundary")
+	}
+}
+
+// A real client consumes the topic from the start over the plaintext
+// listener: the remote tier's chunk ranges go out with sendfile, and the
+// client sees every record in order across the tiers.
+func TestConsumeAcrossTiers(t *testing.T) {
+	srv, part, node, _ := tieredServer(t)
+	cache := useRemoteReader(t, srv, node)
+	hw := part.Info().HighWatermark
+	addr := srv.listeners[0].ln.Addr().String()
+	for _, iso := range []kgo.IsolationLevel{kgo.ReadUncommitted(), kgo.ReadCommitted()} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cons, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("tt"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(100*time.Millisecond), kgo.FetchIsolationLevel(iso), kgo.FetchMaxPartitionBytes(2000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var next int64
+		for next < hw && ctx.Err() == nil {
+			fs := cons.PollFetches(ctx)
+			for _, fe := range fs.Errors() {
+				if !errors.Is(fe.Err, context.DeadlineExceeded) {
+					t.Fatalf("fetch error: %v", fe.Err)
+				}
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset != next || string(r.Value) != fmt.Sprintf("value-%03d-%s", next, string(make([]byte, 50))) {
+					t.Fatalf("record at %d: offset %d value %q", next, r.Offset, r.Value)
+				}
+				next++
+			})
+		}
+		cons.Close()
+		cancel()
+		if next != hw {
+			t.Fatalf("consumed %d of %d records", next, hw)
+		}
+	}
+	if st := cache.Stats(); st.Misses == 0 || st.SpanCopies == 0 {
+		t.Fatalf("the remote tier was not read through the cache: %+v", st)
 	}
 }
 
@@ -501,4 +552,38 @@ func applyCmd(t testing.TB, img **metadata.Image, c metadata.Command) metadata.R
 	}
 	*img = next
 	return res
+}
+
+// One pass's remote reads end at the fetch's deadline, within
+// [remoteReadMinWait, remoteReadMaxWait] from the first.
+func TestRemoteBudget(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct{ deadline, want time.Duration }{
+		{10 * time.Second, 10 * time.Second},
+		{-time.Second, remoteReadMinWait},
+		{0, remoteReadMinWait},
+		{time.Hour, remoteReadMaxWait},
+	} {
+		if got := remoteBudget(now, now.Add(tc.deadline)).Sub(now); got != tc.want {
+			t.Errorf("deadline in %v: budget %v, want %v", tc.deadline, got, tc.want)
+		}
+	}
+}
+
+// The tiers' aborted lists merge in marker order, a transaction both
+// list once.
+func TestMergeAborted(t *testing.T) {
+	a := []producerstate.AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 5}, {ProducerID: 2, FirstOffset: 3, LastOffset: 9}}
+	b := []producerstate.AbortedTxn{{ProducerID: 2, FirstOffset: 3, LastOffset: 9}, {ProducerID: 3, FirstOffset: 8, LastOffset: 7}, {ProducerID: 1, FirstOffset: 10, LastOffset: 12}}
+	got := mergeAborted(a, b)
+	want := []producerstate.AbortedTxn{a[0], b[1], a[1], b[2]}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("merged %v, want %v", got, want)
+	}
+	if fmt.Sprint(a) != fmt.Sprint([]producerstate.AbortedTxn{{ProducerID: 1, FirstOffset: 0, LastOffset: 5}, {ProducerID: 2, FirstOffset: 3, LastOffset: 9}}) {
+		t.Fatalf("the remote list was changed: %v", a)
+	}
+	if got := mergeAborted(a, nil); len(got) != 2 {
+		t.Fatalf("nothing local: %v", got)
+	}
 }

@@ -213,6 +213,9 @@ type Server struct {
 	// remote reads the remote tier (Deps.Remote); nil without an object
 	// store.
 	remote RemoteTier
+	// noRemoteWarned is when the last "no object store" warning was
+	// logged (unix ns), to log it once a minute at most.
+	noRemoteWarned atomic.Int64
 	// repl is partition replication (set by Start); nil when off. The
 	// metrics collector reads it under mu.
 	repl Replicas

@@ -81,8 +81,8 @@ func (r *Reader) abortedTxns(ctx context.Context, seg *rlm.Segment, offset, uppe
 		if !ok {
 			break // the rest is in the local log
 		}
-		if steps == maxAbortWalk {
-			return nil, fmt.Errorf("%w: %d transactions open at offset %d still undecided after %d later remote segments (at offset %d)", ErrStorage, len(pending), seg.NextOffset, maxAbortWalk, next)
+		if steps == r.abortWalk {
+			return nil, fmt.Errorf("%w: %d transactions open at offset %d still undecided after %d later remote segments (at offset %d)", ErrStorage, len(pending), seg.NextOffset, r.abortWalk, next)
 		}
 		lst, err := r.snapshotOf(ctx, &later, offset)
 		if err != nil {

@@ -25,8 +25,8 @@ type fixture struct {
 	t      *testing.T
 	eng    *engine.Engine
 	part   *engine.Partition
-	mem    *objstore.Memory
-	store  *objstore.Faulty
+	base   objstore.Store   // where the test puts objects
+	store  *objstore.Faulty // base with faults: what the reader reads
 	cache  *chunkcache.Cache
 	img    atomic.Pointer[metadata.Image]
 	tid    metadata.UUID
@@ -36,6 +36,12 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, chunkBytes int64, topicConfigs map[string]string) *fixture {
+	t.Helper()
+	return newFixtureOn(t, chunkBytes, topicConfigs, objstore.NewMemory())
+}
+
+// newFixtureOn is newFixture over the object store base.
+func newFixtureOn(t *testing.T, chunkBytes int64, topicConfigs map[string]string, base objstore.Store) *fixture {
 	t.Helper()
 	cfg := engine.DefaultConfig()
 	cfg.Dir = t.TempDir()
@@ -61,8 +67,8 @@ func newFixture(t *testing.T, chunkBytes int64, topicConfigs map[string]string) 
 	if err := part.AssignLeaderEpoch(0); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, eng: eng, part: part, mem: objstore.NewMemory(), tid: metadata.NewUUID()}
-	f.store = objstore.NewFaulty(f.mem)
+	f := &fixture{t: t, eng: eng, part: part, base: base, tid: metadata.NewUUID()}
+	f.store = objstore.NewFaulty(base)
 	f.openCache(chunkBytes)
 	img := metadata.EmptyImage()
 	img = f.apply(img, metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c"}})
@@ -154,7 +160,7 @@ func (f *fixture) upload() int64 {
 			f.t.Fatal(err)
 		}
 		for kind, b := range map[string][]byte{"log": log, "index": ib, "timeindex": tb, "producers": snap, "epochs": rlm.EncodeEpochs(seg.Epochs)} {
-			if err := f.mem.Put(ctx, rlm.ObjectKey(&seg, kind), bytes.NewReader(b), int64(len(b))); err != nil {
+			if err := f.base.Put(ctx, rlm.ObjectKey(&seg, kind), bytes.NewReader(b), int64(len(b))); err != nil {
 				f.t.Fatal(err)
 			}
 		}

@@ -86,18 +86,29 @@ func (r *Reader) readObject(ctx context.Context, key string, limit int64) ([]byt
 	return b, nil
 }
 
-// offsetIndexOf returns the segment's parsed offset index.
-// offset is the one being read, for the error of a missing object.
+// offsetIndexOf returns the segment's parsed offset index; offset is the
+// one being read, for the error of a missing object.
 func (r *Reader) offsetIndexOf(ctx context.Context, seg *rlm.Segment, offset int64) (offsetIndex, error) {
-	key := rlm.ObjectKey(seg, "index")
+	return loadIndex(r, ctx, seg, offset, "index", indexEntrySize, parseOffsetIndex)
+}
+
+// timeIndexOf returns the segment's parsed time index.
+func (r *Reader) timeIndexOf(ctx context.Context, seg *rlm.Segment, offset int64) ([]timeEntry, error) {
+	return loadIndex(r, ctx, seg, offset, "timeindex", timeIndexEntrySize, parseTimeIndex)
+}
+
+// loadIndex returns the parsed index object kind of seg, from the LRU or
+// read whole from the store and checked by parse.
+func loadIndex[E any](r *Reader, ctx context.Context, seg *rlm.Segment, offset int64, kind string, entrySize int64, parse func([]byte, *rlm.Segment) ([]E, error)) ([]E, error) {
+	key := rlm.ObjectKey(seg, kind)
 	if ix, ok := r.indexes.get(key); ok {
-		return ix.(offsetIndex), nil
+		return ix.([]E), nil
 	}
-	b, err := r.readObject(ctx, key, maxObjectBytes(seg, indexEntrySize))
+	b, err := r.readObject(ctx, key, maxObjectBytes(seg, entrySize))
 	if err != nil {
 		return nil, r.objectError(seg, key, offset, err)
 	}
-	ix, err := parseOffsetIndex(b, seg)
+	ix, err := parse(b, seg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: object %s corrupt: %v", ErrStorage, key, err)
 	}
@@ -105,11 +116,11 @@ func (r *Reader) offsetIndexOf(ctx context.Context, seg *rlm.Segment, offset int
 	return ix, nil
 }
 
-func parseOffsetIndex(b []byte, seg *rlm.Segment) (offsetIndex, error) {
+func parseOffsetIndex(b []byte, seg *rlm.Segment) ([]indexEntry, error) {
 	if len(b)%indexEntrySize != 0 {
 		return nil, fmt.Errorf("%d bytes, not a multiple of %d", len(b), indexEntrySize)
 	}
-	ix := make(offsetIndex, 0, len(b)/indexEntrySize)
+	ix := make([]indexEntry, 0, len(b)/indexEntrySize)
 	for i := 0; i < len(b); i += indexEntrySize {
 		e := indexEntry{
 			offset: seg.BaseOffset + int64(binary.BigEndian.Uint32(b[i:])),
@@ -123,24 +134,6 @@ func parseOffsetIndex(b []byte, seg *rlm.Segment) (offsetIndex, error) {
 		}
 		ix = append(ix, e)
 	}
-	return ix, nil
-}
-
-// timeIndexOf returns the segment's parsed time index.
-func (r *Reader) timeIndexOf(ctx context.Context, seg *rlm.Segment, offset int64) ([]timeEntry, error) {
-	key := rlm.ObjectKey(seg, "timeindex")
-	if ix, ok := r.indexes.get(key); ok {
-		return ix.([]timeEntry), nil
-	}
-	b, err := r.readObject(ctx, key, maxObjectBytes(seg, timeIndexEntrySize))
-	if err != nil {
-		return nil, r.objectError(seg, key, offset, err)
-	}
-	ix, err := parseTimeIndex(b, seg)
-	if err != nil {
-		return nil, fmt.Errorf("%w: object %s corrupt: %v", ErrStorage, key, err)
-	}
-	r.indexes.put(key, ix, int64(len(ix))*16+64)
 	return ix, nil
 }
 

@@ -53,8 +53,10 @@ type Reader struct {
 	cache *chunkcache.Cache
 	store objstore.Store
 
-	indexes *lru[any]      // offsetIndex or []timeEntry by object key
+	indexes *lru[any]      // []indexEntry or []timeEntry by object key
 	snaps   *lru[snapTxns] // decoded "producers" objects by object key
+	// abortWalk bounds abortedTxns' walk (maxAbortWalk; tests lower it).
+	abortWalk int
 }
 
 // NewReader builds a reader over the committed metadata (image), the
@@ -65,6 +67,8 @@ func NewReader(image func() *metadata.Image, cache *chunkcache.Cache, store objs
 		image: image, cache: cache, store: store,
 		indexes: newLRU[any](indexCacheBytes),
 		snaps:   newLRU[snapTxns](snapshotCacheBytes),
+
+		abortWalk: maxAbortWalk,
 	}
 }
 
@@ -78,13 +82,13 @@ func (noData) ReadAt([]byte, int64) (int, error) { return 0, nil }
 func (noData) Release()                          {}
 
 // Read serves a consumer fetch of topicID/partition at offset, below the
-// local log start (the engine answered *engine.OffsetRemoteError; le
-// carries its bounds). It returns batches of the one remote segment
-// holding offset, at most maxBytes unless minOneBatch needs a whole first
-// batch; Data is released by the caller. readCommitted also returns the
-// aborted transactions overlapping what is returned, and
-// LastStableOffset/HighWatermark/LogStartOffset are filled from le and
-// the partition's engine view by the caller.
+// local log start (the engine answered *engine.OffsetRemoteError). It
+// returns batches of the one remote segment holding offset, at most
+// maxBytes unless minOneBatch needs a whole first batch; Data is released
+// by the caller. readCommitted also returns the aborted transactions
+// overlapping what is returned. LastStableOffset/HighWatermark/
+// LogStartOffset are -1 here: the caller fills them from the partition's
+// engine view.
 //
 // The aborted transactions are those whose abort marker lies in the
 // remote tier; the caller adds those of the local log (whose marker is

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
@@ -73,6 +74,11 @@ func (r *Reader) timestampIn(ctx context.Context, seg *rlm.Segment, from, ts int
 			b := make([]byte, h.Size())
 			if _, err := r.cache.ReadAt(ctx, key, seg.SizeBytes, b, pos); err != nil {
 				return -1, -1, false, r.objectError(seg, key, from, err)
+			}
+			// Damaged bytes stop here rather than in the record parser
+			// or a decompressor.
+			if bt, err := records.Parse(b); err != nil || !bt.CRCValid() {
+				return -1, -1, false, fmt.Errorf("%w: object %s corrupt: batch at byte %d fails its CRC", ErrStorage, key, pos)
 			}
 			off, at, err := engine.FirstRecordAtOrAfter(b, ts)
 			if err != nil {

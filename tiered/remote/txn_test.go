@@ -2,8 +2,10 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
@@ -52,8 +54,8 @@ func TestAbortedTxnsAcrossSegments(t *testing.T) {
 	f := newFixture(t, 4096, nil)
 	a, b, c, d := &txnProducer{f: f, pid: 100}, &txnProducer{f: f, pid: 200}, &txnProducer{f: f, pid: 300}, &txnProducer{f: f, pid: 400}
 	f.produce(10)
-	a.send(2) // aborted 3+ segments later
-	b.send(1) // committed
+	aFirst := a.send(2) // aborted 3+ segments later
+	b.send(1)           // committed
 	f.produce(40)
 	c.send(2) // aborted at once
 	c.end(false)
@@ -109,6 +111,16 @@ func TestAbortedTxnsAcrossSegments(t *testing.T) {
 	if !sawA || !sawD {
 		t.Fatalf("the cross-segment abort (seen %v) or the local-only abort (seen %v) never showed", sawA, sawD)
 	}
+
+	// Past the walk's bound the read fails rather than guess.
+	f.reader.abortWalk = 1
+	_, _, err := f.reader.Read(ctx, f.tid, 0, aFirst, 1<<20, true, true)
+	if !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "undecided") {
+		t.Fatalf("walk past its bound: %v", err)
+	}
+	if _, _, err := f.reader.Read(ctx, f.tid, 0, aFirst, 1<<20, true, false); err != nil {
+		t.Fatalf("read_uncommitted needs no walk: %v", err)
+	}
 }
 
 func mergeTest(a, b []producerstate.AbortedTxn) []producerstate.AbortedTxn {
@@ -130,7 +142,7 @@ func TestAbortedTxnsCorruptSnapshot(t *testing.T) {
 	f.upload()
 	seg := f.segs[0]
 	key := objectKey(&seg, "producers")
-	if err := f.mem.Put(context.Background(), key, bytesReader("RLPS garbage"), 12); err != nil {
+	if err := f.base.Put(context.Background(), key, bytesReader("RLPS garbage"), 12); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err := f.reader.Read(context.Background(), f.tid, 0, seg.BaseOffset, 1<<20, true, true)
