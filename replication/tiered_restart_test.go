@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/coordinator/metadata/metadatatest"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/epochcache"
@@ -154,7 +155,10 @@ func TestFetcherRestartsEngineLogFromRemoteTier(t *testing.T) {
 	}
 	produce(3, 2) // the leader moves on past the remote end
 
-	im, tid := imageWithRemote(t, "foll", restartAt)
+	mb := metadatatest.New(t)
+	tid := mb.Topic("foll", 1, nil)
+	mb.CommitRemote(rlm.Segment{ID: rlm.SegmentID{1}, TopicID: tid, BaseOffset: 0, NextOffset: restartAt, SizeBytes: 1})
+	im := mb.Image
 	store := objstore.NewMemory()
 	rs := rlm.Segment{ID: rlm.SegmentID{1}, TopicID: tid, BaseOffset: 0, NextOffset: restartAt}
 	for kind, b := range map[string][]byte{"producers": snap, "epochs": rlm.EncodeEpochs(history)} {
@@ -212,31 +216,6 @@ func TestFetcherRestartsEngineLogFromRemoteTier(t *testing.T) {
 	if got := foll.EpochEntries(); !slices.Equal(got, want) {
 		t.Fatalf("follower epochs %v, want %v", got, want)
 	}
-}
-
-// imageWithRemote is an image with topic name (one partition) whose
-// remote tier holds [0, end).
-func imageWithRemote(t *testing.T, name string, end int64) (*metadata.Image, metadata.UUID) {
-	t.Helper()
-	im := metadata.EmptyImage()
-	apply := func(c metadata.Command) metadata.Result {
-		t.Helper()
-		next, res := im.Apply(im.Index()+1, c)
-		if res.Err != nil {
-			t.Fatalf("apply: %v", res.Err)
-		}
-		im = next
-		return res
-	}
-	apply(metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c"}})
-	res := apply(metadata.Command{RegisterBroker: &metadata.RegisterBroker{ClusterID: "c", ID: 1, Incarnation: metadata.NewUUID(),
-		Endpoints: []metadata.Endpoint{{Listener: "PLAINTEXT", Host: "h", Port: 9092}}}})
-	apply(metadata.Command{UnfenceBroker: &metadata.UnfenceBroker{ID: 1, Epoch: res.Broker.Epoch}})
-	tid := metadata.NewUUID()
-	apply(metadata.Command{CreateTopic: &metadata.CreateTopic{Name: name, ID: tid, Assignment: [][]int32{{1}}}})
-	apply(metadata.Command{CommitRemoteSegment: &metadata.CommitRemoteSegment{Segment: rlm.Segment{
-		ID: rlm.SegmentID{1}, TopicID: tid, BaseOffset: 0, NextOffset: end, SizeBytes: 1, Epochs: []rlm.EpochEntry{{Epoch: 0, StartOffset: 0}}}}})
-	return im, tid
 }
 
 func untimed(ps []producerstate.ProducerInfo) []producerstate.ProducerInfo {
