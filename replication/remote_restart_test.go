@@ -345,3 +345,18 @@ func TestFetcherRemoteRestartShutdown(t *testing.T) {
 		t.Fatalf("log restarted during shutdown: [%d, %d)", la.start, la.LogEndOffset())
 	}
 }
+
+func TestRemoteRestartTimeoutConfig(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := cfg.Validate(); err != nil || cfg.remoteRestartTimeout() != DefaultRemoteRestartTimeout {
+		t.Fatalf("default: %v, timeout %v", err, cfg.remoteRestartTimeout())
+	}
+	cfg.RemoteRestartTimeout = 3 * time.Second
+	if err := cfg.Validate(); err != nil || cfg.remoteRestartTimeout() != 3*time.Second {
+		t.Fatalf("3s: %v, timeout %v", err, cfg.remoteRestartTimeout())
+	}
+	cfg.RemoteRestartTimeout = -time.Second
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("negative RemoteRestartTimeout accepted")
+	}
+}

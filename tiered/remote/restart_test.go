@@ -9,40 +9,26 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/coordinator/metadata/metadatatest"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
-// testImage is an image with topic "t" (one partition, led by broker 1
-// at epoch 0) and segs committed to it.
+// testImage is an image with topic "t" (one partition) and segs
+// committed to it.
 func testImage(t *testing.T, segs ...rlm.Segment) (*metadata.Image, metadata.UUID) {
-	t.Helper()
-	im := metadata.EmptyImage()
-	apply := func(c metadata.Command) metadata.Result {
-		t.Helper()
-		next, res := im.Apply(im.Index()+1, c)
-		if res.Err != nil {
-			t.Fatalf("apply %+v: %v", c, res.Err)
-		}
-		im = next
-		return res
-	}
-	apply(metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c"}})
-	res := apply(metadata.Command{RegisterBroker: &metadata.RegisterBroker{ClusterID: "c", ID: 1, Incarnation: metadata.NewUUID(),
-		Endpoints: []metadata.Endpoint{{Listener: "PLAINTEXT", Host: "h", Port: 9092}}}})
-	apply(metadata.Command{UnfenceBroker: &metadata.UnfenceBroker{ID: 1, Epoch: res.Broker.Epoch}})
-	tid := metadata.NewUUID()
-	apply(metadata.Command{CreateTopic: &metadata.CreateTopic{Name: "t", ID: tid, Configs: map[string]string{"remote.storage.enable": "true"}, Assignment: [][]int32{{1}}}})
+	b := metadatatest.New(t)
+	tid := b.Topic("t", 1, map[string]string{"remote.storage.enable": "true"})
 	for _, s := range segs {
 		s.TopicID = tid
-		apply(metadata.Command{CommitRemoteSegment: &metadata.CommitRemoteSegment{Segment: s}})
+		b.CommitRemote(s)
 	}
-	return im, tid
+	return b.Image, tid
 }
 
 func seg(id byte, base, next int64) rlm.Segment {
-	return rlm.Segment{ID: rlm.SegmentID{id}, BaseOffset: base, NextOffset: next, SizeBytes: next - base, Epochs: []rlm.EpochEntry{{Epoch: 0, StartOffset: base}}}
+	return rlm.Segment{ID: rlm.SegmentID{id}, BaseOffset: base, NextOffset: next, SizeBytes: next - base}
 }
 
 // snapshotAt returns a producer snapshot whose map end is offset.
