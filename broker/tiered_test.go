@@ -246,6 +246,7 @@ func TestTieredConfigValidate(t *testing.T) {
 		{"half credentials", func(c *Config) { c.Tiered.S3.AccessKey = "k" }, "set together"},
 		{"ca without tls", func(c *Config) { c.Tiered.S3.CAFile = "ca.pem" }, "needs TLS"},
 		{"tiny cache", func(c *Config) { c.Tiered.CacheBytes = 1 << 10 }, "MaxBytes"},
+		{"negative cache", func(c *Config) { c.Tiered.CacheBytes = -1 }, "cache bytes"},
 		{"negative interval", func(c *Config) { c.Tiered.Upload.Interval = -time.Second }, "upload interval"},
 		{"negative concurrency", func(c *Config) { c.Tiered.Upload.Concurrency = -1 }, "upload concurrency"},
 	} {
