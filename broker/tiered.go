@@ -38,7 +38,7 @@ type TieredConfig struct {
 	S3 objstore.S3Config
 	// CacheDir holds the chunk cache of remote reads (<data-dir>/remote-cache).
 	CacheDir string
-	// CacheBytes bounds the chunk cache on disk (1 GiB).
+	// CacheBytes bounds the chunk cache on disk (1 GiB; 0 takes it).
 	CacheBytes int64
 	// Upload tunes the upload manager; BrokerID and Logger are set by the
 	// broker.
@@ -86,6 +86,8 @@ func (c TieredConfig) Validate() error {
 		return fmt.Errorf("broker: tiered storage: %w", err)
 	}
 	switch {
+	case c.CacheBytes < 0:
+		return fmt.Errorf("broker: tiered storage: cache bytes %d must not be negative", c.CacheBytes)
 	case c.Upload.Interval < 0:
 		return fmt.Errorf("broker: tiered storage: upload interval %v must not be negative", c.Upload.Interval)
 	case c.Upload.Concurrency < 0:

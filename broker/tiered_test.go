@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -245,6 +246,7 @@ func TestTieredConfigValidate(t *testing.T) {
 		{"half credentials", func(c *Config) { c.Tiered.S3.AccessKey = "k" }, "set together"},
 		{"ca without tls", func(c *Config) { c.Tiered.S3.CAFile = "ca.pem" }, "needs TLS"},
 		{"tiny cache", func(c *Config) { c.Tiered.CacheBytes = 1 << 10 }, "MaxBytes"},
+		{"negative cache", func(c *Config) { c.Tiered.CacheBytes = -1 }, "cache bytes"},
 		{"negative interval", func(c *Config) { c.Tiered.Upload.Interval = -time.Second }, "upload interval"},
 		{"negative concurrency", func(c *Config) { c.Tiered.Upload.Concurrency = -1 }, "upload concurrency"},
 	} {
@@ -272,5 +274,55 @@ func TestTieredConfigValidate(t *testing.T) {
 	slog.New(slog.NewTextHandler(&sb, nil)).Info("x", "object_store", c.Tiered)
 	if strings.Contains(sb.String(), "very-secret") || !strings.Contains(sb.String(), "127.0.0.1:9000") {
 		t.Fatalf("log line %q", sb.String())
+	}
+}
+
+// A broker whose object store is down starts (no store call at start),
+// takes produce to a remote-storage topic with small segments (uploads
+// fail in the background), and closes promptly: nothing waits on the
+// store.
+func TestTieredStoreDownAtStart(t *testing.T) {
+	s3 := s3test.Start(t)
+	s3.Stop()
+	cfg, _ := lifecycleConfig(t)
+	ak, sk := s3.Credentials()
+	cfg.Tiered.S3.Endpoint, cfg.Tiered.S3.Bucket = s3.Endpoint(), s3.Bucket()
+	cfg.Tiered.S3.AccessKey, cfg.Tiered.S3.SecretKey = ak, sk
+	cfg.Tiered.Upload.Interval = 50 * time.Millisecond
+	b := startBroker(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := adminClient(t, b)
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"remote.storage.enable": kadm.StringPtr("true"),
+		"segment.bytes": kadm.StringPtr("1024"), "local.retention.bytes": kadm.StringPtr("1")}, "tiered"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.DefaultProduceTopic("tiered"), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 50 {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := cl.ProduceSync(pctx, &kgo.Record{Value: []byte(strings.Repeat("x", 200) + fmt.Sprint(i))}).FirstErr()
+		pcancel()
+		if err != nil {
+			t.Fatalf("produce %d with the store down: %v", i, err)
+		}
+	}
+	p, err := b.Engine().Partition("tiered", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.LocalLogStartOffset() != 0 {
+		t.Fatalf("local log start %d: segments deleted although nothing was uploaded", p.LocalLogStartOffset())
+	}
+	cl.Close()
+	t0 := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Fatalf("Close took %v with the store down", d)
 	}
 }
