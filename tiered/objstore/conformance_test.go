@@ -42,8 +42,10 @@ func stores(t *testing.T) map[string]func(t *testing.T) objstore.Store {
 	}
 }
 
+// ctxT bounds a test's calls: generous, since -race on a loaded 2-core
+// machine made 20 MiB through gofakes3 take over 10 s.
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
