@@ -3,6 +3,7 @@ package upload
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/rlm"
@@ -68,6 +69,21 @@ func TestParseObjectName(t *testing.T) {
 		"00000000000000000001-01020300000000000000000000000000.tmp", "-5-01020300000000000000000000000000.log"} {
 		if _, _, ok := parseObjectName(bad); ok {
 			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+func TestPutTimeout(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		want time.Duration
+	}{
+		{0, 30 * time.Second},
+		{8 << 20, 31 * time.Second},
+		{1 << 30, 30*time.Second + 128*time.Second},
+	} {
+		if got := putTimeout(30*time.Second, 8<<20, c.size); got != c.want {
+			t.Errorf("putTimeout(%d) = %v, want %v", c.size, got, c.want)
 		}
 	}
 }

@@ -224,7 +224,7 @@ func (t *task) uploadOne(p *engine.Partition, si *engine.SegmentInfo, first bool
 	}
 	putObj := func(kind string, r io.Reader, size int64) error {
 		key := rlm.ObjectKey(&seg, kind)
-		ctx, cancel := t.m.opCtx(t.ctx)
+		ctx, cancel := t.m.putCtx(t.ctx, size)
 		defer cancel()
 		put = append(put, key) // before the call: a failed Put may have stored it
 		if err := t.m.store.Put(ctx, key, r, size); err != nil {

@@ -59,9 +59,15 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the retry delay after a failed
 	// upload or commit (doubling, with jitter) [500ms, 30s].
 	MinBackoff, MaxBackoff time.Duration
-	// OpTimeout bounds one object-store call or metadata commit [2m].
+	// OpTimeout bounds one object-store call or metadata commit [30s]; a
+	// Put gets OpTimeout plus its size at MinPutRate on top, so a hung
+	// store shows in the error metrics and the log within about
+	// OpTimeout while a 1 GiB segment still has time to go out.
 	OpTimeout time.Duration
-	Logger    *slog.Logger
+	// MinPutRate is the slowest upload rate, in bytes per second, that a
+	// Put's deadline allows for [8 MiB/s].
+	MinPutRate int64
+	Logger     *slog.Logger
 }
 
 // withDefaults fills the zero fields.
@@ -80,7 +86,10 @@ func (c Config) withDefaults() Config {
 	}
 	c.MaxBackoff = max(c.MaxBackoff, c.MinBackoff)
 	if c.OpTimeout <= 0 {
-		c.OpTimeout = 2 * time.Minute
+		c.OpTimeout = 30 * time.Second
+	}
+	if c.MinPutRate <= 0 {
+		c.MinPutRate = 8 << 20
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -376,6 +385,16 @@ func (m *Manager) Close() error {
 // opCtx bounds one store call or commit by OpTimeout under parent.
 func (m *Manager) opCtx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, m.cfg.OpTimeout)
+}
+
+// putCtx bounds a Put of size bytes: OpTimeout plus the time size takes
+// at MinPutRate.
+func (m *Manager) putCtx(parent context.Context, size int64) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, putTimeout(m.cfg.OpTimeout, m.cfg.MinPutRate, size))
+}
+
+func putTimeout(base time.Duration, rate, size int64) time.Duration {
+	return base + time.Duration(float64(size)/float64(rate)*float64(time.Second))
 }
 
 // deleteKeys deletes objects (a missing one is fine) and tells the cache.
