@@ -160,6 +160,11 @@ func TestTieredIntegration(t *testing.T) {
 	}); !ok {
 		t.Fatalf("%s: no upload progress: %s", at(), msg)
 	}
+	// Then, within 30 s, a moment when a sealed segment waits or is in
+	// flight: the kill most likely lands mid-upload.
+	poll(30*time.Second, 50*time.Millisecond, func() (bool, string) {
+		return metricSum(c.node(leader), "ringlog_remote_upload_lag_segments") > 0, ""
+	})
 	var endAtKill int64 = -1
 	if rs, err := remoteState(c.node(leader).admin, topic); err == nil {
 		if rp, ok := rs.part(0); ok {
@@ -181,12 +186,13 @@ func TestTieredIntegration(t *testing.T) {
 	}); !ok {
 		t.Fatalf("%s: p0 uploads did not resume after the leader's kill: %s", at(), msg)
 	}
+	resumed := time.Now()
 	t.Logf("%s: p0 uploads resumed", at())
 
 	// (b) the object store goes away for `outage` under load: first
 	// frozen (requests hang), then killed (connections refused), then
 	// started again on the same address and directory.
-	time.Sleep(5 * time.Second)
+	time.Sleep(10 * time.Second)
 	sumAll := func(name string) (sum, maxv float64) {
 		for _, b := range c.nodes {
 			v := metricSum(b, name)
@@ -210,7 +216,7 @@ func TestTieredIntegration(t *testing.T) {
 		}
 	}
 	sampleOutage(outageStart.Add(outage / 2))
-	t.Logf("%s: object store killed (connections refused)", at())
+	t.Logf("%s: object store killed (connections refused); upload errors while frozen %v -> %v, held-back bytes max %s", at(), errs0, errsMax, mib(int64(heldMax)))
 	s3.kill()
 	sampleOutage(outageStart.Add(outage))
 	s3.restart()
@@ -228,10 +234,15 @@ func TestTieredIntegration(t *testing.T) {
 			t.Errorf("no acknowledgement in [%v, %v) of the outage", w.Sub(outageStart), w.Sub(outageStart)+5*time.Second)
 		}
 	}
-	before := load.latencies(outageStart.Add(-20*time.Second), outageStart)
+	// Latency before: from the kill's recovery to the outage.
+	beforeFrom := outageStart.Add(-20 * time.Second)
+	if r := resumed.Add(3 * time.Second); r.After(beforeFrom) {
+		beforeFrom = r
+	}
+	before := load.latencies(beforeFrom, outageStart)
 	during := load.latencies(outageStart, outageEnd)
-	t.Logf("produce ack latency: 20 s before the outage p50 %v p99 %v (%d acks); during p50 %v p99 %v (%d acks)",
-		quantile(before, 0.5), quantile(before, 0.99), len(before), quantile(during, 0.5), quantile(during, 0.99), len(during))
+	t.Logf("produce ack latency: %v before the outage p50 %v p99 %v (%d acks); during p50 %v p99 %v (%d acks)",
+		outageStart.Sub(beforeFrom).Truncate(time.Second), quantile(before, 0.5), quantile(before, 0.99), len(before), quantile(during, 0.5), quantile(during, 0.99), len(during))
 	if errsMax <= errs0 {
 		t.Errorf("ringlog_remote_upload_errors_total did not rise during the outage (%v -> %v)", errs0, errsMax)
 	}
