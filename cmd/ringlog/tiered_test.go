@@ -77,11 +77,14 @@ func mergeAcks(ls ...*tieredLoad) map[int32][]ackRec {
 	return out
 }
 
-func endsOf(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
+// tieredSetup starts the S3 server and three brokers on it, and a client
+// of the cluster.
+func tieredSetup(t *testing.T) (*s3Proc, *testCluster, *kgo.Client, *kadm.Client) {
 	t.Helper()
-	out := map[int32]int64{}
-	listedEnds(t, adm, topic).Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
-	return out
+	s3 := startS3(t)
+	c := startTieredCluster(t, s3)
+	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
+	return s3, c, cl, kadm.NewClient(cl)
 }
 
 func TestTieredIntegration(t *testing.T) {
@@ -99,10 +102,7 @@ func TestTieredIntegration(t *testing.T) {
 	)
 	at := func() string { return time.Since(testStart).Truncate(100 * time.Millisecond).String() }
 
-	s3 := startS3(t)
-	c := startTieredCluster(t, s3)
-	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
-	adm := kadm.NewClient(cl)
+	s3, c, _, adm := tieredSetup(t)
 	createTopicWith(t, adm, topic, partitions, 3, map[string]*string{
 		"min.insync.replicas":   kadm.StringPtr("2"),
 		"remote.storage.enable": kadm.StringPtr("true"),
@@ -191,8 +191,9 @@ func TestTieredIntegration(t *testing.T) {
 
 	// (b) the object store goes away for `outage` under load: first
 	// frozen (requests hang), then killed (connections refused), then
-	// started again on the same address and directory.
-	time.Sleep(10 * time.Second)
+	// started again on the same address and directory. 15 s first give
+	// the latency before it a window clear of the kill's recovery.
+	time.Sleep(15 * time.Second)
 	sumAll := func(name string) (sum, maxv float64) {
 		for _, b := range c.nodes {
 			v := metricSum(b, name)
@@ -265,7 +266,7 @@ func TestTieredIntegration(t *testing.T) {
 	if load.errs > 0 {
 		t.Errorf("%d records were not acknowledged (last error %v)", load.errs, load.lastErr)
 	}
-	ends := endsOf(t, adm, topic)
+	ends := endOffsets(t, adm, topic)
 
 	// Every sealed segment gets uploaded: remote_end reaches the leader's
 	// active segment.
@@ -503,10 +504,7 @@ func TestTieredReadErrors(t *testing.T) {
 		valueSize = 1024
 		segBytes  = 256 << 10
 	)
-	s3 := startS3(t)
-	c := startTieredCluster(t, s3)
-	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
-	adm := kadm.NewClient(cl)
+	s3, c, cl, adm := tieredSetup(t)
 	cfg := map[string]*string{
 		"min.insync.replicas":   kadm.StringPtr("2"),
 		"remote.storage.enable": kadm.StringPtr("true"),
@@ -527,7 +525,7 @@ func TestTieredReadErrors(t *testing.T) {
 		t.Fatalf("produce errors: %v %v", load.lastErr, dload.lastErr)
 	}
 	leader := partitionLeader(t, adm, topic, 1, 0)
-	ends := endsOf(t, adm, topic)
+	ends := endOffsets(t, adm, topic)
 
 	// Wait until the leader's local log starts above five remote segments.
 	var rs remoteTopicJSON
@@ -682,10 +680,7 @@ func TestTieredFollowerCatchUp(t *testing.T) {
 		valueSize = 1024
 		segBytes  = 256 << 10
 	)
-	s3 := startS3(t)
-	c := startTieredCluster(t, s3)
-	cl := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...))
-	adm := kadm.NewClient(cl)
+	_, c, cl, adm := tieredSetup(t)
 	// Two replicas on nodes 2 and 3: with one of them down the other
 	// leads alone (min.insync.replicas 1), and the three controller
 	// voters keep a quorum whichever of them is down.
@@ -705,7 +700,7 @@ func TestTieredFollowerCatchUp(t *testing.T) {
 
 	l1 := runTieredLoad(t, ctx, c.addrs(), topic, 0, 1<<20, valueSize, 0)
 	l1.wait(t, time.Minute)
-	endDown := endsOf(t, adm, topic)[0]
+	endDown := endOffsets(t, adm, topic)[0]
 	t.Logf("node %d leads; stopping node %d at offset %d", leader, lagger, endDown)
 	c.node(lagger).kill9()
 
@@ -750,7 +745,7 @@ func TestTieredFollowerCatchUp(t *testing.T) {
 
 	// It can lead: the old leader dies, the lagger takes over, serves the
 	// whole log (remote and local) and uploads what it is given.
-	ends := endsOf(t, adm, topic)
+	ends := endOffsets(t, adm, topic)
 	c.node(leader).kill9()
 	waitMetadata(t, adm, 60*time.Second, "the lagger leads", func(m kadm.Metadata) bool {
 		ps := m.Topics[topic].Partitions
@@ -763,7 +758,7 @@ func TestTieredFollowerCatchUp(t *testing.T) {
 	if l3.errs > 0 {
 		t.Fatalf("produce to the new leader: %v", l3.lastErr)
 	}
-	ends = endsOf(t, adm, topic)
+	ends = endOffsets(t, adm, topic)
 	res, err := readBackAll(testContext(t, 2*time.Minute), c.addrs(leader), topic, 0, ends, mergeAcks(l1, l2, l3), valueSize)
 	if err != nil {
 		t.Fatalf("read-back from the new leader: %v", err)
