@@ -650,6 +650,7 @@ type readBackResult struct {
 	acked    int64 // acknowledged records found, identical
 	unacked  int   // records in the log whose produce was not acknowledged (failed or never answered)
 	problems []string
+	checkers map[int32]*partitionChecker
 }
 
 func (r *readBackResult) problem(format string, args ...any) {
@@ -671,6 +672,47 @@ type partitionChecker struct {
 	lastSeq int64
 	seen    map[uint64]bool
 	found   int64
+	// What the whole-log lookups are checked against (ListOffsets by
+	// timestamp, OffsetForLeaderEpoch): the first offset of each leader
+	// epoch, and sampled records with where their timestamp's run of
+	// records began.
+	epochs                 []epochStart
+	lastTs, runStart, prev int64
+	tsBackwards            bool
+	tsSamples              []tsSample
+}
+
+type epochStart struct {
+	epoch  int32
+	offset int64
+}
+
+// tsSample: the record at offset has timestamp ts; the records stamped ts
+// start at runStart, and the run before them at prevRun.
+type tsSample struct {
+	offset, ts, runStart, prevRun int64
+}
+
+// tsSampleEvery picks the records whose timestamps are looked up.
+const tsSampleEvery = 40_000
+
+// track notes a record's timestamp (ms; <0 unknown) and leader epoch.
+func (c *partitionChecker) track(offset, ts int64, epoch int32) {
+	if n := len(c.epochs); n == 0 || c.epochs[n-1].epoch != epoch {
+		c.epochs = append(c.epochs, epochStart{epoch, offset})
+	}
+	if ts < 0 {
+		return
+	}
+	switch {
+	case ts < c.lastTs:
+		c.tsBackwards = true
+	case ts > c.lastTs || offset == 0:
+		c.prev, c.runStart, c.lastTs = c.runStart, offset, ts
+	}
+	if offset%tsSampleEvery == tsSampleEvery/2 && !c.tsBackwards {
+		c.tsSamples = append(c.tsSamples, tsSample{offset, ts, c.runStart, c.prev})
+	}
 }
 
 // newPartitionChecker checks a read starting at from: acknowledged
@@ -761,7 +803,7 @@ func readBackAll(ctx context.Context, seeds []string, topic string, from int64, 
 		return nil, err
 	}
 	defer cl.Close()
-	res := &readBackResult{}
+	res := &readBackResult{checkers: checkers}
 	done := func() bool {
 		for p, e := range ends {
 			if checkers[p].next < e {
@@ -784,6 +826,7 @@ func readBackAll(ctx context.Context, seeds []string, topic string, from int64, 
 		fs.EachError(func(_ string, p int32, err error) { lastErr[p] = err })
 		fs.EachRecord(func(r *kgo.Record) {
 			if c := checkers[r.Partition]; c != nil && r.Offset < ends[r.Partition] {
+				c.track(r.Offset, r.Timestamp.UnixMilli(), r.LeaderEpoch)
 				c.check(res, r.Offset, r.Key, r.Value, valueSize)
 			}
 		})

@@ -102,7 +102,7 @@ func TestTieredIntegration(t *testing.T) {
 	)
 	at := func() string { return time.Since(testStart).Truncate(100 * time.Millisecond).String() }
 
-	s3, c, _, adm := tieredSetup(t)
+	s3, c, cl, adm := tieredSetup(t)
 	createTopicWith(t, adm, topic, partitions, 3, map[string]*string{
 		"min.insync.replicas":   kadm.StringPtr("2"),
 		"remote.storage.enable": kadm.StringPtr("true"),
@@ -398,6 +398,11 @@ func TestTieredIntegration(t *testing.T) {
 		if res.acked != load.acked.Load() {
 			t.Errorf("read-back found %d of %d acknowledged records", res.acked, load.acked.Load())
 		}
+		leaders := map[int32]int32{}
+		for _, p := range md.Topics[topic].Partitions {
+			leaders[p.Partition] = p.Leader
+		}
+		checkWholeLogLookups(t, c, cl, leaders, topic, res, true)
 	}
 	readStart = time.Now()
 	kres, err := readBackKcat(testContext(t, 4*time.Minute), c.node(1).addr, topic, 0, ends[0], acks[0], valueSize)
@@ -767,6 +772,9 @@ func TestTieredFollowerCatchUp(t *testing.T) {
 		t.Errorf("read-back: %s", p)
 	}
 	t.Logf("read [0, %d) from node %d: %d records, %d acked and identical", ends[0], lagger, res.records, res.acked)
+	// Its leader-epoch history reaches below its local log (restored from
+	// the remote tier at its restart).
+	checkWholeLogLookups(t, c, cl, map[int32]int32{0: lagger}, topic, res, false)
 	if want := l1.acked.Load() + l2.acked.Load() + l3.acked.Load(); res.acked != want {
 		t.Errorf("read-back found %d of %d acknowledged records", res.acked, want)
 	}
@@ -855,4 +863,102 @@ func TestTieredS3Process(t *testing.T) {
 	if _, err := get("t/0/b.log"); !errors.Is(err, objstore.ErrNotFound) {
 		t.Errorf("deleted object: %v, want ErrNotFound", err)
 	}
+}
+
+// listOffsetAt sends one raw ListOffsets (v9, for -4 and -5) to broker id.
+func listOffsetAt(ctx context.Context, cl *kgo.Client, id int32, topic string, p int32, ts int64) (int64, error) {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.SetVersion(9)
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.Timestamp = p, -1, ts
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("ListOffsets answer with %d topics", len(resp.Topics))
+	}
+	rpp := resp.Topics[0].Partitions[0]
+	return rpp.Offset, kerr.ErrorForCode(rpp.ErrorCode)
+}
+
+// offsetForEpochAt sends one raw OffsetForLeaderEpoch to broker id.
+func offsetForEpochAt(ctx context.Context, cl *kgo.Client, id int32, topic string, p, epoch int32) (int64, error) {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p, -1, epoch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
+	if err != nil {
+		return 0, err
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, fmt.Errorf("OffsetForLeaderEpoch answer with %d topics", len(resp.Topics))
+	}
+	rpp := resp.Topics[0].Partitions[0]
+	return rpp.EndOffset, kerr.ErrorForCode(rpp.ErrorCode)
+}
+
+// checkWholeLogLookups asks each partition's leader the lookups that must
+// see the remote tier as well as the local log: ListOffsets earliest (-2:
+// the whole log's start), earliest-local (-4), latest-tiered (-5), by the
+// timestamps of records sampled through the log, and OffsetForLeaderEpoch
+// of every epoch but the last, against what the read-back saw. ends
+// false skips -2/-4/-5, for a log whose ends may still move.
+func checkWholeLogLookups(t *testing.T, c *testCluster, cl *kgo.Client, leaders map[int32]int32, topic string, res *readBackResult, ends bool) {
+	t.Helper()
+	ctx := testContext(t, 2*time.Minute)
+	var tsRemote, tsLocal, epochChecks int
+	for p, pc := range res.checkers {
+		leader := leaders[p]
+		rs, err := remoteState(c.node(leader).admin, topic)
+		if err != nil {
+			t.Errorf("remote state on node %d: %v", leader, err)
+			continue
+		}
+		rp, _ := rs.part(p)
+		want := map[int64]int64{-2: max(rp.RemoteLogStart, 0), -4: rp.LocalLogStart, -5: rp.RemoteEnd - 1}
+		for _, ts := range []int64{-2, -4, -5} {
+			if !ends {
+				break
+			}
+			if o, err := listOffsetAt(ctx, cl, leader, topic, p, ts); err != nil || o != want[ts] {
+				t.Errorf("p%d ListOffsets %d on node %d: %d (%v), want %d", p, ts, leader, o, err, want[ts])
+			}
+		}
+		if pc.tsBackwards {
+			t.Logf("p%d: record timestamps go backwards; timestamp lookups not checked", p)
+		}
+		for _, s := range pc.tsSamples {
+			o, err := listOffsetAt(ctx, cl, leader, topic, p, s.ts)
+			// Kafka answers the first record stamped >= ts; an answer at
+			// batch granularity may start up to one timestamp run early.
+			if err != nil || o > s.runStart || o < s.prevRun {
+				t.Errorf("p%d ListOffsets timestamp %d (of offset %d, run from %d, previous run from %d): %d (%v)", p, s.ts, s.offset, s.runStart, s.prevRun, o, err)
+			}
+			if s.offset < rp.LocalLogStart {
+				tsRemote++
+			} else {
+				tsLocal++
+			}
+		}
+		for i := 0; i+1 < len(pc.epochs); i++ {
+			e, next := pc.epochs[i], pc.epochs[i+1]
+			end, err := offsetForEpochAt(ctx, cl, leader, topic, p, e.epoch)
+			if err != nil || end != next.offset {
+				t.Errorf("p%d OffsetForLeaderEpoch %d on node %d: end %d (%v), want %d (epoch %d starts there; local log starts at %d)", p, e.epoch, leader, end, err, next.offset, next.epoch, rp.LocalLogStart)
+			}
+			epochChecks++
+		}
+	}
+	t.Logf("whole-log lookups: %d timestamps in the remote tier and %d local, %d leader epochs, -2/-4/-5 on %d partitions", tsRemote, tsLocal, epochChecks, len(res.checkers))
 }
