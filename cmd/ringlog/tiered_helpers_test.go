@@ -694,7 +694,7 @@ type tsSample struct {
 }
 
 // tsSampleEvery picks the records whose timestamps are looked up.
-const tsSampleEvery = 40_000
+const tsSampleEvery = 10_000
 
 // track notes a record's timestamp (ms; <0 unknown) and leader epoch.
 func (c *partitionChecker) track(offset, ts int64, epoch int32) {

@@ -758,7 +758,7 @@ func TestTieredFollowerCatchUp(t *testing.T) {
 	})
 	rs0, _ := remoteState(c.node(lagger).admin, topic)
 	rp0, _ := rs0.part(0)
-	l3 := runTieredLoad(t, ctx, c.addrs(lagger, leader), topic, 2_000_000, 1<<20, valueSize, 0)
+	l3 := runTieredLoad(t, ctx, c.addrs(leader), topic, 2_000_000, 1<<20, valueSize, 0)
 	l3.wait(t, time.Minute)
 	if l3.errs > 0 {
 		t.Fatalf("produce to the new leader: %v", l3.lastErr)
