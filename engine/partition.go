@@ -654,10 +654,27 @@ func (s *segment) firstRecordAtOrAfter(pos int64, h batchHeader, ts int64) (int6
 	if _, err := s.log.ReadAt(b, pos); err != nil {
 		return -1, -1, fmt.Errorf("%w: read %s at %d: %v", ErrStorage, s.path(logSuffix), pos, err)
 	}
-	bh, err := records.ParseHeader(b)
+	off, at, err := FirstRecordAtOrAfter(b, ts)
 	if err != nil {
 		return -1, -1, fmt.Errorf("%w: %s at byte %d: %v", ErrCorruptLog, s.path(logSuffix), pos, err)
 	}
+	return off, at, nil
+}
+
+// FirstRecordAtOrAfter returns the offset and timestamp of the first
+// record of batch b (one whole batch, whose max timestamp is >= ts)
+// stamped ts or later; the batch's base offset and max timestamp when
+// none is (control batches). The remote tier uses it on batches read
+// from the object store.
+func FirstRecordAtOrAfter(b []byte, ts int64) (int64, int64, error) {
+	bh, err := records.ParseHeader(b)
+	if err != nil {
+		return -1, -1, err
+	}
+	if bh.Size() != int64(len(b)) {
+		return -1, -1, fmt.Errorf("batch of %d bytes in %d", bh.Size(), len(b))
+	}
+	h := headerOf(bh)
 	base := bh.BaseTimestamp
 	found := false
 	off, at := h.baseOffset, h.maxTimestamp
@@ -675,7 +692,7 @@ func (s *segment) firstRecordAtOrAfter(pos int64, h batchHeader, ts int64) (int6
 		return nil
 	})
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: %s at byte %d: %v", ErrCorruptLog, s.path(logSuffix), pos, err)
+		return -1, -1, err
 	}
 	return off, at, nil
 }

@@ -288,3 +288,20 @@ func epochsIn(entries []epochcache.Entry, base, next int64) []rlm.EpochEntry {
 	}
 	return out
 }
+
+// LocalBytesFrom is the size of the local segments whose base offset is
+// at or above offset, the active one included: with offset the remote
+// end, the bytes only the local tier holds, which Kafka counts with the
+// remote copy against retention.bytes. A segment straddling offset is
+// left out (it is in the remote tier already up to offset).
+func (p *Partition) LocalBytesFrom(offset int64) int64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var n int64
+	for _, s := range p.segs {
+		if s.base >= offset {
+			n += s.size
+		}
+	}
+	return n
+}

@@ -591,3 +591,26 @@ func TestRemoteDeleteFaultAsToday(t *testing.T) {
 		t.Fatalf("partition offline: %v", tp.Failed())
 	}
 }
+
+func TestLocalBytesFrom(t *testing.T) {
+	e := mustOpen(t, testConfig(t.TempDir()))
+	defer e.Close()
+	p := fillSegments(t, e, "t", 40, map[string]string{"remote.storage.enable": "true"})
+	bases := segBases(p)
+	if got := p.LocalBytesFrom(-1); got != p.Size() || got <= 0 {
+		t.Fatalf("LocalBytesFrom(-1) = %d, Size %d", got, p.Size())
+	}
+	infos := p.UploadableSegments(-1)
+	defer releaseAll(infos)
+	// From the second segment's base: everything but the first; from
+	// inside it: the straddling segment is left out too.
+	if got, want := p.LocalBytesFrom(bases[1]), p.Size()-infos[0].Size; got != want {
+		t.Fatalf("from %d: %d, want %d", bases[1], got, want)
+	}
+	if got, want := p.LocalBytesFrom(bases[1]+1), p.Size()-infos[0].Size-infos[1].Size; got != want {
+		t.Fatalf("from %d: %d, want %d", bases[1]+1, got, want)
+	}
+	if got := p.LocalBytesFrom(p.LogEndOffset() + 1); got != 0 {
+		t.Fatalf("past the end: %d", got)
+	}
+}

@@ -120,6 +120,13 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 		if cerr != nil {
 			return cerr
 		}
+		if old, err := engine.ParseTopicConfig(defaults, current); err == nil {
+			if cerr := s.checkRemoteStorage(cfg, &old); cerr != nil {
+				return cerr
+			}
+		} else if cerr := s.checkRemoteStorage(cfg, nil); cerr != nil {
+			return cerr
+		}
 		if rf := len(t.Partitions[0].TargetReplicas()); int(cfg.MinInsyncReplicas) > rf {
 			// Kafka accepts it only to refuse every acks=all write; the
 			// operator almost certainly mistyped.
@@ -193,6 +200,19 @@ func checkTopicConfigs(defaults engine.TopicConfig, current, next map[string]str
 		}
 	}
 	return cfg, nil
+}
+
+// checkRemoteStorage refuses a topic config that turns remote.storage.enable
+// on when this broker has no object store: the topic would accept the
+// setting and then never upload, so local retention would hold its
+// segments forever. old is the topic's config before the change (nil for
+// a new topic); a topic already tiered (created through a broker with a
+// store) may still have its other configs altered here.
+func (s *Server) checkRemoteStorage(next engine.TopicConfig, old *engine.TopicConfig) *configErr {
+	if s.cfg.RemoteStorage || !next.RemoteStorageEnable || old != nil && old.RemoteStorageEnable {
+		return nil
+	}
+	return cfgErr(kerr.InvalidConfig.Code, "%s needs an object store: start the broker with --object-store-endpoint (and --object-store-bucket) to use tiered storage", engine.RemoteStorageEnableKey)
 }
 
 // applyConfigOps returns current with ops applied (replace: ops alone).

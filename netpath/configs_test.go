@@ -109,3 +109,35 @@ func TestCheckTopicConfigsRemoteStorage(t *testing.T) {
 		t.Fatalf("total below the window: %v", cerr)
 	}
 }
+
+// Without an object store (Config.RemoteStorage false) turning
+// remote.storage.enable on is refused with INVALID_CONFIG, for a new topic
+// and for an alter; a topic already tiered keeps being alterable, and a
+// broker with a store accepts it.
+func TestCheckRemoteStorageNeedsObjectStore(t *testing.T) {
+	on := engine.TopicConfig{RemoteStorageEnable: true}
+	off := engine.TopicConfig{}
+	without, with := &Server{}, &Server{cfg: Config{RemoteStorage: true}}
+	for _, tc := range []struct {
+		name    string
+		s       *Server
+		next    engine.TopicConfig
+		old     *engine.TopicConfig
+		refused bool
+	}{
+		{"create on, no store", without, on, nil, true},
+		{"alter off to on, no store", without, on, &off, true},
+		{"create off, no store", without, off, nil, false},
+		{"alter of a tiered topic, no store", without, on, &on, false},
+		{"create on, store", with, on, nil, false},
+		{"alter off to on, store", with, on, &off, false},
+	} {
+		cerr := tc.s.checkRemoteStorage(tc.next, tc.old)
+		if (cerr != nil) != tc.refused {
+			t.Fatalf("%s: %v, want refused %v", tc.name, cerr, tc.refused)
+		}
+		if cerr != nil && (cerr.code != kerr.InvalidConfig.Code || !strings.Contains(cerr.msg, "remote.storage.enable needs an object store") || !strings.Contains(cerr.msg, "--object-store-endpoint")) {
+			t.Fatalf("%s: code %d message %q", tc.name, cerr.code, cerr.msg)
+		}
+	}
+}

@@ -41,6 +41,20 @@ type Config struct {
 	// OFFSET_MOVED_TO_TIERED_STORAGE (the offset is only in the remote
 	// tier). nil: such partitions keep retrying after FetchBackoff.
 	RemoteRestart RemoteRestartFunc
+	// RemoteRestartTimeout bounds one RemoteRestart call (its ctx
+	// deadline); 0 means DefaultRemoteRestartTimeout.
+	RemoteRestartTimeout time.Duration
+}
+
+// DefaultRemoteRestartTimeout is RemoteRestartTimeout's default: two
+// small object reads, with room for a slow store.
+const DefaultRemoteRestartTimeout = 30 * time.Second
+
+func (c Config) remoteRestartTimeout() time.Duration {
+	if c.RemoteRestartTimeout > 0 {
+		return c.RemoteRestartTimeout
+	}
+	return DefaultRemoteRestartTimeout
 }
 
 // RemoteRestartFunc returns the restart point of topic/partition from the
@@ -81,6 +95,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("replication: FetchMaxBytes %d and PartitionMaxBytes %d must be positive", c.FetchMaxBytes, c.PartitionMaxBytes)
 	case c.FetchBackoff <= 0 || c.AlterPartitionBackoff <= 0:
 		return fmt.Errorf("replication: FetchBackoff %v and AlterPartitionBackoff %v must be positive", c.FetchBackoff, c.AlterPartitionBackoff)
+	case c.RemoteRestartTimeout < 0:
+		return fmt.Errorf("replication: RemoteRestartTimeout %v must not be negative", c.RemoteRestartTimeout)
 	case c.MetadataLagBackoff <= 0 || c.MetadataLagBackoff > c.FetchBackoff:
 		return fmt.Errorf("replication: MetadataLagBackoff %v must be positive and at most FetchBackoff %v", c.MetadataLagBackoff, c.FetchBackoff)
 	}

@@ -7,14 +7,27 @@
 // (engine.Partition.SetRemoteState), which is what lets local retention
 // delete uploaded segments.
 //
-// CONTRACT (issue 21, round 2): the types and signatures below are what
-// the broker wiring builds against; the bodies are placeholders that the
-// uploader's engineer replaces.
+// Goroutines: one per led partition (task.go: uploads, remote retention,
+// the orphan sweep at its start) and one purger (purge.go). All of them
+// work in the background: produce never waits for the store or the
+// controller; a failing store only delays uploads, and with them local
+// deletion (the engine counts what it holds back).
+//
+// Idempotence: every upload attempt writes its objects under a fresh
+// rlm.SegmentID, and only the controller's commit makes them visible. An
+// attempt that is refused deletes its objects; one whose outcome is
+// unknown (a commit that timed out may still be applied) keeps them, and
+// the orphan sweep of the next task on the partition deletes them if the
+// commit never happened. A committed segment's objects are deleted only by
+// remote retention (after the metadata expired it) or the topic purge.
 package upload
 
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
@@ -51,6 +64,30 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 2
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	c.MaxBackoff = max(c.MaxBackoff, c.MinBackoff)
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
 // Stats are the counters and gauges /metrics exports.
 type Stats struct {
 	SegmentsUploaded int64 // committed uploads (counter)
@@ -69,6 +106,13 @@ type Stats struct {
 	Stalled int64
 }
 
+// partKey names a partition by topic id, which a re-created topic of the
+// same name does not share.
+type partKey struct {
+	topic     metadata.UUID
+	partition int32
+}
+
 // Manager runs the uploads of one broker.
 type Manager struct {
 	cfg   Config
@@ -76,26 +120,276 @@ type Manager struct {
 	store objstore.Store
 	meta  Meta
 	drop  func(key string)
+	log   *slog.Logger
+
+	// ctx is cancelled by Close; every goroutine and store call hangs
+	// off it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// sem bounds the segment uploads in flight over all partitions.
+	sem chan struct{}
+	// purgeWake wakes the purger when an image lists pending purges.
+	purgeWake chan struct{}
+
+	// recMu serialises Reconcile, so an older image never overwrites the
+	// engine state a newer one set.
+	recMu sync.Mutex
+	img   atomic.Pointer[metadata.Image]
+
+	mu      sync.Mutex // guards started, closed, tasks
+	started bool
+	closed  bool
+	tasks   map[partKey]*task
+
+	segmentsUploaded, bytesUploaded, uploadErrors, segmentsDeleted atomic.Int64
 }
 
 // New builds a manager. drop (may be nil) is called with each object key
 // the manager deletes, so the chunk cache forgets it.
 func New(cfg Config, eng *engine.Engine, store objstore.Store, meta Meta, drop func(key string)) *Manager {
-	return &Manager{cfg: cfg, eng: eng, store: store, meta: meta, drop: drop}
+	cfg = cfg.withDefaults()
+	if drop == nil {
+		drop = func(string) {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		cfg: cfg, eng: eng, store: store, meta: meta, drop: drop, log: cfg.Logger.With("component", "upload"),
+		ctx: ctx, cancel: cancel,
+		sem:       make(chan struct{}, cfg.Concurrency),
+		purgeWake: make(chan struct{}, 1),
+		tasks:     map[partKey]*task{},
+	}
 }
 
-// Start begins the background work (placeholder: none yet).
-func (m *Manager) Start() {}
+// Start begins the background work: the purger, and the tasks of the
+// partitions the last reconciled image says this broker leads.
+func (m *Manager) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started || m.closed {
+		return
+	}
+	m.started = true
+	m.wg.Add(1)
+	go m.purger()
+	if img := m.img.Load(); img != nil {
+		m.syncTasksLocked(img)
+	}
+}
 
 // Reconcile is called by the broker after each metadata image change
 // (and once after start). It must not block on I/O: it records img, sets
 // every local partition's engine.RemoteState from it, and starts or stops
 // the per-partition upload tasks for the partitions this broker leads.
-func (m *Manager) Reconcile(img *metadata.Image) {}
+func (m *Manager) Reconcile(img *metadata.Image) {
+	if img == nil {
+		return
+	}
+	m.recMu.Lock()
+	defer m.recMu.Unlock()
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return // the engine may be closing too
+	}
+	if old := m.img.Load(); old != nil && old.Index() > img.Index() {
+		return // an older image after a newer one: keep the newer state
+	}
+	m.img.Store(img)
+	m.setRemoteStates(img)
+	m.mu.Lock()
+	if m.started && !m.closed {
+		m.syncTasksLocked(img)
+	}
+	m.mu.Unlock()
+	if len(img.PendingRemotePurge()) > 0 {
+		select {
+		case m.purgeWake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Wake makes every task look for work now instead of at its next
+// interval (a segment just rolled, a test).
+func (m *Manager) Wake() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.tasks {
+		t.poke()
+	}
+	select {
+	case m.purgeWake <- struct{}{}:
+	default:
+	}
+}
+
+// remoteEnabled reports whether the metadata knows topic t as a remote
+// storage one: by its config, or because its partitions have remote data
+// (the config cannot be turned off, but a remote state outlives nothing
+// else).
+func remoteEnabled(img *metadata.Image, t *metadata.Topic) bool {
+	if strings.EqualFold(strings.TrimSpace(t.Configs[engine.RemoteStorageEnableKey]), "true") {
+		return true
+	}
+	for i := range t.Partitions {
+		if img.RemoteEnd(t.ID, int32(i)) >= 0 || img.RemoteLogStart(t.ID, int32(i)) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteState is the engine state the image describes for one partition.
+func remoteState(img *metadata.Image, tid metadata.UUID, part int32) engine.RemoteState {
+	start := img.RemoteLogStart(tid, part)
+	return engine.RemoteState{Enabled: true, LogStart: start, UploadedNext: contiguousEnd(img.RemoteSegments(tid, part), start)}
+}
+
+// contiguousEnd is the end of the gap-free run of segments from start
+// (segs sorted by base offset): local data below it is in the remote
+// tier. -1 when start is -1 (nothing committed, start never raised).
+func contiguousEnd(segs []rlm.Segment, start int64) int64 {
+	if start < 0 {
+		return -1
+	}
+	end := start
+	for _, s := range segs {
+		if s.NextOffset <= end {
+			continue
+		}
+		if s.BaseOffset > end {
+			break
+		}
+		end = s.NextOffset
+	}
+	return end
+}
+
+// setRemoteStates hands every local partition of a remote-storage topic
+// its remote state, on leaders and followers alike.
+func (m *Manager) setRemoteStates(img *metadata.Image) {
+	for _, t := range img.Topics() {
+		if !remoteEnabled(img, &t) {
+			continue
+		}
+		if ti, ok := m.eng.Topic(t.Name); !ok || ti.ID != t.ID {
+			continue // not here, or an older topic of the name the broker is about to drop
+		}
+		for i := range t.Partitions {
+			p, err := m.eng.Partition(t.Name, int32(i))
+			if err != nil {
+				continue // not hosted here
+			}
+			rs := remoteState(img, t.ID, int32(i))
+			if cur, known := p.RemoteState(); known && cur == rs {
+				continue
+			}
+			if err := p.SetRemoteState(rs); err != nil {
+				m.log.Error("remote state refused by the engine", "topic", t.Name, "partition", i, "err", err)
+			}
+		}
+	}
+}
+
+// syncTasksLocked starts a task for each partition of a remote-storage
+// topic this broker leads in img and stops those whose leadership, epoch
+// or topic is gone. Lock must be held.
+func (m *Manager) syncTasksLocked(img *metadata.Image) {
+	want := map[partKey]*task{}
+	for _, t := range img.Topics() {
+		if !remoteEnabled(img, &t) {
+			continue
+		}
+		if ti, ok := m.eng.Topic(t.Name); !ok || ti.ID != t.ID {
+			continue
+		}
+		for i, p := range t.Partitions {
+			if p.Leader != m.cfg.BrokerID {
+				continue
+			}
+			if _, err := m.eng.Partition(t.Name, int32(i)); err != nil {
+				continue
+			}
+			k := partKey{t.ID, int32(i)}
+			if cur := m.tasks[k]; cur != nil && cur.epoch == p.LeaderEpoch {
+				want[k] = cur
+				continue
+			}
+			want[k] = &task{m: m, topic: t.Name, tid: t.ID, part: int32(i), epoch: p.LeaderEpoch}
+		}
+	}
+	for k, cur := range m.tasks {
+		if want[k] != cur {
+			cur.cancel()
+		}
+	}
+	for k, t := range want {
+		if m.tasks[k] != t {
+			t.start()
+		}
+	}
+	m.tasks = want
+}
 
 // Stats returns the current counters.
-func (m *Manager) Stats() Stats { return Stats{} }
+func (m *Manager) Stats() Stats {
+	s := Stats{
+		SegmentsUploaded: m.segmentsUploaded.Load(),
+		BytesUploaded:    m.bytesUploaded.Load(),
+		UploadErrors:     m.uploadErrors.Load(),
+		SegmentsDeleted:  m.segmentsDeleted.Load(),
+	}
+	img := m.img.Load()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.tasks {
+		s.LagBytes += t.lagBytes.Load()
+		s.LagSegments += t.lagSegments.Load()
+		if t.stalled.Load() {
+			s.Stalled++
+		}
+		if img != nil {
+			s.RemoteBytes += img.RemoteSizeBytes(t.tid, t.part)
+		}
+	}
+	return s
+}
 
 // Close stops every task and waits for them; uploads in flight are
 // abandoned (their objects stay orphaned: never committed, never read).
-func (m *Manager) Close() error { return nil }
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	for _, t := range m.tasks {
+		t.cancel()
+	}
+	m.tasks = map[partKey]*task{}
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	return nil
+}
+
+// opCtx bounds one store call or commit by OpTimeout under parent.
+func (m *Manager) opCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, m.cfg.OpTimeout)
+}
+
+// deleteKeys deletes objects (a missing one is fine) and tells the cache.
+// It runs under the manager's context, not a task's, so a task stopped
+// by a leader change still cleans up what it knows is uncommitted.
+func (m *Manager) deleteKeys(keys []string) error {
+	for _, k := range keys {
+		ctx, cancel := m.opCtx(m.ctx)
+		err := m.store.Delete(ctx, k)
+		cancel()
+		if err != nil {
+			return err
+		}
+		m.drop(k)
+	}
+	return nil
+}
