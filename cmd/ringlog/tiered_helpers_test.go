@@ -109,6 +109,12 @@ func (s *s3Proc) pause() {
 	s.paused = true
 }
 
+// resume continues a paused server.
+func (s *s3Proc) resume() {
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	s.paused = false
+}
+
 // kill ends the server (SIGKILL): connections are refused.
 func (s *s3Proc) kill() {
 	select {

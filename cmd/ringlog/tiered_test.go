@@ -160,19 +160,29 @@ func TestTieredIntegration(t *testing.T) {
 	}); !ok {
 		t.Fatalf("%s: no upload progress: %s", at(), msg)
 	}
-	// Then, within 30 s, a moment when a sealed segment waits or is in
-	// flight: the kill most likely lands mid-upload.
+	// Then the kill lands mid-upload for sure: the store is frozen for a
+	// moment, the leader's next upload hangs on it (lag_segments > 0 for
+	// a second and more: the attempt starts within the 1 s interval), and
+	// the leader dies with the request in flight.
+	s3.pause()
 	poll(30*time.Second, 50*time.Millisecond, func() (bool, string) {
 		return metricSum(c.node(leader), "ringlog_remote_upload_lag_segments") > 0, ""
 	})
+	time.Sleep(1500 * time.Millisecond)
 	var endAtKill int64 = -1
 	if rs, err := remoteState(c.node(leader).admin, topic); err == nil {
 		if rp, ok := rs.part(0); ok {
 			endAtKill = rp.RemoteEnd
 		}
 	}
-	t.Logf("%s: kill -9 node %d (leader of p0, p0 remote_end %d, %d records acked)", at(), leader, endAtKill, load.acked.Load())
+	lag := metricSum(c.node(leader), "ringlog_remote_upload_lag_segments")
+	t.Logf("%s: kill -9 node %d (leader of p0, p0 remote_end %d, %v sealed segments not uploaded, an upload in flight on the frozen store; %d records acked)",
+		at(), leader, endAtKill, lag, load.acked.Load())
 	c.node(leader).kill9()
+	s3.resume()
+	if lines := grepLines(c.node(leader).out.String(), "upload", 3); lines != "" {
+		t.Logf("node %d's last upload log lines before the kill:\n%s", leader, lines)
+	}
 	time.Sleep(3 * time.Second)
 	c.node(leader).restart()
 	t.Logf("%s: node %d restarted", at(), leader)
@@ -960,5 +970,9 @@ func checkWholeLogLookups(t *testing.T, c *testCluster, cl *kgo.Client, leaders 
 			epochChecks++
 		}
 	}
-	t.Logf("whole-log lookups: %d timestamps in the remote tier and %d local, %d leader epochs, -2/-4/-5 on %d partitions", tsRemote, tsLocal, epochChecks, len(res.checkers))
+	what := "no -2/-4/-5"
+	if ends {
+		what = fmt.Sprintf("-2/-4/-5 on %d partitions", len(res.checkers))
+	}
+	t.Logf("whole-log lookups: %d timestamps in the remote tier and %d local, %d leader epochs, %s", tsRemote, tsLocal, epochChecks, what)
 }
