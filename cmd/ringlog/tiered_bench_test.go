@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +37,14 @@ func TestTieredBench(t *testing.T) {
 		t.Skip("set RINGLOG_TIERED_BENCH=1 to run the tiered-storage benchmark")
 	}
 	readBytes := envBytes(t, "RINGLOG_TIERED_BENCH_BYTES", 512<<20)
-	rate := int(envBytes(t, "RINGLOG_TIERED_BENCH_RATE", 5000))
+	rate := 5000
+	if v := os.Getenv("RINGLOG_TIERED_BENCH_RATE"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			rate = n
+		} else {
+			t.Fatalf("RINGLOG_TIERED_BENCH_RATE=%q: want records per second", v)
+		}
+	}
 	round := envDuration(t, "RINGLOG_TIERED_BENCH_ROUND", 30*time.Second)
 	const (
 		valueSize  = 1024

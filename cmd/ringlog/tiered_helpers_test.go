@@ -208,7 +208,6 @@ func (s *s3Proc) bucketDir() string {
 
 type s3Object struct {
 	key  string
-	path string
 	size int64 // file size (data plus a small header)
 }
 
@@ -232,7 +231,7 @@ func (s *s3Proc) objects(prefix string) ([]s3Object, error) {
 		if err != nil {
 			continue // deleted meanwhile
 		}
-		out = append(out, s3Object{key: k, path: filepath.Join(s.bucketDir(), n), size: info.Size()})
+		out = append(out, s3Object{key: k, size: info.Size()})
 	}
 	return out, nil
 }
@@ -531,10 +530,9 @@ type tieredLoad struct {
 	lats      []ackLat
 	errs      int
 	lastErr   error
-	failed    map[uint64]bool // seqs whose produce failed (may be in the log)
-	produced  atomic.Uint64   // records handed to Produce
-	acked     atomic.Int64    // records acknowledged
-	ackedB    atomic.Int64    // value bytes acknowledged
+	produced  atomic.Uint64 // records handed to Produce
+	acked     atomic.Int64  // records acknowledged
+	ackedB    atomic.Int64  // value bytes acknowledged
 	start     time.Time
 	end       time.Time
 	done      chan struct{}
@@ -559,7 +557,7 @@ func runTieredLoad(t *testing.T, ctx context.Context, seeds []string, topic stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &tieredLoad{valueSize: valueSize, acks: map[int32][]ackRec{}, failed: map[uint64]bool{}, start: time.Now(), done: make(chan struct{})}
+	l := &tieredLoad{valueSize: valueSize, acks: map[int32][]ackRec{}, start: time.Now(), done: make(chan struct{})}
 	n := uint64(total / int64(valueSize))
 	go func() {
 		defer close(l.done)
@@ -586,7 +584,6 @@ func runTieredLoad(t *testing.T, ctx context.Context, seeds []string, topic stri
 				if err != nil {
 					l.errs++
 					l.lastErr = err
-					l.failed[seq] = true
 					return
 				}
 				l.acks[r.Partition] = append(l.acks[r.Partition], ackRec{offset: r.Offset, seq: seq, hash: h})
