@@ -897,27 +897,6 @@ func listOffsetAt(ctx context.Context, cl *kgo.Client, id int32, topic string, p
 	return rpp.Offset, kerr.ErrorForCode(rpp.ErrorCode)
 }
 
-// offsetForEpochAt sends one raw OffsetForLeaderEpoch to broker id.
-func offsetForEpochAt(ctx context.Context, cl *kgo.Client, id int32, topic string, p, epoch int32) (int64, error) {
-	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
-	req.ReplicaID = -1
-	rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-	rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p, -1, epoch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(id)))
-	if err != nil {
-		return 0, err
-	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		return 0, fmt.Errorf("OffsetForLeaderEpoch answer with %d topics", len(resp.Topics))
-	}
-	rpp := resp.Topics[0].Partitions[0]
-	return rpp.EndOffset, kerr.ErrorForCode(rpp.ErrorCode)
-}
-
 // checkWholeLogLookups asks each partition's leader the lookups that must
 // see the remote tier as well as the local log: ListOffsets earliest (-2:
 // the whole log's start), earliest-local (-4), latest-tiered (-5), by the
@@ -963,9 +942,8 @@ func checkWholeLogLookups(t *testing.T, c *testCluster, cl *kgo.Client, leaders 
 		}
 		for i := 0; i+1 < len(pc.epochs); i++ {
 			e, next := pc.epochs[i], pc.epochs[i+1]
-			end, err := offsetForEpochAt(ctx, cl, leader, topic, p, e.epoch)
-			if err != nil || end != next.offset {
-				t.Errorf("p%d OffsetForLeaderEpoch %d on node %d: end %d (%v), want %d (epoch %d starts there; local log starts at %d)", p, e.epoch, leader, end, err, next.offset, next.epoch, rp.LocalLogStart)
+			if end := offsetForLeaderEpoch(t, c.node(leader), topic, p, e.epoch); end != next.offset {
+				t.Errorf("p%d OffsetForLeaderEpoch %d on node %d: end %d, want %d (epoch %d starts there; local log starts at %d)", p, e.epoch, leader, end, next.offset, next.epoch, rp.LocalLogStart)
 			}
 			epochChecks++
 		}
