@@ -91,6 +91,9 @@ GROUP848_TESTS ?= TestConsumerProto
 # behind RINGLOG_TIERED_BENCH=1) run in `make test-tiered`, which CI runs
 # after `make test-groups`.
 TIERED_TESTS ?= TestTiered
+# The tiered packages' unit tests (-race, about a minute) run there too,
+# not in `make test`, which is near its 15 minutes.
+TIERED_PKGS := ./tiered/...
 test: vet build
 	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
 	@echo "== integration tests with --io uring"
@@ -119,6 +122,7 @@ test-groups: build
 	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(GROUP848_TESTS))' ./cmd/...
 
 test-tiered: build
+	$(GO) test -race -count=1 -timeout 10m $(TIERED_PKGS)
 	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -run '^($(TIERED_TESTS))' ./cmd/...
 
 test-faults: build
