@@ -90,6 +90,8 @@ func (c TieredConfig) Validate() error {
 		return fmt.Errorf("broker: tiered storage: cache bytes %d must not be negative", c.CacheBytes)
 	case c.Upload.Interval < 0:
 		return fmt.Errorf("broker: tiered storage: upload interval %v must not be negative", c.Upload.Interval)
+	case c.Upload.MaxRate < 0:
+		return fmt.Errorf("broker: tiered storage: upload max rate %d must not be negative", c.Upload.MaxRate)
 	case c.Upload.Concurrency < 0:
 		return fmt.Errorf("broker: tiered storage: upload concurrency %d must not be negative", c.Upload.Concurrency)
 	case c.Upload.MinBackoff < 0 || c.Upload.MaxBackoff < 0 || c.Upload.OpTimeout < 0 || c.OpenTimeout < 0:

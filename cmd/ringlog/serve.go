@@ -120,6 +120,7 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.StringFlag{Name: "remote-cache-dir", Usage: "chunk cache of remote-tier reads (default: <data-dir>/remote-cache)", EnvVars: env("remote-cache-dir")},
 		&cli.Int64Flag{Name: "remote-cache-bytes", Value: d.Tiered.CacheBytes, Usage: "disk bytes the chunk cache of remote-tier reads may use", EnvVars: env("remote-cache-bytes")},
 		&cli.DurationFlag{Name: "remote-upload-interval", Value: d.Tiered.Upload.Interval, Usage: "how often each led partition of a remote-storage topic looks for sealed segments to upload and applies remote retention", EnvVars: env("remote-upload-interval")},
+		&cli.Int64Flag{Name: "remote-upload-max-rate", Value: d.Tiered.Upload.MaxRate, Usage: "bytes per second this broker uploads at most, over all partitions (0: no cap); keep it above the broker's share of the ingest rate", EnvVars: env("remote-upload-max-rate")},
 		&cli.IntFlag{Name: "remote-upload-concurrency", Value: d.Tiered.Upload.Concurrency, Usage: "segments this broker uploads at once", EnvVars: env("remote-upload-concurrency")},
 		&cli.IntFlag{Name: "gc-percent", Value: defaultGCPercent, Usage: "Go GC target (as GOGC, which overrides it when set): heap growth over the live heap before a collection; produce bodies are short-lived garbage, and at 100 (Go's default) collecting them cost a quarter of the broker's CPU at 100k msg/s (BENCHMARKS.md section 13); -1 disables the GC", EnvVars: env("gc-percent")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug | info | warn | error", EnvVars: env("log-level")},
@@ -330,6 +331,7 @@ func tieredFlags(c *cli.Context, t *broker.TieredConfig) {
 	t.CacheBytes = c.Int64("remote-cache-bytes")
 	t.Upload.Interval = c.Duration("remote-upload-interval")
 	t.Upload.Concurrency = c.Int("remote-upload-concurrency")
+	t.Upload.MaxRate = c.Int64("remote-upload-max-rate")
 }
 
 // consumerFlagNames renames group.Config's consumer fields to their flags

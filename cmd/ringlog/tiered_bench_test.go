@@ -30,7 +30,8 @@ import (
 //	    interleaved A/B/A/B so drift of the machine hits both.
 //
 // Knobs: RINGLOG_TIERED_BENCH_BYTES (512MiB), RINGLOG_TIERED_BENCH_RATE
-// (records/s, 5000), RINGLOG_TIERED_BENCH_ROUND (30s). The markdown table
+// (records/s, 5000), RINGLOG_TIERED_BENCH_ROUND (30s),
+// RINGLOG_TIERED_BENCH_UPLOAD_RATE (bytes/s; unset: no cap). The markdown table
 // goes to stdout and to $RINGLOG_TIERED_BENCH_OUT when set.
 func TestTieredBench(t *testing.T) {
 	if os.Getenv("RINGLOG_TIERED_BENCH") != "1" {
@@ -59,6 +60,11 @@ func TestTieredBench(t *testing.T) {
 		"--remote-cache-dir", cacheDir,
 		"--remote-cache-bytes", fmt.Sprint(2 * readBytes),
 	}, s3.brokerFlags()...)
+	// RINGLOG_TIERED_BENCH_UPLOAD_RATE (bytes/s) caps the uploads
+	// (--remote-upload-max-rate) to compare paced with unpaced uploads.
+	if v := os.Getenv("RINGLOG_TIERED_BENCH_UPLOAD_RATE"); v != "" {
+		flags = append(flags, "--remote-upload-max-rate", v)
+	}
 	c := startClusterAt(t, freshNodeSpecs(t, 1), 1, func(int) []string { return flags })
 	b := c.node(1)
 	cl := b.client(t)
@@ -212,7 +218,11 @@ func TestTieredBench(t *testing.T) {
 		}
 		total[name].Merge(h)
 	}
-	fmt.Fprintf(&out, "### Producer ack latency, acks=all, %d B records, %d records/s open loop (latency from the intended send time), %v rounds, 2 partitions\n\n", valueSize, rate, round)
+	capNote := "uploads not paced"
+	if v := os.Getenv("RINGLOG_TIERED_BENCH_UPLOAD_RATE"); v != "" {
+		capNote = "uploads paced at --remote-upload-max-rate " + v + " bytes/s"
+	}
+	fmt.Fprintf(&out, "### Producer ack latency, acks=all, %d B records, %d records/s open loop (latency from the intended send time), %v rounds, 2 partitions, %s\n\n", valueSize, rate, round, capNote)
 	out.WriteString("| round: topic | p50 | p99 | p99.9 | max | acks | uploaded in the round |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	row := func(name string, h *hdrhistogram.Histogram, up string) {
 		fmt.Fprintf(&out, "| %s | %v | %v | %v | %v | %d | %s |\n", name,

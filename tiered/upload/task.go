@@ -227,7 +227,7 @@ func (t *task) uploadOne(p *engine.Partition, si *engine.SegmentInfo, first bool
 		ctx, cancel := t.m.putCtx(t.ctx, size)
 		defer cancel()
 		put = append(put, key) // before the call: a failed Put may have stored it
-		if err := t.m.store.Put(ctx, key, r, size); err != nil {
+		if err := t.m.store.Put(ctx, key, t.m.pace.reader(ctx, r), size); err != nil {
 			return fmt.Errorf("put %s: %w", key, err)
 		}
 		return nil

@@ -64,6 +64,11 @@ type Config struct {
 	// store shows in the error metrics and the log within about
 	// OpTimeout while a 1 GiB segment still has time to go out.
 	OpTimeout time.Duration
+	// MaxRate caps this broker's upload rate in bytes per second over all
+	// partitions (0: no cap), so uploads do not come as bursts that the
+	// produce path feels; set it above the broker's share of the ingest
+	// rate or the upload lag grows without bound.
+	MaxRate int64
 	// MinPutRate is the slowest upload rate, in bytes per second, that a
 	// Put's deadline allows for [8 MiB/s].
 	MinPutRate int64
@@ -138,6 +143,8 @@ type Manager struct {
 	wg     sync.WaitGroup
 	// sem bounds the segment uploads in flight over all partitions.
 	sem chan struct{}
+	// pace caps the upload rate (nil: MaxRate 0).
+	pace *pacer
 	// purgeWake wakes the purger when an image lists pending purges.
 	purgeWake chan struct{}
 
@@ -166,6 +173,7 @@ func New(cfg Config, eng *engine.Engine, store objstore.Store, meta Meta, drop f
 		cfg: cfg, eng: eng, store: store, meta: meta, drop: drop, log: cfg.Logger.With("component", "upload"),
 		ctx: ctx, cancel: cancel,
 		sem:       make(chan struct{}, cfg.Concurrency),
+		pace:      newPacer(cfg.MaxRate),
 		purgeWake: make(chan struct{}, 1),
 		tasks:     map[partKey]*task{},
 	}
@@ -388,9 +396,13 @@ func (m *Manager) opCtx(parent context.Context) (context.Context, context.Cancel
 }
 
 // putCtx bounds a Put of size bytes: OpTimeout plus the time size takes
-// at MinPutRate.
+// at MinPutRate, or at this upload's share of MaxRate when that is lower.
 func (m *Manager) putCtx(parent context.Context, size int64) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, putTimeout(m.cfg.OpTimeout, m.cfg.MinPutRate, size))
+	rate := m.cfg.MinPutRate
+	if m.cfg.MaxRate > 0 {
+		rate = max(1, min(rate, m.cfg.MaxRate/int64(m.cfg.Concurrency)))
+	}
+	return context.WithTimeout(parent, putTimeout(m.cfg.OpTimeout, rate, size))
 }
 
 func putTimeout(base time.Duration, rate, size int64) time.Duration {
