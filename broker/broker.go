@@ -40,6 +40,8 @@ type Broker struct {
 	tlsAddr net.Addr
 	node    *coordinator.Node
 	admin   *AdminServer
+	// tier is tiered storage; nil when no object store is configured.
+	tier *tieredStack
 
 	ready     atomic.Bool
 	closeOnce sync.Once
@@ -83,7 +85,15 @@ func New(cfg Config) (_ *Broker, err error) {
 	}
 	b.log.Info("storage opened", "data_dir", cfg.DataDir, "io_path", b.eng.IOPath(), "fsync", cfg.Engine.Fsync.String(), "topics", len(b.eng.Topics()))
 
-	if b.srv, err = newWireServer(cfg.WireConfig, b.eng); err != nil {
+	var remoteTier netpath.RemoteTier // an untyped nil when off
+	if cfg.Tiered.Enabled() {
+		if b.tier, err = openTiered(cfg.Tiered, b.log); err != nil {
+			return nil, err
+		}
+		remoteTier = b.tier.fetch
+		cfg.Replication.RemoteRestart = b.tier.restartPoint
+	}
+	if b.srv, err = newWireServer(cfg.WireConfig, b.eng, remoteTier); err != nil {
 		return nil, err
 	}
 	if err := b.srv.EnableReplication(cfg.Replication); err != nil {
@@ -113,6 +123,9 @@ func New(cfg Config) (_ *Broker, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the controller node: %w", err)
 	}
+	if b.tier != nil {
+		b.tier.attach(b.node, b.eng, cfg.NodeID)
+	}
 
 	if cfg.AdminListen != "" {
 		if b.admin, err = StartAdmin(cfg.AdminListen, b.health, b.log); err != nil {
@@ -124,7 +137,11 @@ func New(cfg Config) (_ *Broker, err error) {
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			b.srv.Collector(),
 		)
+		if b.tier != nil {
+			reg.MustRegister(b.tier.collector(b.eng))
+		}
 		b.admin.Mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		b.admin.Mux.HandleFunc("/v1/remote/segments", b.serveRemoteSegments)
 		if cfg.AdminHandlers != nil {
 			cfg.AdminHandlers(b.admin.Mux, b)
 		}
@@ -153,6 +170,12 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	if err := b.srv.Start(b.node); err != nil {
 		return fmt.Errorf("reconciling local logs with cluster metadata: %w", err)
+	}
+	if b.tier != nil {
+		// After the first reconcile: the engine holds the partitions the
+		// manager sets the remote state of.
+		b.tier.start()
+		b.srv.setRemoteReconcile(b.tier.mgr.Reconcile)
 	}
 	b.ready.Store(true)
 	b.log.Info("ringlog broker ready", "node_id", b.cfg.NodeID, "cluster_id", b.ClusterID(),
@@ -187,8 +210,10 @@ func (b *Broker) Drain(ctx context.Context) {
 
 // Close stops everything New opened: the admin listener, the Kafka
 // server (it calls into the controller node until it stops, so it goes
-// first), the controller node and, last, the engine, which flushes and
-// writes its checkpoints. Only the engine's error is returned: it alone
+// first), tiered storage (the uploads commit through the node and read
+// the engine; the chunk cache after the fetches that use it), the
+// controller node and, last, the engine, which flushes and writes its
+// checkpoints. Only the engine's error is returned: it alone
 // can mean data was not made durable. Calling Close again returns the
 // first call's result.
 func (b *Broker) Close() error {
@@ -199,6 +224,9 @@ func (b *Broker) Close() error {
 		}
 		if b.srv != nil {
 			b.srv.Close()
+		}
+		if b.tier != nil {
+			b.tier.close()
 		}
 		if b.node != nil {
 			b.node.Close()

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/replication"
 )
 
@@ -53,6 +55,9 @@ type Config struct {
 	Controller coordinator.Config
 	// Replication configures followers and the ISR.
 	Replication replication.Config
+	// Tiered is tiered storage (tiered.go): the object store, the chunk
+	// cache of remote reads and the uploads. Off without an endpoint.
+	Tiered TieredConfig
 
 	// ControllerStartTimeout bounds opening the raft stores and the
 	// controller listener (30s).
@@ -100,6 +105,7 @@ func DefaultConfig() Config {
 		Engine:      engine.DefaultConfig(),
 		Controller:  coordinator.DefaultConfig(),
 		Replication: replication.DefaultConfig(),
+		Tiered:      DefaultTieredConfig(),
 
 		ControllerStartTimeout:    30 * time.Second,
 		ControlledShutdownTimeout: 5 * time.Second,
@@ -122,6 +128,10 @@ func (c Config) resolved() Config {
 	c.Controller.NodeID = c.NodeID
 	c.Controller.DataDir = c.DataDir
 	c.Controller.Logger = c.Logger
+	if c.Tiered.CacheDir == "" && c.DataDir != "" {
+		c.Tiered.CacheDir = filepath.Join(c.DataDir, layout.RemoteCacheDir)
+	}
+	c.Wire.RemoteStorage = c.Tiered.Enabled()
 	if c.Controller.ControllerListen == "" {
 		for _, v := range c.Controller.Voters {
 			if v.ID == c.NodeID {
@@ -156,7 +166,7 @@ func (c Config) Validate() error {
 	case len(c.Controller.Voters) == 0 && c.Controller.ControllerListen != "":
 		return fmt.Errorf("broker: controller listen address %s needs controller voters", c.Controller.ControllerListen)
 	}
-	for _, v := range []interface{ Validate() error }{c.Engine, c.Controller, c.Replication, c.Wire, c.Groups, c.Transactions} {
+	for _, v := range []interface{ Validate() error }{c.Engine, c.Controller, c.Replication, c.Wire, c.Groups, c.Transactions, c.Tiered} {
 		if err := v.Validate(); err != nil {
 			return err
 		}

@@ -111,6 +111,11 @@ func (s *wireServer) reconcile() error {
 			errs = append(errs, err)
 		}
 	}
+	if s.remoteReconcile != nil {
+		// Once the engine holds the image's partitions, so the remote
+		// state reaches new ones (it does no I/O).
+		s.remoteReconcile(img)
+	}
 	return errors.Join(errs...)
 }
 

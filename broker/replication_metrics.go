@@ -50,6 +50,12 @@ var (
 		"Replica fetch requests this broker sent as a follower.", nil, nil)
 	descReplicaFetchInterrupts = prometheus.NewDesc("ringlog_replica_fetch_interrupts_total",
 		"Replica fetches this broker cancelled while they long-polled, to send at once one that carries a partition it started following.", nil, nil)
+	descRemoteRestarts = prometheus.NewDesc("ringlog_replica_tiered_restarts_total",
+		"Follower partitions restarted from the remote tier after the leader answered OFFSET_MOVED_TO_TIERED_STORAGE.", nil, nil)
+	descRemoteRestartErrors = prometheus.NewDesc("ringlog_replica_tiered_restart_errors_total",
+		"Remote-tier restarts of follower partitions that failed and were retried after a backoff.", nil, nil)
+	descRemoteRestarting = prometheus.NewDesc("ringlog_replica_tiered_restarting_partitions",
+		"Follower partitions parked while their restart point is read from the remote tier.", nil, nil)
 	descReassigning = prometheus.NewDesc("ringlog_reassignment_partitions",
 		"Partitions this broker leads that are being reassigned (AlterPartitionReassignments in progress).", nil, nil)
 	descReassignLag = prometheus.NewDesc("ringlog_reassignment_adding_lag_messages",
@@ -65,7 +71,8 @@ const maxPartitionSeries = 2000
 var replicationDescs = []*prometheus.Desc{descLedPartitions, descUnderReplicated, descUnderMinISR, descOffline,
 	descISRShrinks, descISRExpands, descFollowerLag, descPartLogEndOffset, descPartHighWatermark, descPartLogStart,
 	descPartISRSize, descPartUnderRepl, descPartUnderMinISR, descPartOmitted, descProduceOldestWait,
-	descReplicaFetches, descReplicaFetchInterrupts, descReassigning, descReassignLag}
+	descReplicaFetches, descReplicaFetchInterrupts, descReassigning, descReassignLag,
+	descRemoteRestarts, descRemoteRestartErrors, descRemoteRestarting}
 
 // isrCounters counts committed ISR changes of partitions this broker leads.
 type isrCounters struct {
@@ -132,6 +139,9 @@ func (s *wireServer) collectReplication(ch chan<- prometheus.Metric) {
 	fst := m.fetchers.Stats()
 	ch <- prometheus.MustNewConstMetric(descReplicaFetches, prometheus.CounterValue, float64(fst.Requests))
 	ch <- prometheus.MustNewConstMetric(descReplicaFetchInterrupts, prometheus.CounterValue, float64(fst.Interrupted))
+	ch <- prometheus.MustNewConstMetric(descRemoteRestarts, prometheus.CounterValue, float64(fst.RemoteRestarts))
+	ch <- prometheus.MustNewConstMetric(descRemoteRestartErrors, prometheus.CounterValue, float64(fst.RemoteRestartErrors))
+	gauge(descRemoteRestarting, float64(fst.RemoteRestarting))
 	m.mu.Lock()
 	lps := make([]*leaderPart, 0, len(m.leaders))
 	for _, lp := range m.leaders {

@@ -111,6 +111,9 @@ type wireServer struct {
 	repl *replicaManager
 	// isr counts committed ISR changes (replication_metrics.go).
 	isr isrCounters
+	// remoteReconcile, when set (tiered storage, tiered.go), is handed
+	// each image reconcile applied; guarded by recMu.
+	remoteReconcile func(*metadata.Image)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -118,8 +121,9 @@ type wireServer struct {
 }
 
 // newWireServer creates the wire server and its collaborators over an
-// open engine.
-func newWireServer(cfg WireConfig, eng *engine.Engine) (*wireServer, error) {
+// open engine; remote is the remote tier's reader (nil without tiered
+// storage).
+func newWireServer(cfg WireConfig, eng *engine.Engine, remote netpath.RemoteTier) (*wireServer, error) {
 	// AddOffsetsToTxn must name the partition the group coordinator uses.
 	cfg.Transactions.OffsetsTopicPartitions = cfg.Groups.OffsetsTopicPartitions
 	if err := cfg.Validate(); err != nil {
@@ -162,6 +166,7 @@ func newWireServer(cfg WireConfig, eng *engine.Engine) (*wireServer, error) {
 		Groups:       s.groups,
 		Transactions: s.txns,
 		ProducerIDs:  s.pids,
+		Remote:       remote,
 	})
 	if err != nil {
 		cancel()

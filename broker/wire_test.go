@@ -24,7 +24,7 @@ func startWire(t *testing.T) (*wireServer, *coordinator.Node, string) {
 	wcfg := DefaultWireConfig()
 	wcfg.Wire.NodeID = 1
 	wcfg.Wire.Logger = logger
-	s, err := newWireServer(wcfg, eng)
+	s, err := newWireServer(wcfg, eng, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

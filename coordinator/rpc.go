@@ -179,6 +179,9 @@ var handlers = map[string]handler{
 	"AlterClientQuotas":           h((*Node).handleAlterClientQuotas),
 	"AlterPartitionReassignments": h((*Node).handleAlterReassignments),
 	"UnregisterBroker":            h((*Node).handleUnregisterBroker),
+	"CommitRemoteSegment":         h((*Node).handleCommitRemote),
+	"DeleteRemoteSegments":        h((*Node).handleDeleteRemote),
+	"RemoteTopicPurged":           h((*Node).handleRemotePurged),
 }
 
 // serveRPC answers calls on one connection until it closes.

@@ -136,6 +136,16 @@ type TopicConfig struct {
 	// follower.replication.throttled.replicas ("": none), canonical
 	// spelling (throttled_replicas.go); the broker enforces them.
 	LeaderThrottledReplicas, FollowerThrottledReplicas string
+	// RemoteStorageEnable is remote.storage.enable (false): sealed
+	// segments are uploaded to the object store and local retention
+	// keeps only the hot window (remote.go). Once on it cannot be turned
+	// off (CheckConfigChange), as in Kafka.
+	RemoteStorageEnable bool
+	// LocalRetentionMs and LocalRetentionBytes are local.retention.ms
+	// and local.retention.bytes (-2: the value of retention.ms /
+	// retention.bytes; -1: unlimited): the hot window kept on local disk
+	// of a remote-storage topic. Ignored without remote storage.
+	LocalRetentionMs, LocalRetentionBytes int64
 	// overrides remembers which keys were set explicitly on the topic.
 	overrides map[string]string
 }
@@ -145,4 +155,8 @@ const (
 	TimestampLatest   int64 = -1
 	TimestampEarliest int64 = -2
 	TimestampMax      int64 = -3
+	// TimestampEarliestLocal is Kafka's EARLIEST_LOCAL_TIMESTAMP
+	// (KIP-1005): the local log start, which differs from the log start
+	// on remote-storage topics.
+	TimestampEarliestLocal int64 = -4
 )

@@ -186,6 +186,8 @@ func DefaultTopicConfig() TopicConfig {
 		// log.cleaner.min.cleanable.ratio.
 		DeleteRetentionMs:      86400000,
 		MinCleanableDirtyRatio: 0.5,
+		LocalRetentionMs:       -2,
+		LocalRetentionBytes:    -2,
 	}
 }
 
@@ -203,6 +205,17 @@ const (
 	keyUncleanElection    = "unclean.leader.election.enable"
 	keyDeleteRetentionMs  = "delete.retention.ms"
 	keyMinCleanableRatio  = "min.cleanable.dirty.ratio"
+	// Tiered storage (KIP-405).
+	keyRemoteStorageEnable = "remote.storage.enable"
+	keyLocalRetentionMs    = "local.retention.ms"
+	keyLocalRetentionBytes = "local.retention.bytes"
+)
+
+// Exported spellings of the tiered-storage keys, for the broker and netpath.
+const (
+	RemoteStorageEnableKey = keyRemoteStorageEnable
+	LocalRetentionMsKey    = keyLocalRetentionMs
+	LocalRetentionBytesKey = keyLocalRetentionBytes
 )
 
 var topicConfigKeys = []string{
@@ -210,6 +223,7 @@ var topicConfigKeys = []string{
 	keyMinInsyncReplicas, keyRetentionBytes, keyRetentionMs, keySegmentBytes, keySegmentMs,
 	keyUncleanElection, keyDeleteRetentionMs, keyMinCleanableRatio,
 	keyLeaderThrottledReplicas, keyFollowerThrottledReplicas,
+	keyRemoteStorageEnable, keyLocalRetentionMs, keyLocalRetentionBytes,
 }
 
 // ParseTopicConfig applies kv (Kafka key names) on top of base. Unknown
@@ -246,6 +260,13 @@ func (c *TopicConfig) set(k, v string) error {
 		}
 		return n, nil
 	}
+	boolean := func() (bool, error) {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return false, bad(errors.New("want true or false"))
+		}
+		return b, nil
+	}
 	var err error
 	var n int64
 	switch k {
@@ -272,11 +293,17 @@ func (c *TopicConfig) set(k, v string) error {
 		n, err = integer(1, math.MaxInt32)
 		c.MinInsyncReplicas = int32(n)
 	case keyUncleanElection:
-		var b bool
-		if b, err = strconv.ParseBool(v); err != nil {
-			err = bad(errors.New("want true or false"))
+		c.UncleanLeaderElection, err = boolean()
+	case keyRemoteStorageEnable:
+		c.RemoteStorageEnable, err = boolean()
+	case keyLocalRetentionMs, keyLocalRetentionBytes:
+		// -2: follow retention.*; -1: unlimited.
+		n, err = integer(-2, math.MaxInt64)
+		if k == keyLocalRetentionMs {
+			c.LocalRetentionMs = n
+		} else {
+			c.LocalRetentionBytes = n
 		}
-		c.UncleanLeaderElection = b
 	case keyTimestampType:
 		switch v {
 		case "CreateTime":
@@ -329,6 +356,66 @@ func (c TopicConfig) validate() error {
 	}
 	if c.DeleteRetentionMs < 0 || !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1) {
 		return fmt.Errorf("%w: delete.retention.ms %d, min.cleanable.dirty.ratio %v", ErrInvalidConfig, c.DeleteRetentionMs, c.MinCleanableDirtyRatio)
+	}
+	if c.LocalRetentionMs < -2 || c.LocalRetentionBytes < -2 {
+		return fmt.Errorf("%w: local.retention.ms %d, local.retention.bytes %d: -2, -1 or >= 0", ErrInvalidConfig, c.LocalRetentionMs, c.LocalRetentionBytes)
+	}
+	if c.RemoteStorageEnable {
+		return c.validateRemote()
+	}
+	return nil
+}
+
+// validateRemote applies Kafka's checks for remote-storage topics
+// (LogConfig.validateRemoteStorageRetention*): they run only when remote
+// storage is on, so a broker default of log.local.retention.* never
+// makes an ordinary topic's config invalid.
+func (c TopicConfig) validateRemote() error {
+	if c.Compact() {
+		return fmt.Errorf("%w: remote.storage.enable=true with cleanup.policy=%s: remote storage is unsupported for compacted topics", ErrInvalidConfig, c.CleanupPolicy)
+	}
+	check := func(localKey string, local int64, totalKey string, total int64) error {
+		// -2 follows the total; an unlimited total allows any window.
+		if local == -2 || total == -1 {
+			return nil
+		}
+		if local == -1 {
+			return fmt.Errorf("%w: %s=-1 (unlimited) with %s=%d: the local window cannot exceed the total", ErrInvalidConfig, localKey, totalKey, total)
+		}
+		if local > total {
+			return fmt.Errorf("%w: %s=%d is more than %s=%d", ErrInvalidConfig, localKey, local, totalKey, total)
+		}
+		return nil
+	}
+	if err := check(keyLocalRetentionMs, c.LocalRetentionMs, keyRetentionMs, c.RetentionMs); err != nil {
+		return err
+	}
+	return check(keyLocalRetentionBytes, c.LocalRetentionBytes, keyRetentionBytes, c.RetentionBytes)
+}
+
+// LocalRetention returns the local retention in force (-1: unlimited):
+// local.retention.* with -2 resolved to retention.*. Only remote-storage
+// topics apply it; the others keep retention.* locally.
+func (c TopicConfig) LocalRetention() (ms, bytes int64) {
+	ms, bytes = c.LocalRetentionMs, c.LocalRetentionBytes
+	if ms == -2 {
+		ms = c.RetentionMs
+	}
+	if bytes == -2 {
+		bytes = c.RetentionBytes
+	}
+	return ms, bytes
+}
+
+// CheckConfigChange refuses config changes that cannot be applied to an
+// existing topic: turning remote.storage.enable off once on (Kafka
+// refuses it too: the remote copy would be orphaned and the local log no
+// longer holds the data below the hot window). Deleting the topic is the
+// way out. AlterConfigs calls it with the topic's current and resulting
+// configs.
+func CheckConfigChange(old, next TopicConfig) error {
+	if old.RemoteStorageEnable && !next.RemoteStorageEnable {
+		return fmt.Errorf("%w: remote.storage.enable cannot be turned off once on (delete the topic instead)", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -399,6 +486,12 @@ func (c TopicConfig) value(k string) string {
 		return c.LeaderThrottledReplicas
 	case keyFollowerThrottledReplicas:
 		return c.FollowerThrottledReplicas
+	case keyRemoteStorageEnable:
+		return strconv.FormatBool(c.RemoteStorageEnable)
+	case keyLocalRetentionMs:
+		return strconv.FormatInt(c.LocalRetentionMs, 10)
+	case keyLocalRetentionBytes:
+		return strconv.FormatInt(c.LocalRetentionBytes, 10)
 	}
 	return ""
 }

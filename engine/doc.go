@@ -114,7 +114,11 @@
 // lists only partitions whose log start lies above their first segment's
 // base (DeleteRecords); it is rewritten before a DeleteRecords returns and
 // after partitions are dropped, and Open applies it (capped at the log
-// end).
+// end). Nothing about the remote tier is stored here (remote.go): the
+// upload watermark and the remote log start come from the remote-log
+// metadata after every Open, and until they do a remote-storage topic
+// deletes no segment by retention; producer snapshots of its segments
+// stay until uploaded.
 // .ringlog-clean-shutdown is empty; Close writes it last when every
 // partition flushed successfully, and Open deletes it after loading.
 //

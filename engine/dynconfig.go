@@ -30,6 +30,8 @@ var brokerTopicKeys = map[string]string{
 	"log.cleaner.delete.retention.ms": keyDeleteRetentionMs,
 	"log.cleaner.min.cleanable.ratio": keyMinCleanableRatio,
 	"message.max.bytes":               keyMaxMessageBytes,
+	"log.local.retention.ms":          keyLocalRetentionMs,
+	"log.local.retention.bytes":       keyLocalRetentionBytes,
 }
 
 // Replication throttle rates (KIP-73), dynamic broker configs that are no

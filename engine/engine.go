@@ -823,6 +823,7 @@ func (e *Engine) RunRetention() int {
 			// cleanup.policy=compact: the cleaner, not age or size,
 			// removes records.
 			cfg.RetentionMs, cfg.RetentionBytes = -1, -1
+			cfg.LocalRetentionMs, cfg.LocalRetentionBytes = -1, -1
 		}
 		n += p.applyRetention(cfg, now)
 	}

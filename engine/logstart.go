@@ -24,7 +24,9 @@ import (
 // one stays, and reads below the start answer ErrOffsetOutOfRange.
 // offset must not exceed the high watermark (ErrOffsetOutOfRange); an
 // offset at or below the current start changes nothing. It returns the
-// log start after the call, persisted when it moved.
+// log start after the call, persisted when it moved. On a remote-storage
+// topic an offset below the local log start only raises the start
+// clients see (remote.go); that one is not persisted here.
 func (p *Partition) AdvanceLogStart(offset int64) (int64, error) {
 	p.mu.Lock()
 	switch {
@@ -36,13 +38,24 @@ func (p *Partition) AdvanceLogStart(offset int64) (int64, error) {
 		p.mu.Unlock()
 		return -1, err
 	case offset > p.hw:
-		start, hw := p.logStart, p.hw
+		start, hw := p.startLocked(), p.hw
 		p.mu.Unlock()
 		return start, fmt.Errorf("%w: new log start %d above the high watermark %d of %s-%d", ErrOffsetOutOfRange, offset, hw, p.topic.name, p.idx)
-	case offset <= p.logStart:
-		start := p.logStart
+	case offset <= p.startLocked():
+		start := p.startLocked()
 		p.mu.Unlock()
 		return start, nil
+	}
+	p.remoteFloor = max(p.remoteFloor, offset)
+	if offset < p.logStart {
+		// Inside the remote range of a remote-storage topic: the local
+		// log keeps its segments; clients see the new start at once.
+		// Deleting the remote segments below it, and recording the new
+		// start in the remote-log metadata (which is what survives a
+		// restart, as this floor does not), is the uploader's.
+		p.notify()
+		p.mu.Unlock()
+		return offset, nil
 	}
 	p.logStart = offset
 	n := 0

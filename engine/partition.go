@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
@@ -62,6 +63,16 @@ type Partition struct {
 	epochs *epochcache.Cache
 	// ps is the idempotent/transactional producer state (producers.go).
 	ps *producerstate.State
+	// remote is the remote tier as the broker last reported it
+	// (SetRemoteState; remoteKnown false until then, also after every
+	// restart). remoteFloor is a log start DeleteRecords set inside the
+	// remote range (in memory only, see AdvanceLogStart). remote.go.
+	remote      RemoteState
+	remoteKnown bool
+	remoteFloor int64
+	// heldBack is the bytes local retention would delete but may not,
+	// for lack of upload (remote.go).
+	heldBack atomic.Int64
 }
 
 // Topic returns the partition's topic name.
@@ -76,7 +87,7 @@ func (p *Partition) active() *segment { return p.segs[len(p.segs)-1] }
 func (p *Partition) Info() PartitionInfo {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return PartitionInfo{LogStartOffset: p.logStart, HighWatermark: p.hw, LogEndOffset: p.logEnd}
+	return PartitionInfo{LogStartOffset: p.startLocked(), HighWatermark: p.hw, LogEndOffset: p.logEnd}
 }
 
 // Changed returns a channel closed at the next high watermark advance.
@@ -305,7 +316,7 @@ func (p *Partition) appendLocked(records []byte, hs []batchHeader, assign bool) 
 		seg.noteBatch(h, start, cfg.IndexIntervalBytes)
 		start += int64(h.size)
 	}
-	res := AppendResult{BaseOffset: p.logEnd, LastOffset: next - 1, LogAppendTime: logAppendTime, LogStartOffset: p.logStart}
+	res := AppendResult{BaseOffset: p.logEnd, LastOffset: next - 1, LogAppendTime: logAppendTime, LogStartOffset: p.startLocked()}
 	p.logEnd = next
 	p.e.stats.appends.Add(1)
 	p.e.stats.appendedBytes.Add(int64(len(records)))
@@ -453,7 +464,8 @@ func (p *Partition) Read(offset int64, maxBytes int32, minOneBatch bool) (ReadRe
 
 // readLocked reads below end (at endPos in endSeg). Lock must be held.
 func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, end int64, endSeg *segment, endPos int64) (ReadResult, error) {
-	res := ReadResult{Data: emptyRange, HighWatermark: p.hw, LastStableOffset: p.hw, LogStartOffset: p.logStart}
+	start := p.startLocked()
+	res := ReadResult{Data: emptyRange, HighWatermark: p.hw, LastStableOffset: p.hw, LogStartOffset: start}
 	if p.deleted {
 		return res, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownTopic, p.topic.name, p.idx)
 	}
@@ -469,8 +481,12 @@ func (p *Partition) readLocked(offset int64, maxBytes int32, minOneBatch bool, e
 		// Between the HW and the log end: nothing yet, not out of range.
 		inRange = max(end, p.logEnd)
 	}
-	if offset < p.logStart || offset > inRange {
-		return res, fmt.Errorf("%w: %d not in [%d, %d] of %s-%d", ErrOffsetOutOfRange, offset, p.logStart, inRange, p.topic.name, p.idx)
+	if offset < start || offset > inRange {
+		return res, fmt.Errorf("%w: %d not in [%d, %d] of %s-%d", ErrOffsetOutOfRange, offset, start, inRange, p.topic.name, p.idx)
+	}
+	if offset < p.logStart {
+		// Held by the remote tier only: the caller reads it there.
+		return res, &OffsetRemoteError{Topic: p.topic.name, Partition: p.idx, Offset: offset, LogStart: start, LocalLogStart: p.logStart}
 	}
 	if offset >= end {
 		return res, nil
@@ -583,6 +599,8 @@ func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, error) {
 	}
 	switch ts {
 	case TimestampEarliest:
+		return p.startLocked(), -1, nil
+	case TimestampEarliestLocal:
 		return p.logStart, -1, nil
 	case TimestampLatest:
 		return p.hw, -1, nil
@@ -636,10 +654,27 @@ func (s *segment) firstRecordAtOrAfter(pos int64, h batchHeader, ts int64) (int6
 	if _, err := s.log.ReadAt(b, pos); err != nil {
 		return -1, -1, fmt.Errorf("%w: read %s at %d: %v", ErrStorage, s.path(logSuffix), pos, err)
 	}
-	bh, err := records.ParseHeader(b)
+	off, at, err := FirstRecordAtOrAfter(b, ts)
 	if err != nil {
 		return -1, -1, fmt.Errorf("%w: %s at byte %d: %v", ErrCorruptLog, s.path(logSuffix), pos, err)
 	}
+	return off, at, nil
+}
+
+// FirstRecordAtOrAfter returns the offset and timestamp of the first
+// record of batch b (one whole batch, whose max timestamp is >= ts)
+// stamped ts or later; the batch's base offset and max timestamp when
+// none is (control batches). The remote tier uses it on batches read
+// from the object store.
+func FirstRecordAtOrAfter(b []byte, ts int64) (int64, int64, error) {
+	bh, err := records.ParseHeader(b)
+	if err != nil {
+		return -1, -1, err
+	}
+	if bh.Size() != int64(len(b)) {
+		return -1, -1, fmt.Errorf("batch of %d bytes in %d", bh.Size(), len(b))
+	}
+	h := headerOf(bh)
 	base := bh.BaseTimestamp
 	found := false
 	off, at := h.baseOffset, h.maxTimestamp
@@ -657,7 +692,7 @@ func (s *segment) firstRecordAtOrAfter(pos int64, h batchHeader, ts int64) (int6
 		return nil
 	})
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: %s at byte %d: %v", ErrCorruptLog, s.path(logSuffix), pos, err)
+		return -1, -1, err
 	}
 	return off, at, nil
 }
@@ -686,30 +721,54 @@ func (p *Partition) deleteSegments(n int) {
 }
 
 // applyRetention deletes whole sealed segments below the HW that are too
-// old (by their largest timestamp) or beyond retention.bytes.
+// old (by their largest timestamp) or beyond retention.bytes. On a
+// remote-storage topic (remote.go) it applies local.retention.* instead,
+// deletes only segments wholly below the upload watermark, and also
+// those below the remote log start (remote retention passed them); what
+// the watermark holds back is counted in heldBack.
 func (p *Partition) applyRetention(cfg TopicConfig, nowMs int64) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.deleted || len(p.segs) < 2 {
+		p.heldBack.Store(0)
 		return 0
+	}
+	tiered := p.tieredLocked(cfg)
+	retMs, retBytes := cfg.RetentionMs, cfg.RetentionBytes
+	uploaded, remoteStart := int64(math.MaxInt64), int64(-1)
+	if tiered {
+		retMs, retBytes = cfg.LocalRetention()
+		uploaded = p.uploadedNextLocked()
+		if p.remoteKnown && p.remote.Enabled {
+			remoteStart = p.remote.LogStart
+		}
 	}
 	var total int64
 	for _, s := range p.segs {
 		total += s.size
 	}
 	n := 0
+	var held int64
 	for _, s := range p.segs[:len(p.segs)-1] {
 		if s.next > p.hw {
 			break
 		}
-		byTime := cfg.RetentionMs >= 0 && s.maxTs >= 0 && nowMs-s.maxTs > cfg.RetentionMs
-		bySize := cfg.RetentionBytes >= 0 && total-s.size >= cfg.RetentionBytes
-		if !byTime && !bySize {
+		byTime := retMs >= 0 && s.maxTs >= 0 && nowMs-s.maxTs > retMs
+		bySize := retBytes >= 0 && total-s.size >= retBytes
+		byRemoteStart := s.next <= remoteStart
+		if !byTime && !bySize && !byRemoteStart {
 			break
 		}
 		total -= s.size
+		if held > 0 || s.next > uploaded {
+			// Not in the object store yet: kept, and so is
+			// everything after it (the log stays contiguous).
+			held += s.size
+			continue
+		}
 		n++
 	}
+	p.heldBack.Store(held)
 	p.deleteSegments(n)
 	p.ps.DropAbortedBefore(p.logStart)
 	p.ps.RemoveExpired(nowMs)

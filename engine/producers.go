@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -167,7 +168,14 @@ func (p *Partition) writeProducerSnapshot() {
 		return
 	}
 	offs := p.listSnapshots()
-	for len(offs) > snapshotsKept {
+	// A remote-storage partition keeps the snapshot of every segment
+	// until it is uploaded: the uploader copies it with the segment
+	// (SegmentInfo.ProducerSnapshot). One small file per local segment.
+	keepAbove := int64(math.MaxInt64)
+	if p.tieredLocked(p.topic.config()) {
+		keepAbove = p.uploadedNextLocked()
+	}
+	for len(offs) > snapshotsKept && offs[0] <= keepAbove {
 		p.e.fs.Remove(p.snapshotPath(offs[0]))
 		offs = offs[1:]
 	}
@@ -191,7 +199,7 @@ func parseProducerHeaders(batches []records.Batch) ([]producerstate.BatchHeader,
 // retry may race the original's flush. Lock must be held.
 func (p *Partition) duplicateWaiter(d *producerstate.BatchMetadata) *waiter {
 	w := &waiter{done: make(chan struct{}), res: AppendResult{
-		BaseOffset: d.FirstOffset, LastOffset: d.LastOffset, LogAppendTime: -1, LogStartOffset: p.logStart,
+		BaseOffset: d.FirstOffset, LastOffset: d.LastOffset, LogAppendTime: -1, LogStartOffset: p.startLocked(),
 	}}
 	if p.topic.config().TimestampTypeLogAppend {
 		w.res.LogAppendTime = d.Timestamp

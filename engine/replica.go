@@ -159,11 +159,13 @@ func (p *Partition) Replicated() bool {
 	return p.replicated
 }
 
-// LogStartOffset is the first offset in the log.
+// LogStartOffset is the first offset in the log as clients see it: on
+// remote-storage topics the remote tier's start when it holds data below
+// the local log (remote.go), else the local log start.
 func (p *Partition) LogStartOffset() int64 {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.logStart
+	return p.startLocked()
 }
 
 // LogEndOffset is the next offset to be assigned.
@@ -491,14 +493,8 @@ func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
 
 // truncateFullyLocked: lock must be held.
 func (p *Partition) truncateFullyLocked(offset int64) error {
-	if err := p.e.wq.barrier(p); err != nil {
-		if rollingBack(err) {
-			return err
-		}
-		return p.fail(err)
-	}
-	if err := p.e.checkpointJournal(); err != nil {
-		return p.fail(err)
+	if err := p.quiesceLocked(); err != nil {
+		return err
 	}
 	p.e.log.Info("restarting replica log", "topic", p.topic.name, "partition", p.idx, "leader_epoch", p.leaderEpoch, "at", offset)
 	p.gen++
@@ -514,15 +510,7 @@ func (p *Partition) truncateFullyLocked(offset int64) error {
 	if err != nil {
 		return p.fail(err)
 	}
-	p.segs = []*segment{seg}
-	p.logStart, p.logEnd, p.durable = offset, offset, offset
-	p.rend, p.rendSeg, p.rendPos = offset, seg, 0
-	p.hw, p.hwSeg, p.hwPos = offset, seg, 0
-	for _, w := range p.waiters {
-		w.finish(fmt.Errorf("%w: %s-%d restarted at %d", ErrStorage, p.topic.name, p.idx, offset))
-	}
-	p.waiters = nil
-	p.notify()
+	p.startEmptyLocked(seg, offset)
 	p.e.fs.SyncDir(p.dir)
 	if err := p.epochs.Clear(); err != nil {
 		return fmt.Errorf("%w: %v", ErrStorage, err)
@@ -534,5 +522,38 @@ func (p *Partition) truncateFullyLocked(offset int64) error {
 	}
 	p.ps = ps
 	p.e.kickCheckpoint()
+	return nil
+}
+
+// startEmptyLocked points the partition at seg, a new empty segment at
+// offset, as its whole log, and fails the waiters of the old one. Lock
+// must be held.
+func (p *Partition) startEmptyLocked(seg *segment, offset int64) {
+	p.segs = []*segment{seg}
+	p.logStart, p.logEnd, p.durable = offset, offset, offset
+	p.rend, p.rendSeg, p.rendPos = offset, seg, 0
+	p.hw, p.hwSeg, p.hwPos = offset, seg, 0
+	for _, w := range p.waiters {
+		w.finish(fmt.Errorf("%w: %s-%d restarted at %d", ErrStorage, p.topic.name, p.idx, offset))
+	}
+	p.waiters = nil
+	p.notify()
+}
+
+// quiesceLocked prepares the whole log's removal: no write of p in flight
+// and the journal checkpointed, so a replay after a crash cannot write
+// the old bytes back. Errors are returned as the caller should: a write
+// rolled back for lack of space is retriable, anything else fails the
+// partition. Lock must be held.
+func (p *Partition) quiesceLocked() error {
+	if err := p.e.wq.barrier(p); err != nil {
+		if rollingBack(err) {
+			return err
+		}
+		return p.fail(err)
+	}
+	if err := p.e.checkpointJournal(); err != nil {
+		return p.fail(err)
+	}
 	return nil
 }

@@ -211,24 +211,32 @@ func (s *segment) restoreRollClock(nowMs int64) error {
 // writeIndexes persists both indexes (atomically) so a clean restart need
 // not rescan. The time index gets a final entry for the segment's maximum.
 func (s *segment) writeIndexes() error {
-	tindex := s.tindex
-	if s.maxTs >= 0 && (len(tindex) == 0 || tindex[len(tindex)-1].ts < s.maxTs) {
-		tindex = append(tindex[:len(tindex):len(tindex)], timeIndexEntry{ts: s.maxTs, rel: uint32(s.maxTsAt - s.base)})
-	}
-	ib := make([]byte, 0, len(s.index)*indexEntrySize)
-	for _, e := range s.index {
-		ib = be.AppendUint32(ib, e.rel)
-		ib = be.AppendUint32(ib, e.pos)
-	}
-	tb := make([]byte, 0, len(tindex)*timeIndexEntSize)
-	for _, e := range tindex {
-		tb = be.AppendUint64(tb, uint64(e.ts))
-		tb = be.AppendUint32(tb, e.rel)
-	}
+	ib, tb := s.indexBytes()
 	if err := vfs.ReplaceFile(s.fs, s.path(indexSuffix), ib, 0o644); err != nil {
 		return err
 	}
 	return vfs.ReplaceFile(s.fs, s.path(timeIndexSuffix), tb, 0o644)
+}
+
+// indexBytes encodes the in-memory indexes in the .index and .timeindex
+// formats (doc.go); the time index ends with the segment's largest
+// timestamp. Lock of the owning partition must be held.
+func (s *segment) indexBytes() (ib, tb []byte) {
+	tindex := s.tindex
+	if s.maxTs >= 0 && (len(tindex) == 0 || tindex[len(tindex)-1].ts < s.maxTs) {
+		tindex = append(tindex[:len(tindex):len(tindex)], timeIndexEntry{ts: s.maxTs, rel: uint32(s.maxTsAt - s.base)})
+	}
+	ib = make([]byte, 0, len(s.index)*indexEntrySize)
+	for _, e := range s.index {
+		ib = be.AppendUint32(ib, e.rel)
+		ib = be.AppendUint32(ib, e.pos)
+	}
+	tb = make([]byte, 0, len(tindex)*timeIndexEntSize)
+	for _, e := range tindex {
+		tb = be.AppendUint64(tb, uint64(e.ts))
+		tb = be.AppendUint32(tb, e.rel)
+	}
+	return ib, tb
 }
 
 // loadIndexes reads the index files and checks them against the log size.

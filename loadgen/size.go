@@ -17,12 +17,49 @@ type SizeInput struct {
 	MessageBytes  float64 `json:"message_bytes"`
 	RetentionDays float64 `json:"retention_days"`
 	Copies        float64 `json:"copies"` // replication factor
+
+	// ObjectStore sizes a remote tier (issue 21): the leaders upload every
+	// sealed segment once, the store keeps it for the whole retention, and
+	// broker disks keep only the hot window.
+	ObjectStore bool `json:"object_store,omitempty"`
+	// LocalRetentionHours is the hot window kept on broker disks
+	// (local.retention.ms); nil keeps the whole retention local, as
+	// Kafka's default local.retention.ms=-2 does. Only with ObjectStore:
+	// without a remote tier, data past the window would be gone.
+	LocalRetentionHours *float64 `json:"local_retention_hours,omitempty"`
+	// ObjectStoreCopies counts the store's copies of each byte: 1 for
+	// S3-style stores, which replicate internally and bill logical bytes;
+	// more for the raw bytes of a store replicated by hand.
+	ObjectStoreCopies float64 `json:"object_store_copies,omitempty"`
 }
 
 // Validate checks the inputs the arithmetic needs.
 func (in SizeInput) Validate() error {
 	if in.Copies < 1 || in.MessageBytes <= 0 || in.PeakRate < 0 || in.AvgRate < 0 || in.RetentionDays < 0 {
 		return errors.New("size: copies >= 1, message-bytes > 0 and non-negative rates and days")
+	}
+	if !in.ObjectStore {
+		if in.LocalRetentionHours != nil {
+			return errors.New("size: --local-retention needs --object-store: without a remote tier, data older than the hot window would be deleted")
+		}
+		if in.ObjectStoreCopies != 0 {
+			return errors.New("size: --object-store-copies needs --object-store")
+		}
+		return nil
+	}
+	if in.ObjectStoreCopies < 1 {
+		return fmt.Errorf("size: --object-store-copies %g: want >= 1", in.ObjectStoreCopies)
+	}
+	if h := in.LocalRetentionHours; h != nil {
+		// Kafka refuses local.retention.ms above retention.ms too: the
+		// window is part of the retention, not added to it.
+		if *h < 0 || math.IsNaN(*h) {
+			return fmt.Errorf("size: --local-retention %gh: want >= 0", *h)
+		}
+		if *h > in.RetentionDays*24 {
+			return fmt.Errorf("size: --local-retention %gh is longer than --retention-days %g (%gh): the hot window is part of the retention",
+				*h, in.RetentionDays, in.RetentionDays*24)
+		}
 	}
 	return nil
 }
@@ -43,6 +80,9 @@ type Capacity struct {
 	MeasuredFrom       string  `json:"measured_from"`        // which figure MeasuredRate is
 	TargetP99Ms        float64 `json:"target_p99_ms"`        // the measured run's latency target
 	Bounds             []Bound `json:"bounds"`               // brokers each resource needs, largest first
+	// Tiered is the remote tier's arithmetic; nil without ObjectStore, so
+	// the figures above and their JSON stay as they were.
+	Tiered *TieredCapacity `json:"tiered,omitempty"`
 }
 
 // Bound is the broker count one resource needs on its own.
@@ -72,6 +112,7 @@ func Size(in SizeInput) Capacity {
 		AvgProducerBps:    avg,
 		AvgPerDayBytes:    perDay,
 		RetainedBytes:     perDay * in.RetentionDays * in.Copies,
+		Tiered:            sizeTiered(in),
 	}
 }
 
@@ -101,28 +142,10 @@ func (c *Capacity) WithDiagnosis(d *Diagnosis, res Resources) {
 		Brokers:  int(math.Ceil(c.AggregateWriteBps / c.MeasuredBrokerWBps)),
 		Detail:   fmt.Sprintf("%.4g GB/s of writes needed / %.4g GB/s per broker", c.AggregateWriteBps/1e9, c.MeasuredBrokerWBps/1e9),
 	}}
-	if res.DiskBytes > 0 {
-		c.Bounds = append(c.Bounds, Bound{
-			Resource: "disk",
-			Brokers:  int(math.Ceil(c.RetainedBytes / res.DiskBytes)),
-			Detail:   fmt.Sprintf("%.5g TB retained / %.4g TB usable per broker", c.RetainedBytes/1e12, res.DiskBytes/1e12),
-		})
-	}
-	if res.NICBitsPerSec > 0 {
-		// Spread evenly: a broker receives its share of the produce and
-		// replication traffic, and sends its share of the replication and
-		// of every consumer group's reads.
-		in := c.AggregateWriteBps
-		out := c.ReplicationBps + c.PeakProducerBps*res.ConsumerGroups
-		c.Bounds = append(c.Bounds, Bound{
-			Resource: "network",
-			Brokers:  int(math.Ceil(max(in, out) * 8 / res.NICBitsPerSec)),
-			Detail: fmt.Sprintf("cluster in %.4g GB/s, out %.4g GB/s (%.3g consumer groups) / %.4g Gbit/s per broker",
-				in/1e9, out/1e9, res.ConsumerGroups, res.NICBitsPerSec/1e9),
-		})
-	}
+	c.Bounds = append(c.Bounds, c.resourceBounds(res)...)
 	sort.SliceStable(c.Bounds, func(i, j int) bool { return c.Bounds[i].Brokers > c.Bounds[j].Brokers })
 	c.BrokersForPeak, c.BoundBy = c.Bounds[0].Brokers, c.Bounds[0].Resource
+	c.outageHours(res)
 }
 
 // WriteSize prints the table and its caveats.
@@ -134,7 +157,12 @@ func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
 	fmt.Fprintf(w, "  follower replication      %s  (%.0f extra copies of the peak)\n", gb(c.ReplicationBps), in.Copies-1)
 	fmt.Fprintf(w, "  aggregate writes at peak  %s  (every copy)\n", gb(c.AggregateWriteBps))
 	fmt.Fprintf(w, "  average ingest            %s = %.4g TB/day (one copy)\n", gb(c.AvgProducerBps), c.AvgPerDayBytes/1e12)
-	fmt.Fprintf(w, "  retained on disk          %.5g TB  (average per day x days x copies)\n", c.RetainedBytes/1e12)
+	if c.Tiered == nil {
+		fmt.Fprintf(w, "  retained on disk          %.5g TB  (average per day x days x copies)\n", c.RetainedBytes/1e12)
+	} else {
+		fmt.Fprintf(w, "  retained, all copies      %.5g TB  (average per day x days x copies: all on broker disks without the remote tier)\n", c.RetainedBytes/1e12)
+		writeTiered(w, in, c)
+	}
 	fmt.Fprintln(w, "Units are decimal (1 GB = 10^9 bytes, 1 TB = 10^12 bytes) and count message payload only.")
 	fmt.Fprintln(w, "Not included: compression (shrinks all figures), protocol and record-batch framing,")
 	fmt.Fprintln(w, "offset and time indexes, segment and filesystem overhead, headroom for failures and")
@@ -151,5 +179,10 @@ func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
 		}
 		fmt.Fprintln(w, "The measured rate includes whatever bound that run (see \"Limited by\" above); add")
 		fmt.Fprintln(w, "headroom so the loss of one broker keeps the rest under the target.")
+	} else if len(c.Bounds) > 0 {
+		fmt.Fprintln(w, "Brokers by resource (no measured run: --from adds the write-throughput bound):")
+		for _, b := range c.Bounds {
+			fmt.Fprintf(w, "  %-50s %5d  (%s)\n", b.Resource, b.Brokers, b.Detail)
+		}
 	}
 }

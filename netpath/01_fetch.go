@@ -1,6 +1,10 @@
 package netpath
 
 import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -9,6 +13,7 @@ import (
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/replication"
+	"github.com/ringlog/ringlog/tiered/remote"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -51,6 +56,24 @@ import (
 //   - read_committed stops at the last stable offset and lists the aborted
 //     transactions overlapping the returned range (the consumer drops
 //     their records); read_uncommitted reads to the high watermark.
+//   - Tiered storage (issue 21, KIP-405): a consumer read below the local
+//     log start (engine.ErrOffsetRemote) is served from the remote tier
+//     (Deps.Remote, tiered/remote) with the same HW, LSO and log start
+//     the local path reports; its records are a range of a chunk-cache
+//     file, sent and released like a segment range. The remote reads of
+//     one pass over the partitions share one time budget: until the
+//     fetch's max wait, but at least remoteReadMinWait from the first
+//     remote read (a cold chunk needs a store round trip) and at most
+//     remoteReadMaxWait. A partition whose read the budget cuts short (or
+//     that finds it spent) answers with no records and no error; the
+//     chunk fetch goes on in the cache and the consumer's next fetch
+//     finds it. So a slow store delays an answer by one budget at most,
+//     however many partitions read remotely. read_committed lists the
+//     aborted transactions of both tiers. Without an object store the
+//     read answers KAFKA_STORAGE_ERROR. A replica fetch below the local
+//     log start answers OFFSET_MOVED_TO_TIERED_STORAGE with the log
+//     start: followers restart from the remote tier's end
+//     (tiered/remote RestartPoint) instead of copying it.
 //   - Replication throttle (broker/throttle.go): a replica fetch's
 //     partitions that Replicas.LeaderThrottle calls throttled get no
 //     records while leader.replication.throttled.rate is exceeded (the
@@ -136,7 +159,7 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	}
 	denied := s.deniedTopics(req.Version, reqTopics, authz)
 	st := getFetchState()
-	st.heldBack = false
+	st.heldBack, st.deadline = false, deadline
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
 		if total >= int64(req.MinBytes) || hasErr || st.startNews || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 && st.throttleWait == 0 {
@@ -218,7 +241,10 @@ type fetchState struct {
 	// heldBack: some read of this fetch did.
 	throttleWait time.Duration
 	heldBack     bool
-	timer        *time.Timer
+	// deadline is the fetch's; remoteBy ends the remote reads of the
+	// current pass (zero until one starts).
+	deadline, remoteBy time.Time
+	timer              *time.Timer
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -307,7 +333,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 		hasErr bool
 	)
 	topics := st.topics[:0]
-	st.watch, st.limited, st.startNews, st.throttleWait = st.watch[:0], false, false, 0
+	st.watch, st.limited, st.startNews, st.throttleWait, st.remoteBy = st.watch[:0], false, false, 0, time.Time{}
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -405,12 +431,29 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			default:
 				res, err = part.Read(rp.FetchOffset, int32(limit), total == 0)
 			}
+			if err != nil && mode != readReplica && errors.Is(err, engine.ErrOffsetRemote) {
+				if s.remote == nil {
+					s.warnNoRemote(err)
+				} else {
+					if st.remoteBy.IsZero() {
+						st.remoteBy = remoteBudget(time.Now(), st.deadline)
+					}
+					// res.Data is the engine's empty range: the answer
+					// when the remote read runs out of time.
+					res, fp.aborted, err = s.remoteRead(img, part, rp.Partition, rp.FetchOffset, int32(limit), total == 0, mode == readCommitted, st.remoteBy, res.Data)
+				}
+			}
 			if afterFetchRead != nil {
 				afterFetchRead()
 			}
 			if err != nil {
 				info := part.Info()
 				fp.errorCode, fp.aborted = errorCode(err), nil
+				if mode == readReplica && errors.Is(err, engine.ErrOffsetRemote) {
+					// The follower restarts at the remote tier's end
+					// rather than copying what the object store holds.
+					fp.errorCode = kerr.OffsetMovedToTieredStorage.Code
+				}
 				fp.highWatermark, fp.lastStable, fp.logStart = info.HighWatermark, info.HighWatermark, info.LogStartOffset
 				hasErr = true
 				ft.partitions = append(ft.partitions, fp)
@@ -497,4 +540,86 @@ func isClosed(ch <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// Bounds of one remote read (see the header comment).
+const (
+	remoteReadMinWait = 2 * time.Second
+	remoteReadMaxWait = 30 * time.Second
+)
+
+// warnNoRemote logs, once a minute at most, that a consumer asked for
+// data only the remote tier holds on a broker without an object store
+// (the client only sees KAFKA_STORAGE_ERROR).
+func (s *Server) warnNoRemote(err error) {
+	now := time.Now().UnixNano()
+	last := s.noRemoteWarned.Load()
+	if now-last < int64(time.Minute) || !s.noRemoteWarned.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("fetch below the local log start answered KAFKA_STORAGE_ERROR: the remote tier holds it and this broker has no object store configured", "err", err)
+}
+
+// remoteBudget is when the remote reads of a fetch pass starting at now
+// must end (see the header comment).
+func remoteBudget(now, deadline time.Time) time.Time {
+	wait := min(max(deadline.Sub(now), remoteReadMinWait), remoteReadMaxWait)
+	return now.Add(wait)
+}
+
+// remoteRead serves a consumer read of part below its local log start
+// from the remote tier by deadline, with the offsets the local path
+// would report. empty is the Data of an answer without records.
+func (s *Server) remoteRead(img *metadata.Image, part *engine.Partition, idx int32, offset int64, limit int32, minOne, committed bool, deadline time.Time, empty engine.FileRange) (engine.ReadResult, []producerstate.AbortedTxn, error) {
+	t, ok := img.Topic(part.Topic())
+	if !ok {
+		return engine.ReadResult{}, nil, fmt.Errorf("%w: %s not in the metadata", engine.ErrUnknownTopic, part.Topic())
+	}
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	defer cancel()
+	var (
+		res     engine.ReadResult
+		aborted []producerstate.AbortedTxn
+		err     = ctx.Err()
+	)
+	if err == nil {
+		res, aborted, err = s.remote.Read(ctx, t.ID, idx, offset, limit, minOne, committed)
+	}
+	if err != nil {
+		if ctx.Err() == nil || s.ctx.Err() != nil || errors.Is(err, remote.ErrOffsetGone) || empty == nil {
+			return res, nil, err
+		}
+		// Out of time: no records this time (the cache keeps fetching).
+		res, aborted, err = engine.ReadResult{Data: empty}, nil, nil
+	}
+	info := part.Info()
+	res.HighWatermark, res.LastStableOffset, res.LogStartOffset = info.HighWatermark, info.HighWatermark, info.LogStartOffset
+	if committed {
+		res.LastStableOffset = part.LastStableOffset()
+		if res.Data.Len() > 0 {
+			aborted = mergeAborted(aborted, part.LocalAbortedTxns(offset, res.LastStableOffset))
+		} else {
+			aborted = nil
+		}
+	}
+	return res, aborted, nil
+}
+
+// mergeAborted merges the remote tier's aborted transactions with the
+// local log's (a transaction may be in both lists where the tiers
+// overlap), in marker order.
+func mergeAborted(a, b []producerstate.AbortedTxn) []producerstate.AbortedTxn {
+	if len(b) == 0 {
+		return a
+	}
+	out := append(slices.Clip(a), b...)
+	slices.SortFunc(out, func(x, y producerstate.AbortedTxn) int {
+		if c := cmp.Compare(x.LastOffset, y.LastOffset); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ProducerID, y.ProducerID)
+	})
+	return slices.CompactFunc(out, func(x, y producerstate.AbortedTxn) bool {
+		return x.ProducerID == y.ProducerID && x.FirstOffset == y.FirstOffset && x.LastOffset == y.LastOffset
+	})
 }

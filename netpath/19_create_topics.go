@@ -107,6 +107,9 @@ func (s *Server) createTopic(r *request, req *kmsg.CreateTopicsRequest, rt kmsg.
 	if err != nil {
 		return fail(errorCode(err), err.Error())
 	}
+	if cerr := s.checkRemoteStorage(cfg, nil); cerr != nil {
+		return fail(cerr.code, cerr.msg)
+	}
 	var id [16]byte
 	if req.ValidateOnly {
 		img := s.node.MetadataImage()

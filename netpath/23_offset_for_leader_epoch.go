@@ -17,6 +17,10 @@ import (
 //   - Only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere);
 //     current_leader_epoch (v2+) is checked like Fetch's.
 //   - An epoch we cannot place gives epoch -1 and end offset -1.
+//   - Tiered storage: the local epoch cache starts at the local log start.
+//     An epoch that ended at or below it is answered from the leader
+//     epochs the metadata image records for the remote segments (the
+//     whole log's history), in the same way (remoteEpochEnd).
 
 func init() { register(23, 0, 4, handleOffsetForLeaderEpoch) }
 
@@ -61,10 +65,51 @@ func handleOffsetForLeaderEpoch(s *Server, r *request) reply {
 				sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			} else {
 				sp.LeaderEpoch, sp.EndOffset = lc.part.EndOffsetForEpoch(rp.LeaderEpoch)
+				if e, end, ok := remoteEpochEnd(img, rt.Topic, rp.Partition, rp.LeaderEpoch, lc.part.LocalLogStartOffset()); ok {
+					sp.LeaderEpoch, sp.EndOffset = e, end
+				}
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return immediate(resp)
+}
+
+// remoteEpochEnd answers OffsetForLeaderEpoch from the remote tier's epoch
+// history when the requested epoch ended at or below the local log start
+// (localStart): the largest epoch <= epoch (epoch itself when the history
+// starts later, as Kafka's cache answers) and the start of the next one.
+// ok is false when the remote history has no later epoch starting at or
+// below localStart: the local cache answers then.
+func remoteEpochEnd(img *metadata.Image, topic string, idx, epoch int32, localStart int64) (int32, int64, bool) {
+	t, ok := img.Topic(topic)
+	if !ok {
+		return 0, 0, false
+	}
+	floor := epoch
+	// Walk the readable segments in offset order as reads resolve them
+	// (SegmentFor: the newer upload wins where two overlap).
+	for off := img.RemoteLogStart(t.ID, idx); off >= 0 && off < localStart; {
+		seg, ok := img.SegmentFor(t.ID, idx, off)
+		if !ok {
+			break
+		}
+		for i, e := range seg.Epochs {
+			// The entry in force at off, and those starting after it.
+			if i+1 < len(seg.Epochs) && seg.Epochs[i+1].StartOffset <= off {
+				continue
+			}
+			start := max(e.StartOffset, off)
+			if e.Epoch > epoch {
+				if start > localStart {
+					return 0, 0, false
+				}
+				return floor, start, true
+			}
+			floor = e.Epoch
+		}
+		off = seg.NextOffset
+	}
+	return 0, 0, false
 }

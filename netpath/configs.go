@@ -116,9 +116,16 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 		if cerr != nil {
 			return cerr
 		}
-		cfg, err := engine.ParseTopicConfig(defaults, next)
-		if err != nil {
-			return cfgErr(errorCode(err), "%v", err)
+		cfg, cerr := checkTopicConfigs(defaults, current, next)
+		if cerr != nil {
+			return cerr
+		}
+		if old, err := engine.ParseTopicConfig(defaults, current); err == nil {
+			if cerr := s.checkRemoteStorage(cfg, &old); cerr != nil {
+				return cerr
+			}
+		} else if cerr := s.checkRemoteStorage(cfg, nil); cerr != nil {
+			return cerr
 		}
 		if rf := len(t.Partitions[0].TargetReplicas()); int(cfg.MinInsyncReplicas) > rf {
 			// Kafka accepts it only to refuse every acks=all write; the
@@ -177,6 +184,35 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 	}
 	s.log.Info("altered configs", "type", typ, "resource", name, "set", cmd.Set, "delete", cmd.Delete, "replace", replace)
 	return nil
+}
+
+// checkTopicConfigs validates a topic's resulting dynamic configs next
+// over defaults, and the change from current (remote.storage.enable
+// cannot go back to false, engine.CheckConfigChange).
+func checkTopicConfigs(defaults engine.TopicConfig, current, next map[string]string) (engine.TopicConfig, *configErr) {
+	cfg, err := engine.ParseTopicConfig(defaults, next)
+	if err != nil {
+		return cfg, cfgErr(errorCode(err), "%v", err)
+	}
+	if old, err := engine.ParseTopicConfig(defaults, current); err == nil {
+		if err := engine.CheckConfigChange(old, cfg); err != nil {
+			return cfg, cfgErr(errorCode(err), "%v", err)
+		}
+	}
+	return cfg, nil
+}
+
+// checkRemoteStorage refuses a topic config that turns remote.storage.enable
+// on when this broker has no object store: the topic would accept the
+// setting and then never upload, so local retention would hold its
+// segments forever. old is the topic's config before the change (nil for
+// a new topic); a topic already tiered (created through a broker with a
+// store) may still have its other configs altered here.
+func (s *Server) checkRemoteStorage(next engine.TopicConfig, old *engine.TopicConfig) *configErr {
+	if s.cfg.RemoteStorage || !next.RemoteStorageEnable || old != nil && old.RemoteStorageEnable {
+		return nil
+	}
+	return cfgErr(kerr.InvalidConfig.Code, "%s needs an object store: start the broker with --object-store-endpoint (and --object-store-bucket) to use tiered storage", engine.RemoteStorageEnableKey)
 }
 
 // applyConfigOps returns current with ops applied (replace: ops alone).

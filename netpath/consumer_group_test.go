@@ -109,15 +109,7 @@ var (
 func testImage(t testing.TB, acls bool) *metadata.Image {
 	t.Helper()
 	img := metadata.EmptyImage()
-	apply := func(c metadata.Command) metadata.Result {
-		t.Helper()
-		next, res := img.Apply(img.Index()+1, c)
-		if res.Err != nil {
-			t.Fatalf("apply: %v", res.Err)
-		}
-		img = next
-		return res
-	}
+	apply := func(c metadata.Command) metadata.Result { t.Helper(); return applyCmd(t, &img, c) }
 	apply(metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c1"}})
 	reg := apply(metadata.Command{RegisterBroker: &metadata.RegisterBroker{ClusterID: "c1", ID: 1, Incarnation: metadata.UUID{1},
 		Endpoints: []metadata.Endpoint{{Listener: "PLAINTEXT", Host: "h", Port: 9092}}}})

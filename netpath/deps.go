@@ -31,6 +31,18 @@ type Deps struct {
 	Transactions Transactions
 	// ProducerIDs hands out ids to idempotent producers.
 	ProducerIDs ProducerIDs
+	// Remote reads the remote tier (tiered storage); nil when the broker
+	// has no object store configured.
+	Remote RemoteTier
+}
+
+// RemoteTier is the read side of tiered storage (*remote.Reader): fetches
+// and timestamp lookups below a partition's local log start. Errors wrap
+// remote.ErrOffsetGone (OFFSET_OUT_OF_RANGE) or remote.ErrStorage
+// (KAFKA_STORAGE_ERROR), mapped in errors.go.
+type RemoteTier interface {
+	Read(ctx context.Context, topicID [16]byte, partition int32, offset int64, maxBytes int32, minOneBatch, readCommitted bool) (engine.ReadResult, []producerstate.AbortedTxn, error)
+	OffsetForTimestamp(ctx context.Context, topicID [16]byte, partition int32, ts int64) (offset, timestamp int64, found bool, err error)
 }
 
 // Metadata is the cluster metadata: the controller's image and the admin

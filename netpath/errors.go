@@ -12,6 +12,7 @@ import (
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/replication"
+	"github.com/ringlog/ringlog/tiered/remote"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -56,6 +57,21 @@ func errorCode(err error) int16 {
 		return kerr.TransactionalIDAuthorizationFailed.Code
 	case errors.Is(err, errInvalidRegex):
 		return kerr.InvalidRegularExpression.Code
+	}
+	// The remote tier's errors may wrap a context or store cause: their
+	// own code wins.
+	switch {
+	case errors.Is(err, remote.ErrOffsetGone):
+		// Remote retention deleted it: the consumer resets its offset.
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, remote.ErrStorage):
+		// Store down, object missing or corrupt: retriable.
+		return kerr.KafkaStorageError.Code
+	case errors.Is(err, engine.ErrOffsetRemote):
+		// Only the remote tier holds the offset and this broker has no
+		// object store to read it from (a replica fetch gets
+		// OFFSET_MOVED_TO_TIERED_STORAGE in 01_fetch.go instead).
+		return kerr.KafkaStorageError.Code
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):

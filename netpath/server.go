@@ -93,7 +93,11 @@ type Config struct {
 	QuotaWindow QuotaWindow
 	// Security configures SASL and ACLs (auth.go).
 	Security SecurityConfig
-	Logger   *slog.Logger
+	// RemoteStorage says the broker has an object store configured
+	// (tiered storage): without one, CreateTopics and AlterConfigs refuse
+	// remote.storage.enable=true (configs.go).
+	RemoteStorage bool
+	Logger        *slog.Logger
 }
 
 // DefaultConfig returns the broker's defaults.
@@ -206,6 +210,12 @@ type Server struct {
 	groups Groups
 	txns   Transactions
 	pids   ProducerIDs
+	// remote reads the remote tier (Deps.Remote); nil without an object
+	// store.
+	remote RemoteTier
+	// noRemoteWarned is when the last "no object store" warning was
+	// logged (unix ns), to log it once a minute at most.
+	noRemoteWarned atomic.Int64
 	// repl is partition replication (set by Start); nil when off. The
 	// metrics collector reads it under mu.
 	repl Replicas
@@ -290,6 +300,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		groups:  deps.Groups,
 		txns:    deps.Transactions,
 		pids:    deps.ProducerIDs,
+		remote:  deps.Remote,
 
 		ctx:    ctx,
 		cancel: cancel,

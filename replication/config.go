@@ -1,8 +1,11 @@
 package replication
 
 import (
+	"context"
 	"fmt"
 	"time"
+
+	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // Config holds replication settings, Kafka broker config names in comments.
@@ -33,7 +36,33 @@ type Config struct {
 	// AlterPartitionBackoff: wait before re-sending an AlterPartition whose
 	// outcome is unknown, or re-proposing after a rejection.
 	AlterPartitionBackoff time.Duration
+	// RemoteRestart (tiered storage) tells a follower where to restart a
+	// partition whose fetch offset the leader answered with
+	// OFFSET_MOVED_TO_TIERED_STORAGE (the offset is only in the remote
+	// tier). nil: such partitions keep retrying after FetchBackoff.
+	RemoteRestart RemoteRestartFunc
+	// RemoteRestartTimeout bounds one RemoteRestart call (its ctx
+	// deadline); 0 means DefaultRemoteRestartTimeout.
+	RemoteRestartTimeout time.Duration
 }
+
+// DefaultRemoteRestartTimeout is RemoteRestartTimeout's default: two
+// small object reads, with room for a slow store.
+const DefaultRemoteRestartTimeout = 30 * time.Second
+
+func (c Config) remoteRestartTimeout() time.Duration {
+	if c.RemoteRestartTimeout > 0 {
+		return c.RemoteRestartTimeout
+	}
+	return DefaultRemoteRestartTimeout
+}
+
+// RemoteRestartFunc returns the restart point of topic/partition from the
+// remote tier: the offset to restart the log at, the producer-state
+// snapshot at that offset (engine/producerstate format) and the
+// leader-epoch history up to it. It does I/O (object store): the follower
+// calls it off its fetch loop, with a deadline in ctx.
+type RemoteRestartFunc func(ctx context.Context, topic string, partition int32) (offset int64, producerSnapshot []byte, epochs []rlm.EpochEntry, err error)
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {
@@ -66,6 +95,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("replication: FetchMaxBytes %d and PartitionMaxBytes %d must be positive", c.FetchMaxBytes, c.PartitionMaxBytes)
 	case c.FetchBackoff <= 0 || c.AlterPartitionBackoff <= 0:
 		return fmt.Errorf("replication: FetchBackoff %v and AlterPartitionBackoff %v must be positive", c.FetchBackoff, c.AlterPartitionBackoff)
+	case c.RemoteRestartTimeout < 0:
+		return fmt.Errorf("replication: RemoteRestartTimeout %v must not be negative", c.RemoteRestartTimeout)
 	case c.MetadataLagBackoff <= 0 || c.MetadataLagBackoff > c.FetchBackoff:
 		return fmt.Errorf("replication: MetadataLagBackoff %v must be positive and at most FetchBackoff %v", c.MetadataLagBackoff, c.FetchBackoff)
 	}

@@ -42,6 +42,17 @@
 //   - Followers never truncate to the HW on a leader change. They fetch
 //     with LastFetchedEpoch; the leader answers DivergingEpoch (Fetch v12+)
 //     and the follower truncates by epoch (KIP-101, KIP-279, KIP-320).
+//   - Tiered storage (KIP-405): a fetch offset below the leader's local
+//     log start, in data only the remote tier holds, is answered
+//     OFFSET_MOVED_TO_TIERED_STORAGE. The follower parks the partition
+//     (no fetches), calls Config.RemoteRestart in a goroutine with a
+//     deadline, and, if the partition is still followed in the same
+//     epoch when it returns, restarts its log at the remote tier's end
+//     with the remote producer state and epochs (Log.RestartFromRemote)
+//     and fetches on from there; errors back off FetchBackoff. The other
+//     partitions keep fetching meanwhile; the leader's ISR rules are
+//     unchanged (a parked follower is not caught up, and catches up
+//     afterwards like any other).
 //   - acks=all: CheckProduce refuses with NOT_ENOUGH_REPLICAS when the
 //     committed ISR is below min.insync.replicas; Purgatory completes when
 //     the HW passes the last offset, with NOT_ENOUGH_REPLICAS_AFTER_APPEND

@@ -49,6 +49,11 @@ var (
 	// (LeaderState.CheckOffsetsAvailable): an end offset answered now could
 	// be lower than what the previous leader acknowledged (KIP-207).
 	ErrOffsetNotAvailable = errors.New("high watermark behind the start of the leader epoch")
+	// ErrOffsetMovedToTieredStorage: OFFSET_MOVED_TO_TIERED_STORAGE (109,
+	// KIP-405). A follower's fetch offset lies below the leader's local
+	// log start, in data only the remote tier holds: the follower
+	// restarts its log from the remote tier (Config.RemoteRestart).
+	ErrOffsetMovedToTieredStorage = errors.New("fetch offset moved to tiered storage")
 	// ErrClosed: internal; waiters still pending when a Purgatory is closed
 	// (broker shutdown). netpath answers REQUEST_TIMED_OUT or drops the
 	// connection.

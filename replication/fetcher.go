@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -50,6 +51,8 @@ type Fetcher struct {
 	inflight    context.CancelFunc
 	interrupted bool
 	stats       FetcherStats
+	// restarts tracks the RemoteRestart goroutines; Run waits for them.
+	restarts sync.WaitGroup
 }
 
 // FetcherStats counts a fetcher's requests (metrics, tests).
@@ -57,6 +60,12 @@ type FetcherStats struct {
 	// Requests is the number of fetches sent; Interrupted those cancelled
 	// by AddPartition to take in a new partition.
 	Requests, Interrupted uint64
+	// RemoteRestarts counts partitions restarted from the remote tier
+	// (OFFSET_MOVED_TO_TIERED_STORAGE); RemoteRestartErrors the
+	// restart attempts that failed and backed off. RemoteRestarting is
+	// the partitions parked now.
+	RemoteRestarts, RemoteRestartErrors uint64
+	RemoteRestarting                    int
 }
 
 // NewFetcher returns a fetcher of leaderID; start it with Run.
@@ -75,13 +84,21 @@ func (x *Fetcher) nudge() {
 // Follower.AddPartition), interrupting a request in flight that lacks it.
 func (x *Fetcher) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) {
 	x.mu.Lock()
-	if x.f.AddPartition(tp, leaderEpoch, log) && x.inflight != nil && !x.interrupted {
+	if x.f.AddPartition(tp, leaderEpoch, log) {
+		x.interruptLocked()
+	}
+	x.mu.Unlock()
+	x.nudge()
+}
+
+// interruptLocked cancels the request in flight, which lacks a partition
+// that can fetch now. x.mu must be held.
+func (x *Fetcher) interruptLocked() {
+	if x.inflight != nil && !x.interrupted {
 		x.interrupted = true
 		x.stats.Interrupted++
 		x.inflight()
 	}
-	x.mu.Unlock()
-	x.nudge()
 }
 
 // RemovePartition stops following tp. It waits for a response being
@@ -105,11 +122,19 @@ func (x *Fetcher) Len() int {
 func (x *Fetcher) Stats() FetcherStats {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return x.stats
+	st := x.stats
+	for _, p := range x.f.parts {
+		if p.status == statusRemote {
+			st.RemoteRestarting++
+		}
+	}
+	return st
 }
 
-// Run fetches until ctx ends.
+// Run fetches until ctx ends, then waits for its RemoteRestart calls
+// (bounded by their deadline; ctx's end cancels them).
 func (x *Fetcher) Run(ctx context.Context) {
+	defer x.restarts.Wait()
 	for ctx.Err() == nil {
 		x.mu.Lock()
 		req := x.f.BuildRequest(x.clock.Now())
@@ -155,6 +180,9 @@ func (x *Fetcher) Run(ctx context.Context) {
 		x.mu.Lock()
 		res := x.f.HandleResponse(req, resp, x.clock.Now())
 		x.mu.Unlock()
+		for _, job := range res.RemoteRestarts {
+			x.startRemoteRestart(ctx, job)
+		}
 		// The partitions just appended are left out of requests until
 		// durable anyway; waiting here turns the next request into one
 		// that carries all of them again, sent as soon as the last
@@ -277,6 +305,9 @@ func (s *Fetchers) Stats() FetcherStats {
 		st := f.Stats()
 		out.Requests += st.Requests
 		out.Interrupted += st.Interrupted
+		out.RemoteRestarts += st.RemoteRestarts
+		out.RemoteRestartErrors += st.RemoteRestartErrors
+		out.RemoteRestarting += st.RemoteRestarting
 	}
 	return out
 }
@@ -285,4 +316,39 @@ func (s *Fetchers) Stats() FetcherStats {
 func (s *Fetchers) Close() {
 	s.cancel()
 	s.wg.Wait()
+}
+
+// startRemoteRestart runs Config.RemoteRestart for job in its own
+// goroutine (object-store reads must not stall the other partitions'
+// fetches) and applies the outcome under x.mu, as responses are, so
+// RemovePartition's promise holds: once it returns, tp's log is not
+// touched. A partition that can fetch again interrupts the long poll in
+// flight, which lacks it.
+func (x *Fetcher) startRemoteRestart(ctx context.Context, job RemoteRestartJob) {
+	cfg := x.f.cfg
+	x.restarts.Add(1)
+	go func() {
+		defer x.restarts.Done()
+		rctx, cancel := context.WithTimeout(ctx, cfg.remoteRestartTimeout())
+		var r RemoteRestartResult
+		r.Offset, r.ProducerSnapshot, r.Epochs, r.Err = cfg.RemoteRestart(rctx, job.Topic, job.Partition)
+		cancel()
+		if ctx.Err() != nil {
+			return // shutting down: leave the log alone
+		}
+		if r.Err != nil {
+			r.Err = fmt.Errorf("restart point of %s-%d from the remote tier: %w", job.Topic, job.Partition, r.Err)
+		}
+		x.mu.Lock()
+		restarted, err := x.f.OnRemoteRestart(job, r, x.clock.Now())
+		switch {
+		case restarted:
+			x.stats.RemoteRestarts++
+			x.interruptLocked()
+		case err != nil:
+			x.stats.RemoteRestartErrors++
+		}
+		x.mu.Unlock()
+		x.nudge()
+	}()
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/internal/records"
+	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // FetchRequest is one replica fetch to one leader, covering every
@@ -64,6 +65,10 @@ const (
 	// statusFenced: our leader epoch is stale; nothing to do until
 	// metadata brings a new one (AddPartition).
 	statusFenced
+	// statusRemote: building remote state. The leader answered
+	// OFFSET_MOVED_TO_TIERED_STORAGE and Config.RemoteRestart runs off
+	// the fetch loop (RemoteRestartJob); OnRemoteRestart resumes.
+	statusRemote
 )
 
 type followPart struct {
@@ -80,6 +85,14 @@ type followPart struct {
 	// high watermark (Kafka's isReplicaInSync): never throttled, even
 	// before the metadata shows it back in the ISR.
 	caughtUp bool
+	// remoteJob numbers the RemoteRestartJobs started for the partition:
+	// only the latest one's outcome applies.
+	remoteJob uint64
+	// restartedAt is where the last remote restart put the log (-1:
+	// none since). The same answer again there means the remote tier
+	// does not reach the leader's local log yet (our metadata lags):
+	// back off before asking the store again.
+	restartedAt int64
 }
 
 // AppendedPartition is an append whose durability the caller should wait
@@ -101,6 +114,26 @@ type HandleResult struct {
 	Truncated []TopicPartition // truncated for DivergingEpoch or out of range
 	Fenced    []TopicPartition // waiting for metadata
 	Delayed   []TopicPartition // backing off after an error
+	// RemoteRestarts are the partitions parked for a restart from the
+	// remote tier: the caller runs each (Config.RemoteRestart, off the
+	// fetch loop) and reports with OnRemoteRestart.
+	RemoteRestarts []RemoteRestartJob
+}
+
+// RemoteRestartJob is a partition parked until Config.RemoteRestart
+// answers where to restart its log.
+type RemoteRestartJob struct {
+	TopicPartition
+	part *followPart
+	seq  uint64
+}
+
+// RemoteRestartResult is what Config.RemoteRestart returned for a job.
+type RemoteRestartResult struct {
+	Offset           int64
+	ProducerSnapshot []byte
+	Epochs           []rlm.EpochEntry
+	Err              error
 }
 
 // Follower is the fetch state machine for the partitions this broker
@@ -154,7 +187,7 @@ func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) b
 		p.epoch, p.log, p.status, p.lastErr, p.lagErrs = leaderEpoch, log, statusFetching, nil, 0
 		return true
 	}
-	f.parts[tp] = &followPart{tp: tp, epoch: leaderEpoch, log: log}
+	f.parts[tp] = &followPart{tp: tp, epoch: leaderEpoch, log: log, restartedAt: NoOffset}
 	f.order = append(f.order, tp)
 	return true
 }
@@ -175,7 +208,7 @@ func (f *Follower) RemovePartition(tp TopicPartition) {
 
 func (f *Follower) ready(p *followPart, now time.Time) bool {
 	switch p.status {
-	case statusFenced:
+	case statusFenced, statusRemote:
 		return false
 	case statusDelayed:
 		if now.Before(p.delayUntil) {
@@ -376,6 +409,9 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 		}
 		res.Truncated = append(res.Truncated, p.tp)
 		return
+	case errors.Is(r.Err, ErrOffsetMovedToTieredStorage):
+		f.movedToTiered(p, rp, r.Err, now, res)
+		return
 	case metadataLag(r.Err):
 		// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, unknown
 		// partition: the leader has not seen the metadata yet.
@@ -420,6 +456,7 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend, HighWatermark: r.HighWatermark, log: log, epoch: p.epoch})
 		f.throttle.record(p.tp, len(r.Records), now)
 	}
+	p.restartedAt = NoOffset
 	// A follower never exposes more than it has; its HW may drop after a
 	// truncation or under a new leader whose HW still lags.
 	log.SetHighWatermark(min(r.HighWatermark, log.LogEndOffset()))
@@ -454,5 +491,68 @@ func (f *Follower) outOfRange(p *followPart, rp FetchPartition, r *FetchPartitio
 	default:
 		return r.Err
 	}
+	return nil
+}
+
+// movedToTiered handles OFFSET_MOVED_TO_TIERED_STORAGE: our fetch offset
+// is below the leader's local log start, in data only the remote tier
+// holds (a new replica, or one down longer than the local window).
+// Kafka's follower rebuilds its log's auxiliary state from the remote
+// tier (ReplicaFetcherTierStateMachine); here the partition is parked
+// and a RemoteRestartJob handed to the caller, so the object-store reads
+// never hold up the other partitions' fetches. Without RemoteRestart,
+// or when the last restart landed at this very offset (our remote-log
+// metadata lags the leader's: asking again at once would only repeat
+// it), the partition backs off instead.
+func (f *Follower) movedToTiered(p *followPart, rp FetchPartition, err error, now time.Time, res *HandleResult) {
+	if f.cfg.RemoteRestart == nil || p.restartedAt == rp.FetchOffset {
+		p.restartedAt = NoOffset
+		f.delay(p, err, now)
+		res.Delayed = append(res.Delayed, p.tp)
+		return
+	}
+	p.remoteJob++
+	p.status, p.lastErr, p.caughtUp = statusRemote, err, false
+	res.RemoteRestarts = append(res.RemoteRestarts, RemoteRestartJob{TopicPartition: p.tp, part: p, seq: p.remoteJob})
+}
+
+// OnRemoteRestart applies job's outcome: the log restarts at r.Offset
+// with the remote producer state and epochs, its high watermark there,
+// and fetching resumes from it. An outcome for a partition no longer
+// parked by that job (removed, re-added, or moved to another epoch or
+// log meanwhile: the restart point may describe a leader we no longer
+// follow) is dropped; errors back the partition off by FetchBackoff, after
+// which it fetches (and is answered) again. It reports whether the
+// partition restarted (and can fetch at once), and the error it backed
+// off with; neither means the outcome was dropped.
+func (f *Follower) OnRemoteRestart(job RemoteRestartJob, r RemoteRestartResult, now time.Time) (restarted bool, err error) {
+	p := job.part
+	if f.parts[job.TopicPartition] != p || p.status != statusRemote || p.remoteJob != job.seq {
+		return false, nil
+	}
+	err = r.Err
+	if err == nil {
+		err = f.restartFromRemote(p, r)
+	}
+	if err != nil {
+		f.delay(p, err, now)
+		return false, err
+	}
+	p.status, p.lastErr, p.restartedAt = statusFetching, nil, r.Offset
+	return true, nil
+}
+
+func (f *Follower) restartFromRemote(p *followPart, r RemoteRestartResult) error {
+	leo := p.log.LogEndOffset()
+	if r.Offset <= leo {
+		// Nothing gained, and our log may hold data the restart would
+		// drop: the remote tier as our metadata sees it ends below what
+		// we have. Ask again after the backoff.
+		return fmt.Errorf("%w: remote tier ends at %d, not above our log end %d", ErrOffsetMovedToTieredStorage, r.Offset, leo)
+	}
+	if err := p.log.RestartFromRemote(r.Offset, r.ProducerSnapshot, r.Epochs); err != nil {
+		return fmt.Errorf("restart at %d from the remote tier: %w: %w", r.Offset, ErrStorage, err)
+	}
+	p.log.SetHighWatermark(r.Offset)
 	return nil
 }

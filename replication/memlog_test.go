@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
+	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // memLog is an in-memory Log for tests: one record per batch, whose value
@@ -19,6 +20,9 @@ type memLog struct {
 	curEpoch int32
 	// autoFlush makes replicated appends durable at once (Fetcher tests).
 	autoFlush bool
+	// snapshot is the last RestartFromRemote's; restartErr fails it.
+	snapshot   []byte
+	restartErr error
 }
 
 type memEntry struct {
@@ -91,6 +95,26 @@ func (l *memLog) TruncateTo(off int64) error {
 func (l *memLog) TruncateFullyAndStartAt(off int64) error {
 	l.start, l.entries, l.durable, l.hw = off, nil, off, off
 	return l.cache.Clear()
+}
+
+// RestartFromRemote keeps the snapshot for tests to check; the memLog
+// has no producer state.
+func (l *memLog) RestartFromRemote(off int64, snapshot []byte, epochs []rlm.EpochEntry) error {
+	if l.restartErr != nil {
+		return l.restartErr
+	}
+	var es []epochcache.Entry
+	for _, e := range epochs {
+		if e.StartOffset < off {
+			es = []epochcache.Entry{{Epoch: e.Epoch, StartOffset: off}}
+		}
+	}
+	if err := l.cache.Reset(es); err != nil {
+		return err
+	}
+	l.start, l.entries, l.durable, l.hw = off, nil, off, off
+	l.snapshot = snapshot
+	return nil
 }
 
 func (l *memLog) SetHighWatermark(hw int64) { l.hw = hw }

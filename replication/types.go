@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // NoEpoch means "no leader epoch known" (Kafka's UNDEFINED_EPOCH, -1) and
@@ -107,6 +109,12 @@ type Log interface {
 	// TruncateFullyAndStartAt empties the log and restarts it at offset
 	// (the leader's log start moved past everything we have).
 	TruncateFullyAndStartAt(offset int64) error
+	// RestartFromRemote empties the log and restarts it at offset with
+	// the remote tier's producer-state snapshot (the state at offset)
+	// and leader-epoch history up to offset, durably (the follower's
+	// answer to OFFSET_MOVED_TO_TIERED_STORAGE, Config.RemoteRestart).
+	// Bad arguments are refused before anything changes.
+	RestartFromRemote(offset int64, producerSnapshot []byte, epochs []rlm.EpochEntry) error
 	// AdvanceLogStart moves the log start up to offset (at most the high
 	// watermark), deleting what lies wholly below it, and returns the log
 	// start after the call (DeleteRecords on the leader; a follower

@@ -26,7 +26,7 @@ func devCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dev",
 		Usage: "development helpers",
-		Subcommands: []*cli.Command{devClusterCommand(), devJoinCommand(), {
+		Subcommands: []*cli.Command{devClusterCommand(), devJoinCommand(), devS3Command(), {
 			Name:  "certs",
 			Usage: "write ca.pem, server.pem/server-key.pem and client.pem/client-key.pem for TLS and mutual TLS",
 			Flags: []cli.Flag{

@@ -41,7 +41,11 @@ import (
 // one place (devNode.serveArgs) and parsed here first, through serve's own
 // flags into a broker.Config, so a bad extra flag fails before any node
 // starts. dev cluster records the quorum, port bases and extra flags in
-// --base-dir/cluster.json, which dev join reads.
+// --base-dir/cluster.json, which dev join reads. With --object-store it
+// also runs the test S3 server of `ringlog dev s3` in this process (nodes
+// are killed and restarted, the store stays up) and adds its
+// --object-store-* flags before the extra ones, so dev join's brokers get
+// them too and an extra flag can still override them.
 
 func devClusterCommand() *cli.Command {
 	return &cli.Command{
@@ -51,6 +55,7 @@ func devClusterCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "nodes", Value: 3, Usage: "number of nodes (all brokers)"},
 			&cli.IntFlag{Name: "voters", Usage: "nodes 1..voters are controller voters, the rest brokers only (raft non-voters); 0: all nodes"},
+			&cli.BoolFlag{Name: "object-store", Usage: "tiered storage: run a test S3 server on loopback (objects in --base-dir/object-store) and point every node at it"},
 		}, devPortFlags()...),
 		Action: runDevCluster,
 	}
@@ -143,6 +148,16 @@ func runDevCluster(c *cli.Context) error {
 		return err
 	}
 	base := c.String("base-dir")
+	if c.Bool("object-store") {
+		s3, err := startDevS3(base)
+		if err != nil {
+			return fmt.Errorf("--object-store: %w", err)
+		}
+		// Deferred first, so it stops after the nodes.
+		defer s3.Stop()
+		l.Extra = append(devS3ServeFlags(s3), l.Extra...)
+		fmt.Fprintf(c.App.Writer, "object store: s3 endpoint %s  bucket %s  objects in %s\n", s3.Endpoint(), s3.Bucket(), s3.Dir())
+	}
 	nodes := make([]*devNode, l.Nodes)
 	for i := range nodes {
 		nodes[i] = l.node(base, i+1)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -49,35 +48,7 @@ func TestDevCluster(t *testing.T) {
 	cmd := exec.Command(ringlogBin, "dev", "cluster", "--nodes", "3", "--base-dir", t.TempDir(),
 		"--kafka-port", fmt.Sprint(kafka), "--controller-port", fmt.Sprint(ctrl), "--admin-port", fmt.Sprint(admin),
 		"--", "--io", ioMode(), "--group-initial-rebalance-delay", "100ms")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-exited:
-			case <-time.After(40 * time.Second):
-				cmd.Process.Kill()
-			}
-		}
-	})
+	lines, exited, stderr := startLines(t, cmd, 40*time.Second)
 	var boot string
 	timeout := time.After(90 * time.Second)
 	for boot == "" {

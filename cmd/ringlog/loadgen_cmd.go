@@ -408,11 +408,23 @@ func sizeCommand() *cli.Command {
 			&cli.Float64Flag{Name: "disk-per-broker", Usage: "usable disk per broker in TB (decimal) to weigh retention against; 0: not considered", EnvVars: env("disk-per-broker")},
 			&cli.Float64Flag{Name: "nic-gbps", Usage: "network per host in Gbit/s, each direction: weighs the --from run's traffic and the brokers needed; 0: not considered", EnvVars: env("nic-gbps")},
 			&cli.Float64Flag{Name: "consumer-groups", Value: 1, Usage: "consumer groups reading the whole stream (network egress)", EnvVars: env("consumer-groups")},
+			&cli.BoolFlag{Name: "object-store", Usage: "size a remote tier: one copy of the whole retention in an object store, broker disks keep --local-retention", EnvVars: env("object-store")},
+			&cli.DurationFlag{Name: "local-retention", Usage: "hot window kept on broker disks with --object-store, e.g. 6h or 48h (default: the whole retention)", EnvVars: env("local-retention")},
+			&cli.Float64Flag{Name: "object-store-copies", Value: 1, Usage: "copies the object store keeps of each byte: 1 counts logical bytes (S3-style stores replicate internally); more (1.5, 3) for the raw bytes of a store you run", EnvVars: env("object-store-copies")},
 			&cli.BoolFlag{Name: "json", Usage: "print the workload, the run's diagnosis and the capacity as JSON", EnvVars: env("json")},
 		},
 		Action: func(c *cli.Context) error {
 			in := loadgen.SizeInput{PeakRate: c.Float64("peak-rate"), AvgRate: c.Float64("avg-rate"), MessageBytes: c.Float64("message-bytes"),
-				RetentionDays: c.Float64("retention-days"), Copies: c.Float64("copies")}
+				RetentionDays: c.Float64("retention-days"), Copies: c.Float64("copies"), ObjectStore: c.Bool("object-store")}
+			// Unset flags stay out of the input so Validate can tell a
+			// tier flag given without --object-store.
+			if c.IsSet("local-retention") {
+				h := c.Duration("local-retention").Hours()
+				in.LocalRetentionHours = &h
+			}
+			if in.ObjectStore || c.IsSet("object-store-copies") {
+				in.ObjectStoreCopies = c.Float64("object-store-copies")
+			}
 			if err := in.Validate(); err != nil {
 				return cli.Exit(err.Error(), 2)
 			}
@@ -422,18 +434,20 @@ func sizeCommand() *cli.Command {
 			capacity := loadgen.Size(in)
 			var r *results.Result
 			var diag *loadgen.Diagnosis
+			res := loadgen.Resources{DiskBytes: c.Float64("disk-per-broker") * 1e12, NICBitsPerSec: c.Float64("nic-gbps") * 1e9, ConsumerGroups: c.Float64("consumer-groups")}
 			if dir := c.String("from"); dir != "" {
 				var err error
 				if r, err = results.ReadJSON(dir); err != nil {
 					return err
 				}
-				res := loadgen.Resources{DiskBytes: c.Float64("disk-per-broker") * 1e12, NICBitsPerSec: c.Float64("nic-gbps") * 1e9, ConsumerGroups: c.Float64("consumer-groups")}
 				diag, err = loadgen.Diagnose(r, loadgen.DiagnoseOptions{Dir: dir, Agents: c.Int("agents"), Brokers: c.Int("measured-brokers"),
 					NICBitsPerSec: res.NICBitsPerSec, BrokerCores: c.Float64("broker-cores"), AllowIncomplete: c.Bool("allow-incomplete")})
 				if err != nil {
 					return cli.Exit(fmt.Sprintf("%s: %v", dir, err), 1)
 				}
 				capacity.WithDiagnosis(diag, res)
+			} else if res.DiskBytes > 0 || res.NICBitsPerSec > 0 {
+				capacity.WithResources(res)
 			}
 			if c.Bool("json") {
 				b, err := json.MarshalIndent(struct {

@@ -109,6 +109,19 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.StringSliceFlag{Name: "super-users", Usage: "principals (User:name) that bypass ACLs", EnvVars: env("super-users")},
 		&cli.StringFlag{Name: "inter-broker-user", Usage: "SCRAM-SHA-512 user this broker authenticates as to other brokers (needed when --sasl-listeners includes plaintext)", EnvVars: env("inter-broker-user")},
 		&cli.StringFlag{Name: "inter-broker-password", Usage: "password of --inter-broker-user (prefer the RINGLOG_INTER_BROKER_PASSWORD variable)", EnvVars: env("inter-broker-password")},
+		&cli.StringFlag{Name: "object-store-endpoint", Usage: "tiered storage: host:port (or http(s):// URL) of an S3-compatible object store; empty: tiered storage off, and topics cannot set remote.storage.enable (docs/TIERED.md)", EnvVars: env("object-store-endpoint")},
+		&cli.StringFlag{Name: "object-store-bucket", Value: d.Tiered.S3.Bucket, Usage: "bucket holding the remote tier's objects", EnvVars: env("object-store-bucket")},
+		&cli.StringFlag{Name: "object-store-region", Value: d.Tiered.S3.Region, Usage: "region signed into object store requests", EnvVars: env("object-store-region")},
+		&cli.StringFlag{Name: "object-store-access-key", Usage: "object store access key", EnvVars: append(env("object-store-access-key"), "AWS_ACCESS_KEY_ID")},
+		&cli.StringFlag{Name: "object-store-secret-key", Usage: "object store secret key (prefer the environment variables; never logged)", EnvVars: append(env("object-store-secret-key"), "AWS_SECRET_ACCESS_KEY")},
+		&cli.BoolFlag{Name: "object-store-tls", Usage: "connect to the object store over TLS (an https:// endpoint implies it)", EnvVars: env("object-store-tls")},
+		&cli.StringFlag{Name: "object-store-ca-file", Usage: "PEM CA bundle trusted for the object store's TLS certificate, besides the system roots", EnvVars: env("object-store-ca-file")},
+		&cli.BoolFlag{Name: "object-store-create-bucket", Usage: "create the bucket at start if missing (the only object store call made at start; off: the broker starts while the store is down)", EnvVars: env("object-store-create-bucket")},
+		&cli.StringFlag{Name: "remote-cache-dir", Usage: "chunk cache of remote-tier reads (default: <data-dir>/remote-cache)", EnvVars: env("remote-cache-dir")},
+		&cli.Int64Flag{Name: "remote-cache-bytes", Value: d.Tiered.CacheBytes, Usage: "disk bytes the chunk cache of remote-tier reads may use", EnvVars: env("remote-cache-bytes")},
+		&cli.DurationFlag{Name: "remote-upload-interval", Value: d.Tiered.Upload.Interval, Usage: "how often each led partition of a remote-storage topic looks for sealed segments to upload and applies remote retention", EnvVars: env("remote-upload-interval")},
+		&cli.Int64Flag{Name: "remote-upload-max-rate", Value: d.Tiered.Upload.MaxRate, Usage: "bytes per second this broker uploads at most, over all partitions (0: no cap); keep it above the broker's share of the ingest rate", EnvVars: env("remote-upload-max-rate")},
+		&cli.IntFlag{Name: "remote-upload-concurrency", Value: d.Tiered.Upload.Concurrency, Usage: "segments this broker uploads at once", EnvVars: env("remote-upload-concurrency")},
 		&cli.IntFlag{Name: "gc-percent", Value: defaultGCPercent, Usage: "Go GC target (as GOGC, which overrides it when set): heap growth over the live heap before a collection; produce bodies are short-lived garbage, and at 100 (Go's default) collecting them cost a quarter of the broker's CPU at 100k msg/s (BENCHMARKS.md section 13); -1 disables the GC", EnvVars: env("gc-percent")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug | info | warn | error", EnvVars: env("log-level")},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text | json", EnvVars: env("log-format")},
@@ -292,6 +305,8 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	cfg.TransactionStateReplicationFactor = int16(c.Int("transaction-state-replication-factor"))
 	cfg.TransactionStateSegmentBytes = c.Int64("transaction-state-segment-bytes")
 
+	tieredFlags(c, &cfg.Tiered)
+
 	cfg.AdminHandlers = func(mux *http.ServeMux, b *broker.Broker) {
 		setupProfiling(c, mux, cfg.NodeID, b, log)
 		if faults != nil {
@@ -299,6 +314,24 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// tieredFlags reads the object store and remote-tier flags into t; an
+// empty --object-store-endpoint leaves tiered storage off.
+func tieredFlags(c *cli.Context, t *broker.TieredConfig) {
+	t.S3.Endpoint = c.String("object-store-endpoint")
+	t.S3.Bucket = c.String("object-store-bucket")
+	t.S3.Region = c.String("object-store-region")
+	t.S3.AccessKey = c.String("object-store-access-key")
+	t.S3.SecretKey = c.String("object-store-secret-key")
+	t.S3.Secure = c.Bool("object-store-tls")
+	t.S3.CAFile = c.String("object-store-ca-file")
+	t.S3.CreateBucket = c.Bool("object-store-create-bucket")
+	t.CacheDir = c.String("remote-cache-dir")
+	t.CacheBytes = c.Int64("remote-cache-bytes")
+	t.Upload.Interval = c.Duration("remote-upload-interval")
+	t.Upload.Concurrency = c.Int("remote-upload-concurrency")
+	t.Upload.MaxRate = c.Int64("remote-upload-max-rate")
 }
 
 // consumerFlagNames renames group.Config's consumer fields to their flags

@@ -80,9 +80,15 @@ func TestDevClusterNodeArgs(t *testing.T) {
 // test (the suite sets RINGLOG_IO, say); they come back after it.
 func unsetServeEnv(t *testing.T) {
 	for _, f := range serveCommand().Flags {
-		e := env(f.Names()[0])[0]
-		t.Setenv(e, "")
-		os.Unsetenv(e)
+		vars := env(f.Names()[0])
+		// Flags read other variables too (AWS_* for the object store).
+		if ef, ok := f.(interface{ GetEnvVars() []string }); ok {
+			vars = append(vars, ef.GetEnvVars()...)
+		}
+		for _, e := range vars {
+			t.Setenv(e, "")
+			os.Unsetenv(e)
+		}
 	}
 }
 

@@ -52,6 +52,12 @@ func (im *Image) Apply(index uint64, c Command) (*Image, Result) {
 		res = t.alterReassignments(c.AlterPartitionReassignments)
 	case c.UnregisterBroker != nil:
 		res = t.unregisterBroker(c.UnregisterBroker)
+	case c.CommitRemoteSegment != nil:
+		res = t.commitRemoteSegment(c.CommitRemoteSegment)
+	case c.DeleteRemoteSegments != nil:
+		res = t.deleteRemoteSegments(c.DeleteRemoteSegments)
+	case c.RemoteTopicPurged != nil:
+		res = t.remoteTopicPurged(c.RemoteTopicPurged)
 	default:
 		res.Err = fmt.Errorf("%w: empty command", ErrInvalidCommand)
 	}
@@ -332,6 +338,9 @@ func (t *txn) createTopic(c *CreateTopic) Result {
 	if _, ok := t.im.topicNames[c.ID]; ok {
 		return Result{Err: fmt.Errorf("%w: topic id %s in use", ErrTopicExists, c.ID)}
 	}
+	if t.remotePurgePending(c.ID) {
+		return Result{Err: fmt.Errorf("%w: topic id %s: a deleted topic's remote objects under it are not purged yet", ErrTopicExists, c.ID)}
+	}
 	if err := t.validAssignment(c.Assignment, len(c.Assignment[0])); err != nil {
 		return Result{Err: err}
 	}
@@ -357,6 +366,7 @@ func (t *txn) deleteTopicCmd(c *DeleteTopic) Result {
 		return Result{Err: fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)}
 	}
 	t.deleteTopic(tp)
+	t.remoteTopicDeleted(tp)
 	out := *tp
 	return Result{Topic: &out}
 }

@@ -38,6 +38,10 @@ type Command struct {
 	AlterPartitionReassignments *AlterPartitionReassignments `json:",omitempty"`
 	// Broker removal (unregister.go).
 	UnregisterBroker *UnregisterBroker `json:",omitempty"`
+	// Remote-log metadata (remote.go).
+	CommitRemoteSegment  *CommitRemoteSegment  `json:",omitempty"`
+	DeleteRemoteSegments *DeleteRemoteSegments `json:",omitempty"`
+	RemoteTopicPurged    *RemoteTopicPurged    `json:",omitempty"`
 }
 
 // InitCluster fixes the cluster id; the first controller leader proposes it
@@ -172,6 +176,7 @@ func (c Command) count() int {
 		c.DeleteACLs != nil, c.ReplicaOffline != nil, c.AlterConfigs != nil, c.AlterClientQuotas != nil,
 		c.AlterPartitionReassignments != nil,
 		c.UnregisterBroker != nil,
+		c.CommitRemoteSegment != nil, c.DeleteRemoteSegments != nil, c.RemoteTopicPurged != nil,
 	} {
 		if set {
 			n++

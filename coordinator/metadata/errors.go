@@ -35,6 +35,13 @@ var (
 	ErrBrokerHasReplicas     = errors.New("broker still hosts replicas")           // INVALID_REPLICA_ASSIGNMENT (UnregisterBroker)
 )
 
+// Remote-log metadata refusals (remote.go), for the uploader: they never
+// reach a Kafka client.
+var (
+	ErrRemoteSegmentCommitted = errors.New("remote segment already committed") // the uploader treats it as done
+	ErrRemoteSegmentGap       = errors.New("remote segment leaves a gap")      // upload the missing range first
+)
+
 // Errors lists every sentinel above, so a transport can map them to codes
 // and back (coordinator's RPC does).
 var Errors = []error{
@@ -47,4 +54,5 @@ var Errors = []error{
 	ErrInvalidACL, ErrNoScramCredential, ErrPreferredNotAvailable,
 	ErrInvalidQuota, ErrNoReassignment,
 	ErrBrokerRunning, ErrBrokerHasReplicas,
+	ErrRemoteSegmentCommitted, ErrRemoteSegmentGap,
 }

@@ -70,8 +70,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 // snapshotVersion is the first field of every snapshot; Restore refuses
-// others.
-const snapshotVersion = 1
+// others. Version 2 added the remote-log metadata; version 1 snapshots
+// (no remote state) still load.
+const (
+	snapshotVersion       = 2
+	oldestSnapshotVersion = 1
+)
 
 // snapshotV1 is the JSON snapshot: lists sorted by id/name so that equal
 // images encode to equal bytes.
@@ -89,6 +93,9 @@ type snapshotV1 struct {
 	BrokerConfigs []BrokerConfigSet `json:",omitempty"`
 	// Client quotas; absent in older snapshots.
 	Quotas []ClientQuota `json:",omitempty"`
+	// Remote-log metadata (remote.go); version 2 on.
+	Remote      []remotePartitionSnap `json:",omitempty"`
+	RemotePurge []UUID                `json:",omitempty"`
 }
 
 // Encode writes the image as a versioned JSON snapshot.
@@ -104,6 +111,8 @@ func (im *Image) Encode(w io.Writer) error {
 		ACLs:           im.acls,
 		BrokerConfigs:  im.brokerConfigSets(),
 		Quotas:         im.ClientQuotas(),
+		Remote:         im.remoteSnap(),
+		RemotePurge:    im.remotePurge,
 	})
 }
 
@@ -113,8 +122,8 @@ func DecodeImage(r io.Reader) (*Image, error) {
 	if err := json.NewDecoder(r).Decode(&s); err != nil {
 		return nil, fmt.Errorf("metadata: decode snapshot: %w", err)
 	}
-	if s.Version != snapshotVersion {
-		return nil, fmt.Errorf("metadata: snapshot version %d, want %d", s.Version, snapshotVersion)
+	if s.Version < oldestSnapshotVersion || s.Version > snapshotVersion {
+		return nil, fmt.Errorf("metadata: snapshot version %d, want %d to %d", s.Version, oldestSnapshotVersion, snapshotVersion)
 	}
 	im := EmptyImage()
 	im.index, im.clusterID, im.nextProducerID = s.Index, s.ClusterID, s.NextProducerID
@@ -159,6 +168,9 @@ func DecodeImage(r io.Reader) (*Image, error) {
 		im.topics[t.Name] = &t
 		im.topicNames[t.ID] = t.Name
 	}
+	if err := im.restoreRemote(s.Remote, s.RemotePurge); err != nil {
+		return nil, err
+	}
 	return im, nil
 }
 
@@ -197,7 +209,7 @@ func (im *Image) Equal(o *Image) bool {
 	if im.index != o.index || im.clusterID != o.clusterID || im.nextProducerID != o.nextProducerID ||
 		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) ||
 		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) || len(im.quotas) != len(o.quotas) ||
-		!equalBrokerConfigs(im.brokerConfigs, o.brokerConfigs) {
+		!equalBrokerConfigs(im.brokerConfigs, o.brokerConfigs) || !equalRemote(im, o) {
 		return false
 	}
 	for e, v := range im.quotas {

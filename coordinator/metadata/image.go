@@ -26,6 +26,12 @@ type Image struct {
 	brokerConfigs map[string]map[string]string
 	// quotas is replaced whole on change (quotas.go).
 	quotas map[QuotaEntity]map[string]float64
+	// remote is the remote-log metadata by topic id, one entry per
+	// partition (nil: none), copied per topic and partition on change;
+	// remotePurge lists deleted topics whose objects remain, sorted
+	// (remote.go).
+	remote      map[UUID][]*remoteLog
+	remotePurge []UUID
 }
 
 // EmptyImage is the state before the first log entry.
@@ -121,6 +127,7 @@ func (im *Image) LeaderCounts() map[int32]int {
 type txn struct {
 	im                          *Image
 	brokersCloned, topicsCloned bool
+	remoteCloned                bool
 }
 
 func (im *Image) begin(index uint64) *txn {

@@ -238,6 +238,29 @@ func (c *Cache) Clear() error {
 	return c.persist()
 }
 
+// Reset replaces every entry with entries (a log restarted from another
+// replica's history: the remote tier's epochs object). Entries must be
+// strictly increasing in both fields and non-negative; otherwise nothing
+// changes. The file is written before memory changes, so a failed write
+// leaves the cache as it was.
+func (c *Cache) Reset(entries []Entry) error {
+	for i, e := range entries {
+		if e.Epoch < 0 || e.StartOffset < 0 || i > 0 && (e.Epoch <= entries[i-1].Epoch || e.StartOffset <= entries[i-1].StartOffset) {
+			return fmt.Errorf("epochcache: reset: entry %d (epoch %d at %d) not increasing or negative", i, e.Epoch, e.StartOffset)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := slices.Clone(entries)
+	if c.fs != nil {
+		if err := vfs.WriteFileAtomic(c.fs, c.path, format(next), 0o644); err != nil {
+			return fmt.Errorf("epochcache: write %s: %w", c.path, err)
+		}
+	}
+	c.entries = next
+	return nil
+}
+
 // LatestEpoch is the newest epoch, Undefined when empty.
 func (c *Cache) LatestEpoch() int32 {
 	c.mu.Lock()

@@ -151,3 +151,40 @@ func TestCheckpointWriteFailure(t *testing.T) {
 		t.Fatal("write to a crashed fs succeeded")
 	}
 }
+
+// Reset replaces the entries durably, refuses bad histories, and leaves
+// the cache as it was when the write fails.
+func TestReset(t *testing.T) {
+	fs := vfs.NewMem()
+	_ = fs.MkdirAll("/p", 0o755)
+	fs.SyncDir("/")
+	path := "/p/" + layout.LeaderEpochCheckpoint
+	c, _ := Open(fs, path)
+	_ = c.Assign(0, 0)
+	_ = c.Assign(1, 10)
+	for _, bad := range [][]Entry{{{2, 5}, {1, 9}}, {{1, 5}, {2, 5}}, {{-1, 0}}, {{1, -3}}} {
+		if err := c.Reset(bad); err == nil {
+			t.Fatalf("Reset(%v) accepted", bad)
+		}
+		if got := c.Entries(); !slices.Equal(got, []Entry{{0, 0}, {1, 10}}) {
+			t.Fatalf("refused Reset(%v) changed the cache: %v", bad, got)
+		}
+	}
+	if err := c.Reset([]Entry{{4, 100}, {6, 120}}); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Open(fs.Crash(vfs.CrashOptions{}), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c2.Entries(); !slices.Equal(got, []Entry{{4, 100}, {6, 120}}) {
+		t.Fatalf("after a crash %v", got)
+	}
+	// fs is crashed now: the write fails and memory is unchanged.
+	if err := c.Reset(nil); err == nil {
+		t.Fatal("Reset on a crashed fs succeeded")
+	}
+	if got := c.Entries(); !slices.Equal(got, []Entry{{4, 100}, {6, 120}}) {
+		t.Fatalf("failed Reset changed the cache: %v", got)
+	}
+}

@@ -13,6 +13,7 @@
 //	    log-start-offset-checkpoint           LogStartOffsetCheckpoint
 //	    .ringlog-clean-shutdown               CleanShutdownMarker
 //	    journal/journal.log                   JournalDir, JournalFile
+//	    remote-cache/                         RemoteCacheDir: default --remote-cache-dir
 //	    <topic>-<partition>/                  PartitionDir
 //	        <base offset, 20 digits>.log      LogSuffix
 //	        ....index, ....timeindex          IndexSuffix, TimeIndexSuffix
@@ -58,6 +59,10 @@ const (
 	// "-<partition>" suffix, so Open never takes it for a topic's.
 	JournalDir  = "journal"
 	JournalFile = "journal.log"
+	// RemoteCacheDir is the default chunk cache of remote-tier reads
+	// (tiered/chunkcache, its own file names); its last "-" part is not
+	// a number, so Open never takes it for a partition directory.
+	RemoteCacheDir = "remote-cache"
 )
 
 // Names inside a partition directory.

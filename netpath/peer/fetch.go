@@ -195,6 +195,8 @@ func fetchCodeErr(code int16) error {
 		return replication.ErrUnknownTopicOrPartition
 	case kerr.KafkaStorageError.Code:
 		return replication.ErrStorage
+	case kerr.OffsetMovedToTieredStorage.Code:
+		return replication.ErrOffsetMovedToTieredStorage
 	}
 	return kerr.ErrorForCode(code)
 }
