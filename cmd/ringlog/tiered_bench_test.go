@@ -31,7 +31,9 @@ import (
 //
 // Knobs: RINGLOG_TIERED_BENCH_BYTES (512MiB), RINGLOG_TIERED_BENCH_RATE
 // (records/s, 5000), RINGLOG_TIERED_BENCH_ROUND (30s),
-// RINGLOG_TIERED_BENCH_UPLOAD_RATE (bytes/s; unset: no cap). The markdown table
+// RINGLOG_TIERED_BENCH_UPLOAD_RATE (bytes/s; unset: no cap),
+// RINGLOG_TIERED_S3_DIR (where the S3 server keeps objects, e.g. a tmpfs).
+// The markdown table
 // goes to stdout and to $RINGLOG_TIERED_BENCH_OUT when set.
 func TestTieredBench(t *testing.T) {
 	if os.Getenv("RINGLOG_TIERED_BENCH") != "1" {

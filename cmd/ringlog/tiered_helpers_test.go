@@ -82,7 +82,18 @@ type s3Proc struct {
 
 func startS3(t *testing.T) *s3Proc {
 	t.Helper()
-	s := &s3Proc{t: t, bin: s3Binary(t), dir: t.TempDir(), addr: "127.0.0.1:0"}
+	dir := t.TempDir()
+	// RINGLOG_TIERED_S3_DIR puts the server's objects elsewhere (a tmpfs,
+	// to take its disk writes off the brokers' disk in the benchmark).
+	if base := os.Getenv("RINGLOG_TIERED_S3_DIR"); base != "" {
+		d, err := os.MkdirTemp(base, "s3-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		dir = d
+	}
+	s := &s3Proc{t: t, bin: s3Binary(t), dir: dir, addr: "127.0.0.1:0"}
 	s.launch()
 	t.Cleanup(func() {
 		if s.paused {
