@@ -23,3 +23,12 @@ func devJoinCommand() *cli.Command {
 	c.Usage = "start one more broker joining a dev cluster (Linux only)"
 	return c
 }
+
+// devS3Command: the test S3 server belongs to the Linux dev tooling
+// (dev cluster --object-store); Linux-only like it.
+func devS3Command() *cli.Command {
+	c := unsupportedServe()
+	c.Name = "s3"
+	c.Usage = "run the test S3 server on loopback (Linux only)"
+	return c
+}
