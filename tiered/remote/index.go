@@ -81,7 +81,7 @@ func (r *Reader) readObject(ctx context.Context, key string, limit int64) ([]byt
 		return nil, err
 	}
 	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", objstore.ErrCorrupt, limit)
+		return nil, fmt.Errorf("%w: over %d bytes", objstore.ErrCorrupt, limit)
 	}
 	return b, nil
 }

@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"fmt"
-	"io"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine/producerstate"
@@ -68,19 +67,12 @@ func lastSegment(segs []rlm.Segment) (rlm.Segment, bool) {
 	return segs[best], true
 }
 
-// readSmall reads a whole object of at most maxRestartObject bytes.
+// readSmall reads a whole object of at most maxRestartObject bytes
+// (readObject), every failure wrapping ErrStorage and naming the key.
 func (r *Reader) readSmall(ctx context.Context, key string) ([]byte, error) {
-	rc, err := r.store.GetRange(ctx, key, 0, -1)
+	b, err := r.readObject(ctx, key, int64(maxRestartObject))
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %v", ErrStorage, key, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, int64(maxRestartObject)+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: reading %s: %v", ErrStorage, key, err)
-	case len(b) > maxRestartObject:
-		return nil, fmt.Errorf("%w: %s is over %d bytes", ErrStorage, key, maxRestartObject)
+		return nil, fmt.Errorf("%w: reading %s: %w", ErrStorage, key, err)
 	}
 	return b, nil
 }
