@@ -30,7 +30,11 @@ func (r *Reader) RestartPoint(ctx context.Context, topicID [16]byte, partition i
 	if im == nil {
 		return 0, nil, nil, fmt.Errorf("%w: restart point of partition %d: no metadata yet", ErrStorage, partition)
 	}
-	seg, ok := lastSegment(im.RemoteSegments(metadata.UUID(topicID), partition))
+	// The segment ending at the remote end: the one holding its last
+	// offset (SegmentFor prefers the newer upload where ranges overlap,
+	// and finds none when retention expired everything).
+	tid := metadata.UUID(topicID)
+	seg, ok := im.SegmentFor(tid, partition, im.RemoteEnd(tid, partition)-1)
 	if !ok {
 		return 0, nil, nil, fmt.Errorf("%w: restart point of partition %d of topic %x: nothing tiered", ErrStorage, partition, topicID)
 	}
@@ -49,22 +53,6 @@ func (r *Reader) RestartPoint(ctx context.Context, topicID [16]byte, partition i
 		return 0, nil, nil, fmt.Errorf("%w: %s: %v", ErrStorage, rlm.ObjectKey(&seg, "epochs"), err)
 	}
 	return seg.NextOffset, snap, epochs, nil
-}
-
-// lastSegment picks the segment ending at the remote end: the greatest
-// NextOffset, and of equal ones the newer upload (greater BaseOffset, as
-// SegmentFor prefers). segs is sorted by BaseOffset, then NextOffset.
-func lastSegment(segs []rlm.Segment) (rlm.Segment, bool) {
-	best := -1
-	for i := range segs {
-		if best < 0 || segs[i].NextOffset >= segs[best].NextOffset {
-			best = i
-		}
-	}
-	if best < 0 {
-		return rlm.Segment{}, false
-	}
-	return segs[best], true
 }
 
 // readSmall reads a whole object of at most maxRestartObject bytes
