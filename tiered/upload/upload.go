@@ -268,6 +268,9 @@ func remoteState(img *metadata.Image, tid metadata.UUID, part int32) engine.Remo
 // contiguousEnd is the end of the gap-free run of segments from start
 // (segs sorted by base offset): local data below it is in the remote
 // tier. -1 when start is -1 (nothing committed, start never raised).
+// The controller refuses gaps, so this equals max(start, RemoteEnd) on a
+// sound image; it is recomputed from the segments anyway because local
+// deletion trusts it, and a metadata bug must keep data, not delete it.
 func contiguousEnd(segs []rlm.Segment, start int64) int64 {
 	if start < 0 {
 		return -1
