@@ -42,6 +42,10 @@ type Thread struct {
 	Involuntary uint64 `json:"involuntary"`
 }
 
+// CountersPath is where a ringlog broker's admin listener serves its own
+// Snapshot (Self) as JSON.
+const CountersPath = "/v1/process/counters"
+
 // Snapshot is one reading of a process's cumulative counters. It is also
 // the document a ringlog broker's admin listener serves at
 // /v1/process/counters.
