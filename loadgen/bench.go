@@ -294,17 +294,18 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 }
 
 // benchConfig points the workload at the local brokers; reports read
-// io_path and fsync from the first one's /healthz, and the CPU time of
-// their processes.
+// io_path and fsync from the first one's /healthz, and the CPU time and
+// context switches of their processes.
 func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 	cfg.Bootstrap = nil
 	for _, b := range bs {
 		cfg.Bootstrap = append(cfg.Bootstrap, b.Addr)
 	}
 	cfg.BrokerAdmin = bs[0].AdminAddr
-	cfg.brokerPids = nil
+	// Read by pid (any --broker-bin), not through the admin endpoint.
+	cfg.BrokerPIDs, cfg.CounterAdmins = nil, nil
 	for _, b := range bs {
-		cfg.brokerPids = append(cfg.brokerPids, b.Pid())
+		cfg.BrokerPIDs = append(cfg.BrokerPIDs, b.Pid())
 	}
 	if cfg.Label == "" {
 		cfg.Label = "bench"

@@ -242,8 +242,12 @@ type Step struct {
 	Errors       int64   `json:"errors"`
 	Saturated    bool    `json:"generator_saturated"`
 	Pass         bool    `json:"pass"`
-	// CPUPerGB is the brokers' CPU-s per GB acknowledged (bench only).
-	CPUPerGB float64 `json:"broker_cpu_s_per_gb,omitempty"`
+	// CPUPerGB is the brokers' CPU-s per GB acknowledged; CPUMicrosPerMsg
+	// and CtxSwitchesPerMsg their CPU-µs and context switches per message
+	// acknowledged (brokers known: bench, --broker-pid, --broker-admin).
+	CPUPerGB          float64 `json:"broker_cpu_s_per_gb,omitempty"`
+	CPUMicrosPerMsg   float64 `json:"broker_cpu_us_per_msg,omitempty"`
+	CtxSwitchesPerMsg float64 `json:"broker_ctx_switches_per_msg,omitempty"`
 }
 
 // WriteJSON writes r as indented JSON to dir/result.json.

@@ -167,14 +167,14 @@ func WriteSteps(w io.Writer, fm *FindMax) {
 	}
 	head := "step\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tmax ms\terrors\tsaturated\tpass\t"
 	if cpu {
-		head += "CPU-s/GB\t"
+		head += "CPU-s/GB\tCPU-µs/msg\tctx sw/msg\t"
 	}
 	fmt.Fprintln(tw, head)
 	for i, s := range fm.Steps {
 		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%v\t%v\t",
 			i+1, s.TargetRate, s.AchievedRate, s.P50Ms, s.P99Ms, s.MaxMs, s.Errors, s.Saturated, s.Pass)
 		if cpu {
-			fmt.Fprintf(tw, "%.1f\t", s.CPUPerGB)
+			fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t", s.CPUPerGB, s.CPUMicrosPerMsg, s.CtxSwitchesPerMsg)
 		}
 		fmt.Fprintln(tw)
 	}

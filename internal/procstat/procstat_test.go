@@ -6,7 +6,9 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // fakeProc writes a /proc tree under a temp dir: files maps a path
@@ -129,5 +131,38 @@ func TestSelfAgainstProc(t *testing.T) {
 	}
 	if p.ExitedIncluded || len(p.Threads) == 0 || p.BootID != s.BootID || p.CPUSeconds <= 0 {
 		t.Fatalf("process %+v", p)
+	}
+}
+
+// TestCPUSecondsFollowsRusage: the /proc reading follows real CPU use: over a
+// stretch of spinning it grows by what getrusage says this process used
+// (both are the kernel's thread-group accounting; /proc in 10 ms ticks).
+func TestCPUSecondsFollowsRusage(t *testing.T) {
+	rusage := func() float64 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	p0, err := (FS{}).CPUSeconds(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	r0 := rusage()
+	// Spin until this process has used 300 ms of CPU (the machine may be
+	// busy, so wall time says little).
+	for end := time.Now().Add(10 * time.Second); rusage()-r0 < 0.3 && time.Now().Before(end); {
+	}
+	p1, err := (FS{}).CPUSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := rusage()
+	if dp, dr := p1-p0, r1-r0; dr < 0.3 || dp < dr-0.05 || dp > dr+0.05 {
+		t.Fatalf("/proc grew by %.3f CPU-s while getrusage grew by %.3f", dp, dr)
+	}
+	if _, err := (FS{}).CPUSeconds(1 << 30); err == nil {
+		t.Fatal("no error for a process that does not exist")
 	}
 }
