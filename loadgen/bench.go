@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/procstat"
 )
 
 // LocalBroker is a broker process started on loopback for a benchmark.
@@ -302,15 +304,34 @@ func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 		cfg.Bootstrap = append(cfg.Bootstrap, b.Addr)
 	}
 	cfg.BrokerAdmin = bs[0].AdminAddr
-	// Read by pid (any --broker-bin), not through the admin endpoint.
-	cfg.BrokerPIDs, cfg.CounterAdmins = nil, nil
-	for _, b := range bs {
-		cfg.BrokerPIDs = append(cfg.BrokerPIDs, b.Pid())
-	}
+	cfg.BrokerPIDs, cfg.CounterAdmins = benchCounterSources(bs)
 	if cfg.Label == "" {
 		cfg.Label = "bench"
 	}
 	return cfg, cfg.Validate()
+}
+
+// benchCounterSources is how the run reads each broker's counters: through
+// its admin endpoint when it serves /v1/process/counters for this very
+// process (ringlog: getrusage keeps the switches of threads that exited,
+// such as idle io-wq workers), otherwise by pid from /proc (any other
+// --broker-bin, such as bin/fakebroker).
+func benchCounterSources(bs []*LocalBroker) (pids []int, admins []string) {
+	for _, b := range bs {
+		src, err := newAdminSource(b.AdminAddr)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), countersTimeout)
+			var snap procstat.Snapshot
+			snap, err = src.read(ctx)
+			cancel()
+			if err == nil && snap.PID == b.Pid() && snap.ExitedIncluded {
+				admins = append(admins, b.AdminAddr)
+				continue
+			}
+		}
+		pids = append(pids, b.Pid())
+	}
+	return pids, admins
 }
 
 // adminClient is an admin client of the workload's cluster and a context
