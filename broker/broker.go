@@ -21,6 +21,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/layout"
+	"github.com/ringlog/ringlog/internal/procstat"
 	"github.com/ringlog/ringlog/netpath"
 )
 
@@ -136,12 +137,14 @@ func New(cfg Config) (_ *Broker, err error) {
 			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler, collectors.MetricsGC)),
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			b.srv.Collector(),
+			processCollector{},
 		)
 		if b.tier != nil {
 			reg.MustRegister(b.tier.collector(b.eng))
 		}
 		b.admin.Mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		b.admin.Mux.HandleFunc("/v1/remote/segments", b.serveRemoteSegments)
+		b.admin.Mux.HandleFunc(procstat.CountersPath, serveProcessCounters)
 		if cfg.AdminHandlers != nil {
 			cfg.AdminHandlers(b.admin.Mux, b)
 		}

@@ -24,7 +24,9 @@
 //     the marker writer and producer-id blocks;
 //   - offline.go, diskspace.go: disk errors and full disks;
 //   - admin.go, storage_metrics.go, replication_metrics.go: /healthz and
-//     the storage and replication series of /metrics.
+//     the storage and replication series of /metrics;
+//     process_metrics.go: the process's context switches (/metrics) and
+//     its counters for load reports (/v1/process/counters).
 //
 // Broker code speaks offsets, epochs, raw batch bytes and Go errors, never
 // Kafka protocol types: netpath maps its errors to Kafka codes.

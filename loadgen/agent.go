@@ -341,6 +341,9 @@ func (a *Agent) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := req.Config
+	// Broker processes are the controller's to read: a pid means nothing
+	// on this host.
+	cfg.BrokerPIDs, cfg.CounterAdmins = nil, nil
 	if err := cfg.Validate(); err != nil {
 		http.Error(w, "bad run request: "+err.Error(), http.StatusBadRequest)
 		return

@@ -279,6 +279,9 @@ func TestFleetNullSink(t *testing.T) {
 	cfg, agents, _ := nullSinkFleet(t)
 	cfg.Rate, cfg.Producers = 3000, 3
 	cfg.Duration = 400 * time.Millisecond
+	// "The broker" is this process: the controller reads it, the agents
+	// (in this process too) must not.
+	cfg.BrokerPIDs = []int{os.Getpid()}
 	dir := t.TempDir()
 	var out bytes.Buffer
 	run, err := runFleet(context.Background(), cfg, agents, "t", dir, &out)
@@ -286,6 +289,13 @@ func TestFleetNullSink(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	res := run.Result
+	if c := res.BrokerCPU; c == nil || len(c.Brokers) != 1 || c.Brokers[0].PID != os.Getpid() || c.SameHost ||
+		c.MessagesAcked != res.MessagesAcked || len(res.Warnings) != 0 {
+		t.Fatalf("broker_cpu %+v, warnings %q", c, res.Warnings)
+	}
+	if g := res.GeneratorCPU; g == nil || g.Processes != 2 || g.Cores != 0 || g.Seconds <= 0 {
+		t.Fatalf("generator_cpu %+v: want the agents' sum", g)
+	}
 	if len(res.Agents) != 2 || res.Incomplete || res.Agents[0].TargetRate != 2000 || res.Agents[1].TargetRate != 1000 {
 		t.Fatalf("agents %+v incomplete %v", res.Agents, res.Incomplete)
 	}

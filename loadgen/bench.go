@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/ringlog/ringlog/internal/procstat"
 )
 
 // LocalBroker is a broker process started on loopback for a benchmark.
@@ -294,22 +296,42 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 }
 
 // benchConfig points the workload at the local brokers; reports read
-// io_path and fsync from the first one's /healthz, and the CPU time of
-// their processes.
+// io_path and fsync from the first one's /healthz, and the CPU time and
+// context switches of their processes.
 func benchConfig(cfg Config, bs []*LocalBroker) (Config, error) {
 	cfg.Bootstrap = nil
 	for _, b := range bs {
 		cfg.Bootstrap = append(cfg.Bootstrap, b.Addr)
 	}
 	cfg.BrokerAdmin = bs[0].AdminAddr
-	cfg.brokerPids = nil
-	for _, b := range bs {
-		cfg.brokerPids = append(cfg.brokerPids, b.Pid())
-	}
+	cfg.BrokerPIDs, cfg.CounterAdmins = benchCounterSources(bs)
 	if cfg.Label == "" {
 		cfg.Label = "bench"
 	}
 	return cfg, cfg.Validate()
+}
+
+// benchCounterSources is how the run reads each broker's counters: through
+// its admin endpoint when it serves /v1/process/counters for this very
+// process (ringlog: getrusage keeps the switches of threads that exited,
+// such as idle io-wq workers), otherwise by pid from /proc (any other
+// --broker-bin, such as bin/fakebroker).
+func benchCounterSources(bs []*LocalBroker) (pids []int, admins []string) {
+	for _, b := range bs {
+		src, err := newAdminSource(b.AdminAddr)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), countersTimeout)
+			var snap procstat.Snapshot
+			snap, err = src.read(ctx)
+			cancel()
+			if err == nil && snap.PID == b.Pid() && snap.ExitedIncluded {
+				admins = append(admins, b.AdminAddr)
+				continue
+			}
+		}
+		pids = append(pids, b.Pid())
+	}
+	return pids, admins
 }
 
 // adminClient is an admin client of the workload's cluster and a context

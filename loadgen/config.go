@@ -18,9 +18,14 @@ type Config struct {
 	clusterBrokers int
 	// minISR is set by Run from the topic's configs (0: unknown).
 	minISR int
-	// brokerPids are the broker processes the harness started (Bench):
-	// Run reads their CPU time over the measured window.
-	brokerPids []int
+	// BrokerPIDs are broker processes on this machine (any broker, ringlog
+	// or not; Bench sets its own) and CounterAdmins the admin addresses of
+	// ringlog brokers anywhere: Run reads their CPU time and context
+	// switches at the start and the end of the measured window
+	// (counters.go). A distributed run reads them on the controller, not
+	// on the agents.
+	BrokerPIDs    []int
+	CounterAdmins []string
 	// TopicConfigs are set on the topic when the run creates it (for
 	// example min.insync.replicas=2 for acks=all runs on RF=3).
 	TopicConfigs map[string]string
@@ -225,6 +230,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("perf-freq %d: need 1..10000", c.PerfFreq)
 	case c.ProfileMutexFraction < 0 || c.ProfileBlockRate < 0:
 		return fmt.Errorf("profile-mutex-fraction and profile-block-rate: need >= 0")
+	}
+	for _, pid := range c.BrokerPIDs {
+		if pid <= 0 {
+			return fmt.Errorf("broker-pid %d: need a process id > 0", pid)
+		}
 	}
 	return c.Security.Validate()
 }

@@ -169,8 +169,11 @@ func findMaxRun(ctx context.Context, cfg Config, fc FindMaxConfig, out io.Writer
 			}
 			s := results.Step{AchievedRate: res.AchievedRate, P50Ms: res.AckLatencyMs.P50, P99Ms: res.AckLatencyMs.P99,
 				MaxMs: res.AckLatencyMs.Max, Errors: res.Errors, Saturated: res.GeneratorSaturated}
-			if res.BrokerCPU != nil {
-				s.CPUPerGB = res.BrokerCPU.PerGB
+			if c := res.BrokerCPU; c != nil {
+				s.CPUPerGB, s.CPUMicrosPerMsg = c.PerGB, c.CPUMicrosPerMsg
+				if c.CtxSwitches != nil {
+					s.CtxSwitchesPerMsg = c.CtxSwitches.PerMsg
+				}
 			}
 			if res.SLA.Pass && !res.GeneratorSaturated && (best == nil || rate > best.Result.TargetRate) {
 				best = r

@@ -198,7 +198,10 @@ type fleet struct {
 	// topicCreated: this run created the topic (a sweep deletes only
 	// those; recorded in the workload as Run does).
 	topicCreated bool
-	cpu          *cpuWindow // nil: broker pids unknown (not bench)
+	// counters reads the brokers this controller knows (bench's, or
+	// --broker-pid/--broker-admin) over the window; the agents read
+	// only themselves.
+	counters *counterWindow
 }
 
 // Fleet options are checked here (once, for all agents) rather than by
@@ -258,6 +261,10 @@ func runFleet(ctx context.Context, cfg Config, agents []string, token, dir strin
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("run not started: %s", strings.Join(bad, "; "))
 	}
+	sources, _, err := counterSources(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	// The topic is created once, here, so agents do not race to create it.
 	info, err := prepareTopic(ctx, cfg)
 	if err != nil {
@@ -279,9 +286,9 @@ func runFleet(ctx context.Context, cfg Config, agents []string, token, dir strin
 	}
 	f.startAt = time.Now().Add(fleetStartLead)
 	fmt.Fprintf(out, "fleet: %d agents start at %s (warmup %v, measured %v)\n", len(f.agents), f.startAt.Format(time.RFC3339Nano), cfg.Warmup, cfg.Duration)
-	if len(cfg.brokerPids) > 0 { // bench: its brokers' CPU over the window, as Run reads it
-		f.cpu = startCPUWindow(ctx, cfg.brokerPids, f.startAt.Add(cfg.Warmup), cfg.Duration)
-	}
+	// The generator is the agents, wherever they run: the brokers are not
+	// known to share its machine (no contention check).
+	f.counters = startCounterWindow(ctx, sources, false, f.startAt.Add(cfg.Warmup), cfg.Duration)
 
 	// Send every agent its share; one that refuses cancels them all.
 	streams := make([]io.ReadCloser, len(f.agents))
@@ -290,6 +297,7 @@ func runFleet(ctx context.Context, cfg Config, agents []string, token, dir strin
 		a.cancel = cancel
 		acfg := cfg
 		acfg.Rate, acfg.Producers, acfg.StartAt = a.share.Rate, a.share.Producers, f.startAt
+		acfg.BrokerPIDs, acfg.CounterAdmins = nil, nil // read here, once
 		acfg.Label = a.c.name
 		body, err := json.Marshal(agentRunRequest{Name: a.c.name, Config: acfg})
 		if err == nil {
@@ -632,10 +640,12 @@ func (f *fleet) merge(dir string) (*results.Run, error) {
 	if v, err := strconv.Atoi(f.cfg.TopicConfigs["min.insync.replicas"]); err == nil {
 		env.MinISR = v
 	}
-	if f.cpu != nil {
-		if res.BrokerCPU, err = f.cpu.result(res.MessagesAcked * int64(f.cfg.MessageSize)); err != nil {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("broker CPU not measured: %v", err))
-		}
+	// The generators' CPU is the agents' (Merge summed it); this
+	// process's own is not the load's.
+	if f.counters != nil {
+		var warns []string
+		res.BrokerCPU, _, warns = f.counters.result(res.MessagesAcked, res.MessagesAcked*int64(f.cfg.MessageSize))
+		res.Warnings = append(res.Warnings, warns...)
 	}
 	if err := merged.Write(dir); err != nil {
 		return nil, err

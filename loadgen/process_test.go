@@ -179,6 +179,18 @@ func TestBenchThreeBrokers(t *testing.T) {
 	if res.Environment.BrokerIOPath == "" || res.Environment.BrokerFsync == "" {
 		t.Fatalf("environment lacks the broker's /healthz: %+v", res.Environment)
 	}
+	// Every broker's counters, and their sum.
+	c := res.BrokerCPU
+	if c == nil || c.Processes != 3 || len(c.Brokers) != 3 || c.CtxSwitches == nil || c.CtxSwitches.PerMsg <= 0 {
+		t.Fatalf("broker_cpu %+v", c)
+	}
+	// ringlog brokers are read through their admin endpoints, which count
+	// the switches of threads that exited.
+	for _, p := range c.Brokers {
+		if p.Seconds <= 0 || p.CtxSwitches == nil || p.CtxSwitches.Total() <= 0 || p.Admin == "" || !p.CtxSwitches.ExitedCounted {
+			t.Fatalf("broker %s: %+v", p.Label(), p)
+		}
+	}
 }
 
 // TestScaleOutMerge runs two generators against one broker with a shared

@@ -211,6 +211,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	sources, sameHost, err := counterSources(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
 	info, err := prepareTopic(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -338,10 +342,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 	if prof != nil {
 		prof.run(ctx, st.t0.Add(cfg.Warmup), cfg.Duration)
 	}
-	var cpu *cpuWindow
-	if len(cfg.brokerPids) > 0 {
-		cpu = startCPUWindow(ctx, cfg.brokerPids, st.t0.Add(cfg.Warmup), cfg.Duration)
-	}
+	counters := startCounterWindow(ctx, sources, sameHost, st.t0.Add(cfg.Warmup), cfg.Duration)
 
 	sendDelay := make([]*recorder, cfg.Producers)
 	var producers sync.WaitGroup
@@ -404,12 +405,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (*results.Run, err
 			run.Result.Warnings = append(run.Result.Warnings, backlog.warn)
 		}
 	}
-	if cpu != nil {
-		var err error
-		if run.Result.BrokerCPU, err = cpu.result(st.c.bytesAcked.Load()); err != nil {
-			run.Result.Warnings = append(run.Result.Warnings, fmt.Sprintf("broker CPU not measured: %v", err))
-		}
-	}
+	var warns []string
+	run.Result.BrokerCPU, run.Result.GeneratorCPU, warns = counters.result(st.c.measuredAcked.Load(), st.c.bytesAcked.Load())
+	run.Result.Warnings = append(run.Result.Warnings, warns...)
 	if prof != nil {
 		run.Result.Profiles, run.Files = prof.wait()
 	}

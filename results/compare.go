@@ -44,6 +44,18 @@ var compareMetrics = []compareMetric{
 		}
 		return r.BrokerCPU.PerGB, true
 	}},
+	{"broker CPU-µs/msg", func(r *Result) (float64, bool) {
+		if c := r.BrokerCPU; c != nil && c.MessagesAcked > 0 {
+			return c.CPUMicrosPerMsg, true
+		}
+		return 0, false
+	}},
+	{"broker ctx switches/msg", func(r *Result) (float64, bool) {
+		if c := r.BrokerCPU; c != nil && c.MessagesAcked > 0 && c.CtxSwitches != nil {
+			return c.CtxSwitches.PerMsg, true
+		}
+		return 0, false
+	}},
 }
 
 // ratioCell is run's value of m divided by base's, "-" when either is

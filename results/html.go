@@ -202,6 +202,7 @@ func RenderHTML(r *Run) ([]byte, error) {
 	_, rest, _ := strings.Cut(sum.String(), "\n")
 	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(rest))
 	writeEnvironmentHTML(&b, res.Environment, false)
+	writeBrokerCountersHTML(&b, res)
 	writeAgentsHTML(&b, res.Agents)
 
 	pct := chart{Title: "Latency by percentile", XLabel: "percentile", YLabel: "ms",

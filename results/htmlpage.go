@@ -91,7 +91,44 @@ func writeVerdictHTML(b *bytes.Buffer, res *Result) {
 		}
 		b.WriteString("</ul>")
 	}
+	if v.Note != "" {
+		fmt.Fprintf(b, `<p id="contention">%s</p>`, html.EscapeString(v.Note))
+	}
 	b.WriteString("</div>")
+}
+
+// writeBrokerCountersHTML is the cost per acknowledged message, one row
+// per broker and the sum, with the context switches by thread name.
+func writeBrokerCountersHTML(b *bytes.Buffer, res *Result) {
+	c := res.BrokerCPU
+	if c == nil || c.MessagesAcked <= 0 {
+		return
+	}
+	fmt.Fprintf(b, `<h2>Broker cost per acknowledged message</h2><p>Over the %.1f s window, %d messages acknowledged; everything the broker did in the window counts.</p>`,
+		c.WindowS, c.MessagesAcked)
+	b.WriteString(`<table id="broker-counters"><tr><th>broker</th><th>CPU-s</th><th>CPU-µs/msg</th><th>ctx switches/msg</th><th>voluntary/msg</th><th>involuntary/msg</th><th>switches/msg by thread</th><th>threads</th></tr>`)
+	row := func(key, name string, secs, us float64, sw *CtxSwitches) {
+		fmt.Fprintf(b, `<tr data-broker="%s"><td class="id">%s</td><td class="n">%.2f</td><td class="n">%.1f</td>`,
+			html.EscapeString(key), html.EscapeString(name), secs, us)
+		if sw == nil {
+			b.WriteString(`<td class="n">-</td><td class="n">-</td><td class="n">-</td><td></td><td></td></tr>`)
+			return
+		}
+		threads := fmt.Sprintf("%d started, %d exited", sw.ThreadsStarted, sw.ThreadsExited)
+		if n := exitedNote(sw); n != "" {
+			threads = fmt.Sprintf("%d started; %s", sw.ThreadsStarted, n)
+		}
+		fmt.Fprintf(b, `<td class="n">%.2f</td><td class="n">%.2f</td><td class="n">%.2f</td><td>%s</td><td>%s</td></tr>`,
+			sw.PerMsg, perMsg(float64(sw.Voluntary), c.MessagesAcked), perMsg(float64(sw.Involuntary), c.MessagesAcked),
+			html.EscapeString(threadsCell(sw, c.MessagesAcked, 8)), html.EscapeString(threads))
+	}
+	for _, p := range c.Brokers {
+		row(fmt.Sprint(p.PID), p.Label(), p.Seconds, p.CPUMicrosPerMsg, p.CtxSwitches)
+	}
+	if len(c.Brokers) != 1 {
+		row("sum", "all brokers", c.Seconds, c.CPUMicrosPerMsg, c.CtxSwitches)
+	}
+	b.WriteString("</table>")
 }
 
 // writeEnvironmentHTML is the environment table: what the numbers were

@@ -82,6 +82,8 @@ func Merge(runs []*Run) (*Run, error) {
 	}
 	res.Warnings = mergeWarnings(runs)
 	res.Backlog = mergeBacklog(runs)
+	res.GeneratorCPU = mergeGenerators(runs)
+	res.BrokerCPU = mergeBrokerCPU(runs, &res.Warnings)
 	base := res.StartedAt.UnixMilli()
 	pick := func(get func(*Run) []*hdr.Histogram) []*hdr.Histogram {
 		var sets [][]*hdr.Histogram
@@ -179,4 +181,24 @@ func MergeIntervals(baseUnixMs int64, sets ...[]*hdr.Histogram) []*hdr.Histogram
 		out = append(out, bySecond[k])
 	}
 	return out
+}
+
+// mergeBrokerCPU keeps one run's broker counters; several runs each
+// measured the same brokers over their own window, so neither their sum
+// nor one of them is the merged run's: they are left out, and the
+// warning says where they are.
+func mergeBrokerCPU(runs []*Run, warns *[]string) *BrokerCPU {
+	if len(runs) == 1 {
+		return runs[0].Result.BrokerCPU
+	}
+	var had []string
+	for _, r := range runs {
+		if r.Result.BrokerCPU != nil {
+			had = append(had, r.Dir)
+		}
+	}
+	if len(had) > 0 {
+		*warns = append(*warns, fmt.Sprintf("broker CPU and context switches left out: each run measured the brokers over its own window (see %s)", strings.Join(had, ", ")))
+	}
+	return nil
 }

@@ -81,9 +81,14 @@ type Result struct {
 	// Spread is how the measured acknowledged messages fell on the
 	// topic's partitions: keyed or sticky (null keys), and how evenly.
 	Spread *PartitionSpread `json:"partition_spread,omitempty"`
-	// BrokerCPU is the broker processes' CPU time over the measured
-	// window, when the harness knows their pids (ringlog bench).
+	// BrokerCPU is the broker processes' CPU time and context switches
+	// over the measured window, when the harness knows the brokers: by
+	// pid (ringlog bench, loadgen --broker-pid) or by admin address
+	// (loadgen --broker-admin, ringlog brokers); see counters.go.
 	BrokerCPU *BrokerCPU `json:"broker_cpu,omitempty"`
+	// GeneratorCPU is the load generator's own CPU time over the same
+	// window (summed over the generators of a merged run).
+	GeneratorCPU *GeneratorCPU `json:"generator_cpu,omitempty"`
 	// Sweep is a partition sweep (bench --partitions 8,64,...): one row
 	// per partition count, each run's full result in its Dir. A sweep
 	// result has no histograms of its own.
@@ -139,8 +144,9 @@ func (p *PartitionSpread) Detail() string {
 }
 
 // BrokerCPU is the CPU time (user + system, all threads including the
-// kernel's io_uring workers) of the broker processes during the measured
-// window, read from /proc/<pid>/stat.
+// kernel's io_uring workers) and the context switches of the broker
+// processes during the measured window, summed over the brokers, with
+// each broker's own numbers in Brokers (counters.go).
 type BrokerCPU struct {
 	Processes int     `json:"processes"`
 	WindowS   float64 `json:"window_s"`
@@ -148,6 +154,18 @@ type BrokerCPU struct {
 	// PerGB is Seconds per 10^9 bytes of payload acknowledged in the
 	// window (message values; replication and framing not counted).
 	PerGB float64 `json:"cpu_s_per_gb"`
+	// MessagesAcked is what the per-message numbers divide by: the
+	// messages acknowledged in the window.
+	MessagesAcked int64 `json:"messages_acked,omitempty"`
+	// CPUMicrosPerMsg is Seconds in microseconds per message acknowledged.
+	CPUMicrosPerMsg float64 `json:"cpu_us_per_msg,omitempty"`
+	// CtxSwitches sums the brokers' context switches.
+	CtxSwitches *CtxSwitches `json:"ctx_switches,omitempty"`
+	// SameHost says the brokers run on the machine whose cores the
+	// generator's CPU (GeneratorCPU) was measured on: brokers known by
+	// pid, or by an admin address whose kernel boot id is this one's.
+	SameHost bool            `json:"same_host,omitempty"`
+	Brokers  []BrokerProcess `json:"brokers,omitempty"`
 }
 
 // SweepRow is one partition count of a sweep.
@@ -160,6 +178,7 @@ type SweepRow struct {
 	Errors       int64            `json:"errors"`
 	Spread       *PartitionSpread `json:"partition_spread,omitempty"`
 	BrokerCPU    *BrokerCPU       `json:"broker_cpu,omitempty"`
+	GeneratorCPU *GeneratorCPU    `json:"generator_cpu,omitempty"`
 	Saturated    bool             `json:"generator_saturated"`
 	Pass         bool             `json:"pass"`
 }
@@ -167,7 +186,7 @@ type SweepRow struct {
 // SweepRowOf is the row of the run r, stored in dir.
 func SweepRowOf(r *Result, partitions int, dir string) SweepRow {
 	return SweepRow{Partitions: partitions, Dir: dir, TargetRate: r.TargetRate, AchievedRate: r.AchievedRate,
-		AckLatencyMs: r.AckLatencyMs, Errors: r.Errors, Spread: r.Spread, BrokerCPU: r.BrokerCPU,
+		AckLatencyMs: r.AckLatencyMs, Errors: r.Errors, Spread: r.Spread, BrokerCPU: r.BrokerCPU, GeneratorCPU: r.GeneratorCPU,
 		Saturated: r.GeneratorSaturated, Pass: r.SLA.Pass}
 }
 
@@ -223,8 +242,12 @@ type Step struct {
 	Errors       int64   `json:"errors"`
 	Saturated    bool    `json:"generator_saturated"`
 	Pass         bool    `json:"pass"`
-	// CPUPerGB is the brokers' CPU-s per GB acknowledged (bench only).
-	CPUPerGB float64 `json:"broker_cpu_s_per_gb,omitempty"`
+	// CPUPerGB is the brokers' CPU-s per GB acknowledged; CPUMicrosPerMsg
+	// and CtxSwitchesPerMsg their CPU-µs and context switches per message
+	// acknowledged (brokers known: bench, --broker-pid, --broker-admin).
+	CPUPerGB          float64 `json:"broker_cpu_s_per_gb,omitempty"`
+	CPUMicrosPerMsg   float64 `json:"broker_cpu_us_per_msg,omitempty"`
+	CtxSwitchesPerMsg float64 `json:"broker_ctx_switches_per_msg,omitempty"`
 }
 
 // WriteJSON writes r as indented JSON to dir/result.json.

@@ -36,6 +36,18 @@ func WriteSummary(w io.Writer, r *Result) {
 	}
 	if c := r.BrokerCPU; c != nil {
 		fmt.Fprintf(tw, "broker CPU\t%.1f CPU-s/GB\t%.2f CPU-s over %.1f s, %d broker process(es)\n", c.PerGB, c.Seconds, c.WindowS, c.Processes)
+		writeBrokerCounters(tw, c)
+	}
+	if g := r.GeneratorCPU; g != nil && g.WindowS > 0 {
+		cores := fmt.Sprintf("%.2f cores", g.Seconds/g.WindowS)
+		if g.Cores > 0 {
+			cores += fmt.Sprintf(" of %d", g.Cores)
+		}
+		what := fmt.Sprintf("%.2f CPU-s over %.1f s", g.Seconds, g.WindowS)
+		if g.Processes > 1 {
+			what += fmt.Sprintf(", %d generators", g.Processes)
+		}
+		fmt.Fprintf(tw, "generator CPU\t%s\t%s\n", cores, what)
 	}
 	if r.Retries > 0 || r.MessagesRetried > 0 {
 		fmt.Fprintf(tw, "retries\t%d requests\t%d messages re-sent\n", r.Retries, r.MessagesRetried)
@@ -56,6 +68,7 @@ func WriteSummary(w io.Writer, r *Result) {
 	}
 	row("send delay", r.SendDelayMs)
 	tw.Flush()
+	writeBrokerRows(w, r.BrokerCPU)
 	if r.Interrupted {
 		planned := r.Workload["duration"]
 		if planned == "" {
@@ -79,6 +92,54 @@ func WriteSummary(w io.Writer, r *Result) {
 	fmt.Fprintln(w, Verdict(r))
 }
 
+// writeBrokerCounters adds the cost per acknowledged message to the
+// summary table: summed over the brokers, by thread name, and per broker
+// when there are several.
+func writeBrokerCounters(tw io.Writer, c *BrokerCPU) {
+	if c.MessagesAcked <= 0 {
+		return
+	}
+	who := "all brokers"
+	if len(c.Brokers) == 1 {
+		who = c.Brokers[0].Label()
+	}
+	sw := c.CtxSwitches
+	if sw == nil {
+		fmt.Fprintf(tw, "per acked msg\t%.1f CPU-µs\t%s, %d messages\n", c.CPUMicrosPerMsg, who, c.MessagesAcked)
+		return
+	}
+	fmt.Fprintf(tw, "per acked msg\t%.1f CPU-µs\t%.2f ctx switches (%.2f voluntary, %.2f involuntary), %s, %d messages\n",
+		c.CPUMicrosPerMsg, sw.PerMsg, perMsg(float64(sw.Voluntary), c.MessagesAcked), perMsg(float64(sw.Involuntary), c.MessagesAcked), who, c.MessagesAcked)
+	if t := threadsCell(sw, c.MessagesAcked, 5); t != "" {
+		fmt.Fprintf(tw, "  switches by thread\t\t%s\n", t)
+	}
+	if n := exitedNote(sw); n != "" {
+		fmt.Fprintf(tw, "  exited threads\t\t%s\n", n)
+	}
+}
+
+// writeBrokerRows is the cost per acknowledged message of each broker,
+// when there are several: a table of its own, below the summary's, so
+// long process names do not widen that one.
+func writeBrokerRows(w io.Writer, c *BrokerCPU) {
+	if c == nil || c.MessagesAcked <= 0 || len(c.Brokers) < 2 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "per acked msg\tCPU-µs\tctx switches\tby thread")
+	for _, b := range c.Brokers {
+		sw, threads := "-", ""
+		if bs := b.CtxSwitches; bs != nil {
+			sw, threads = fmt.Sprintf("%.2f", bs.PerMsg), threadsCell(bs, c.MessagesAcked, 3)
+			if n := exitedNote(bs); n != "" {
+				threads += "; " + n
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%.1f\t%s\t%s\n", b.Label(), b.CPUMicrosPerMsg, sw, threads)
+	}
+	tw.Flush()
+}
+
 // Verdict is the one-line SLA verdict.
 func Verdict(r *Result) string {
 	word := "FAIL"
@@ -89,8 +150,12 @@ func Verdict(r *Result) string {
 	if r.Incomplete {
 		incomplete = ", run incomplete"
 	}
-	return fmt.Sprintf("SLA %s: ack p99 %.3f ms (target %.3f ms), %d errors%s",
-		word, r.AckLatencyMs.P99, r.SLA.TargetP99Ms, r.Errors, incomplete)
+	note := ""
+	if n := contentionNote(r); n != "" {
+		note = " — " + n
+	}
+	return fmt.Sprintf("SLA %s: ack p99 %.3f ms (target %.3f ms), %d errors%s%s",
+		word, r.AckLatencyMs.P99, r.SLA.TargetP99Ms, r.Errors, incomplete, note)
 }
 
 // WriteSteps prints a find-max step table.
@@ -102,14 +167,14 @@ func WriteSteps(w io.Writer, fm *FindMax) {
 	}
 	head := "step\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tmax ms\terrors\tsaturated\tpass\t"
 	if cpu {
-		head += "CPU-s/GB\t"
+		head += "CPU-s/GB\tCPU-µs/msg\tctx sw/msg\t"
 	}
 	fmt.Fprintln(tw, head)
 	for i, s := range fm.Steps {
 		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%d\t%v\t%v\t",
 			i+1, s.TargetRate, s.AchievedRate, s.P50Ms, s.P99Ms, s.MaxMs, s.Errors, s.Saturated, s.Pass)
 		if cpu {
-			fmt.Fprintf(tw, "%.1f\t", s.CPUPerGB)
+			fmt.Fprintf(tw, "%.1f\t%.1f\t%.2f\t", s.CPUPerGB, s.CPUMicrosPerMsg, s.CtxSwitchesPerMsg)
 		}
 		fmt.Fprintln(tw)
 	}
@@ -154,6 +219,9 @@ func WriteCompare(w io.Writer, runs []*Run) {
 	})
 	cells("send delay p99 ms", func(r *Result) string { return fmt.Sprintf("%.3f", r.SendDelayMs.P99) })
 	cells("broker CPU-s/GB", func(r *Result) string { return cpuCell(r.BrokerCPU) })
+	cells("broker CPU-µs/msg", func(r *Result) string { return cpuUsPerMsgCell(r.BrokerCPU) })
+	cells("broker ctx switches/msg", func(r *Result) string { return switchesPerMsgCell(r.BrokerCPU) })
+	cells("generator cores", func(r *Result) string { return generatorCoresCell(r.GeneratorCPU) })
 	cells("saturated", func(r *Result) string { return fmt.Sprint(r.GeneratorSaturated) })
 	cells("SLA", func(r *Result) string {
 		if r.SLA.Pass {

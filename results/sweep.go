@@ -20,12 +20,13 @@ import (
 // WriteSweep prints the sweep table.
 func WriteSweep(w io.Writer, rows []SweepRow) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "partitions\tworkload\twritten\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tCPU-s/GB\tsaturated\tpass\t\n")
+	fmt.Fprintf(tw, "partitions\tworkload\twritten\ttarget msg/s\tachieved\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\tCPU-s/GB\tCPU-µs/msg\tctx sw/msg\tCPU used\tsaturated\tpass\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%v\t%v\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%s\t%s\t%s\t%s\t%v\t%v\t\n",
 			r.Partitions, spreadCell(r.Spread, false), writtenCell(r.Spread), r.TargetRate, r.AchievedRate,
 			r.AckLatencyMs.P50, r.AckLatencyMs.P99, r.AckLatencyMs.P999, r.AckLatencyMs.Max,
-			r.Errors, cpuCell(r.BrokerCPU), r.Saturated, r.Pass)
+			r.Errors, cpuCell(r.BrokerCPU), cpuUsPerMsgCell(r.BrokerCPU), switchesPerMsgCell(r.BrokerCPU),
+			machineCell(r.BrokerCPU, r.GeneratorCPU), r.Saturated, r.Pass)
 	}
 	tw.Flush()
 }
@@ -85,6 +86,9 @@ func writeSweepSummary(w io.Writer, r *Result) {
 	}
 	fmt.Fprintf(w, "SLA (ack p99 <= %.3f ms, no errors): pass at %s; fail at %s\n",
 		r.SLA.TargetP99Ms, countList(pass), countList(fail))
+	if n := contentionNote(r); n != "" {
+		fmt.Fprintln(w, n)
+	}
 }
 
 func countList(s []string) string {
@@ -104,7 +108,8 @@ func renderSweepHTML(res *Result) []byte {
 	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(sum.String()))
 	writeEnvironmentHTML(&b, res.Environment, true)
 	b.WriteString(`<table id="sweep" border="1" cellspacing="0" cellpadding="3"><tr><th>partitions</th><th>workload</th><th>partitions written</th><th>share min / max</th>` +
-		`<th>achieved msg/s</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th>broker CPU-s/GB</th><th>run</th></tr>`)
+		`<th>achieved msg/s</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th>broker CPU-s/GB</th>` +
+		`<th>broker CPU-µs/msg</th><th>broker ctx switches/msg</th><th>machine CPU used (brokers + generator)</th><th>run</th></tr>`)
 	for _, r := range res.Sweep {
 		share := "-"
 		if r.Spread != nil {
@@ -112,22 +117,32 @@ func renderSweepHTML(res *Result) []byte {
 		}
 		link := html.EscapeString(filepath.ToSlash(filepath.Join(r.Dir, HTMLFile)))
 		fmt.Fprintf(&b, `<tr><td align="right">%d</td><td>%s</td><td align="right">%s</td><td align="right">%s</td><td align="right">%.0f</td>`+
-			`<td align="right">%.3f</td><td align="right">%.3f</td><td align="right">%.3f</td><td align="right">%.3f</td><td align="right">%d</td><td align="right">%s</td><td><a href="%s">%s</a></td></tr>`,
+			`<td align="right">%.3f</td><td align="right">%.3f</td><td align="right">%.3f</td><td align="right">%.3f</td><td align="right">%d</td><td align="right">%s</td>`+
+			`<td align="right">%s</td><td align="right">%s</td><td align="right">%s</td><td><a href="%s">%s</a></td></tr>`,
 			r.Partitions, html.EscapeString(spreadCell(r.Spread, true)), writtenCell(r.Spread), share, r.AchievedRate,
-			r.AckLatencyMs.P50, r.AckLatencyMs.P99, r.AckLatencyMs.P999, r.AckLatencyMs.Max, r.Errors, cpuCell(r.BrokerCPU), link, html.EscapeString(r.Dir))
+			r.AckLatencyMs.P50, r.AckLatencyMs.P99, r.AckLatencyMs.P999, r.AckLatencyMs.Max, r.Errors, cpuCell(r.BrokerCPU),
+			cpuUsPerMsgCell(r.BrokerCPU), switchesPerMsgCell(r.BrokerCPU), machineCell(r.BrokerCPU, r.GeneratorCPU), link, html.EscapeString(r.Dir))
 	}
 	b.WriteString("</table>")
 	var ticks []tick
 	p50, p99, p999 := line{Name: "p50"}, line{Name: "p99"}, line{Name: "p99.9"}
 	cpu := line{Name: "broker CPU-s per GB acknowledged"}
+	switches := line{Name: "broker context switches per message acknowledged"}
+	micros := line{Name: "broker CPU-µs per message acknowledged"}
 	for _, r := range res.Sweep {
 		x := math.Log10(float64(max(r.Partitions, 1)))
 		ticks = append(ticks, tick{x, fmt.Sprint(r.Partitions)})
 		p50.Points = append(p50.Points, point{x, r.AckLatencyMs.P50})
 		p99.Points = append(p99.Points, point{x, r.AckLatencyMs.P99})
 		p999.Points = append(p999.Points, point{x, r.AckLatencyMs.P999})
-		if r.BrokerCPU != nil {
-			cpu.Points = append(cpu.Points, point{x, r.BrokerCPU.PerGB})
+		if c := r.BrokerCPU; c != nil {
+			cpu.Points = append(cpu.Points, point{x, c.PerGB})
+			if c.MessagesAcked > 0 {
+				micros.Points = append(micros.Points, point{x, c.CPUMicrosPerMsg})
+				if c.CtxSwitches != nil {
+					switches.Points = append(switches.Points, point{x, c.CtxSwitches.PerMsg})
+				}
+			}
 		}
 	}
 	// p99 against partitions with the target line is the sweep's answer;
@@ -139,6 +154,14 @@ func renderSweepHTML(res *Result) []byte {
 		c := chart{Title: "Broker CPU per GB by partition count", XLabel: "partitions (log scale)", YLabel: "CPU-s/GB",
 			XTicks: ticks, Lines: []line{cpu}}
 		b.WriteString(c.figure("cpu-vs-partitions"))
+	}
+	if len(micros.Points) > 0 {
+		c := chart{Title: "Broker cost per acknowledged message by partition count", XLabel: "partitions (log scale)", YLabel: "per message",
+			XTicks: ticks, Lines: []line{micros}}
+		if len(switches.Points) > 0 {
+			c.Lines = append(c.Lines, switches)
+		}
+		b.WriteString(c.figure("cost-per-msg-vs-partitions"))
 	}
 	pageEnd(&b)
 	return b.Bytes()

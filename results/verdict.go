@@ -15,6 +15,10 @@ import (
 type RunVerdict struct {
 	Pass    bool
 	Reasons []string
+	// Note names a cause without changing the verdict: CPU contention
+	// (counters.go) when brokers and generator together used more than
+	// ContentionShare of the cores of the machine they share.
+	Note string
 }
 
 // VerdictOf judges r against its p99 target.
@@ -65,7 +69,7 @@ func VerdictOf(r *Result) RunVerdict {
 	if r.Interrupted {
 		why = append(why, "interrupted before its planned end")
 	}
-	return RunVerdict{Pass: len(why) == 0, Reasons: why}
+	return RunVerdict{Pass: len(why) == 0, Reasons: why, Note: contentionNote(r)}
 }
 
 // Headline is the verdict in one line: "PASS: ..." or "FAIL: reason; reason".
@@ -75,9 +79,16 @@ func (v RunVerdict) Headline(r *Result) string {
 		if len(r.Sweep) > 0 {
 			what = fmt.Sprintf("every partition count met ack p99 <= %.3f ms with no errors", r.SLA.TargetP99Ms)
 		}
-		return "PASS: " + what
+		return "PASS: " + what + v.noteSuffix()
 	}
-	return "FAIL: " + strings.Join(v.Reasons, "; ")
+	return "FAIL: " + strings.Join(v.Reasons, "; ") + v.noteSuffix()
+}
+
+func (v RunVerdict) noteSuffix() string {
+	if v.Note == "" {
+		return ""
+	}
+	return " — " + v.Note
 }
 
 func orUnknown(s string) string {

@@ -55,7 +55,7 @@ func workloadFlags(d loadgen.Config) []cli.Flag {
 		&cli.StringFlag{Name: "out", Usage: "write result.json, .hgrm, .hlog and report.html here", EnvVars: env("out")},
 		&cli.StringFlag{Name: "label", Usage: "name of this run in reports", EnvVars: env("label")},
 		&cli.BoolFlag{Name: "quiet", Usage: "no per-second progress lines", EnvVars: env("quiet")},
-		&cli.StringFlag{Name: "broker-admin", Usage: "broker admin address; its /healthz fills the report's environment", EnvVars: env("broker-admin")},
+		&cli.StringSliceFlag{Name: "broker-admin", Usage: "ringlog broker admin address (repeatable or comma-separated): the first one's /healthz fills the report's environment; every one's CPU time and context switches over the measured window (/v1/process/counters) go into broker_cpu", EnvVars: env("broker-admin")},
 	}
 }
 
@@ -214,6 +214,7 @@ func loadgenCommand() *cli.Command {
 	flags = append(flags,
 		&cli.BoolFlag{Name: "null-sink", Usage: "ignore --bootstrap and produce into an in-process sink that discards data (measures the generator)", EnvVars: env("null-sink")},
 		&cli.StringFlag{Name: "null-sink-error", Usage: "with --null-sink: answer every produce with this Kafka error (name such as KAFKA_STORAGE_ERROR, or code), to measure the generator's retries", EnvVars: env("null-sink-error")},
+		&cli.IntSliceFlag{Name: "broker-pid", Usage: "a broker process on this machine, any broker (repeatable or comma-separated): its CPU time and context switches over the measured window, from /proc, go into broker_cpu", EnvVars: env("broker-pid")},
 		&cli.StringSliceFlag{Name: "profile-broker", Usage: "broker admin address (http://host:port or host:port; repeatable): capture its CPU, heap, mutex and block profiles for exactly the measured window into --out", EnvVars: env("profile-broker")},
 		&cli.IntFlag{Name: "profile-mutex-fraction", Value: d.Config.ProfileMutexFraction, Usage: "mutex profiling during the window: sample 1/N contention events (0: the broker's own setting)", EnvVars: env("profile-mutex-fraction")},
 		&cli.DurationFlag{Name: "profile-block-rate", Value: d.Config.ProfileBlockRate, Usage: "block profiling during the window: one sample per this much time blocked (0: the broker's own setting)", EnvVars: env("profile-block-rate")},
@@ -314,7 +315,15 @@ func loadgenOptions(c *cli.Context) (loadgen.Options, error) {
 		return loadgen.Options{}, err
 	}
 	cfg.Bootstrap = strings.Split(c.String("bootstrap"), ",")
-	cfg.BrokerAdmin = c.String("broker-admin")
+	for _, a := range c.StringSlice("broker-admin") {
+		if a = strings.TrimSpace(a); a != "" { // RINGLOG_BROKER_ADMIN= is no address
+			cfg.CounterAdmins = append(cfg.CounterAdmins, a)
+		}
+	}
+	if len(cfg.CounterAdmins) > 0 {
+		cfg.BrokerAdmin = cfg.CounterAdmins[0]
+	}
+	cfg.BrokerPIDs = c.IntSlice("broker-pid")
 	cfg.Security = securityFrom(c)
 	if ts := c.Timestamp("start-at"); ts != nil {
 		cfg.StartAt = *ts

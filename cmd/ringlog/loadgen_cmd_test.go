@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +304,56 @@ func TestLoadgenWorkloadFlags(t *testing.T) {
 	}
 	if _, err := parseLoadgen(t, "--workload", "testdata/omb-unsupported-topics.yaml"); err == nil || !strings.Contains(err.Error(), "field topics") {
 		t.Errorf("unsupported field: %v", err)
+	}
+}
+
+// TestLoadgenBrokerCounterFlags: --broker-pid and --broker-admin are
+// repeatable (and comma lists, also from RINGLOG_*); the first admin
+// address still feeds the environment. A run with --broker-pid (here this
+// test process, behind the null sink) reports that process's CPU and
+// context switches per acknowledged message; a pid that is no process
+// fails before the run.
+func TestLoadgenBrokerCounterFlags(t *testing.T) {
+	o, err := parseLoadgen(t, "--broker-pid", "11", "--broker-pid", "12,13", "--broker-admin", "h:1,h:2", "--broker-admin", "http://h:3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Config
+	if !reflect.DeepEqual(c.BrokerPIDs, []int{11, 12, 13}) || !reflect.DeepEqual(c.CounterAdmins, []string{"h:1", "h:2", "http://h:3"}) || c.BrokerAdmin != "h:1" {
+		t.Fatalf("pids %v, admins %v, environment from %q", c.BrokerPIDs, c.CounterAdmins, c.BrokerAdmin)
+	}
+	t.Setenv("RINGLOG_BROKER_PID", "21,22")
+	t.Setenv("RINGLOG_BROKER_ADMIN", "e:1")
+	if o, err = parseLoadgen(t); err != nil || !reflect.DeepEqual(o.Config.BrokerPIDs, []int{21, 22}) || o.Config.BrokerAdmin != "e:1" {
+		t.Fatalf("from the environment: %v %q %v", o.Config.BrokerPIDs, o.Config.BrokerAdmin, err)
+	}
+	t.Setenv("RINGLOG_BROKER_PID", "")
+	t.Setenv("RINGLOG_BROKER_ADMIN", "")
+
+	out := filepath.Join(t.TempDir(), "run")
+	self := strconv.Itoa(os.Getpid())
+	text, err := runApp(t, loadgenCommand(), "--null-sink", "--rate", "2000", "--duration", "500ms", "--warmup", "100ms", "--quiet",
+		"--out", out, "--broker-pid", self)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	res, err := results.ReadJSON(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := res.BrokerCPU
+	if b == nil || len(b.Brokers) != 1 || b.Brokers[0].PID != os.Getpid() || b.CPUMicrosPerMsg <= 0 || b.CtxSwitches == nil ||
+		b.CtxSwitches.PerMsg <= 0 || !b.SameHost || res.GeneratorCPU == nil || res.GeneratorCPU.Seconds <= 0 {
+		t.Fatalf("broker_cpu %+v generator_cpu %+v\n%s", b, res.GeneratorCPU, text)
+	}
+	if !strings.Contains(text, "per acked msg") {
+		t.Fatalf("summary lacks the cost per message:\n%s", text)
+	}
+	text, err = runApp(t, loadgenCommand(), "--null-sink", "--duration", "500ms", "--broker-pid", "1073741824")
+	if err == nil || !strings.Contains(err.Error()+text, "no such process") {
+		t.Fatalf("missing pid: %v\n%s", err, text)
+	}
+	if _, err = runApp(t, loadgenCommand(), "--null-sink", "--broker-pid", "0"); exitStatus(err) != 2 {
+		t.Fatalf("--broker-pid 0: %v", err)
 	}
 }

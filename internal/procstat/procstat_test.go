@@ -1,0 +1,168 @@
+package procstat
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeProc writes a /proc tree under a temp dir: files maps a path
+// relative to the root to its content; a path ending in "/" is an empty
+// directory.
+func fakeProc(t *testing.T, files map[string]string) FS {
+	t.Helper()
+	root := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return FS{Root: root}
+}
+
+func status(vol, invol string) string {
+	return "Name:\tx\nState:\tS (sleeping)\nThreads:\t3\nvoluntary_ctxt_switches:\t" + vol + "\nnonvoluntary_ctxt_switches:\t" + invol + "\n"
+}
+
+// A stat line whose command name holds spaces and parentheses; utime 250
+// and stime 130 ticks are fields 14 and 15.
+const stat42 = "42 (my (odd) broker) S 1 42 42 0 -1 4194560 1000 0 0 0 250 130 0 0 20 0 3 0 100 1000000 500 18446744073709551615\n"
+
+func TestProcessSumsLiveThreads(t *testing.T) {
+	p := fakeProc(t, map[string]string{
+		"42/stat":                   stat42,
+		"42/task/42/comm":           "ringlog\n",
+		"42/task/42/status":         status("100", "7"),
+		"42/task/43/comm":           "ringlog\n",
+		"42/task/43/status":         status("20", "3"),
+		"42/task/1044/comm":         "iou-wrk-42\n",
+		"42/task/1044/status":       status("5000", "1"),
+		"42/task/50/":               "", // exited between the listing and the read
+		"42/task/not-a-tid/":        "",
+		"sys/kernel/random/boot_id": "b00t-1\n",
+	})
+	s, err := p.Process(42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Thread{{42, "ringlog", 100, 7}, {43, "ringlog", 20, 3}, {1044, "iou-wrk-42", 5000, 1}}
+	if !reflect.DeepEqual(s.Threads, want) {
+		t.Fatalf("threads %+v, want %+v", s.Threads, want)
+	}
+	if s.Name != "my (odd) broker" || s.CPUSeconds != 3.8 || s.Voluntary != 5120 || s.Involuntary != 11 ||
+		s.ExitedIncluded || s.BootID != "b00t-1" || s.PID != 42 {
+		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+func TestProcessErrors(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"no process":      {},
+		"short stat":      {"42/stat": "42 (x) S 1 2 3\n"},
+		"bad utime":       {"42/stat": strings.Replace(stat42, " 250 ", " x ", 1)},
+		"no name":         {"42/stat": "42 x S\n"},
+		"no threads":      {"42/stat": stat42, "42/task/": ""},
+		"missing counter": {"42/stat": stat42, "42/task/42/comm": "a\n", "42/task/42/status": "Name:\ta\nvoluntary_ctxt_switches:\t1\n"},
+		"bad counter":     {"42/stat": stat42, "42/task/42/comm": "a\n", "42/task/42/status": status("1", "lots")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if s, err := fakeProc(t, files).Process(42); err == nil {
+				t.Fatalf("no error: %+v", s)
+			}
+		})
+	}
+}
+
+func TestGroupName(t *testing.T) {
+	for in, want := range map[string]string{
+		"iou-wrk-1234":    "iou-wrk-*",
+		"ringlog":         "ringlog",
+		"GC Thread#3":     "GC Thread#*",
+		"C2 CompilerThre": "C2 CompilerThre",
+		"12345":           "12345",
+		"":                "",
+	} {
+		if got := GroupName(in); got != want {
+			t.Errorf("GroupName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSelfAgainstProc: on Linux, this process read through the real /proc
+// and through getrusage agree: getrusage, read after the threads, counts
+// at least what the live threads have.
+func TestSelfAgainstProc(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("no /proc")
+	}
+	s, err := Self(FS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vol, invol uint64
+	for _, th := range s.Threads {
+		vol += th.Voluntary
+		invol += th.Involuntary
+	}
+	if len(s.Threads) == 0 || !s.ExitedIncluded || s.PID != os.Getpid() || s.Cores < 1 || s.BootID == "" || s.CPUSeconds <= 0 {
+		t.Fatalf("self %+v", s)
+	}
+	if s.Voluntary+s.Involuntary == 0 || s.Voluntary < vol || s.Involuntary < invol {
+		t.Fatalf("getrusage %d/%d below the live threads' %d/%d", s.Voluntary, s.Involuntary, vol, invol)
+	}
+	p, err := FS{}.Process(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ExitedIncluded || len(p.Threads) == 0 || p.BootID != s.BootID || p.CPUSeconds <= 0 {
+		t.Fatalf("process %+v", p)
+	}
+}
+
+// TestCPUSecondsFollowsRusage: the /proc reading follows real CPU use: over a
+// stretch of spinning it grows by what getrusage says this process used
+// (both are the kernel's thread-group accounting; /proc in 10 ms ticks).
+func TestCPUSecondsFollowsRusage(t *testing.T) {
+	rusage := func() float64 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	p0, err := (FS{}).CPUSeconds(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	r0 := rusage()
+	// Spin until this process has used 300 ms of CPU (the machine may be
+	// busy, so wall time says little).
+	for end := time.Now().Add(10 * time.Second); rusage()-r0 < 0.3 && time.Now().Before(end); {
+	}
+	p1, err := (FS{}).CPUSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := rusage()
+	if dp, dr := p1-p0, r1-r0; dr < 0.3 || dp < dr-0.05 || dp > dr+0.05 {
+		t.Fatalf("/proc grew by %.3f CPU-s while getrusage grew by %.3f", dp, dr)
+	}
+	if _, err := (FS{}).CPUSeconds(1 << 30); err == nil {
+		t.Fatal("no error for a process that does not exist")
+	}
+}
