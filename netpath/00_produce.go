@@ -147,8 +147,26 @@ func handleProduce(s *Server, r *request) reply {
 			var lp Leadership
 			var epoch int32
 			var ended <-chan struct{}
-			if s.repl != nil && part.Replicated() {
-				if lp = s.repl.Leader(rt.Topic, rp.Partition); lp == nil {
+			if s.repl != nil && (part.Replicated() || len(lc.info.Replicas) > 1) {
+				lp = s.repl.Leader(rt.Topic, rp.Partition)
+				if lp == nil && part.Failed() == nil {
+					// The image says we lead a replicated partition and
+					// replication has not taken it up: a topic created a
+					// moment ago whose reconcile pass is still running
+					// (its log exists, its leader epoch is being
+					// stamped). Catch up now, as leaderPartition does for
+					// a log not created yet, rather than answer
+					// NOT_LEADER_OR_FOLLOWER, which clients retry only
+					// after their backoff (librdkafka's 100 ms). The
+					// image's replica count, not only the log's flag,
+					// decides: a log the pass has not marked replicated
+					// yet must not take an acks=all append as RF=1.
+					if rerr := s.cluster.Reconcile(); rerr != nil {
+						s.log.Warn("reconcile", "err", rerr)
+					}
+					lp = s.repl.Leader(rt.Topic, rp.Partition)
+				}
+				if lp == nil {
 					// The image says we lead, replication has not caught up.
 					setErr(kerr.NotLeaderForPartition.Code, "")
 					continue

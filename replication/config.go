@@ -26,12 +26,13 @@ type Config struct {
 	// FetchBackoff (replica.fetch.backoff.ms, 1s): wait after a failed
 	// fetch request or a partition error before trying again.
 	FetchBackoff time.Duration
-	// MetadataLagBackoff is the first wait after a partition error that
-	// only says the leader's metadata lags ours (UNKNOWN_TOPIC_OR_PARTITION,
+	// MetadataLagBackoff is the wait after a partition error that only
+	// says the leader's metadata lags ours (UNKNOWN_TOPIC_OR_PARTITION,
 	// NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH: a topic created or a
-	// leader elected a moment ago). It doubles per repeated error up to
-	// FetchBackoff. Waiting the full FetchBackoff there held every
-	// acks=all produce to a new partition for a second.
+	// leader elected a moment ago). While such errors repeat the wait
+	// grows with how long they have lasted (an eighth of it), up to
+	// FetchBackoff (Follower.lagDelay). Waiting the full FetchBackoff
+	// there held every acks=all produce to a new partition for a second.
 	MetadataLagBackoff time.Duration
 	// AlterPartitionBackoff: wait before re-sending an AlterPartition whose
 	// outcome is unknown, or re-proposing after a rejection.
@@ -73,7 +74,7 @@ func DefaultConfig() Config {
 		FetchMaxBytes:         10 << 20,
 		PartitionMaxBytes:     1 << 20,
 		FetchBackoff:          time.Second,
-		MetadataLagBackoff:    10 * time.Millisecond,
+		MetadataLagBackoff:    5 * time.Millisecond,
 		AlterPartitionBackoff: 100 * time.Millisecond,
 	}
 }

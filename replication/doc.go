@@ -33,7 +33,9 @@
 //     leaves as soon as the last of them is durable. A partition added
 //     while a request long-polls cancels it, so it is fetched at once;
 //     errors that only mean the leader's metadata lags ours back off
-//     briefly (MetadataLagBackoff), others FetchBackoff.
+//     briefly (MetadataLagBackoff), others FetchBackoff, and a request
+//     sent while a partition backs off long-polls only until its backoff
+//     ends.
 //   - A follower leaves the ISR when it has not reached the leader's log
 //     end within ReplicaLagTimeMax (lastCaughtUp as in Kafka's Replica);
 //     it rejoins once its offset reaches the HW and the current epoch's

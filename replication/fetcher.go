@@ -31,14 +31,18 @@ type FetchClient interface {
 // Fetcher runs a Follower against one leader broker in a goroutine (Run):
 // build a request, send it, apply the answer, wait for the appends to be
 // durable, repeat. Errors back partitions off by Config.FetchBackoff
-// (MetadataLagBackoff, doubling, where the leader only lags our metadata).
-// AddPartition and RemovePartition may be called from any goroutine.
+// (MetadataLagBackoff, growing with the lag, where the leader only lags
+// our metadata). AddPartition and RemovePartition may be called from any
+// goroutine.
 //
 // A partition added while a request long-polls at the leader (up to
 // FetchMaxWait) is not in that request; AddPartition cancels it and Run
 // sends a new one at once, so a new or newly assigned partition starts
 // replicating without waiting for the poll to end. Adds that arrive
-// while one cancellation is pending share it.
+// while one cancellation is pending share it. A partition backing off
+// is not in the requests sent meanwhile either; their long poll ends
+// when its backoff does (Follower.BuildRequest), so it is retried on
+// time.
 type Fetcher struct {
 	client FetchClient
 	clock  Clock

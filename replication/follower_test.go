@@ -89,41 +89,49 @@ func TestFollowerErrors(t *testing.T) {
 	cfg := DefaultConfig()
 	f := NewFollower(cfg, 2, 1)
 	f.AddPartition(tpA, 1, log)
-	reply := func(r FetchPartitionResponse) HandleResult {
-		req := f.BuildRequest(t0.Add(time.Hour))
+	// replyAt answers a request built once any backoff is over at now.
+	replyAt := func(now time.Time, r FetchPartitionResponse) HandleResult {
+		req := f.BuildRequest(now.Add(time.Hour))
 		if req == nil {
 			t.Fatal("nothing to fetch")
 		}
 		r.TopicPartition = tpA
-		return f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{r}}, t0)
+		return f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{r}}, now)
 	}
+	reply := func(r FetchPartitionResponse) HandleResult { return replyAt(t0, r) }
 	if res := reply(FetchPartitionResponse{Err: ErrNotLeaderOrFollower}); len(res.Delayed) != 1 {
 		t.Fatal("not leader: no backoff")
 	}
 	if f.BuildRequest(t0) != nil {
 		t.Fatal("fetched during backoff")
 	}
-	// Metadata lag (a topic or leader a moment old): a short backoff that
-	// doubles while the error repeats, capped at FetchBackoff, and starts
-	// over after a good answer.
-	if w, ok := f.NextWake(); !ok || !w.Equal(t0.Add(cfg.MetadataLagBackoff)) {
-		t.Fatalf("wake %v %v, want %v", w, ok, t0.Add(cfg.MetadataLagBackoff))
+	// Metadata lag (a topic or leader a moment old): retried after
+	// MetadataLagBackoff, or an eighth of how long the errors have lasted
+	// when that is longer, capped at FetchBackoff; a good answer starts
+	// over.
+	wantWake := func(what string, want time.Time) {
+		t.Helper()
+		if w, ok := f.NextWake(); !ok || !w.Equal(want) {
+			t.Fatalf("%s: wake %v %v, want %v", what, w, ok, want)
+		}
 	}
-	reply(FetchPartitionResponse{Err: ErrUnknownTopicOrPartition})
-	if w, _ := f.NextWake(); !w.Equal(t0.Add(2 * cfg.MetadataLagBackoff)) {
-		t.Fatalf("second lag error: wake %v, want %v", w, t0.Add(2*cfg.MetadataLagBackoff))
+	wantWake("first lag error", t0.Add(cfg.MetadataLagBackoff))
+	for i := range 20 {
+		// Errors younger than 8 MetadataLagBackoffs: retried after it.
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		replyAt(at, FetchPartitionResponse{Err: ErrUnknownTopicOrPartition})
+		wantWake("young lag error", at.Add(cfg.MetadataLagBackoff))
 	}
-	for range 20 {
-		reply(FetchPartitionResponse{Err: ErrUnknownLeaderEpoch})
-	}
-	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.FetchBackoff)) {
-		t.Fatalf("repeated lag errors: wake %v, want the cap %v", w, t0.Add(cfg.FetchBackoff))
-	}
-	reply(FetchPartitionResponse{HighWatermark: 2})
-	reply(FetchPartitionResponse{Err: ErrNotLeaderOrFollower})
-	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.MetadataLagBackoff)) {
-		t.Fatalf("lag error after a good answer: wake %v, want %v", w, t0.Add(cfg.MetadataLagBackoff))
-	}
+	at := t0.Add(400 * time.Millisecond)
+	replyAt(at, FetchPartitionResponse{Err: ErrUnknownLeaderEpoch})
+	wantWake("lag of 400ms", at.Add(50*time.Millisecond))
+	at = t0.Add(time.Minute)
+	replyAt(at, FetchPartitionResponse{Err: ErrUnknownLeaderEpoch})
+	wantWake("lag of a minute", at.Add(cfg.FetchBackoff))
+	replyAt(at, FetchPartitionResponse{HighWatermark: 2})
+	at = at.Add(time.Minute)
+	replyAt(at, FetchPartitionResponse{Err: ErrNotLeaderOrFollower})
+	wantWake("lag error after a good answer", at.Add(cfg.MetadataLagBackoff))
 	// Other errors back off the full FetchBackoff.
 	reply(FetchPartitionResponse{Err: ErrStorage})
 	if w, _ := f.NextWake(); !w.Equal(t0.Add(cfg.FetchBackoff)) {
@@ -221,6 +229,89 @@ func TestFetcherBacksOffAndAppends(t *testing.T) {
 	<-stopped
 	if log.LogEndOffset() != 2 || log.LatestEpoch() != 1 {
 		t.Fatalf("leo %d epoch %d", log.LogEndOffset(), log.LatestEpoch())
+	}
+}
+
+// A request built while a partition backs off leaves it out, and its long
+// poll ends when that backoff does (rounded up to the millisecond the
+// leader counts in), so the partition is retried on time: a follower that
+// heard of a new topic before its leader did got UNKNOWN_TOPIC_OR_PARTITION
+// and was retried only when the next long poll of its other partitions
+// ended, FetchMaxWait later (issue 31).
+func TestFollowerLongPollEndsWithBackoff(t *testing.T) {
+	cfg := DefaultConfig()
+	f := NewFollower(cfg, 2, 1)
+	f.AddPartition(tpA, 1, logWith(0))
+	f.AddPartition(tpB, 1, logWith())
+	req := f.BuildRequest(t0)
+	if len(req.Partitions) != 2 || req.MaxWait != cfg.FetchMaxWait {
+		t.Fatalf("first request: %d partitions, wait %v", len(req.Partitions), req.MaxWait)
+	}
+	f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 1},
+		{TopicPartition: tpB, Err: ErrUnknownTopicOrPartition, HighWatermark: -1},
+	}}, t0)
+	now := t0.Add(1500 * time.Microsecond)
+	req = f.BuildRequest(now)
+	if len(req.Partitions) != 1 || req.Partitions[0].TopicPartition != tpA {
+		t.Fatalf("request during b's backoff %+v", req.Partitions)
+	}
+	if want := 4 * time.Millisecond; req.MaxWait != want { // 3.5 ms left, rounded up
+		t.Fatalf("long poll during b's backoff %v, want %v", req.MaxWait, want)
+	}
+	// Once b is ready again it is fetched, and the poll is a full one.
+	req = f.BuildRequest(t0.Add(cfg.MetadataLagBackoff))
+	if len(req.Partitions) != 2 || req.MaxWait != cfg.FetchMaxWait {
+		t.Fatalf("request after b's backoff: %d partitions, wait %v", len(req.Partitions), req.MaxWait)
+	}
+	// A backoff longer than the long poll leaves it alone.
+	f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 1},
+		{TopicPartition: tpB, Err: ErrStorage, HighWatermark: -1},
+	}}, t0)
+	if req := f.BuildRequest(t0); len(req.Partitions) != 1 || req.MaxWait != cfg.FetchMaxWait {
+		t.Fatalf("request during a FetchBackoff: %d partitions, wait %v", len(req.Partitions), req.MaxWait)
+	}
+}
+
+// The fetcher side of TestFollowerLongPollEndsWithBackoff: after a
+// metadata-lag error on one partition the request for the others carries
+// a long poll that ends with the partition's backoff, and the request
+// after it carries the partition again, without the fetcher sleeping.
+func TestFetcherRetriesLaggingPartitionDuringLongPoll(t *testing.T) {
+	cfg := DefaultConfig()
+	clock := newFakeClock()
+	client := &scriptClient{reqs: make(chan *FetchRequest), resps: make(chan scriptReply)}
+	x := NewFetcher(cfg, 2, 1, client, clock)
+	x.AddPartition(tpA, 1, logWith(0))
+	x.AddPartition(tpB, 1, logWith())
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { x.Run(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+
+	if req := <-client.reqs; len(req.Partitions) != 2 {
+		t.Fatalf("first request %+v", req.Partitions)
+	}
+	client.resps <- scriptReply{resp: &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 1},
+		{TopicPartition: tpB, Err: ErrUnknownTopicOrPartition, HighWatermark: -1},
+	}}}
+	req := <-client.reqs
+	if len(req.Partitions) != 1 || req.MaxWait != cfg.MetadataLagBackoff {
+		t.Fatalf("request while b backs off: %+v, wait %v; want a, wait %v", req.Partitions, req.MaxWait, cfg.MetadataLagBackoff)
+	}
+	// The leader answers when that poll ends.
+	clock.AdvanceTo(t0.Add(req.MaxWait))
+	client.resps <- scriptReply{resp: &FetchResponse{Partitions: []FetchPartitionResponse{{TopicPartition: tpA, HighWatermark: 1}}}}
+	req = <-client.reqs
+	if len(req.Partitions) != 2 || req.MaxWait != cfg.FetchMaxWait {
+		t.Fatalf("request after b's backoff: %+v, wait %v", req.Partitions, req.MaxWait)
+	}
+	select {
+	case at := <-clock.registered:
+		t.Fatalf("the fetcher slept until %v", at)
+	default:
 	}
 }
 
