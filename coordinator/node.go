@@ -47,20 +47,6 @@ const (
 	localRaftAddress = "local" // single-node mode's in-memory raft address
 )
 
-// raftCommitTimeout is raft's CommitTimeout. A follower (voter or
-// broker) learns that an entry committed from the leader's next
-// AppendEntries, which carries the commit index; with no new entry to
-// send, the leader sends one after CommitTimeout to twice that. With
-// raft's default (50 ms) brokers applied a topic created a moment ago
-// 50-100 ms after the controller, and the first acks=all produce to it
-// waited that long for its leader and followers to take the partition
-// up (issue 31). At 10 ms they apply it within 10-20 ms; an idle leader
-// then sends each follower an empty AppendEntries every 10-20 ms (no
-// disk I/O on either side; an idle 3-node cluster on loopback measured
-// 1-3% of a core more per node, the leader most). Kafka's KRaft
-// followers long-poll the leader and hear of a commit at once.
-const raftCommitTimeout = 10 * time.Millisecond
-
 // Node is one ringlog node's part of the cluster metadata: a raft voter
 // (controller) or non-voter, plus the broker-side registration and
 // heartbeats. All methods are safe for concurrent use.
@@ -221,7 +207,6 @@ func (n *Node) start(_ context.Context) error {
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
 	rc.Logger = newHCLog(cfg.Logger)
 	rc.NotifyCh = n.notifyCh
-	rc.CommitTimeout = raftCommitTimeout
 	if len(cfg.Voters) <= 1 {
 		// Nobody to split votes with: elect at once so single-node mode
 		// starts fast.
@@ -423,6 +408,16 @@ func (n *Node) propose(ctx context.Context, cmd metadata.Command) (*metadata.Res
 		}
 		return nil, 0, err
 	}
+	// Followers (voters and brokers) learn that an entry committed from
+	// the leader's next AppendEntries, which carries the commit index:
+	// with nothing more to send that is raft's CommitTimeout (50 ms, up
+	// to twice that) later, and brokers applied a topic created a moment
+	// ago that late (its first acks=all produce waited for it, issue 31).
+	// A barrier entry is that next AppendEntries, now. Its future is not
+	// waited for. Metadata changes are rare, so this costs one log entry
+	// each, where a shorter CommitTimeout would send an empty
+	// AppendEntries to every follower every few milliseconds while idle.
+	n.raft.Barrier(timeout)
 	res := f.Response().(*metadata.Result)
 	return res, res.Index, res.Err
 }
