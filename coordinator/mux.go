@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/ringlog/ringlog/internal/sockio"
 )
 
 // First byte a dialer writes on a controller connection; it selects the
@@ -57,7 +59,8 @@ func (m *mux) acceptLoop() {
 			}
 			return
 		}
-		go m.route(c)
+		// Raw socket I/O: see internal/sockio (sysmon wake-ups).
+		go m.route(sockio.Wrap(c))
 	}
 }
 
@@ -121,6 +124,7 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 	if err != nil {
 		return nil, err
 	}
+	c = sockio.Wrap(c)
 	if _, err := c.Write([]byte{protoRaft}); err != nil {
 		c.Close()
 		return nil, err

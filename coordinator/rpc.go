@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ringlog/ringlog/internal/sockio"
 	"io"
 	"net"
 	"time"
@@ -250,6 +251,7 @@ func tcpDial(ctx context.Context, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	c = sockio.Wrap(c)
 	if _, err := c.Write([]byte{protoRPC}); err != nil {
 		c.Close()
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/sockio"
 	"github.com/ringlog/ringlog/iouring"
 )
 
@@ -44,7 +45,12 @@ type uringQueue struct {
 	wakeFd int
 	evf    *os.File
 	parked atomic.Bool // owner is (about to be) waiting for the eventfd
-	active atomic.Bool // requests are in the kernel: a completion will wake the owner
+	// The owner's raw eventfd read (waitWake), set up on first use.
+	evRaw    syscall.RawConn
+	evReadFn func(uintptr) bool
+	evBuf    [8]byte
+	evErr    syscall.Errno
+	active   atomic.Bool // requests are in the kernel: a completion will wake the owner
 
 	mu      sync.Mutex
 	intake  []ioReq
@@ -359,11 +365,15 @@ func (q *uringQueue) put(r ioReq) error {
 	return nil
 }
 
+// The eventfd write never blocks (the counter cannot reach its maximum
+// here), so it is a raw system call: unix.Write would wake the runtime's
+// sysmon thread whenever the process had gone idle (waitWake).
 func (q *uringQueue) wake() {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	for {
-		if _, err := unix.Write(q.wakeFd, one[:]); err != syscall.EINTR {
+		_, e := sockio.RawWrite(uintptr(q.wakeFd), one[:])
+		if e != unix.EINTR {
 			return
 		}
 	}
@@ -505,10 +515,41 @@ func (q *uringQueue) run(ready chan<- error) {
 
 // waitWake parks the owner until the eventfd fires (a completion, an
 // appender, close or a fault timer) and consumes the signal.
+//
+// The read is a raw system call inside the file's RawConn: the eventfd is
+// non-blocking, so the call never blocks (EAGAIN parks the goroutine on
+// the netpoller instead), and os.File.Read's syscall.Syscall would wake
+// the runtime's sysmon thread whenever the process had gone idle, once per
+// round (internal/sockio explains the cost).
 func (q *uringQueue) waitWake() error {
-	var b [8]byte
-	_, err := q.evf.Read(b[:])
-	return err
+	if q.evRaw == nil {
+		rc, err := q.evf.SyscallConn()
+		if err != nil {
+			return err
+		}
+		q.evRaw = rc
+		q.evReadFn = func(fd uintptr) bool {
+			for {
+				_, e := sockio.RawRead(fd, q.evBuf[:])
+				switch e {
+				case unix.EINTR:
+					continue
+				case unix.EAGAIN:
+					return false
+				}
+				q.evErr = e
+				return true
+			}
+		}
+	}
+	q.evErr = 0
+	if err := q.evRaw.Read(q.evReadFn); err != nil {
+		return err
+	}
+	if q.evErr != 0 {
+		return os.NewSyscallError("read eventfd", q.evErr)
+	}
+	return nil
 }
 
 // idle reports that nothing is queued, in flight or waiting.

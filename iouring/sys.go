@@ -183,9 +183,20 @@ var enter = sysEnter
 // refuses newer flags.
 var setup = sysSetup
 
-// sysEnter uses Syscall6 (not RawSyscall) because it may block: the Go
-// runtime must be told so it can hand the P to another thread.
+// sysEnter uses Syscall6 when it waits for completions, because then it
+// blocks: the Go runtime must be told so it can hand the P to another
+// thread. A submission alone does not block (what would is punted to the
+// kernel's workers), so it is a RawSyscall6: entering a syscall the
+// runtime's way wakes its sysmon thread whenever the process had gone
+// idle, once per round for a ring owner that submits after every wake.
 func sysEnter(fd int, toSubmit, minComplete, flags uint32) (int, error) {
+	if minComplete == 0 {
+		n, _, errno := unix.RawSyscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), 0, uintptr(flags), 0, 0)
+		if errno != 0 {
+			return 0, errno
+		}
+		return int(n), nil
+	}
 	n, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(fd), uintptr(toSubmit), uintptr(minComplete), uintptr(flags), 0, 0)
 	if errno != 0 {
 		return 0, errno

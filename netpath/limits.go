@@ -81,8 +81,11 @@ func (b *byteBudget) inUse() int64 {
 // a client that declares a large frame and sends nothing costs almost no
 // memory.
 func (c *conn) readBody(size int) (frame []byte, held int64, err error) {
-	if t := c.s.cfg.RequestReadTimeout; t > 0 {
-		c.nc.SetReadDeadline(time.Now().Add(t))
+	// A body already in the read buffer needs no deadline (and no timer
+	// re-armed for it).
+	if t := c.s.cfg.RequestReadTimeout; t > 0 && c.br.Buffered() < size {
+		c.readDeadline = time.Now().Add(t)
+		c.nc.SetReadDeadline(c.readDeadline)
 	}
 	if size <= smallFrame {
 		frame = make([]byte, size)

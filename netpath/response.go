@@ -3,8 +3,8 @@ package netpath
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/ringlog/ringlog/internal/sockio"
 	"io"
-	"net"
 	"sync"
 	"time"
 
@@ -89,7 +89,7 @@ func (c *conn) useSendfile() bool {
 	if c.l.fetchPath != "sendfile" {
 		return false
 	}
-	_, ok := c.nc.(*net.TCPConn)
+	_, ok := c.nc.(*sockio.Conn)
 	return ok
 }
 
@@ -97,8 +97,9 @@ func (c *conn) useSendfile() bool {
 // in order. Ranges without an OS file (in-memory test file systems) are
 // copied.
 func (c *conn) writeSendfile(head []byte, body []responsePart) error {
-	tc := c.nc.(*net.TCPConn)
-	bufs := net.Buffers{head}
+	sc := c.nc.(*sockio.Conn)
+	bufs := append(c.iovs[:0], head)
+	defer func() { clear(bufs); c.iovs = bufs[:0] }()
 	for _, p := range body {
 		if p.file == nil {
 			if len(p.buf) > 0 {
@@ -110,7 +111,7 @@ func (c *conn) writeSendfile(head []byte, body []responsePart) error {
 			continue
 		}
 		if len(bufs) > 0 {
-			if _, err := bufs.WriteTo(tc); err != nil {
+			if _, err := sc.Writev(bufs); err != nil {
 				return err
 			}
 			bufs = bufs[:0]
@@ -131,12 +132,12 @@ func (c *conn) writeSendfile(head []byte, body []responsePart) error {
 		if p.file.Len() >= spliceMinBytes {
 			send = c.splice
 		}
-		if err := send(tc, p.file); err != nil {
+		if err := send(sc, p.file); err != nil {
 			return err
 		}
 	}
 	if len(bufs) > 0 {
-		if _, err := bufs.WriteTo(tc); err != nil {
+		if _, err := sc.Writev(bufs); err != nil {
 			return err
 		}
 	}
@@ -245,52 +246,19 @@ var copyBufPool = sync.Pool{New: func() any {
 func getCopyBuf() *[]byte  { return copyBufPool.Get().(*[]byte) }
 func putCopyBuf(b *[]byte) { copyBufPool.Put(b) }
 
-// sendfile moves bytes file -> socket in the kernel at an explicit offset.
-// It cooperates with Go's netpoller: on EAGAIN the RawConn.Write callback
-// returns false and the runtime parks the goroutine until the socket is
-// writable (or the write deadline passes), so nothing spins.
-func (c *conn) sendfile(tc *net.TCPConn, fr engine.FileRange) error {
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return err
+// sendfile moves bytes file -> socket in the kernel at an explicit offset,
+// with raw system calls (sockio.Conn.Sendfile): on EAGAIN the goroutine
+// parks until the socket is writable (or the write deadline passes), so
+// nothing spins.
+func (c *conn) sendfile(sc *sockio.Conn, fr engine.FileRange) error {
+	n, err := sc.Sendfile(fr.Fd(), fr.Pos(), int(fr.Len()))
+	if n > 0 {
+		c.l.zeroCopyBytes.Add(uint64(n))
 	}
-	var (
-		fd      = fr.Fd()
-		total   = int(fr.Len())
-		off     = fr.Pos()
-		written int
-		sendErr error
-	)
-	err = rc.Write(func(sock uintptr) bool {
-		for written < total {
-			o := off + int64(written)
-			m, e := unix.Sendfile(int(sock), fd, &o, total-written)
-			if m > 0 {
-				written += m
-				c.l.zeroCopyBytes.Add(uint64(m))
-			}
-			switch {
-			case e == unix.EAGAIN:
-				return false
-			case e == unix.EINTR:
-				continue
-			case e != nil:
-				sendErr = e
-				return true
-			case m == 0:
-				// EOF before the promised length: the response would be
-				// short, so fail and close the connection.
-				sendErr = io.ErrUnexpectedEOF
-				return true
-			}
-		}
-		return true
-	})
 	if err != nil {
-		return err
-	}
-	if sendErr != nil {
-		return fmt.Errorf("sendfile: %w", sendErr)
+		// A file shorter than the promised range would tear the
+		// response: fail, and the connection closes.
+		return fmt.Errorf("sendfile: %w", err)
 	}
 	return nil
 }
@@ -308,10 +276,11 @@ const (
 // splice sends a file range through a pipe created for it. Like sendfile
 // it parks on EAGAIN until the socket is writable; bytes already in the
 // pipe are drained before more are read from the file.
-func (c *conn) splice(tc *net.TCPConn, fr engine.FileRange) error {
+func (c *conn) splice(sc *sockio.Conn, fr engine.FileRange) error {
+	tc := sc.TCP()
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		return c.sendfile(tc, fr)
+		return c.sendfile(sc, fr)
 	}
 	defer unix.Close(p[0])
 	defer unix.Close(p[1])

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/ringlog/ringlog/internal/sockio"
 	"io"
 	"math/rand"
 	"net"
@@ -59,7 +60,7 @@ func startWriter(t *testing.T, path string, nc net.Conn, fr *osRange, head []byt
 	}
 	l := &listener{name: "plaintext", fetchPath: path}
 	s.listeners = append(s.listeners, l)
-	c := newConn(s, l, nc)
+	c := newConn(s, l, sockio.Wrap(nc))
 	c.pending <- pendingReply{
 		hdr: requestHeader{key: 1, correlationID: 7},
 		reply: reply{resolve: func(<-chan struct{}) *response {

@@ -20,6 +20,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/ringlog/ringlog/internal/sockio"
 	"log/slog"
 	"net"
 	"strconv"
@@ -423,6 +424,9 @@ func (s *Server) acceptLoop(l *listener) {
 			nc.Close()
 			continue
 		}
+		// Raw socket I/O (internal/sockio) under TLS as well: the TLS
+		// layer reads and writes through it.
+		nc = sockio.Wrap(nc)
 		if l.tls != nil {
 			nc = tls.Server(nc, l.tls)
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/internal/sockio"
 	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -92,6 +93,8 @@ type conn struct {
 	// even after a complete exchange the connection is not pooled, or
 	// that late deadline would fail the next request on it.
 	cut bool
+	// deadline is the socket deadline last set (setCallDeadline).
+	deadline time.Time
 }
 
 // maxKeptWriteBuf bounds the request buffer a connection keeps.
@@ -164,6 +167,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	nc = sockio.Wrap(nc)
 	cn := &conn{addr: addr, nc: nc, r: bufio.NewReaderSize(nc, 64<<10)}
 	if !c.cfg.SASL {
 		return cn, nil
@@ -177,18 +181,42 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 		return nil, fmt.Errorf("authenticating to broker %s as %s: %w", addr, c.cfg.User, err)
 	}
 	nc.SetDeadline(time.Time{})
+	cn.deadline = time.Time{}
 	return cn, nil
+}
+
+// callDeadlineSlack is how far past a call's deadline the socket's own
+// deadline may lie. The socket deadline is only a backstop: the context's
+// AfterFunc cuts the call when its context ends. Moving it on every call
+// re-armed a runtime timer per fetch round, and an earlier timer wakes the
+// netpoller (a thread wake-up per round); with the slack it moves once
+// per slack.
+const callDeadlineSlack = 5 * time.Second
+
+// setCallDeadline makes sure the socket deadline lies no earlier than
+// ctx's deadline and at most callDeadlineSlack (twice, when it moves)
+// after it; without a deadline in ctx, none.
+func (cn *conn) setCallDeadline(ctx context.Context) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		if !cn.deadline.IsZero() {
+			cn.deadline = time.Time{}
+			cn.nc.SetDeadline(cn.deadline)
+		}
+		return
+	}
+	if !cn.deadline.IsZero() && !cn.deadline.Before(d) && cn.deadline.Sub(d) <= 2*callDeadlineSlack {
+		return
+	}
+	cn.deadline = d.Add(callDeadlineSlack)
+	cn.nc.SetDeadline(cn.deadline)
 }
 
 // roundTrip writes req and reads its response: the size is bounded by
 // maxSize, the correlation id checked, and flexible header tags skipped.
 // The body is read into alloc(size) when alloc is set.
 func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32, alloc func(int) []byte) ([]byte, error) {
-	if d, ok := ctx.Deadline(); ok {
-		cn.nc.SetDeadline(d)
-	} else {
-		cn.nc.SetDeadline(time.Time{})
-	}
+	cn.setCallDeadline(ctx)
 	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Now()) })
 	defer func() {
 		if !stop() {

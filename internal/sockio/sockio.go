@@ -1,0 +1,256 @@
+// Package sockio reads and writes non-blocking TCP sockets with raw system
+// calls.
+//
+// Go's net package issues every read and write through syscall.Syscall,
+// which enters the runtime's "in a system call" state. When the process
+// was idle, that entry wakes the runtime's sysmon thread, which then polls
+// every 20 µs for a while before backing off again. A broker at a moderate
+// rate goes idle between requests, so every request paid for a sysmon
+// wake-up and a burst of its sleeps: about a third of the context switches
+// of a replicated acknowledgement (BENCHMARKS.md, issue 31). A read or
+// write of a non-blocking socket never blocks, so it needs none of that:
+// Conn issues it with RawSyscall inside the connection's RawConn, which
+// still parks the goroutine on the netpoller when the socket has nothing
+// (EAGAIN) and honours the connection's deadlines.
+package sockio
+
+import (
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn is a *net.TCPConn whose Read and Write (and Writev, Sendfile) use
+// raw system calls. Everything else (deadlines, addresses, Close) is the
+// TCPConn's.
+type Conn struct {
+	*net.TCPConn
+	rc syscall.RawConn
+
+	// One reader at a time (net.Conn allows a reader and a writer at
+	// once): the read state lives here so the callback bound once in
+	// Wrap allocates nothing per call.
+	rmu    sync.Mutex
+	rbuf   []byte
+	rn     int
+	rerr   syscall.Errno
+	readFn func(uintptr) bool
+
+	wmu     sync.Mutex
+	wbufs   [][]byte
+	wn      int
+	werr    syscall.Errno
+	iov     []unix.Iovec
+	writeFn func(uintptr) bool
+
+	sfFd   int
+	sfOff  int64
+	sfLeft int
+	sfN    int
+	sfErr  syscall.Errno
+	sfEOF  bool
+	sendFn func(uintptr) bool
+	oneBuf [1][]byte
+}
+
+// Wrap returns nc as a *Conn when it is a TCP connection, else nc itself.
+func Wrap(nc net.Conn) net.Conn {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok {
+		return nc
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nc
+	}
+	c := &Conn{TCPConn: tc, rc: rc}
+	c.readFn = c.readOnce
+	c.writeFn = c.writeSome
+	c.sendFn = c.sendSome
+	return c
+}
+
+// TCP returns the underlying connection.
+func (c *Conn) TCP() *net.TCPConn { return c.TCPConn }
+
+func (c *Conn) readOnce(fd uintptr) bool {
+	for {
+		n, e := RawRead(fd, c.rbuf)
+		switch e {
+		case 0:
+			c.rn, c.rerr = int(n), 0
+			return true
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			c.rn, c.rerr = 0, e
+			return true
+		}
+	}
+}
+
+// Read reads what the socket has, parking until it has something.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rbuf = p
+	err := c.rc.Read(c.readFn)
+	c.rbuf = nil
+	if err != nil {
+		return 0, c.opError("read", err)
+	}
+	if c.rerr != 0 {
+		return 0, c.opError("read", c.rerr)
+	}
+	if c.rn == 0 {
+		return 0, io.EOF
+	}
+	return c.rn, nil
+}
+
+// writeSome writes the pending buffers until they are all written or the
+// socket is full.
+func (c *Conn) writeSome(fd uintptr) bool {
+	for len(c.wbufs) > 0 {
+		var n int
+		var e syscall.Errno
+		if len(c.wbufs) == 1 {
+			n, e = RawWrite(fd, c.wbufs[0])
+		} else {
+			c.iov = c.iov[:0]
+			for _, b := range c.wbufs {
+				if len(c.iov) == 1024 { // IOV_MAX
+					break
+				}
+				v := unix.Iovec{Base: unsafe.SliceData(b)}
+				v.SetLen(len(b))
+				c.iov = append(c.iov, v)
+			}
+			n, e = rawWritev(fd, c.iov, c.wbufs)
+		}
+		switch e {
+		case 0:
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			c.werr = e
+			return true
+		}
+		c.wn += n
+		c.consume(n)
+	}
+	return true
+}
+
+// consume drops n written bytes from the front of the pending buffers.
+func (c *Conn) consume(n int) {
+	for n > 0 && len(c.wbufs) > 0 {
+		if n < len(c.wbufs[0]) {
+			c.wbufs[0] = c.wbufs[0][n:]
+			return
+		}
+		n -= len(c.wbufs[0])
+		c.wbufs = c.wbufs[1:]
+	}
+	for len(c.wbufs) > 0 && len(c.wbufs[0]) == 0 {
+		c.wbufs = c.wbufs[1:]
+	}
+}
+
+// Write writes all of p (or fails).
+func (c *Conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.oneBuf[0] = p
+	n, err := c.writev(c.oneBuf[:])
+	c.oneBuf[0] = nil
+	return n, err
+}
+
+// Writev writes all of bufs, in order, with as few writev calls as the
+// socket allows. bufs' elements may be resliced.
+func (c *Conn) Writev(bufs [][]byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.writev(bufs)
+}
+
+func (c *Conn) writev(bufs [][]byte) (int, error) {
+	c.wbufs, c.wn, c.werr = bufs, 0, 0
+	c.consume(0)
+	err := c.rc.Write(c.writeFn)
+	n := c.wn
+	c.wbufs = nil
+	if err != nil {
+		return n, c.opError("write", err)
+	}
+	if c.werr != 0 {
+		return n, c.opError("write", c.werr)
+	}
+	return n, nil
+}
+
+func (c *Conn) sendSome(sock uintptr) bool {
+	for c.sfLeft > 0 {
+		n, _, e := unix.RawSyscall6(unix.SYS_SENDFILE, sock, uintptr(c.sfFd), uintptr(unsafe.Pointer(&c.sfOff)), uintptr(c.sfLeft), 0, 0)
+		switch e {
+		case 0:
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		default:
+			c.sfErr = e
+			return true
+		}
+		if n == 0 {
+			c.sfEOF = true
+			return true
+		}
+		c.sfN += int(n)
+		c.sfLeft -= int(n)
+	}
+	return true
+}
+
+// Sendfile sends n bytes of the file fd from off, in the kernel. The range
+// is expected in the page cache (a fetch at the log's tail): a read from
+// disk would hold this goroutine's P for its duration. It returns the
+// bytes sent and io.ErrUnexpectedEOF when the file ends first.
+func (c *Conn) Sendfile(fd int, off int64, n int) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.sfFd, c.sfOff, c.sfLeft, c.sfN, c.sfErr, c.sfEOF = fd, off, n, 0, 0, false
+	err := c.rc.Write(c.sendFn)
+	sent := c.sfN
+	switch {
+	case err != nil:
+		return sent, c.opError("sendfile", err)
+	case c.sfErr != 0:
+		return sent, c.opError("sendfile", c.sfErr)
+	case c.sfEOF:
+		return sent, io.ErrUnexpectedEOF
+	}
+	return sent, nil
+}
+
+// opError wraps err as the net package does, so errors.Is finds
+// net.ErrClosed, os.ErrDeadlineExceeded and the errno.
+func (c *Conn) opError(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		oe.Op = op
+		return oe
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

@@ -1,0 +1,166 @@
+package sockio
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pair returns a wrapped client connection and the accepted peer, on
+// loopback.
+func pair(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acc := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		acc <- c
+	}()
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-acc
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	c, ok := Wrap(nc).(*Conn)
+	if !ok {
+		t.Fatalf("Wrap(%T) did not wrap", nc)
+	}
+	t.Cleanup(func() { c.Close(); peer.Close() })
+	return c, peer
+}
+
+func TestWrapLeavesOtherConnsAlone(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if got := Wrap(a); got != a {
+		t.Fatalf("Wrap(pipe) = %T, want the pipe itself", got)
+	}
+}
+
+// Bytes written in pieces larger than the socket buffers arrive whole and
+// in order in both directions, through Read, Write and Writev.
+func TestReadWriteWritevLarge(t *testing.T) {
+	c, peer := pair(t)
+	want := make([]byte, 8<<20)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	var wg sync.WaitGroup
+	var got []byte
+	var rerr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		got, rerr = io.ReadAll(io.LimitReader(peer, int64(2*len(want))))
+	}()
+	if n, err := c.Write(want); err != nil || n != len(want) {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	// Writev with many small and some empty buffers, more than IOV_MAX.
+	var bufs [][]byte
+	for off := 0; off < len(want); {
+		n := min(len(want)-off, 1+off%3000)
+		bufs = append(bufs, want[off:off+n], nil)
+		off += n
+	}
+	if n, err := c.Writev(bufs); err != nil || n != len(want) {
+		t.Fatalf("Writev = %d, %v (%d buffers)", n, err, len(bufs))
+	}
+	wg.Wait()
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !bytes.Equal(got[:len(want)], want) || !bytes.Equal(got[len(want):], want) {
+		t.Fatal("bytes differ")
+	}
+
+	// And back: Read returns what arrived, then EOF when the peer closes.
+	go func() {
+		peer.Write(want[:100000])
+		peer.Close()
+	}()
+	back, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, want[:100000]) {
+		t.Fatalf("read back %d bytes, want 100000 equal bytes", len(back))
+	}
+}
+
+// A read deadline ends a Read with os.ErrDeadlineExceeded; a closed
+// connection answers net.ErrClosed.
+func TestDeadlineAndClose(t *testing.T) {
+	c, _ := pair(t)
+	c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	var b [16]byte
+	if _, err := c.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past deadline: %v, want ErrDeadlineExceeded", err)
+	}
+	c.SetReadDeadline(time.Time{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Read(b[:])
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	if err := <-done; !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read on closed conn: %v, want net.ErrClosed", err)
+	}
+	if _, err := c.Write(b[:]); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Write on closed conn: %v, want net.ErrClosed", err)
+	}
+}
+
+// Sendfile sends the range asked for, across socket-buffer stalls, and
+// reports a file that ends before the range does.
+func TestSendfile(t *testing.T) {
+	c, peer := pair(t)
+	data := make([]byte, 6<<20)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := make(chan []byte, 1)
+	const off, n = 12345, 5 << 20
+	go func() {
+		b := make([]byte, n)
+		io.ReadFull(peer, b)
+		got <- b
+	}()
+	sent, err := c.Sendfile(int(f.Fd()), off, n)
+	if err != nil || sent != n {
+		t.Fatalf("Sendfile = %d, %v", sent, err)
+	}
+	if !bytes.Equal(<-got, data[off:off+n]) {
+		t.Fatal("sendfile bytes differ")
+	}
+	go io.Copy(io.Discard, peer)
+	sent, err = c.Sendfile(int(f.Fd()), int64(len(data)-10), 100)
+	if !errors.Is(err, io.ErrUnexpectedEOF) || sent != 10 {
+		t.Fatalf("Sendfile past EOF = %d, %v; want 10, ErrUnexpectedEOF", sent, err)
+	}
+}
