@@ -33,6 +33,11 @@ type Config struct {
 	// JournalBytes is the journal file's size, preallocated (64 MiB, at
 	// least MinJournalBytes). A checkpoint starts after 1 MiB (or an eighth, if less) was written.
 	JournalBytes int64
+	// JournalBuffered writes the journal through the page cache and
+	// fdatasyncs it, instead of O_DIRECT writes with RWF_DSYNC (the
+	// default where the file system takes O_DIRECT): for comparison, and
+	// for file systems that mishandle O_DIRECT.
+	JournalBuffered bool
 	// Defaults apply to topics that do not override them.
 	Defaults TopicConfig
 	// RetentionCheckInterval is how often retention runs (5 min).

@@ -140,7 +140,7 @@
 // what other writers dirtied and still grows with the files. Layout,
 // big-endian:
 //
-//	0     slot 0 (512 bytes)  checkpoint: u32 magic "RLJH", u32 version 1,
+//	0     slot 0 (512 bytes)  checkpoint: u32 magic "RLJH", u32 version 2,
 //	512   slot 1                u32 CRC-32C of bytes 12..43, u64 generation,
 //	                            u64 start position, u64 start sequence,
 //	                            u64 file size; the valid slot with the
@@ -148,22 +148,39 @@
 //	4096  records, circular:    u32 magic "RLJR", u32 CRC-32C of bytes 8..
 //	                            end of data, u64 sequence (+1 per record,
 //	                            continuous across wraps), u8 kind (1 data,
-//	                            2 wrap), u8 0, u16 name length, u32 data
-//	                            length, i64 segment base offset, i64 file
-//	                            position, partition directory name, data
+//	                            2 wrap), u8 flags (1: last record of its
+//	                            write), u16 name length, u32 data length,
+//	                            i64 segment base offset, i64 file
+//	                            position, partition directory name, data;
+//	                            zeros after a write's last record up to
+//	                            the next 4096-byte boundary
 //
-// A round's records (a header and the append's own buffers each) go out
-// as one pwritev (sync path) or a chain of WRITEVs linked to one
-// FSYNC(DATASYNC) of the journal (ring), at most one journal write in
-// flight: what arrives meanwhile is the next round, and the journal is a
-// prefix of complete writes plus at most one torn one. A write that does
-// not fit before the end leaves a wrap record there (or nothing when less
-// than a header is left) and goes on at byte 4096. An append larger than
-// a quarter of the journal is fdatasynced in its segment instead.
+// A round's records (header and data each) are copied into one
+// 4096-aligned buffer, zero-padded to a whole block, and written at a
+// block boundary. Where the file system takes O_DIRECT (the OS file
+// system; --journal-direct, the default) that write goes through an
+// O_DIRECT descriptor with RWF_DSYNC: it is its own barrier, and on the
+// ring the kernel issues it inline and completes it from the block layer,
+// with no io-wq worker thread (a buffered write and its fdatasync each
+// ran on one). Elsewhere (tmpfs, the in-memory test file systems,
+// --journal-direct=false) it is a buffered write and one fdatasync, a
+// pwrite (sync path) or a WRITE linked to FSYNC(DATASYNC) (ring). The
+// journal's blocks were all written when it was created, so an O_DIRECT
+// overwrite changes no metadata and the barrier is a device flush. At
+// most one journal write is in flight: what arrives meanwhile is the next
+// round, and the journal is a prefix of complete writes plus at most one
+// torn one. A write that does not fit before the end leaves a wrap
+// record block there (or nothing when less than a block is left) and goes
+// on at byte 4096. An append larger than a quarter of the journal is
+// fdatasynced in its segment instead. Open replays version 1 journals
+// (records back to back, no padding) too, then goes on in version 2; it
+// adds 2^32 to the next sequence number, so new records never continue
+// into what a write torn by the crash left after the replayed end.
 //
-// Checkpoints run in the background after every 1 MiB written (an eighth
-// of the journal if that is less: many small checkpoints stall the
-// journal's fdatasyncs less than few large ones), at
+// Checkpoints run in the background after every 1 MiB of records written,
+// padding not counted (an eighth of the journal if that is less: many
+// small checkpoints stall the journal's barriers less than few large
+// ones), when the journal is three quarters full whatever that holds, at
 // Close, and before anything rewrites segment bytes other than by
 // appending (TruncateTo, TruncateFullyAndStartAt, topic and partition
 // deletion): every segment written by journaled appends is fdatasynced,

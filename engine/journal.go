@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -33,11 +34,22 @@ const (
 	journalSlotSize  = 512
 	journalSlotMagic = 0x524c4a48 // "RLJH"
 	journalRecMagic  = 0x524c4a52 // "RLJR"
-	journalVersion   = 1
-	journalRecFixed  = 40 // record header before the partition name
-	journalKindData  = 1
-	journalKindWrap  = 2 // the rest of the file is skipped: go on at journalDataStart
-	journalMaxName   = 512
+	// Version 2 (doc.go, "Journal"): every write starts on a
+	// journalBlock boundary and its last record carries journalFlagLast,
+	// after which replay goes on at the next boundary. Version 1 journals
+	// (records back to back) are still replayed.
+	journalVersion  = 2
+	journalBlock    = 4096 // O_DIRECT alignment of every journal write
+	journalFlagLast = 1    // the record ends its write (version 2)
+	journalRecFixed = 40   // record header before the partition name
+	journalKindData = 1
+	journalKindWrap = 2 // the rest of the file is skipped: go on at journalDataStart
+	journalMaxName  = 512
+	// journalSeqGap is added to the next sequence number at every Open:
+	// records of a write torn by the crash may lie after the replayed end
+	// with the sequence numbers that come next, and the new stream must
+	// never continue into them.
+	journalSeqGap = 1 << 32
 	// MinJournalBytes is the smallest Config.JournalBytes.
 	MinJournalBytes = 64 << 10
 	// A checkpoint starts when journalCheckpointBytes or
@@ -66,6 +78,7 @@ type jcut struct {
 	pos int64
 	seq uint64
 	l   int64
+	d   int64 // record bytes consumed since Open, without padding
 }
 
 // jrec is one record: n bytes (bufs, back to back) that land at pos in seg.
@@ -80,14 +93,16 @@ type jrec struct {
 
 func (r *jrec) size() int64 { return journalRecFixed + int64(len(r.name)) + r.n }
 
-// jwrite is one planned journal write: an optional wrap marker at wrapPos,
-// then parts (header, data, header, data, ...) from pos.
+// jwrite is one planned journal write: an optional wrap marker block at
+// wrapPos, then buf (header, data, header, data, ..., zero padding to a
+// journalBlock boundary) at pos. Both are journalBlock-aligned in memory,
+// offset and length, for O_DIRECT.
 type jwrite struct {
 	wrapPos int64 // -1: none
 	wrapHdr []byte
 	pos     int64
-	parts   [][]byte
-	n       int64
+	buf     []byte
+	n       int64 // len(buf)
 	recs    []jrec
 	end     jcut
 }
@@ -97,8 +112,20 @@ type journal struct {
 	path     string
 	f        vfs.File
 	size     int64
-	capacity int64 // size - journalDataStart
-	maxWrite int64 // bytes of records one write may carry
+	capacity int64  // size - journalDataStart
+	maxWrite int64  // bytes of records one write may carry
+	version  uint32 // of the journal found at Open (replay rules)
+
+	// dfd, when not -1, is the journal opened O_DIRECT: record writes go
+	// through it with RWF_DSYNC, each write its own barrier, completed by
+	// the kernel without a worker thread (buffered writes and their
+	// fdatasync run on io_uring's io-wq workers, or block the writer on
+	// the sync path). Only on the OS file system; the others (and a
+	// file system refusing O_DIRECT) write through f and fdatasync.
+	dfd int
+	// Writer-owned aligned buffers, reused: at most one write is in flight.
+	wbuf  []byte
+	wrapB []byte
 
 	// Writer-owned: where the next write goes.
 	head jcut
@@ -111,6 +138,8 @@ type journal struct {
 	dirty   map[*segment]*Partition
 	slotGen uint64
 	failed  error
+	// spaceWanted: a write did not fit; the next checkpoint is due.
+	spaceWanted bool
 	// wake, when set (the ring owner), is called after a checkpoint freed
 	// space.
 	wake func()
@@ -144,7 +173,7 @@ func openJournal(e *Engine) (*journal, error) {
 	if !exists && !use {
 		return nil, nil
 	}
-	j := &journal{e: e, path: path, dirty: map[*segment]*Partition{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	j := &journal{e: e, path: path, dfd: -1, dirty: map[*segment]*Partition{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	j.cond = sync.NewCond(&j.mu)
 	if exists {
 		f, err := e.fs.OpenFile(path, os.O_RDWR, 0)
@@ -182,6 +211,9 @@ func openJournal(e *Engine) (*journal, error) {
 	j.settled = j.start
 	if e.fs == vfs.Default {
 		j.openSyncfs() // now: writeback errors count from here
+		if !e.cfg.JournalBuffered {
+			j.openDirect()
+		}
 	}
 	go j.run()
 	return j, nil
@@ -216,6 +248,7 @@ func (j *journal) create(size int64) error {
 	}
 	j.f, j.size = f, size
 	j.start = jcut{pos: journalDataStart, seq: 1}
+	j.version = journalVersion
 	if err := j.writeSlot(j.start); err != nil {
 		return fail(err)
 	}
@@ -261,7 +294,8 @@ func (j *journal) readSlots() (jcut, error) {
 		if _, err := j.f.ReadAt(b, i*journalSlotSize); err != nil && !errors.Is(err, io.EOF) {
 			return jcut{}, fmt.Errorf("%w: reading %s: %v", ErrStorage, j.path, err)
 		}
-		if be.Uint32(b[0:]) != journalSlotMagic || be.Uint32(b[4:]) != journalVersion ||
+		v := be.Uint32(b[4:])
+		if be.Uint32(b[0:]) != journalSlotMagic || v < 1 || v > journalVersion ||
 			be.Uint32(b[8:]) != crc32.Checksum(b[12:44], journalCRC) {
 			continue
 		}
@@ -271,6 +305,7 @@ func (j *journal) readSlots() (jcut, error) {
 		}
 		if !found || gen > j.slotGen {
 			best, j.slotGen, found = jcut{pos: pos, seq: seq}, gen, true
+			j.version = v
 		}
 	}
 	if !found {
@@ -308,7 +343,10 @@ func (j *journal) recover() error {
 	var data []byte
 	records, bytes := 0, int64(0)
 	for {
-		if j.size-pos < journalRecFixed {
+		// Where a write could not start, the writer wrapped. In version
+		// 2 writes start on block boundaries, and a record inside a write
+		// may start anywhere up to the end of the file.
+		if j.version < 2 && j.size-pos < journalRecFixed || j.version >= 2 && pos%journalBlock == 0 && j.size-pos < journalBlock {
 			pos = journalDataStart
 		}
 		h := hdr[:journalRecFixed]
@@ -346,6 +384,9 @@ func (j *journal) recover() error {
 			return fmt.Errorf("%w: %s at byte %d: bad record (kind %d, partition %q)", ErrCorruptLog, j.path, pos, kind, name)
 		}
 		pos += journalRecFixed + nameLen + dataLen
+		if j.version >= 2 && h[17]&journalFlagLast != 0 {
+			pos = alignJournal(pos)
+		}
 		base, at := int64(be.Uint64(h[24:])), int64(be.Uint64(h[32:]))
 		t := targets[name]
 		if t == nil {
@@ -381,79 +422,139 @@ func (j *journal) recover() error {
 		j.e.log.Info("replayed the journal into the segments", "path", j.path, "records", records, "bytes", bytes, "segments", len(touched))
 	}
 	j.e.stats.journalReplayed.Add(int64(records))
-	j.start = jcut{pos: pos, seq: seq}
-	if pos != start.pos || seq != start.seq {
-		return j.writeSlot(j.start)
+	// New writes start on a block boundary (a torn write may have ended
+	// the scan inside a block), with sequence numbers no record of the
+	// torn write can carry, in a version 2 slot.
+	pos = alignJournal(pos)
+	if j.size-pos < journalBlock {
+		pos = journalDataStart
 	}
-	return nil
+	j.start = jcut{pos: pos, seq: seq + journalSeqGap}
+	j.version = journalVersion
+	return j.writeSlot(j.start)
 }
+
+// alignJournal rounds a journal offset up to a journalBlock boundary.
+func alignJournal(n int64) int64 { return (n + journalBlock - 1) &^ (journalBlock - 1) }
+
+// alignedBuf returns n bytes (n a multiple of journalBlock) whose address
+// is journalBlock-aligned, as O_DIRECT needs. The Go heap does not move
+// objects, so the alignment holds for the buffer's life.
+func alignedBuf(n int64) []byte {
+	b := make([]byte, n+journalBlock)
+	off := int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))) & (journalBlock - 1))
+	if off != 0 {
+		off = journalBlock - off
+	}
+	return b[off : off+n : off+n]
+}
+
+// openDirect opens the journal a second time with O_DIRECT for record
+// writes, if the file system takes it (a probe read of the header block
+// tells: tmpfs and some others refuse O_DIRECT).
+func (j *journal) openDirect() {
+	fd, err := unix.Open(j.path, unix.O_RDWR|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		j.e.log.Info("journal: O_DIRECT refused, writing through the page cache with fdatasync", "path", j.path, "err", err)
+		return
+	}
+	probe := alignedBuf(journalBlock)
+	if _, err := unix.Pread(fd, probe, 0); err != nil {
+		unix.Close(fd)
+		j.e.log.Info("journal: O_DIRECT read failed, writing through the page cache with fdatasync", "path", j.path, "err", err)
+		return
+	}
+	j.dfd = fd
+}
+
+// Direct reports whether record writes go O_DIRECT with RWF_DSYNC.
+func (j *journal) direct() bool { return j.dfd >= 0 }
 
 // fits reports whether a record of n bytes may ever go into one write.
 func (j *journal) fits(n int64) bool { return n <= j.maxWrite }
 
 // plan lays out the next write for recs (their total within maxWrite),
-// assigning sequence numbers, and moves the head past it. It returns nil
-// when the write does not fit before the checkpointed start: the caller
-// kicks a checkpoint and tries again once it freed space. Writer only.
+// assigning sequence numbers, copies them into the writer's aligned
+// buffer and moves the head past it. It returns nil when the write does
+// not fit before the checkpointed start: the caller kicks a checkpoint and
+// tries again once it freed space. Writer only; the previous write must
+// have completed (the buffer is reused).
 func (j *journal) plan(recs []jrec) *jwrite {
 	var n int64
 	for i := range recs {
 		n += recs[i].size()
 	}
+	padded := alignJournal(n)
 	h := j.head
-	w := &jwrite{wrapPos: -1, recs: recs, n: n}
-	need := n
-	if h.pos+n > j.size {
+	w := &jwrite{wrapPos: -1, recs: recs, n: padded}
+	need := padded
+	wrap := h.pos+padded > j.size
+	if wrap {
 		need += j.size - h.pos // the skipped tail
 	}
 	j.mu.Lock()
 	free := j.capacity - (h.l - j.start.l)
-	j.mu.Unlock()
 	if need > free {
+		// The checkpoint this asks for runs whatever dueLocked's
+		// thresholds say.
+		j.spaceWanted = true
+		j.mu.Unlock()
 		return nil
 	}
-	if h.pos+n > j.size {
-		if j.size-h.pos >= journalRecFixed {
+	j.mu.Unlock()
+	if wrap {
+		if j.size-h.pos >= journalBlock {
+			if j.wrapB == nil {
+				j.wrapB = alignedBuf(journalBlock)
+			}
 			w.wrapPos = h.pos
-			w.wrapHdr = make([]byte, journalRecFixed)
-			putJournalHeader(w.wrapHdr, h.seq, journalKindWrap, "", 0, 0, nil)
+			w.wrapHdr = j.wrapB
+			clear(w.wrapHdr)
+			putJournalHeader(w.wrapHdr, h.seq, journalKindWrap, journalFlagLast, "", 0, 0, nil)
 			h.seq++
 		}
 		h.l += j.size - h.pos
 		h.pos = journalDataStart
 	}
 	w.pos = h.pos
-	hn := 0
-	for i := range recs {
-		hn += journalRecFixed + len(recs[i].name)
+	if int64(len(j.wbuf)) < padded {
+		j.wbuf = alignedBuf(max(padded, min(2*int64(len(j.wbuf)), alignJournal(j.maxWrite)), 64<<10))
 	}
-	hdrs := make([]byte, 0, hn) // one array: parts point into it
-	w.parts = make([][]byte, 0, 2*len(recs)+8)
+	buf := j.wbuf[:padded]
+	off := 0
 	for i := range recs {
 		r := &recs[i]
-		at := len(hdrs)
-		hdrs = hdrs[:at+journalRecFixed+len(r.name)]
-		putJournalHeader(hdrs[at:], h.seq, journalKindData, r.name, r.seg.base, r.pos, r.bufs)
+		var flags byte
+		if i == len(recs)-1 {
+			flags = journalFlagLast
+		}
+		hl := journalRecFixed + len(r.name)
+		putJournalHeader(buf[off:off+hl], h.seq, journalKindData, flags, r.name, r.seg.base, r.pos, r.bufs)
+		off += hl
+		for _, b := range r.bufs {
+			off += copy(buf[off:], b)
+		}
 		h.seq++
-		w.parts = append(w.parts, hdrs[at:len(hdrs):len(hdrs)])
-		w.parts = append(w.parts, r.bufs...)
 	}
-	h.pos += n
-	h.l += n
+	clear(buf[off:])
+	w.buf = buf
+	h.pos += padded
+	h.l += padded
+	h.d += n
 	w.end = h
 	j.head = h
 	return w
 }
 
 // putJournalHeader fills a record header (doc.go) over name and data.
-func putJournalHeader(b []byte, seq uint64, kind byte, name string, base, pos int64, data [][]byte) {
+func putJournalHeader(b []byte, seq uint64, kind, flags byte, name string, base, pos int64, data [][]byte) {
 	var n int
 	for _, d := range data {
 		n += len(d)
 	}
 	be.PutUint32(b[0:], journalRecMagic)
 	be.PutUint64(b[8:], seq)
-	b[16], b[17] = kind, 0
+	b[16], b[17] = kind, flags
 	be.PutUint16(b[18:], uint16(len(name)))
 	be.PutUint32(b[20:], uint32(n))
 	be.PutUint64(b[24:], uint64(base))
@@ -466,28 +567,27 @@ func putJournalHeader(b []byte, seq uint64, kind byte, name string, base, pos in
 	be.PutUint32(b[4:], sum)
 }
 
-// writeSync issues w with pwrite(v) and fdatasyncs the journal (the sync
-// path). Writer only.
+// writeSync issues w (the sync path): with pwrite and RWF_DSYNC through
+// the O_DIRECT descriptor, or with pwrite and one fdatasync. Writer only.
 func (j *journal) writeSync(w *jwrite) error {
+	if j.direct() {
+		if w.wrapPos >= 0 {
+			if err := pwriteDsync(j.dfd, w.wrapHdr, w.wrapPos); err != nil {
+				return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, j.path, w.wrapPos, err)
+			}
+		}
+		if err := pwriteDsync(j.dfd, w.buf, w.pos); err != nil {
+			return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, j.path, w.pos, err)
+		}
+		return nil
+	}
 	if w.wrapPos >= 0 {
 		if _, err := j.f.WriteAt(w.wrapHdr, w.wrapPos); err != nil {
 			return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, j.path, w.wrapPos, err)
 		}
 	}
-	if j.e.fs == vfs.Default {
-		// The appends' own buffers, no copy.
-		if err := pwritevAll(j.f.Fd(), w.parts, w.pos); err != nil {
-			return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, j.path, w.pos, err)
-		}
-	} else {
-		// In-memory and fault-injecting file systems take WriteAt only.
-		buf := make([]byte, 0, w.n)
-		for _, p := range w.parts {
-			buf = append(buf, p...)
-		}
-		if _, err := j.f.WriteAt(buf, w.pos); err != nil {
-			return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, j.path, w.pos, err)
-		}
+	if _, err := j.f.WriteAt(w.buf, w.pos); err != nil {
+		return fmt.Errorf("%w: write %s at %d: %v", ErrStorage, j.path, w.pos, err)
 	}
 	if err := j.f.Datasync(); err != nil {
 		return fmt.Errorf("%w: fdatasync %s: %v", ErrStorage, j.path, err)
@@ -495,27 +595,22 @@ func (j *journal) writeSync(w *jwrite) error {
 	return nil
 }
 
-// pwritevAll writes parts at off, IOV_MAX buffers per call, retrying
-// short writes.
-func pwritevAll(fd int, parts [][]byte, off int64) error {
-	for len(parts) > 0 {
-		k := min(len(parts), maxGroupIovecs)
-		n, err := unix.Pwritev(fd, parts[:k], off)
+// pwriteDsync writes b at off with RWF_DSYNC. An O_DIRECT write is not
+// continued after a short write (the rest would be unaligned): that fails.
+func pwriteDsync(fd int, b []byte, off int64) error {
+	for {
+		n, err := unix.Pwritev2(fd, [][]byte{b}, off, unix.RWF_DSYNC)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
 			return err
 		}
-		off += int64(n)
-		for n > 0 && len(parts) > 0 {
-			if n >= len(parts[0]) {
-				n -= len(parts[0])
-				parts = parts[1:]
-				continue
-			}
-			parts = append([][]byte{parts[0][n:]}, parts[1:]...)
-			n = 0
+		if n != len(b) {
+			return fmt.Errorf("short write %d of %d", n, len(b))
 		}
+		return nil
 	}
-	return nil
 }
 
 // settle records that w is durable: its segments join the next
@@ -575,8 +670,14 @@ func (j *journal) fill() float64 {
 
 // dueLocked reports whether enough was written since the last
 // checkpoint for the next one. j.mu must be held.
+//
+// Records count without the padding that ends every write on a block:
+// at a few hundred bytes per round, the padding alone would run a
+// checkpoint every 256 writes. The journal's fill does count it, and
+// past three quarters a checkpoint runs whatever the records amount to.
 func (j *journal) dueLocked() bool {
-	return j.settled.l-j.start.l > min(j.capacity/journalCheckpointShare, journalCheckpointBytes)
+	return j.spaceWanted || j.settled.d-j.start.d > min(j.capacity/journalCheckpointShare, journalCheckpointBytes) ||
+		j.settled.l-j.start.l > j.capacity/4*3
 }
 
 func (j *journal) kickCheckpoint() {
@@ -712,6 +813,7 @@ func (j *journal) checkpoint() error {
 	j.e.stats.journalCheckpointNanos.Add(int64(time.Since(t0)))
 	j.mu.Lock()
 	j.start = cut
+	j.spaceWanted = false
 	j.cond.Broadcast()
 	wake := j.wake
 	j.mu.Unlock()
@@ -740,6 +842,10 @@ func (j *journal) doClose() error {
 	j.mu.Unlock()
 	if cerr := j.f.Close(); err == nil {
 		err = cerr
+	}
+	if j.dfd >= 0 {
+		unix.Close(j.dfd)
+		j.dfd = -1
 	}
 	if j.sfErr == nil && j.sfFd > 0 {
 		unix.Close(j.sfFd)

@@ -151,6 +151,9 @@ func journalRecords(t *testing.T, fs vfs.FS) (pos []int64, names []string) {
 		pos = append(pos, at)
 		names = append(names, string(h[journalRecFixed:journalRecFixed+nl]))
 		at += journalRecFixed + nl + dl
+		if h[17]&journalFlagLast != 0 {
+			at = alignJournal(at)
+		}
 		seq++
 	}
 }

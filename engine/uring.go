@@ -85,6 +85,9 @@ type uringQueue struct {
 	writeFd, syncFd func(seg *segment) int
 	// journalSyncFd, when set, is the descriptor the journal's fsync uses.
 	journalSyncFd func() int
+	// journalWriteFd, when set (tests), is the descriptor the journal's
+	// O_DIRECT writes use.
+	journalWriteFd func() int
 
 	// faults is the engine's ErrorFS when it wraps the OS file system
 	// (tests, --fault-injection): the ring bypasses the FS, so the owner

@@ -6,8 +6,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/iouring"
 )
@@ -17,9 +15,10 @@ import (
 // earlier group of its partition completed without error, the group is
 // queued for the journal (queueJournal). With no journal write in flight
 // the owner takes the queue (up to one write's worth) into one journal
-// write: a chain of WRITEVs of [header, data..., header, data...] from the
-// groups' own buffers, linked to one FSYNC(DATASYNC) of the journal
-// (fillJournal). Its completion makes every group in it done, and the
+// write (fillJournal): the groups' records copied into the journal's
+// aligned buffer, one WRITE with RWF_DSYNC through the O_DIRECT
+// descriptor, or on the buffered fallback a WRITE linked to one
+// FSYNC(DATASYNC). Its completion makes every group in it done, and the
 // usual in-order retirement acknowledges them. A group that failed is
 // never journaled, nor anything of its partition after it, so a rollback
 // (uring_undo.go) never cuts bytes a replay would bring back.
@@ -31,7 +30,6 @@ type jwIO struct {
 	pending int
 	err     error
 	pin     runtime.Pinner
-	iovs    [][]unix.Iovec
 	sentAt  time.Time
 }
 
@@ -114,7 +112,6 @@ func (q *uringQueue) fillJournal() {
 	}
 	var recs []jrec
 	var n int64
-	bufs := 0
 	k := 0
 	for ; k < len(q.jPending); k++ {
 		g := q.jPending[k]
@@ -124,9 +121,8 @@ func (q *uringQueue) fillJournal() {
 		}
 		recs = append(recs, r)
 		n += r.size()
-		bufs += 1 + len(g.bufs)
 	}
-	need := 2 + (bufs+maxGroupIovecs-1)/maxGroupIovecs
+	const need = 3 // wrap marker, records, fdatasync
 	if need > int(q.ring.SQSpace()) || q.inflight+need > q.maxInfl {
 		return // next round
 	}
@@ -147,35 +143,38 @@ func (q *uringQueue) fillJournal() {
 			return
 		}
 	}
+	direct := q.j.direct()
+	if direct {
+		fd = q.j.dfd
+		if q.journalWriteFd != nil {
+			fd = q.journalWriteFd()
+		}
+	}
+	// Direct: each write carries RWF_DSYNC and is its own barrier; the
+	// kernel issues it inline and completes it from the block layer, no
+	// io-wq worker involved. Buffered: the writes are linked to one
+	// fdatasync, which runs only after every write of the chain succeeded
+	// in full (a failed or short one cancels it).
 	if w.wrapPos >= 0 {
 		jio.pin.Pin(&w.wrapHdr[0])
 		sqe := q.sqe(opRef{jw: jio, want: int64(len(w.wrapHdr))})
 		iouring.PrepWrite(sqe, fd, w.wrapHdr, uint64(w.wrapPos))
-		sqe.SetFlags(iouring.SQEIOLink)
-		jio.pending++
-	}
-	off := w.pos
-	for parts := w.parts; len(parts) > 0; {
-		c := parts[:min(len(parts), maxGroupIovecs)]
-		parts = parts[len(c):]
-		iov := make([]unix.Iovec, len(c))
-		var m int64
-		for i, b := range c {
-			jio.pin.Pin(&b[0])
-			iov[i].Base = &b[0]
-			iov[i].SetLen(len(b))
-			m += int64(len(b))
+		if direct {
+			sqe.SetRWFlags(iouring.RWFDsync)
+		} else {
+			sqe.SetFlags(iouring.SQEIOLink)
 		}
-		jio.pin.Pin(&iov[0])
-		jio.iovs = append(jio.iovs, iov)
-		sqe := q.sqe(opRef{jw: jio, want: m})
-		iouring.PrepWritev(sqe, fd, iov, uint64(off))
-		sqe.SetFlags(iouring.SQEIOLink)
-		off += m
 		jio.pending++
 	}
-	// The fsync runs only after every write of the chain succeeded in
-	// full; a failed or short one cancels it.
+	jio.pin.Pin(&w.buf[0])
+	sqe := q.sqe(opRef{jw: jio, want: w.n})
+	iouring.PrepWrite(sqe, fd, w.buf, uint64(w.pos))
+	jio.pending++
+	if direct {
+		sqe.SetRWFlags(iouring.RWFDsync)
+		return
+	}
+	sqe.SetFlags(iouring.SQEIOLink)
 	if q.journalSyncFd != nil {
 		fd = q.journalSyncFd()
 	}
@@ -210,8 +209,14 @@ func (q *uringQueue) journalCompleted(ref opRef, res int32) {
 		return
 	}
 	jio.pin.Unpin()
-	jio.iovs = nil
 	q.jio = nil
+	if jio.err == nil && q.j.direct() {
+		// The writes were the barrier.
+		q.e.stats.fsyncLatency.observe(time.Since(jio.sentAt))
+		if err := vfs.Synced(q.j.f); err != nil {
+			jio.err = fmt.Errorf("%w: write %s: %v", ErrStorage, q.j.path, err)
+		}
+	}
 	if jio.err != nil {
 		q.j.fail(jio.err)
 		gs := append(jio.groups, q.jPending...)

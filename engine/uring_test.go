@@ -239,7 +239,9 @@ func TestUringFsyncErrorFailsPartition(t *testing.T) {
 // for every partition of the round, as a failed fdatasync of each would
 // be, and the journal refuses later rounds.
 func TestUringJournalFsyncErrorFailsRound(t *testing.T) {
-	e, q := openUring(t, testConfig(t.TempDir()))
+	cfg := testConfig(t.TempDir())
+	cfg.JournalBuffered = true // the fdatasync exists on the buffered path only
+	e, q := openUring(t, cfg)
 	defer e.Close()
 	e.CreateTopic("f", 2, nil)
 	p0, p1 := mustPartition(t, e, "f", 0), mustPartition(t, e, "f", 1)
@@ -266,6 +268,46 @@ func TestUringJournalFsyncErrorFailsRound(t *testing.T) {
 	}
 	if hw := p0.Info().HighWatermark; hw != 1 {
 		t.Fatalf("HW %d moved past the failed journal fsync", hw)
+	}
+	if _, err := p0.Append(batchOf(1, 1)); !errors.Is(err, ErrStorage) {
+		t.Fatalf("append after the journal failed: %v", err)
+	}
+}
+
+// On the O_DIRECT path the write is the barrier: a failed journal write
+// (to a pipe's read end: EBADF) is fatal for every partition of the
+// round, and the journal refuses later rounds.
+func TestUringJournalDirectWriteErrorFailsRound(t *testing.T) {
+	e, q := openUring(t, testConfig(t.TempDir()))
+	defer e.Close()
+	if !q.j.direct() {
+		t.Skip("the test directory's file system refuses O_DIRECT")
+	}
+	e.CreateTopic("f", 2, nil)
+	p0, p1 := mustPartition(t, e, "f", 0), mustPartition(t, e, "f", 1)
+	appendWait(t, p0, batchOf(0, 1))
+	var fds [2]int
+	if err := syscall.Pipe(fds[:]); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	q.journalWriteFd = func() int { return fds[0] }
+	w0, err := p0.Append(batchOf(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, err := p1.Append(batchOf(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []AppendWaiter{w0, w1} {
+		if _, err := w.Result(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "write") {
+			t.Fatalf("waiter err %v, want ErrStorage from the journal write", err)
+		}
+	}
+	if hw := p0.Info().HighWatermark; hw != 1 {
+		t.Fatalf("HW %d moved past the failed journal write", hw)
 	}
 	if _, err := p0.Append(batchOf(1, 1)); !errors.Is(err, ErrStorage) {
 		t.Fatalf("append after the journal failed: %v", err)

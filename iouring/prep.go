@@ -73,3 +73,10 @@ func PrepFsync(s *SQE, fd int, datasync bool) {
 		s.opFlags = FsyncDatasync
 	}
 }
+
+// RWFDsync is RWF_DSYNC: a write with it completes only once its data is
+// durable, as if followed by fdatasync of the range.
+const RWFDsync = unix.RWF_DSYNC
+
+// SetRWFlags sets a read or write's RWF_* flags (preadv2/pwritev2's).
+func (s *SQE) SetRWFlags(flags uint32) { s.opFlags = flags }

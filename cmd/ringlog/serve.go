@@ -60,6 +60,7 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.StringFlag{Name: "fsync", Value: d.Engine.Fsync.String(), Usage: "when to flush: always (ack after fdatasync, group commit) | interval | never", EnvVars: env("fsync")},
 		&cli.DurationFlag{Name: "fsync-interval", Value: d.Engine.FsyncInterval, Usage: "flush period with --fsync interval", EnvVars: env("fsync-interval")},
 		&cli.BoolFlag{Name: "journal", Value: d.Engine.Journal, Usage: "with --fsync always, make each round durable with one write+fdatasync of a broker-wide journal instead of one fdatasync per dirty partition (--journal=false: per partition)", EnvVars: env("journal")},
+		&cli.BoolFlag{Name: "journal-direct", Value: !d.Engine.JournalBuffered, Usage: "write the journal O_DIRECT with RWF_DSYNC: each write is its own durability barrier, completed in the kernel without a worker thread; --journal-direct=false (or a file system refusing O_DIRECT) writes it through the page cache and fdatasyncs it", EnvVars: env("journal-direct")},
 		&cli.Int64Flag{Name: "journal-bytes", Value: d.Engine.JournalBytes, Usage: "size of the preallocated journal file (data-dir/journal/journal.log); a checkpoint starts after 1 MiB (or an eighth, if less) was written", EnvVars: env("journal-bytes")},
 		&cli.StringFlag{Name: "io", Value: d.Engine.IOMode, Usage: "write path: auto | uring | sync", EnvVars: env("io")},
 		&cli.BoolFlag{Name: "fault-injection", Usage: "TESTING ONLY: serve /debug/ringlog/faults on the admin listener (loopback clients) to inject disk errors and fsync delays (cmd/ringlog/faults.go)", EnvVars: env("fault-injection")},
@@ -248,6 +249,7 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	eng.IOMode = c.String("io")
 	eng.Journal = c.Bool("journal")
 	eng.JournalBytes = c.Int64("journal-bytes")
+	eng.JournalBuffered = !c.Bool("journal-direct")
 	eng.RetentionCheckInterval = c.Duration("retention-check-interval")
 	eng.CleanerInterval = c.Duration("log-cleaner-interval")
 	eng.Defaults.SegmentBytes = c.Int64("segment-bytes")

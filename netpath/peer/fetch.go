@@ -69,8 +69,7 @@ func (c *Client) putFetchBuf(b []byte) {
 // session the leader no longer knows is restarted with a full request
 // within this call, so the fetcher sees no error for it.
 func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.FetchRequest) (*replication.FetchResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, req.MaxWait+10*time.Second)
-	defer cancel()
+	ctx = withSocketDeadline(ctx, time.Now().Add(req.MaxWait+10*time.Second))
 	sess := c.takeSession(leaderID)
 	defer c.returnSession(leaderID, sess)
 	for attempt := 0; ; attempt++ {
@@ -84,6 +83,26 @@ func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.Fet
 		}
 	}
 }
+
+// socketDeadlineCtx is ctx with a deadline that only the socket enforces
+// (conn.setCallDeadline, moved lazily): a fetch round then arms no
+// runtime timer of its own. context.WithTimeout armed one per round, and
+// a timer earlier than the others wakes the netpoller's thread. Past the
+// deadline the call fails with the socket's timeout; cancelling ctx still
+// ends it at once.
+type socketDeadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func withSocketDeadline(ctx context.Context, d time.Time) context.Context {
+	if pd, ok := ctx.Deadline(); ok && pd.Before(d) {
+		return ctx
+	}
+	return socketDeadlineCtx{ctx, d}
+}
+
+func (c socketDeadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // errSessionLost marks the session errors a full request recovers from.
 var errSessionLost = errors.New("fetch session lost")
