@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -50,7 +51,9 @@ type uringQueue struct {
 	evReadFn func(uintptr) bool
 	evBuf    [8]byte
 	evErr    syscall.Errno
-	active   atomic.Bool // requests are in the kernel: a completion will wake the owner
+	// iovScratch is the owner's iovec list for inline raw pwritevs.
+	iovScratch []unix.Iovec
+	active     atomic.Bool // requests are in the kernel: a completion will wake the owner
 
 	mu      sync.Mutex
 	intake  []ioReq
@@ -811,6 +814,15 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 		}
 		return
 	}
+	if !g.sync {
+		// A write without its own fsync (under the journal, or fsync
+		// interval/never) is a page-cache copy: done here, inline, it
+		// costs one pwritev. Through the ring, ext4 cannot take a
+		// buffered write without blocking, so the kernel handed each to
+		// an io-wq worker thread and woke it: a thread wake-up per round.
+		q.injected = append(q.injected, injectedCQE{opRef{g: g}, q.pwritevRes(fd, g.bufs, g.pos)})
+		return
+	}
 	w := q.sqe(opRef{g: g})
 	if len(g.bufs) == 1 {
 		g.pin.Pin(&g.bufs[0][0])
@@ -843,6 +855,62 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 	}
 	iouring.PrepFsync(q.sqe(opRef{g: g, sync: true}), sfd, true)
 }
+
+// pwritevRes writes bufs at off as the ring would: the bytes written, or
+// minus the errno. A short write is reported as such (the caller fails
+// it), not continued. Writes up to rawWriteMax are raw system calls:
+// unix.Pwritev's runtime bookkeeping woke the sysmon thread whenever the
+// broker had gone idle, and a page-cache copy that size does not block
+// for long (larger ones may meet dirty-page throttling, which a raw call
+// would sit out holding its P).
+func (q *uringQueue) pwritevRes(fd int, bufs [][]byte, off int64) int32 {
+	bufs = bufs[:min(len(bufs), maxGroupIovecs)]
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	if total > rawWriteMax || raceEnabled {
+		for {
+			n, err := unix.Pwritev(fd, bufs, off)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return -int32(errnoOf(err))
+			}
+			return int32(n)
+		}
+	}
+	iov := q.iovScratch[:0]
+	for _, b := range bufs {
+		if len(b) == 0 {
+			continue
+		}
+		v := unix.Iovec{Base: &b[0]}
+		v.SetLen(len(b))
+		iov = append(iov, v)
+	}
+	q.iovScratch = iov
+	if len(iov) == 0 {
+		return 0
+	}
+	for {
+		n, _, e := unix.RawSyscall6(unix.SYS_PWRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)), uintptr(off), uintptr(uint64(off)>>32), 0)
+		runtime.KeepAlive(bufs)
+		switch e {
+		case 0:
+			clear(q.iovScratch) // drop the references to the buffers
+			return int32(n)
+		case unix.EINTR:
+			continue
+		}
+		clear(q.iovScratch)
+		return -int32(e)
+	}
+}
+
+// rawWriteMax bounds the inline segment writes issued as raw system calls.
+const rawWriteMax = 1 << 20
 
 // reap handles every ready completion, then retires what it finished.
 func (q *uringQueue) reap() {
