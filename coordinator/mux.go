@@ -59,7 +59,7 @@ func (m *mux) acceptLoop() {
 			}
 			return
 		}
-		// Raw socket I/O: see internal/sockio (sysmon wake-ups).
+		// Raw socket I/O: see internal/rawio (sysmon wake-ups).
 		go m.route(sockio.Wrap(c))
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ringlog/ringlog/internal/sockio"
 	"io"
 	"net"
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/internal/sockio"
 )
 
 // The controller RPC: each frame is a 4-byte big-endian length and a JSON

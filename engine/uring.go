@@ -10,12 +10,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ringlog/ringlog/engine/vfs"
-	"github.com/ringlog/ringlog/internal/sockio"
+	"github.com/ringlog/ringlog/internal/rawio"
 	"github.com/ringlog/ringlog/iouring"
 )
 
@@ -46,11 +45,9 @@ type uringQueue struct {
 	wakeFd int
 	evf    *os.File
 	parked atomic.Bool // owner is (about to be) waiting for the eventfd
-	// The owner's raw eventfd read (waitWake), set up on first use.
-	evRaw    syscall.RawConn
-	evReadFn func(uintptr) bool
-	evBuf    [8]byte
-	evErr    syscall.Errno
+	// evr reads the eventfd with raw system calls (waitWake); set up on
+	// first use.
+	evr *rawio.Reader
 	// iovScratch is the owner's iovec list for inline raw pwritevs.
 	iovScratch []unix.Iovec
 	active     atomic.Bool // requests are in the kernel: a completion will wake the owner
@@ -378,7 +375,7 @@ func (q *uringQueue) wake() {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	for {
-		_, e := sockio.RawWrite(uintptr(q.wakeFd), one[:])
+		_, e := rawio.Write(uintptr(q.wakeFd), one[:])
 		if e != unix.EINTR {
 			return
 		}
@@ -526,34 +523,18 @@ func (q *uringQueue) run(ready chan<- error) {
 // non-blocking, so the call never blocks (EAGAIN parks the goroutine on
 // the netpoller instead), and os.File.Read's syscall.Syscall would wake
 // the runtime's sysmon thread whenever the process had gone idle, once per
-// round (internal/sockio explains the cost).
+// round (internal/rawio explains the cost).
 func (q *uringQueue) waitWake() error {
-	if q.evRaw == nil {
+	if q.evr == nil {
 		rc, err := q.evf.SyscallConn()
 		if err != nil {
 			return err
 		}
-		q.evRaw = rc
-		q.evReadFn = func(fd uintptr) bool {
-			for {
-				_, e := sockio.RawRead(fd, q.evBuf[:])
-				switch e {
-				case unix.EINTR:
-					continue
-				case unix.EAGAIN:
-					return false
-				}
-				q.evErr = e
-				return true
-			}
-		}
+		q.evr = rawio.NewReader(rc)
 	}
-	q.evErr = 0
-	if err := q.evRaw.Read(q.evReadFn); err != nil {
-		return err
-	}
-	if q.evErr != 0 {
-		return os.NewSyscallError("read eventfd", q.evErr)
+	var b [8]byte
+	if _, err := q.evr.Read(b[:]); err != nil {
+		return fmt.Errorf("read eventfd: %w", err)
 	}
 	return nil
 }
@@ -858,53 +839,44 @@ func (q *uringQueue) prepGroup(g *ioGroup) {
 
 // pwritevRes writes bufs at off as the ring would: the bytes written, or
 // minus the errno. A short write is reported as such (the caller fails
-// it), not continued. Writes up to rawWriteMax are raw system calls:
-// unix.Pwritev's runtime bookkeeping woke the sysmon thread whenever the
-// broker had gone idle, and a page-cache copy that size does not block
-// for long (larger ones may meet dirty-page throttling, which a raw call
-// would sit out holding its P).
+// it), not continued. Writes up to rawWriteMax are raw system calls
+// (internal/rawio: unix.Pwritev woke the sysmon thread whenever the
+// broker had gone idle); a page-cache copy that size does not block for
+// long, while larger ones may meet dirty-page throttling, which a raw call
+// would sit out holding its P.
 func (q *uringQueue) pwritevRes(fd int, bufs [][]byte, off int64) int32 {
 	bufs = bufs[:min(len(bufs), maxGroupIovecs)]
+	iov := q.iovScratch[:0]
 	total := 0
 	for _, b := range bufs {
-		total += len(b)
-	}
-	if total > rawWriteMax || raceEnabled {
-		for {
-			n, err := unix.Pwritev(fd, bufs, off)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return -int32(errnoOf(err))
-			}
-			return int32(n)
+		if len(b) > 0 {
+			v := unix.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			iov = append(iov, v)
+			total += len(b)
 		}
 	}
-	iov := q.iovScratch[:0]
-	for _, b := range bufs {
-		if len(b) == 0 {
-			continue
-		}
-		v := unix.Iovec{Base: &b[0]}
-		v.SetLen(len(b))
-		iov = append(iov, v)
-	}
-	q.iovScratch = iov
-	if len(iov) == 0 {
-		return 0
-	}
+	defer func() { clear(iov); q.iovScratch = iov[:0] }() // drop the buffer references
 	for {
-		n, _, e := unix.RawSyscall6(unix.SYS_PWRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)), uintptr(off), uintptr(uint64(off)>>32), 0)
-		runtime.KeepAlive(bufs)
+		var n int
+		var e syscall.Errno
+		switch {
+		case total == 0:
+			return 0
+		case total > rawWriteMax:
+			var err error
+			if n, err = unix.Pwritev(fd, bufs, off); err != nil {
+				e = errnoOf(err)
+			}
+		default:
+			n, e = rawio.Pwritev(fd, iov, bufs, off)
+		}
 		switch e {
 		case 0:
-			clear(q.iovScratch) // drop the references to the buffers
 			return int32(n)
 		case unix.EINTR:
 			continue
 		}
-		clear(q.iovScratch)
 		return -int32(e)
 	}
 }

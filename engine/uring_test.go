@@ -243,35 +243,7 @@ func TestUringJournalFsyncErrorFailsRound(t *testing.T) {
 	cfg.JournalBuffered = true // the fdatasync exists on the buffered path only
 	e, q := openUring(t, cfg)
 	defer e.Close()
-	e.CreateTopic("f", 2, nil)
-	p0, p1 := mustPartition(t, e, "f", 0), mustPartition(t, e, "f", 1)
-	appendWait(t, p0, batchOf(0, 1))
-	var fds [2]int
-	if err := syscall.Pipe(fds[:]); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Close(fds[0])
-	defer syscall.Close(fds[1])
-	q.journalSyncFd = func() int { return fds[0] }
-	w0, err := p0.Append(batchOf(1, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w1, err := p1.Append(batchOf(0, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range []AppendWaiter{w0, w1} {
-		if _, err := w.Result(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "fdatasync") {
-			t.Fatalf("waiter err %v, want ErrStorage from fdatasync", err)
-		}
-	}
-	if hw := p0.Info().HighWatermark; hw != 1 {
-		t.Fatalf("HW %d moved past the failed journal fsync", hw)
-	}
-	if _, err := p0.Append(batchOf(1, 1)); !errors.Is(err, ErrStorage) {
-		t.Fatalf("append after the journal failed: %v", err)
-	}
+	checkJournalRoundFails(t, e, func(fd int) { q.journalSyncFd = func() int { return fd } }, "fdatasync")
 }
 
 // On the O_DIRECT path the write is the barrier: a failed journal write
@@ -283,6 +255,15 @@ func TestUringJournalDirectWriteErrorFailsRound(t *testing.T) {
 	if !q.j.direct() {
 		t.Skip("the test directory's file system refuses O_DIRECT")
 	}
+	checkJournalRoundFails(t, e, func(fd int) { q.journalWriteFd = func() int { return fd } }, "write")
+}
+
+// checkJournalRoundFails appends to two partitions after redirect points
+// the journal's failing operation at a pipe's read end, and checks that
+// both appends fail with ErrStorage naming op, that the high watermark
+// stays, and that the journal refuses the next append.
+func checkJournalRoundFails(t *testing.T, e *Engine, redirect func(fd int), op string) {
+	t.Helper()
 	e.CreateTopic("f", 2, nil)
 	p0, p1 := mustPartition(t, e, "f", 0), mustPartition(t, e, "f", 1)
 	appendWait(t, p0, batchOf(0, 1))
@@ -292,7 +273,7 @@ func TestUringJournalDirectWriteErrorFailsRound(t *testing.T) {
 	}
 	defer syscall.Close(fds[0])
 	defer syscall.Close(fds[1])
-	q.journalWriteFd = func() int { return fds[0] }
+	redirect(fds[0])
 	w0, err := p0.Append(batchOf(1, 1))
 	if err != nil {
 		t.Fatal(err)
@@ -302,12 +283,12 @@ func TestUringJournalDirectWriteErrorFailsRound(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range []AppendWaiter{w0, w1} {
-		if _, err := w.Result(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "write") {
-			t.Fatalf("waiter err %v, want ErrStorage from the journal write", err)
+		if _, err := w.Result(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), op) {
+			t.Fatalf("waiter err %v, want ErrStorage from the journal's %s", err, op)
 		}
 	}
 	if hw := p0.Info().HighWatermark; hw != 1 {
-		t.Fatalf("HW %d moved past the failed journal write", hw)
+		t.Fatalf("HW %d moved past the failed journal %s", hw, op)
 	}
 	if _, err := p0.Append(batchOf(1, 1)); !errors.Is(err, ErrStorage) {
 		t.Fatalf("append after the journal failed: %v", err)

@@ -104,7 +104,7 @@ type conn struct {
 	// iovs is the writer's gather list for writev (writeSendfile), kept
 	// between responses.
 	iovs [][]byte
-	// readDeadline is the read deadline last set (setReadDeadline).
+	// readDeadline is the read deadline last set (idleDeadline, readBody).
 	readDeadline time.Time
 }
 

@@ -3,12 +3,12 @@ package netpath
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/ringlog/ringlog/internal/sockio"
 	"io"
 	"sync"
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/sockio"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 )

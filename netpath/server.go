@@ -20,7 +20,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/ringlog/ringlog/internal/sockio"
 	"log/slog"
 	"net"
 	"strconv"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/sockio"
 )
 
 // Config configures the wire server.

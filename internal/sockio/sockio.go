@@ -1,15 +1,5 @@
 // Package sockio reads and writes non-blocking TCP sockets with raw system
-// calls.
-//
-// Go's net package issues every read and write through syscall.Syscall,
-// which enters the runtime's "in a system call" state. When the process
-// was idle, that entry wakes the runtime's sysmon thread, which then polls
-// every 20 µs for a while before backing off again. A broker at a moderate
-// rate goes idle between requests, so every request paid for a sysmon
-// wake-up and a burst of its sleeps: about a third of the context switches
-// of a replicated acknowledgement (BENCHMARKS.md, issue 31). A read or
-// write of a non-blocking socket never blocks, so it needs none of that:
-// Conn issues it with RawSyscall inside the connection's RawConn, which
+// calls (internal/rawio says why), inside the connection's RawConn, which
 // still parks the goroutine on the netpoller when the socket has nothing
 // (EAGAIN) and honours the connection's deadlines.
 package sockio
@@ -22,6 +12,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/internal/rawio"
 )
 
 // Conn is a *net.TCPConn whose Read and Write (and Writev, Sendfile) use
@@ -32,14 +24,12 @@ type Conn struct {
 	rc syscall.RawConn
 
 	// One reader at a time (net.Conn allows a reader and a writer at
-	// once): the read state lives here so the callback bound once in
-	// Wrap allocates nothing per call.
-	rmu    sync.Mutex
-	rbuf   []byte
-	rn     int
-	rerr   syscall.Errno
-	readFn func(uintptr) bool
+	// once).
+	rmu sync.Mutex
+	r   *rawio.Reader
 
+	// The write state lives here so the callbacks bound once in Wrap
+	// allocate nothing per call.
 	wmu     sync.Mutex
 	wbufs   [][]byte
 	wn      int
@@ -67,8 +57,7 @@ func Wrap(nc net.Conn) net.Conn {
 	if err != nil {
 		return nc
 	}
-	c := &Conn{TCPConn: tc, rc: rc}
-	c.readFn = c.readOnce
+	c := &Conn{TCPConn: tc, rc: rc, r: rawio.NewReader(rc)}
 	c.writeFn = c.writeSome
 	c.sendFn = c.sendSome
 	return c
@@ -77,24 +66,6 @@ func Wrap(nc net.Conn) net.Conn {
 // TCP returns the underlying connection.
 func (c *Conn) TCP() *net.TCPConn { return c.TCPConn }
 
-func (c *Conn) readOnce(fd uintptr) bool {
-	for {
-		n, e := RawRead(fd, c.rbuf)
-		switch e {
-		case 0:
-			c.rn, c.rerr = int(n), 0
-			return true
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		default:
-			c.rn, c.rerr = 0, e
-			return true
-		}
-	}
-}
-
 // Read reads what the socket has, parking until it has something.
 func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -102,19 +73,14 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	c.rbuf = p
-	err := c.rc.Read(c.readFn)
-	c.rbuf = nil
+	n, err := c.r.Read(p)
 	if err != nil {
 		return 0, c.opError("read", err)
 	}
-	if c.rerr != 0 {
-		return 0, c.opError("read", c.rerr)
-	}
-	if c.rn == 0 {
+	if n == 0 {
 		return 0, io.EOF
 	}
-	return c.rn, nil
+	return n, nil
 }
 
 // writeSome writes the pending buffers until they are all written or the
@@ -124,7 +90,7 @@ func (c *Conn) writeSome(fd uintptr) bool {
 		var n int
 		var e syscall.Errno
 		if len(c.wbufs) == 1 {
-			n, e = RawWrite(fd, c.wbufs[0])
+			n, e = rawio.Write(fd, c.wbufs[0])
 		} else {
 			c.iov = c.iov[:0]
 			for _, b := range c.wbufs {
@@ -135,7 +101,7 @@ func (c *Conn) writeSome(fd uintptr) bool {
 				v.SetLen(len(b))
 				c.iov = append(c.iov, v)
 			}
-			n, e = rawWritev(fd, c.iov, c.wbufs)
+			n, e = rawio.Writev(fd, c.iov, c.wbufs)
 		}
 		switch e {
 		case 0:
