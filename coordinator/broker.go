@@ -164,7 +164,12 @@ func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
 //     leaderships, while the lease holds);
 //   - the node was refused by the cluster (ErrClusterIDMismatch);
 //   - this broker is not registered with this process's incarnation, or is
-//     fenced (metadata.ErrBrokerFenced): its leaderships may have moved;
+//     fenced (metadata.ErrBrokerFenced): its leaderships may have moved.
+//     Not after its own controlled shutdown: the image that shows the
+//     fence shows where the leaderships went, and while the broker drains
+//     its clients must learn that from it (a fenced broker leads nothing
+//     and is left out of the broker list) rather than see every topic
+//     LEADER_NOT_AVAILABLE and give up their retries;
 //   - it is not the raft leader and has not heard from one for
 //     MaxStaleness (ErrStale). The leader itself steps down within raft's
 //     LeaderLeaseTimeout (500ms) of losing its quorum, so it is fresh while
@@ -190,7 +195,7 @@ func (n *Node) Fresh() error {
 	switch {
 	case !ok || b.Incarnation != n.incarnation:
 		return fmt.Errorf("%w: broker %d not registered yet", ErrStale, n.cfg.NodeID)
-	case b.Fenced:
+	case b.Fenced && !n.shutDown.Load():
 		return fmt.Errorf("%w: broker %d", metadata.ErrBrokerFenced, n.cfg.NodeID)
 	}
 	// The heartbeat lease: a broker that was paused or cut off (and may
@@ -198,7 +203,7 @@ func (n *Node) Fresh() error {
 	// its image until the controller has heard from it again and, if it
 	// was fenced, it has caught up and been unfenced. Its image alone
 	// cannot tell: the fence may not have reached it yet.
-	if hbFenced {
+	if hbFenced && !n.shutDown.Load() {
 		return fmt.Errorf("%w: broker %d (controller says so)", metadata.ErrBrokerFenced, n.cfg.NodeID)
 	}
 	if since := time.Since(lastHB); since > n.cfg.BrokerSessionTimeout {

@@ -92,6 +92,10 @@ type Node struct {
 	// rebalancing is set while a preferred-leader rebalance runs, so a
 	// slow one is skipped rather than stacked.
 	rebalancing atomic.Bool
+	// shutDown is set once this broker's own controlled shutdown has
+	// been applied here: the fence it then carries is the one it asked
+	// for, so its image is not stale for being fenced (Fresh).
+	shutDown atomic.Bool
 
 	pauseHeartbeats atomic.Bool // test hook: simulate a hung broker
 }

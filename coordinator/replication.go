@@ -137,7 +137,11 @@ func (n *Node) ControlledShutdown(ctx context.Context) error {
 			n.log.Warn("controlled shutdown: controller leadership transfer failed; fencing through this node", "err", err)
 		}
 	}
-	return n.write(ctx, "ControlledShutdown", shutdownReq{ID: n.cfg.NodeID, Epoch: epoch}, nil)
+	if err := n.write(ctx, "ControlledShutdown", shutdownReq{ID: n.cfg.NodeID, Epoch: epoch}, nil); err != nil {
+		return err
+	}
+	n.shutDown.Store(true)
+	return nil
 }
 
 func (n *Node) handleControlledShutdown(ctx context.Context, req *shutdownReq) (any, uint64, error) {

@@ -2,8 +2,12 @@ package coordinator
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/metadata"
 )
 
 // A heartbeat of a broker epoch that asked for a controlled shutdown
@@ -35,4 +39,43 @@ func TestControlledShutdownStaysFenced(t *testing.T) {
 		}
 		time.Sleep(victim.cfg.HeartbeatInterval / 4)
 	}
+}
+
+// A broker that ran its own controlled shutdown keeps answering from its
+// image while it drains: the image that shows its fence shows where its
+// leaderships went. A broker fenced by the controller on its own (a
+// missed session) must not.
+func TestControlledShutdownImageStaysFresh(t *testing.T) {
+	_, nodes := memCluster(t, 3, nil)
+	ctl := leaderOf(t, nodes)
+	victim := otherThan(nodes, ctl)
+	checkFor(t, 10*time.Second, victim.Fresh)
+	if err := victim.ControlledShutdown(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := victim.MetadataImage().Broker(victim.cfg.NodeID); !b.Fenced {
+		t.Fatal("ControlledShutdown returned before this node's image showed the fence")
+	}
+	if err := victim.Fresh(); err != nil {
+		t.Fatalf("after its own controlled shutdown: %v", err)
+	}
+
+	// The third node, fenced without asking: stale.
+	other := nodes[0]
+	for other == ctl || other == victim {
+		other = nodes[slices.Index(nodes, other)+1]
+	}
+	other.mu.Lock()
+	epoch := other.epoch
+	other.mu.Unlock()
+	other.pauseHeartbeats.Store(true)
+	if _, _, err := ctl.handleControlledShutdown(ctxT(t), &shutdownReq{ID: other.cfg.NodeID, Epoch: epoch}); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if err := other.Fresh(); !errors.Is(err, metadata.ErrBrokerFenced) {
+			return fmt.Errorf("fenced by the controller alone, Fresh = %v", err)
+		}
+		return nil
+	})
 }
