@@ -34,7 +34,7 @@ type request struct {
 	conn *conn
 	// parked is the time resolve waited on others (appends, watermarks,
 	// a long poll): not charged to the request quota (request_quota.go).
-	// Only resolve, on the writer goroutine, adds to it.
+	// Only resolve (on the writer, or the reader: answerInline) adds to it.
 	parked time.Duration
 }
 
@@ -43,8 +43,8 @@ func (r *request) park(t time.Time) { r.parked += time.Since(t) }
 
 // reply is what a handler returns. Handlers run on the connection's reader
 // goroutine in request order, so work that must keep that order (appends)
-// happens before they return; resolve then runs on the writer goroutine, in
-// the same order, and may wait (for durability, for a long-poll fetch)
+// happens before they return; resolve then runs on the writer goroutine (or
+// on the reader, see answerInline), in the same order, and may wait (for durability, for a long-poll fetch)
 // without blocking the reading of pipelined requests.
 type reply struct {
 	// noResponse is set for acks=0 produce: nothing is written back.
@@ -84,7 +84,8 @@ type pendingReply struct {
 }
 
 // conn is one client connection: a reader goroutine that reads ahead and
-// dispatches, and a writer goroutine that sends responses in request order.
+// dispatches, and a writer goroutine that sends responses in request order
+// (some of which the reader answers itself: answerInline).
 type conn struct {
 	s       *Server
 	l       *listener
@@ -106,6 +107,9 @@ type conn struct {
 	iovs [][]byte
 	// readDeadline is the read deadline last set (idleDeadline, readBody).
 	readDeadline time.Time
+	// queued counts replies handed to the writer and not yet answered
+	// (answerInline).
+	queued atomic.Int32
 }
 
 func newConn(s *Server, l *listener, nc net.Conn) *conn {
@@ -247,9 +251,19 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		p.start, p.held, p.handled = start, held, time.Since(start)
+		if c.answerInline(&p) {
+			broken := false
+			c.answer(&p, &broken)
+			if broken {
+				return net.ErrClosed
+			}
+			continue
+		}
+		c.queued.Add(1)
 		select {
 		case c.pending <- p:
 		case <-c.done:
+			c.queued.Add(-1)
 			c.s.budget.release(held)
 			return net.ErrClosed
 		}
@@ -361,43 +375,79 @@ func headerIsFlexible(key, version int16) bool {
 
 func (c *conn) writeLoop() {
 	broken := false
-	m := &c.s.metrics
 	for p := range c.pending {
-		if p.reply.noResponse {
-			c.chargeRequest(&p, 0, nil)
-			m.observeLatency(p.hdr.key, p.hdr.version, time.Since(p.start))
-			m.responded(c.s, &p, nil)
-			c.s.budget.release(p.held)
-			continue
-		}
-		resolving := &m.resolving[p.hdr.key&maxAPIKey]
-		resolving.Add(1)
-		resolveStart := time.Now()
-		resp := p.reply.resolve(c.done)
-		onWriter := time.Since(resolveStart)
-		resolving.Add(-1)
-		if resp != nil && p.hdr.key == fetchKey {
-			if !c.throttleFetch(p, resp) {
-				resp.releaseAll()
-				resp = nil
-			}
-		}
-		if resp == nil {
-			c.s.budget.release(p.held)
-			continue
-		}
-		c.chargeRequest(&p, onWriter, resp)
-		if !broken {
-			if err := c.writeResponse(p.hdr, resp); err != nil {
-				broken = true
-				c.s.log.Debug("write failed, closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
-				c.close()
-			} else {
-				m.observeLatency(p.hdr.key, p.hdr.version, time.Since(p.start))
-				m.responded(c.s, &p, resp)
-			}
-		}
-		resp.releaseAll()
-		c.s.budget.release(p.held)
+		c.answer(&p, &broken)
+		c.queued.Add(-1)
 	}
+}
+
+// answer resolves one reply and writes its response (unless the
+// connection broke before: then it is only released). The writer calls it
+// in request order; the reader calls it itself for a reply it answers
+// inline (answerInline).
+func (c *conn) answer(p *pendingReply, broken *bool) {
+	m := &c.s.metrics
+	if p.reply.noResponse {
+		c.chargeRequest(p, 0, nil)
+		m.observeLatency(p.hdr.key, p.hdr.version, time.Since(p.start))
+		m.responded(c.s, p, nil)
+		c.s.budget.release(p.held)
+		return
+	}
+	resolving := &m.resolving[p.hdr.key&maxAPIKey]
+	resolving.Add(1)
+	resolveStart := time.Now()
+	resp := p.reply.resolve(c.done)
+	onWriter := time.Since(resolveStart)
+	resolving.Add(-1)
+	if resp != nil && p.hdr.key == fetchKey {
+		if !c.throttleFetch(*p, resp) {
+			resp.releaseAll()
+			resp = nil
+		}
+	}
+	if resp == nil {
+		c.s.budget.release(p.held)
+		return
+	}
+	c.chargeRequest(p, onWriter, resp)
+	if !*broken {
+		if err := c.writeResponse(p.hdr, resp); err != nil {
+			*broken = true
+			c.s.log.Debug("write failed, closing connection", "remote", c.nc.RemoteAddr().String(), "err", err)
+			c.close()
+		} else {
+			m.observeLatency(p.hdr.key, p.hdr.version, time.Since(p.start))
+			m.responded(c.s, p, resp)
+		}
+	}
+	resp.releaseAll()
+	c.s.budget.release(p.held)
+}
+
+// answerInline reports whether the reader should resolve and write p
+// itself instead of handing it to the writer: a produce that waits for
+// its acknowledgement, or a replica's fetch, while nothing is queued for
+// the writer and no further request has been read ahead. Handing over
+// would wake the writer only for it to wait at once (for durability, the
+// high watermark, a long poll), a thread wake-up per request; answered
+// here, the reader wakes when the answer is ready and writes it. Reading
+// the next request waits meanwhile, as Kafka's own network layer does
+// (it mutes a connection until its response is sent); a client that
+// pipelines has its next request read ahead already and goes through the
+// writer as before. Consumer fetches keep the writer: a long poll must
+// not hold back the other requests of a client that shares one
+// connection (librdkafka).
+func (c *conn) answerInline(p *pendingReply) bool {
+	if p.reply.noResponse || p.reply.closeAfter || c.queued.Load() != 0 || c.br.Buffered() != 0 {
+		return false
+	}
+	switch p.hdr.key {
+	case produceKey:
+		return true
+	case fetchKey:
+		f, ok := p.req.(*kmsg.FetchRequest)
+		return ok && f.ReplicaID >= 0
+	}
+	return false
 }
