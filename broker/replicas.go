@@ -91,6 +91,9 @@ func (s *wireServer) EnableReplication(cfg replication.Config) error {
 	m := &replicaManager{s: s, cfg: cfg, purg: replication.NewPurgatory(),
 		leaders: map[tpKey]*leaderPart{}, follow: map[tpKey]replication.TopicPartition{},
 		local: engine.NewTaggedWaker(), byPart: map[*engine.Partition]*leaderPart{}}
+	// OnLocalAppend follows the log's durable end; the HW moves that
+	// apply itself makes would only echo back here.
+	m.local.IgnoreHighWatermark(true)
 	m.fetchers = replication.NewFetchers(cfg, s.nodeID, s.peers, replication.RealClock{})
 	m.throttle = newReplThrottle()
 	m.fetchers.SetThrottle(&replication.FollowerThrottle{Limit: m.throttle.follower, Throttled: m.throttle.followerThrottled})
@@ -194,7 +197,7 @@ func (m *replicaManager) watchLocal(lp *leaderPart) {
 	m.localMu.Lock()
 	m.byPart[lp.part] = lp
 	m.localMu.Unlock()
-	lp.part.Watch(m.local, lp.part.Version())
+	lp.part.Watch(m.local, lp.part.DataVersion())
 	lp.mu.Lock()
 	if lp.gen {
 		m.apply(lp, lp.st.OnLocalAppend())

@@ -120,10 +120,14 @@ func (p *Partition) setHW(hw int64, seg *segment, pos int64) {
 
 // notify wakes everything waiting on Changed and every watching Waker.
 // Lock must be held (write).
-func (p *Partition) notify() {
+func (p *Partition) notify() { p.notifyChange(false) }
+
+// notifyChange is notify; hwOnly says the change is a move of the high
+// watermark alone, which Wakers that ignore it sleep through.
+func (p *Partition) notifyChange(hwOnly bool) {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	p.watch.wakeWatchers(p)
+	p.watch.wakeWatchers(p, hwOnly)
 }
 
 type waiter struct {

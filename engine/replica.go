@@ -275,7 +275,7 @@ func (p *Partition) SetHighWatermark(hw int64) {
 	}
 	p.hw, p.hwSeg, p.hwPos = hw, seg, pos
 	p.ps.OnHighWatermark(hw)
-	p.notify()
+	p.notifyChange(true)
 }
 
 // posOf returns the segment and byte position where offset's batch starts

@@ -15,10 +15,13 @@ type Waker struct {
 	// tagged Wakers also remember which partitions changed (Take), for a
 	// reader that acts per changed partition among many (the leader's
 	// local-append watcher) without scanning all of them on each wake.
-	tagged  bool
-	mu      sync.Mutex
-	changed []*Partition
-	marked  map[*Partition]struct{}
+	tagged bool
+	// dataOnly Wakers are not woken by a move of the high watermark alone
+	// (IgnoreHighWatermark).
+	dataOnly atomic.Bool
+	mu       sync.Mutex
+	changed  []*Partition
+	marked   map[*Partition]struct{}
 }
 
 // NewWaker returns a Waker with no token.
@@ -29,6 +32,14 @@ func NewWaker() *Waker { return &Waker{c: make(chan struct{}, 1)} }
 func NewTaggedWaker() *Waker {
 	return &Waker{c: make(chan struct{}, 1), tagged: true, marked: map[*Partition]struct{}{}}
 }
+
+// IgnoreHighWatermark sets whether w sleeps through moves of the high
+// watermark alone (SetHighWatermark): a replica's fetch reads up to the
+// log end and a leader's watch of its own appends wants the durable end,
+// so neither has anything to do when only the HW moved, and on a
+// replicated partition the HW moves once per acknowledged round. Every
+// other change still wakes it. Set it while w is not registered.
+func (w *Waker) IgnoreHighWatermark(on bool) { w.dataOnly.Store(on) }
 
 // Take appends to dst the partitions that changed since the last Take
 // (each once) and forgets them. Only for NewTaggedWaker; a partition
@@ -78,17 +89,24 @@ func (w *Waker) wake() {
 // (taken inside the partition lock by notify, alone by Watch/Unwatch)
 // keeps registration off the partition lock that appends hold.
 type watchers struct {
-	// version counts notify calls (made under the partition lock).
-	version atomic.Uint64
-	mu      sync.Mutex
-	set     map[*Waker]struct{}
-	n       atomic.Int32 // len(set), read without mu by notify
+	// version counts notify calls (made under the partition lock);
+	// dataVersion the ones that were not a high-watermark move alone.
+	version     atomic.Uint64
+	dataVersion atomic.Uint64
+	mu          sync.Mutex
+	set         map[*Waker]struct{}
+	n           atomic.Int32 // len(set), read without mu by notify
 }
 
 // Version counts the partition's changes: appends made readable, high
 // watermark, log start and durable-end moves (everything that closes
 // Changed). A reader takes it before reading and hands it to Watch.
 func (p *Partition) Version() uint64 { return p.watch.version.Load() }
+
+// DataVersion is Version without the moves of the high watermark alone:
+// what a reader whose Waker ignores them (IgnoreHighWatermark) hands to
+// Watch.
+func (p *Partition) DataVersion() uint64 { return p.watch.dataVersion.Load() }
 
 // Watch registers w: every later change of p wakes it, and if p changed
 // since seen (a Version taken before the caller's read) it is woken at
@@ -109,7 +127,11 @@ func (p *Partition) Watch(w *Waker, seen uint64) {
 	// Registered before the version is loaded: a change that the load
 	// misses comes later and finds w in the set (notify bumps the version
 	// before it looks at the set).
-	if ws.version.Load() != seen {
+	now := &ws.version
+	if w.dataOnly.Load() {
+		now = &ws.dataVersion
+	}
+	if now.Load() != seen {
 		w.wakeFor(p)
 	}
 }
@@ -129,14 +151,22 @@ func (p *Partition) Unwatch(w *Waker) {
 // metrics: long polls waiting on p).
 func (p *Partition) Watchers() int { return int(p.watch.n.Load()) }
 
-// wakeWatchers bumps the version and wakes every registered Waker.
-func (ws *watchers) wakeWatchers(p *Partition) {
+// wakeWatchers bumps the versions and wakes every registered Waker; for
+// a move of the high watermark alone (hwOnly), only those that do not
+// ignore it.
+func (ws *watchers) wakeWatchers(p *Partition, hwOnly bool) {
 	ws.version.Add(1)
+	if !hwOnly {
+		ws.dataVersion.Add(1)
+	}
 	if ws.n.Load() == 0 {
 		return
 	}
 	ws.mu.Lock()
 	for w := range ws.set {
+		if hwOnly && w.dataOnly.Load() {
+			continue
+		}
 		w.wakeFor(p)
 	}
 	ws.mu.Unlock()

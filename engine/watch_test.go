@@ -151,3 +151,50 @@ func TestTaggedWakerTake(t *testing.T) {
 		t.Fatalf("Take after a change before Watch = %v", got)
 	}
 }
+
+// A Waker that ignores the high watermark sleeps through SetHighWatermark
+// (and a Watch with a DataVersion taken before it does not wake at once),
+// while an append still wakes it; a plain Waker wakes for both.
+func TestWakerIgnoresHighWatermark(t *testing.T) {
+	e := mustOpen(t, testConfig(t.TempDir()))
+	defer e.Close()
+	e.CreateTopic("hw", 1, nil)
+	p := mustPartition(t, e, "hw", 0)
+	p.SetReplicated(true)
+	appendWait(t, p, batchOf(0, 1))
+	appendWait(t, p, batchOf(0, 1))
+
+	data, all := NewWaker(), NewWaker()
+	data.IgnoreHighWatermark(true)
+	woken := func(w *Waker) bool {
+		select {
+		case <-w.C():
+			return true
+		case <-time.After(200 * time.Millisecond):
+			return false
+		}
+	}
+	seenData, seenAll := p.DataVersion(), p.Version()
+	p.SetHighWatermark(1) // after the reads, before Watch
+	p.Watch(data, seenData)
+	p.Watch(all, seenAll)
+	if woken(data) {
+		t.Fatal("a high-watermark move before Watch woke a data-only Waker")
+	}
+	if !woken(all) {
+		t.Fatal("a high-watermark move before Watch did not wake a plain Waker")
+	}
+	p.SetHighWatermark(2)
+	if woken(data) {
+		t.Fatal("SetHighWatermark woke a data-only Waker")
+	}
+	if !woken(all) {
+		t.Fatal("SetHighWatermark did not wake a plain Waker")
+	}
+	appendWait(t, p, batchOf(0, 1))
+	if !woken(data) || !woken(all) {
+		t.Fatal("an append did not wake both Wakers")
+	}
+	p.Unwatch(data)
+	p.Unwatch(all)
+}

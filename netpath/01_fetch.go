@@ -160,6 +160,10 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	denied := s.deniedTopics(req.Version, reqTopics, authz)
 	st := getFetchState()
 	st.heldBack, st.deadline = false, deadline
+	// A replica reads up to the log end: a move of the high watermark
+	// alone (once per acknowledged round) gives it nothing to send.
+	st.replica = req.ReplicaID >= 0
+	st.waker.IgnoreHighWatermark(st.replica)
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
 		if total >= int64(req.MinBytes) || hasErr || st.startNews || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 && st.throttleWait == 0 {
@@ -245,6 +249,9 @@ type fetchState struct {
 	// current pass (zero until one starts).
 	deadline, remoteBy time.Time
 	timer              *time.Timer
+	// replica: a follower's fetch; its waker ignores moves of the high
+	// watermark alone, and it is registered with DataVersion.
+	replica bool
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -419,6 +426,9 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			// this one (fetchState.arm) wakes at once rather than
 			// sleeping through it.
 			version := part.Version()
+			if st.replica {
+				version = part.DataVersion()
+			}
 			var (
 				res engine.ReadResult
 				err error
