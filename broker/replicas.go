@@ -93,7 +93,7 @@ func (s *wireServer) EnableReplication(cfg replication.Config) error {
 		local: engine.NewTaggedWaker(), byPart: map[*engine.Partition]*leaderPart{}}
 	// OnLocalAppend follows the log's durable end; the HW moves that
 	// apply itself makes would only echo back here.
-	m.local.IgnoreHighWatermark(true)
+	m.local.SetWakeOn(engine.WakeOnDurable)
 	m.fetchers = replication.NewFetchers(cfg, s.nodeID, s.peers, replication.RealClock{})
 	m.throttle = newReplThrottle()
 	m.fetchers.SetThrottle(&replication.FollowerThrottle{Limit: m.throttle.follower, Throttled: m.throttle.followerThrottled})

@@ -274,4 +274,9 @@
 //
 // Under FsyncAlways the high watermark is the flushed end; otherwise it is
 // the written (completed) end. Reads never return bytes at or above it.
+// A replicated partition's readable end (ReadReplica, what followers
+// fetch) runs ahead of that: both paths move it once the bytes are in the
+// segment file, before their barrier, so the leader's and the followers'
+// barriers overlap; the ring only over a clean prefix (noteReadable).
+// Replication's HW still takes the leader's DurableEnd.
 package engine

@@ -118,16 +118,30 @@ func (p *Partition) setHW(hw int64, seg *segment, pos int64) {
 	p.notify()
 }
 
+// readable moves a replicated partition's readable end (what followers
+// fetch) to end, whose last byte is at pos in seg, once the bytes are in
+// the file but before they are durable (noteReadable). Writes of an
+// older generation (rolled back or truncated since) move nothing.
+func (p *Partition) readable(end int64, seg *segment, pos int64, gen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.replicated || p.failed != nil || p.deleted || gen != p.gen || end <= p.rend {
+		return
+	}
+	p.rend, p.rendSeg, p.rendPos = end, seg, pos
+	p.notifyChange(changeReadable)
+}
+
 // notify wakes everything waiting on Changed and every watching Waker.
 // Lock must be held (write).
-func (p *Partition) notify() { p.notifyChange(false) }
+func (p *Partition) notify() { p.notifyChange(changeData) }
 
-// notifyChange is notify; hwOnly says the change is a move of the high
-// watermark alone, which Wakers that ignore it sleep through.
-func (p *Partition) notifyChange(hwOnly bool) {
+// notifyChange is notify for a change of kind k, which Wakers that do not
+// want it sleep through (SetWakeOn).
+func (p *Partition) notifyChange(k change) {
 	close(p.changed)
 	p.changed = make(chan struct{})
-	p.watch.wakeWatchers(p, hwOnly)
+	p.watch.wakeWatchers(p, k)
 }
 
 type waiter struct {
@@ -365,7 +379,7 @@ func (p *Partition) flushed(end int64, seg *segment, pos int64, gen uint64) {
 	if p.e.cfg.Fsync == FsyncAlways {
 		p.setHW(end, seg, pos)
 		if p.replicated {
-			p.notify() // the leader's DurableEnd moved (replication's HW input)
+			p.notifyChange(changeDurable) // the leader's DurableEnd moved (replication's HW input)
 		}
 	}
 	n := 0
@@ -436,9 +450,13 @@ func (p *Partition) roll(now int64) (*segment, error) {
 			break
 		}
 	}
+	moved := old.next > p.durable
 	p.durable = max(p.durable, old.next)
 	if p.e.cfg.Fsync == FsyncAlways {
 		p.setHW(old.next, old, old.size)
+		if moved && p.replicated {
+			p.notifyChange(changeDurable) // the leader's DurableEnd moved, as in flushed
+		}
 		n := 0
 		for _, w := range p.waiters {
 			if w.res.LastOffset >= old.next {

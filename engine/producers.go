@@ -205,7 +205,10 @@ func (p *Partition) duplicateWaiter(d *producerstate.BatchMetadata) *waiter {
 		w.res.LogAppendTime = d.Timestamp
 	}
 	p.e.stats.duplicates.Add(1)
-	if p.rend > d.LastOffset {
+	// The original is answered once it is durable per the fsync policy:
+	// the readable end alone may be ahead of that on a replicated
+	// partition (followers read before the barrier).
+	if p.durableEndLocked() > d.LastOffset {
 		w.finish(nil)
 		return w
 	}
@@ -213,7 +216,7 @@ func (p *Partition) duplicateWaiter(d *producerstate.BatchMetadata) *waiter {
 	go func() {
 		for {
 			p.mu.RLock()
-			written, failed, ch, truncated := p.rend > d.LastOffset, p.failed, p.changed, p.gen != gen
+			written, failed, ch, truncated := p.durableEndLocked() > d.LastOffset, p.failed, p.changed, p.gen != gen
 			p.mu.RUnlock()
 			switch {
 			case truncated:

@@ -180,6 +180,11 @@ func (p *Partition) LogEndOffset() int64 {
 func (p *Partition) DurableEnd() int64 {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	return p.durableEndLocked()
+}
+
+// durableEndLocked is DurableEnd; the lock is held.
+func (p *Partition) durableEndLocked() int64 {
 	if p.e.cfg.Fsync == FsyncAlways {
 		return min(p.durable, p.logEnd)
 	}
@@ -275,7 +280,7 @@ func (p *Partition) SetHighWatermark(hw int64) {
 	}
 	p.hw, p.hwSeg, p.hwPos = hw, seg, pos
 	p.ps.OnHighWatermark(hw)
-	p.notifyChange(true)
+	p.notifyChange(changeHW)
 }
 
 // posOf returns the segment and byte position where offset's batch starts

@@ -254,6 +254,10 @@ const (
 	noteFail
 	noteReject // waiters fail, the partition stays online (an undo)
 	noteUndo   // roll the partition back to end, at pos in seg (Partition.rollBack)
+	// noteReadable: a journal group's segment write is in the file, its
+	// journal write not done yet: followers may read up to end
+	// (Partition.readable).
+	noteReadable
 )
 
 // ioNote is what the completer applies under the partition lock.
@@ -978,9 +982,37 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		if werr != nil {
 			g.err = werr // the write's own error says more than a cancelled fsync's
 			q.noteTorn(g, res, werr)
+		} else if g.jrnl {
+			q.noteReadable(g)
 		}
 	}
 	q.finished(g)
+}
+
+// noteReadable lets followers read a journal group once its segment
+// write is in the file, while its journal write (the barrier) is still to
+// come, as the pwrite path does: the leader's and the followers' barriers
+// then overlap instead of running one after the other in every
+// acknowledged round. The HW still waits for the leader's own durable
+// end (DurableEnd). Only a clean prefix is exposed: no write of the
+// partition before g failed or is outstanding, and no rollback is under
+// way, so an undo (which only cuts from a failed write on) never removes
+// bytes a follower may have read; a failure after this point is fatal
+// for the partition, as a leader's crash would be.
+func (q *uringQueue) noteReadable(g *ioGroup) {
+	pio := q.parts[g.p]
+	if pio.failed != nil || pio.fatal != nil || pio.undo != nil || pio.torn != nil {
+		return
+	}
+	for _, h := range pio.groups {
+		if h == g {
+			break
+		}
+		if !h.wrote || h.err != nil {
+			return
+		}
+	}
+	q.note(ioNote{kind: noteReadable, p: g.p, end: g.end, seg: g.seg, pos: g.pos + g.n, gen: g.gen})
 }
 
 // finished releases a group once it is done: its buffers, segment refs

@@ -57,6 +57,9 @@ func (q *uringQueue) apply(n *ioNote) {
 	case noteUndo:
 		p.rollBack(n.seg, n.pos, n.end, n.gen, n.err)
 		return
+	case noteReadable:
+		p.readable(n.end, n.seg, n.pos, n.gen)
+		return
 	case noteReject:
 		for _, w := range n.waiters {
 			w.finish(n.err)
@@ -77,10 +80,17 @@ func (q *uringQueue) apply(n *ioNote) {
 		// Written before a truncation (TruncateTo): those bytes are gone.
 		err = fmt.Errorf("%w: %s-%d was truncated below offset %d", ErrStorage, p.topic.name, p.idx, n.end)
 	default:
-		if n.durable {
-			p.durable = max(p.durable, n.end)
+		moved := n.durable && n.end > p.durable
+		if moved {
+			p.durable = n.end
 		}
 		p.setHW(n.end, n.seg, n.pos)
+		if moved && p.replicated {
+			// The leader's DurableEnd moved (replication's HW input):
+			// with the bytes readable since noteReadable, setHW moved
+			// nothing that would say so.
+			p.notifyChange(changeDurable)
+		}
 	}
 	for _, w := range n.waiters {
 		w.finish(err)

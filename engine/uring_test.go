@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/vfs"
@@ -475,4 +476,103 @@ func TestUringTrackerOutOfOrder(t *testing.T) {
 	if got := seg.refs.Load(); got != 100 {
 		t.Fatalf("segment refs %d, want 100: a group leaked or over-released one", got)
 	}
+}
+
+// On the ring, a replicated partition's appends are readable by followers
+// once their segment write is in the file, before the journal write that
+// makes them durable completes (the leader's and followers' barriers
+// overlap); the HW, and everything on an unreplicated partition, still
+// waits for the barrier. The journal write is held in the kernel by
+// pointing it at a full pipe.
+func TestUringFollowersReadBeforeTheBarrier(t *testing.T) {
+	e, q := openUring(t, testConfig(t.TempDir()))
+	closed := false
+	defer func() {
+		if !closed {
+			e.Close()
+		}
+	}()
+	if !q.j.direct() {
+		t.Skip("the test directory's file system refuses O_DIRECT")
+	}
+	e.CreateTopic("r", 2, nil)
+	repl, solo := mustPartition(t, e, "r", 0), mustPartition(t, e, "r", 1)
+	repl.SetReplicated(true)
+	appendWait(t, repl, batchOf(0, 1))
+	repl.SetHighWatermark(1)
+	appendWait(t, solo, batchOf(0, 1))
+
+	var fds [2]int
+	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	// Closed once: the read end ends the drain below.
+	closeRead := sync.OnceFunc(func() { syscall.Close(fds[0]) })
+	defer closeRead()
+	defer syscall.Close(fds[1])
+	fill := make([]byte, 4096)
+	for {
+		if _, err := syscall.Write(fds[1], fill); err != nil {
+			break // EAGAIN: full
+		}
+	}
+	q.journalWriteFd = func() int { return fds[1] }
+
+	wr, err := repl.Append(batchOf(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := solo.Append(batchOf(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := repl.ReadReplica(1, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := res.Data.Len()
+		res.Data.Release()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replicated append was not readable by followers while its journal write was held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-wr.Done():
+		t.Fatal("the append completed before its journal write")
+	default:
+	}
+	if hw := repl.HighWatermark(); hw != 1 {
+		t.Fatalf("HW %d moved before the barrier", hw)
+	}
+	if hw := solo.HighWatermark(); hw != 1 {
+		t.Fatalf("unreplicated partition's HW %d moved before the barrier", hw)
+	}
+	// Release the journal write: drain the pipe (the hook stays: the
+	// owner reads it without a lock) until the engine is closed.
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		buf := make([]byte, 1<<16)
+		for {
+			if _, err := syscall.Read(fds[0], buf); err == syscall.EBADF {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for _, w := range []AppendWaiter{wr, ws} {
+		if _, err := w.Result(); err != nil {
+			t.Fatalf("append after the barrier: %v", err)
+		}
+	}
+	e.Close()
+	closed = true
+	closeRead()
+	<-drained
 }

@@ -16,12 +16,11 @@ type Waker struct {
 	// reader that acts per changed partition among many (the leader's
 	// local-append watcher) without scanning all of them on each wake.
 	tagged bool
-	// dataOnly Wakers are not woken by a move of the high watermark alone
-	// (IgnoreHighWatermark).
-	dataOnly atomic.Bool
-	mu       sync.Mutex
-	changed  []*Partition
-	marked   map[*Partition]struct{}
+	// wakeOn says which changes wake it (SetWakeOn).
+	wakeOn  atomic.Uint32
+	mu      sync.Mutex
+	changed []*Partition
+	marked  map[*Partition]struct{}
 }
 
 // NewWaker returns a Waker with no token.
@@ -33,13 +32,49 @@ func NewTaggedWaker() *Waker {
 	return &Waker{c: make(chan struct{}, 1), tagged: true, marked: map[*Partition]struct{}{}}
 }
 
-// IgnoreHighWatermark sets whether w sleeps through moves of the high
-// watermark alone (SetHighWatermark): a replica's fetch reads up to the
-// log end and a leader's watch of its own appends wants the durable end,
-// so neither has anything to do when only the HW moved, and on a
-// replicated partition the HW moves once per acknowledged round. Every
-// other change still wakes it. Set it while w is not registered.
-func (w *Waker) IgnoreHighWatermark(on bool) { w.dataOnly.Store(on) }
+// WakeOn selects the changes of a partition that wake a Waker.
+type WakeOn uint32
+
+const (
+	// WakeOnAll: every change (consumers' long polls).
+	WakeOnAll WakeOn = iota
+	// WakeOnData: bytes made readable (durable or not yet), truncations,
+	// log start moves; not a move of the high watermark or of the durable
+	// end alone. A replica's fetch reads up to the log end: neither of
+	// those gives it anything to send, and on a replicated partition each
+	// happens once per acknowledged round.
+	WakeOnData
+	// WakeOnDurable: moves of the durable end, truncations, log start
+	// moves; not the high watermark, nor bytes made readable before they
+	// are durable (the leader's watch of its own appends: its durable end
+	// is an input of the HW it then sets).
+	WakeOnDurable
+)
+
+// SetWakeOn sets the changes that wake w (WakeOnAll by default). Set it
+// while w is not registered.
+func (w *Waker) SetWakeOn(m WakeOn) { w.wakeOn.Store(uint32(m)) }
+
+// wants reports whether a change of kind k wakes w.
+func (w *Waker) wants(k change) bool {
+	switch WakeOn(w.wakeOn.Load()) {
+	case WakeOnData:
+		return k == changeData || k == changeReadable
+	case WakeOnDurable:
+		return k == changeData || k == changeDurable
+	}
+	return true
+}
+
+// change is the kind of a partition change (notifyChange).
+type change uint8
+
+const (
+	changeData     change = iota // everything but the ones below
+	changeHW                     // the high watermark alone moved
+	changeDurable                // the durable end alone moved
+	changeReadable               // bytes readable by followers, not durable yet
+)
 
 // Take appends to dst the partitions that changed since the last Take
 // (each once) and forgets them. Only for NewTaggedWaker; a partition
@@ -103,9 +138,9 @@ type watchers struct {
 // Changed). A reader takes it before reading and hands it to Watch.
 func (p *Partition) Version() uint64 { return p.watch.version.Load() }
 
-// DataVersion is Version without the moves of the high watermark alone:
-// what a reader whose Waker ignores them (IgnoreHighWatermark) hands to
-// Watch.
+// DataVersion is Version without the moves of the high watermark or the
+// durable end alone: what a reader whose Waker is not WakeOnAll hands to
+// Watch (a WakeOnDurable one may be woken once at Watch for nothing).
 func (p *Partition) DataVersion() uint64 { return p.watch.dataVersion.Load() }
 
 // Watch registers w: every later change of p wakes it, and if p changed
@@ -128,7 +163,7 @@ func (p *Partition) Watch(w *Waker, seen uint64) {
 	// misses comes later and finds w in the set (notify bumps the version
 	// before it looks at the set).
 	now := &ws.version
-	if w.dataOnly.Load() {
+	if WakeOn(w.wakeOn.Load()) != WakeOnAll {
 		now = &ws.dataVersion
 	}
 	if now.Load() != seen {
@@ -151,12 +186,11 @@ func (p *Partition) Unwatch(w *Waker) {
 // metrics: long polls waiting on p).
 func (p *Partition) Watchers() int { return int(p.watch.n.Load()) }
 
-// wakeWatchers bumps the versions and wakes every registered Waker; for
-// a move of the high watermark alone (hwOnly), only those that do not
-// ignore it.
-func (ws *watchers) wakeWatchers(p *Partition, hwOnly bool) {
+// wakeWatchers bumps the versions and wakes every registered Waker that
+// wants a change of kind k.
+func (ws *watchers) wakeWatchers(p *Partition, k change) {
 	ws.version.Add(1)
-	if !hwOnly {
+	if k == changeData || k == changeReadable {
 		ws.dataVersion.Add(1)
 	}
 	if ws.n.Load() == 0 {
@@ -164,7 +198,7 @@ func (ws *watchers) wakeWatchers(p *Partition, hwOnly bool) {
 	}
 	ws.mu.Lock()
 	for w := range ws.set {
-		if hwOnly && w.dataOnly.Load() {
+		if !w.wants(k) {
 			continue
 		}
 		w.wakeFor(p)

@@ -152,10 +152,14 @@ func TestTaggedWakerTake(t *testing.T) {
 	}
 }
 
-// A Waker that ignores the high watermark sleeps through SetHighWatermark
-// (and a Watch with a DataVersion taken before it does not wake at once),
-// while an append still wakes it; a plain Waker wakes for both.
-func TestWakerIgnoresHighWatermark(t *testing.T) {
+// Wakers choose what wakes them (SetWakeOn): a WakeOnData Waker (a
+// replica's fetch) sleeps through SetHighWatermark and through a move of
+// the durable end alone, and a Watch with a DataVersion taken before
+// either does not wake it at once; a WakeOnDurable one (the leader's
+// watch of its own appends) wakes for the durable end but neither for the
+// HW nor for bytes readable before they are durable; a plain Waker wakes
+// for all; an append wakes every one.
+func TestWakerWakeOn(t *testing.T) {
 	e := mustOpen(t, testConfig(t.TempDir()))
 	defer e.Close()
 	e.CreateTopic("hw", 1, nil)
@@ -164,8 +168,9 @@ func TestWakerIgnoresHighWatermark(t *testing.T) {
 	appendWait(t, p, batchOf(0, 1))
 	appendWait(t, p, batchOf(0, 1))
 
-	data, all := NewWaker(), NewWaker()
-	data.IgnoreHighWatermark(true)
+	data, durable, all := NewWaker(), NewWaker(), NewWaker()
+	data.SetWakeOn(WakeOnData)
+	durable.SetWakeOn(WakeOnDurable)
 	woken := func(w *Waker) bool {
 		select {
 		case <-w.C():
@@ -174,27 +179,37 @@ func TestWakerIgnoresHighWatermark(t *testing.T) {
 			return false
 		}
 	}
+	check := func(what string, wantData, wantDurable, wantAll bool) {
+		t.Helper()
+		for _, c := range []struct {
+			name string
+			w    *Waker
+			want bool
+		}{{"WakeOnData", data, wantData}, {"WakeOnDurable", durable, wantDurable}, {"WakeOnAll", all, wantAll}} {
+			if got := woken(c.w); got != c.want {
+				t.Errorf("%s: %s Waker woken %v, want %v", what, c.name, got, c.want)
+			}
+		}
+	}
 	seenData, seenAll := p.DataVersion(), p.Version()
 	p.SetHighWatermark(1) // after the reads, before Watch
 	p.Watch(data, seenData)
+	p.Watch(durable, seenData)
 	p.Watch(all, seenAll)
-	if woken(data) {
-		t.Fatal("a high-watermark move before Watch woke a data-only Waker")
-	}
-	if !woken(all) {
-		t.Fatal("a high-watermark move before Watch did not wake a plain Waker")
-	}
+	check("HW moved before Watch", false, false, true)
 	p.SetHighWatermark(2)
-	if woken(data) {
-		t.Fatal("SetHighWatermark woke a data-only Waker")
-	}
-	if !woken(all) {
-		t.Fatal("SetHighWatermark did not wake a plain Waker")
-	}
+	check("SetHighWatermark", false, false, true)
+	p.mu.Lock()
+	p.notifyChange(changeDurable)
+	p.mu.Unlock()
+	check("the durable end alone", false, true, true)
+	p.mu.Lock()
+	p.notifyChange(changeReadable)
+	p.mu.Unlock()
+	check("bytes readable, not durable yet", true, false, true)
 	appendWait(t, p, batchOf(0, 1))
-	if !woken(data) || !woken(all) {
-		t.Fatal("an append did not wake both Wakers")
+	check("an append", true, true, true)
+	for _, w := range []*Waker{data, durable, all} {
+		p.Unwatch(w)
 	}
-	p.Unwatch(data)
-	p.Unwatch(all)
 }

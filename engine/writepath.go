@@ -99,7 +99,11 @@ func (q *syncQueue) submit(p *Partition, seg *segment, data []byte, pos, end int
 		// pwrite done: followers may read it before the flush, as in
 		// Kafka (leader and follower fsyncs overlap).
 		p.rend, p.rendSeg, p.rendPos = end, seg, seg.size
-		p.notify()
+		if q.e.cfg.Fsync == FsyncAlways {
+			p.notifyChange(changeReadable) // flushed says when it is durable
+		} else {
+			p.notify() // the written end is the durable end (DurableEnd)
+		}
 	}
 	if q.j != nil {
 		p.waiters = append(p.waiters, w)

@@ -160,10 +160,15 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	denied := s.deniedTopics(req.Version, reqTopics, authz)
 	st := getFetchState()
 	st.heldBack, st.deadline = false, deadline
-	// A replica reads up to the log end: a move of the high watermark
-	// alone (once per acknowledged round) gives it nothing to send.
+	// A replica reads up to the log end: a move of the high watermark or
+	// of the durable end alone (each once per acknowledged round) gives
+	// it nothing to send.
 	st.replica = req.ReplicaID >= 0
-	st.waker.IgnoreHighWatermark(st.replica)
+	wakeOn := engine.WakeOnAll
+	if st.replica {
+		wakeOn = engine.WakeOnData
+	}
+	st.waker.SetWakeOn(wakeOn)
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
 		if total >= int64(req.MinBytes) || hasErr || st.startNews || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 && st.throttleWait == 0 {
@@ -249,8 +254,8 @@ type fetchState struct {
 	// current pass (zero until one starts).
 	deadline, remoteBy time.Time
 	timer              *time.Timer
-	// replica: a follower's fetch; its waker ignores moves of the high
-	// watermark alone, and it is registered with DataVersion.
+	// replica: a follower's fetch; its waker is WakeOnData, registered
+	// with DataVersion.
 	replica bool
 }
 
