@@ -146,6 +146,7 @@ type ioReq struct {
 	segs  []*segment // flush: dirty segments, each with a ref
 	reply chan error // barrier
 	gen   uint64     // the partition's truncation generation (Partition.gen)
+	repl  bool       // append: the partition was replicated (noteReadable)
 }
 
 // partIO is a partition's state in the owner. Only the owner touches it.
@@ -205,6 +206,7 @@ type ioGroup struct {
 	// segment write completed: jq once queued, journaled once durable;
 	// jseq is its place in the journal queue).
 	jrnl, jq, journaled bool
+	repl                bool // an append of it was to a replicated partition (noteReadable)
 	dropped             bool // by dropGroups
 	jseq                uint64
 	gen                 uint64
@@ -340,7 +342,7 @@ func (q *uringQueue) ringStats() (iouring.Stats, bool) { return q.ring.Stats(), 
 // above the HW, so no read can see them.
 func (q *uringQueue) submit(p *Partition, seg *segment, data []byte, pos, end int64, w *waiter) error {
 	seg.acquire()
-	if err := q.put(ioReq{kind: reqAppend, p: p, seg: seg, data: data, pos: pos, end: end, w: w, gen: p.gen}); err != nil {
+	if err := q.put(ioReq{kind: reqAppend, p: p, seg: seg, data: data, pos: pos, end: end, w: w, gen: p.gen, repl: p.replicated}); err != nil {
 		seg.release()
 		return err
 	}
@@ -618,7 +620,7 @@ func (q *uringQueue) accept(r ioReq) {
 		}
 		if g == nil {
 			pio.seq++
-			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, base: r.w.res.BaseOffset, sync: q.always && !jr, jrnl: jr, gen: r.gen}
+			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, base: r.w.res.BaseOffset, sync: q.always && !jr, jrnl: jr, gen: r.gen, repl: r.repl}
 			pio.groups = append(pio.groups, g)
 			pio.unsent++
 			if !pio.queued {
@@ -629,6 +631,7 @@ func (q *uringQueue) accept(r ioReq) {
 			r.seg.release() // the group already holds one for this segment
 			g.refs--
 		}
+		g.repl = g.repl || r.repl
 		g.bufs = append(g.bufs, r.data)
 		g.n += int64(len(r.data))
 		g.end = r.end
@@ -982,7 +985,7 @@ func (q *uringQueue) completed(ref opRef, res int32) {
 		if werr != nil {
 			g.err = werr // the write's own error says more than a cancelled fsync's
 			q.noteTorn(g, res, werr)
-		} else if g.jrnl {
+		} else if g.jrnl && g.repl {
 			q.noteReadable(g)
 		}
 	}
