@@ -197,7 +197,7 @@ func (m *replicaManager) watchLocal(lp *leaderPart) {
 	m.localMu.Lock()
 	m.byPart[lp.part] = lp
 	m.localMu.Unlock()
-	lp.part.Watch(m.local, lp.part.DataVersion())
+	lp.part.Watch(m.local, m.local.Seen(lp.part))
 	lp.mu.Lock()
 	if lp.gen {
 		m.apply(lp, lp.st.OnLocalAppend())

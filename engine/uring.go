@@ -1007,11 +1007,13 @@ func (q *uringQueue) noteReadable(g *ioGroup) {
 	if pio.failed != nil || pio.fatal != nil || pio.undo != nil || pio.torn != nil {
 		return
 	}
+	// A failed write sets torn or fatal (above); only an earlier write
+	// still in the kernel (a group with its own fsync) is left to check.
 	for _, h := range pio.groups {
 		if h == g {
 			break
 		}
-		if !h.wrote || h.err != nil {
+		if !h.wrote {
 			return
 		}
 	}

@@ -125,12 +125,14 @@ func (w *Waker) wake() {
 // keeps registration off the partition lock that appends hold.
 type watchers struct {
 	// version counts notify calls (made under the partition lock);
-	// dataVersion the ones that were not a high-watermark move alone.
-	version     atomic.Uint64
-	dataVersion atomic.Uint64
-	mu          sync.Mutex
-	set         map[*Waker]struct{}
-	n           atomic.Int32 // len(set), read without mu by notify
+	// dataVersion and durableVersion those that wake WakeOnData and
+	// WakeOnDurable Wakers (Waker.Seen).
+	version        atomic.Uint64
+	dataVersion    atomic.Uint64
+	durableVersion atomic.Uint64
+	mu             sync.Mutex
+	set            map[*Waker]struct{}
+	n              atomic.Int32 // len(set), read without mu by notify
 }
 
 // Version counts the partition's changes: appends made readable, high
@@ -138,10 +140,20 @@ type watchers struct {
 // Changed). A reader takes it before reading and hands it to Watch.
 func (p *Partition) Version() uint64 { return p.watch.version.Load() }
 
-// DataVersion is Version without the moves of the high watermark or the
-// durable end alone: what a reader whose Waker is not WakeOnAll hands to
-// Watch (a WakeOnDurable one may be woken once at Watch for nothing).
-func (p *Partition) DataVersion() uint64 { return p.watch.dataVersion.Load() }
+// Seen is Version counting only the changes that wake w (its WakeOn): what
+// a reader that will Watch p with w takes before reading.
+func (w *Waker) Seen(p *Partition) uint64 { return w.counter(&p.watch).Load() }
+
+// counter is the change count of ws that w's WakeOn follows.
+func (w *Waker) counter(ws *watchers) *atomic.Uint64 {
+	switch WakeOn(w.wakeOn.Load()) {
+	case WakeOnData:
+		return &ws.dataVersion
+	case WakeOnDurable:
+		return &ws.durableVersion
+	}
+	return &ws.version
+}
 
 // Watch registers w: every later change of p wakes it, and if p changed
 // since seen (a Version taken before the caller's read) it is woken at
@@ -162,11 +174,7 @@ func (p *Partition) Watch(w *Waker, seen uint64) {
 	// Registered before the version is loaded: a change that the load
 	// misses comes later and finds w in the set (notify bumps the version
 	// before it looks at the set).
-	now := &ws.version
-	if WakeOn(w.wakeOn.Load()) != WakeOnAll {
-		now = &ws.dataVersion
-	}
-	if now.Load() != seen {
+	if w.counter(ws).Load() != seen {
 		w.wakeFor(p)
 	}
 }
@@ -192,6 +200,9 @@ func (ws *watchers) wakeWatchers(p *Partition, k change) {
 	ws.version.Add(1)
 	if k == changeData || k == changeReadable {
 		ws.dataVersion.Add(1)
+	}
+	if k == changeData || k == changeDurable {
+		ws.durableVersion.Add(1)
 	}
 	if ws.n.Load() == 0 {
 		return

@@ -154,11 +154,13 @@ func TestTaggedWakerTake(t *testing.T) {
 
 // Wakers choose what wakes them (SetWakeOn): a WakeOnData Waker (a
 // replica's fetch) sleeps through SetHighWatermark and through a move of
-// the durable end alone, and a Watch with a DataVersion taken before
-// either does not wake it at once; a WakeOnDurable one (the leader's
-// watch of its own appends) wakes for the durable end but neither for the
-// HW nor for bytes readable before they are durable; a plain Waker wakes
-// for all; an append wakes every one.
+// the durable end alone; a WakeOnDurable one (the leader's watch of its
+// own appends) wakes for the durable end but neither for the HW nor for
+// bytes readable before they are durable; a plain Waker wakes for all; an
+// append wakes every one. A change a Waker wants that lands between its
+// Seen and Watch wakes it at once, and one it does not want does not.
+// Notify wakes synchronously, so a Waker not woken when the change
+// returns never will be.
 func TestWakerWakeOn(t *testing.T) {
 	e := mustOpen(t, testConfig(t.TempDir()))
 	defer e.Close()
@@ -171,45 +173,60 @@ func TestWakerWakeOn(t *testing.T) {
 	data, durable, all := NewWaker(), NewWaker(), NewWaker()
 	data.SetWakeOn(WakeOnData)
 	durable.SetWakeOn(WakeOnDurable)
-	woken := func(w *Waker) bool {
-		select {
-		case <-w.C():
-			return true
-		case <-time.After(200 * time.Millisecond):
-			return false
-		}
+	wakers := []*Waker{data, durable, all}
+	names := []string{"WakeOnData", "WakeOnDurable", "WakeOnAll"}
+	change := func(k change) {
+		p.mu.Lock()
+		p.notifyChange(k)
+		p.mu.Unlock()
 	}
-	check := func(what string, wantData, wantDurable, wantAll bool) {
+	check := func(what string, want ...bool) {
 		t.Helper()
-		for _, c := range []struct {
-			name string
-			w    *Waker
-			want bool
-		}{{"WakeOnData", data, wantData}, {"WakeOnDurable", durable, wantDurable}, {"WakeOnAll", all, wantAll}} {
-			if got := woken(c.w); got != c.want {
-				t.Errorf("%s: %s Waker woken %v, want %v", what, c.name, got, c.want)
+		for i, w := range wakers {
+			got := false
+			select {
+			case <-w.C():
+				got = true
+			default:
+			}
+			if got != want[i] {
+				t.Errorf("%s: %s Waker woken %v, want %v", what, names[i], got, want[i])
 			}
 		}
 	}
-	seenData, seenAll := p.DataVersion(), p.Version()
-	p.SetHighWatermark(1) // after the reads, before Watch
-	p.Watch(data, seenData)
-	p.Watch(durable, seenData)
-	p.Watch(all, seenAll)
-	check("HW moved before Watch", false, false, true)
+	register := func(between func()) {
+		var seen []uint64
+		for _, w := range wakers {
+			seen = append(seen, w.Seen(p))
+		}
+		between()
+		for i, w := range wakers {
+			p.Watch(w, seen[i])
+		}
+	}
+
+	register(func() { p.SetHighWatermark(1) })
+	check("HW moved between Seen and Watch", false, false, true)
 	p.SetHighWatermark(2)
 	check("SetHighWatermark", false, false, true)
-	p.mu.Lock()
-	p.notifyChange(changeDurable)
-	p.mu.Unlock()
+	change(changeDurable)
 	check("the durable end alone", false, true, true)
-	p.mu.Lock()
-	p.notifyChange(changeReadable)
-	p.mu.Unlock()
+	change(changeReadable)
 	check("bytes readable, not durable yet", true, false, true)
 	appendWait(t, p, batchOf(0, 1))
 	check("an append", true, true, true)
-	for _, w := range []*Waker{data, durable, all} {
+
+	for _, w := range wakers {
+		p.Unwatch(w)
+	}
+	register(func() { change(changeDurable) })
+	check("the durable end moved between Seen and Watch", false, true, true)
+	for _, w := range wakers {
+		p.Unwatch(w)
+	}
+	register(func() { change(changeReadable) })
+	check("bytes readable between Seen and Watch", true, false, true)
+	for _, w := range wakers {
 		p.Unwatch(w)
 	}
 }

@@ -163,9 +163,8 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	// A replica reads up to the log end: a move of the high watermark or
 	// of the durable end alone (each once per acknowledged round) gives
 	// it nothing to send.
-	st.replica = req.ReplicaID >= 0
 	wakeOn := engine.WakeOnAll
-	if st.replica {
+	if req.ReplicaID >= 0 {
 		wakeOn = engine.WakeOnData
 	}
 	st.waker.SetWakeOn(wakeOn)
@@ -254,9 +253,6 @@ type fetchState struct {
 	// current pass (zero until one starts).
 	deadline, remoteBy time.Time
 	timer              *time.Timer
-	// replica: a follower's fetch; its waker is WakeOnData, registered
-	// with DataVersion.
-	replica bool
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -430,10 +426,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			// after the read has a later version, so registering with
 			// this one (fetchState.arm) wakes at once rather than
 			// sleeping through it.
-			version := part.Version()
-			if st.replica {
-				version = part.DataVersion()
-			}
+			version := st.waker.Seen(part)
 			var (
 				res engine.ReadResult
 				err error
