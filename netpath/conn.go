@@ -43,9 +43,11 @@ func (r *request) park(t time.Time) { r.parked += time.Since(t) }
 
 // reply is what a handler returns. Handlers run on the connection's reader
 // goroutine in request order, so work that must keep that order (appends)
-// happens before they return; resolve then runs on the writer goroutine (or
-// on the reader, see answerInline), in the same order, and may wait (for durability, for a long-poll fetch)
-// without blocking the reading of pipelined requests.
+// happens before they return; resolve then runs on the writer goroutine, in
+// the same order, and may wait (for durability, for a long-poll fetch)
+// without blocking the reading of pipelined requests. A reply with nothing
+// queued before it and no request read ahead behind it the reader may
+// resolve itself (answerInline).
 type reply struct {
 	// noResponse is set for acks=0 produce: nothing is written back.
 	noResponse bool
