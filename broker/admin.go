@@ -33,8 +33,12 @@ type Health struct {
 	Fsync        string            `json:"fsync"`
 	FetchPath    map[string]string `json:"fetch_path"`
 	PID          int               `json:"pid"`
-	Uptime       string            `json:"uptime"`
-	Stats        netpath.Stats     `json:"stats"`
+	// MaxProcs is GOMAXPROCS, NumCPU the CPUs the process may run on:
+	// benchmark reports record both (brokers sharing a machine split it).
+	MaxProcs int           `json:"max_procs"`
+	NumCPU   int           `json:"num_cpu"`
+	Uptime   string        `json:"uptime"`
+	Stats    netpath.Stats `json:"stats"`
 	// Disk is the data directory's free space and produce threshold;
 	// disk.degraded means produce is refused (docs/disk-full.md).
 	Disk *engine.DiskStatus `json:"disk,omitempty"`

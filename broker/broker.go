@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,7 +85,7 @@ func New(cfg Config) (_ *Broker, err error) {
 		// that io mode uring was asked for on a host without it.
 		return nil, fmt.Errorf("opening storage: %w", err)
 	}
-	b.log.Info("storage opened", "data_dir", cfg.DataDir, "io_path", b.eng.IOPath(), "fsync", cfg.Engine.Fsync.String(), "topics", len(b.eng.Topics()))
+	b.log.Info("storage opened", "data_dir", cfg.DataDir, "io_path", b.eng.IOPath(), "fsync", cfg.Engine.Fsync.String(), "topics", len(b.eng.Topics()), "max_procs", runtime.GOMAXPROCS(0))
 
 	var remoteTier netpath.RemoteTier // an untyped nil when off
 	if cfg.Tiered.Enabled() {
@@ -292,6 +293,8 @@ func (b *Broker) health() Health {
 		Fsync:        b.cfg.Engine.Fsync.String(),
 		FetchPath:    b.srv.FetchPaths(),
 		PID:          os.Getpid(),
+		MaxProcs:     runtime.GOMAXPROCS(0),
+		NumCPU:       runtime.NumCPU(),
 		Uptime:       time.Since(b.started).Round(time.Second).String(),
 		Stats:        b.srv.Stats(),
 		Disk:         &disk,

@@ -153,7 +153,7 @@ func TestGeneratorCeilingBroker(t *testing.T) {
 	for _, w := range ceilingWorkloads {
 		t.Run(fmt.Sprintf("%dB", w.size), func(t *testing.T) {
 			var log bytes.Buffer
-			b, err := launchLocalBroker(bin, t.TempDir(), &log, "--fsync", "never")
+			b, err := launchLocalBroker(bin, t.TempDir(), &log, 0, "--fsync", "never")
 			if err == nil {
 				err = b.waitListening()
 			}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -37,10 +38,35 @@ func freePort() (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// SplitMaxProcs is the GOMAXPROCS each of n brokers on this machine gets
+// when they share its cores: this process's GOMAXPROCS (the CPUs it may
+// use, cgroup limits included) divided among them, at least 1; 0 (Go's
+// default, all of them) for one broker. Three brokers that each believe
+// they own both cores of a 2-core machine wake an idle scheduler thread
+// for almost every goroutine made runnable, and put it back to sleep:
+// on this project's VMs that doubled the context switches per message
+// (BENCHMARKS.md section 21). A broker alone on its host, or in a
+// container with a CPU limit (which Go reads), needs no setting.
+func SplitMaxProcs(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return max(1, runtime.GOMAXPROCS(0)/n)
+}
+
+// MaxProcsEnv is the environment of a broker process with GOMAXPROCS
+// procs (0: the inherited environment, Go's default).
+func MaxProcsEnv(procs int) []string {
+	if procs <= 0 {
+		return nil
+	}
+	return append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
+}
+
 // StartLocalBroker runs `bin serve --listen A --data-dir D --admin-listen B`
 // and waits until A accepts connections.
 func StartLocalBroker(bin, dataDir string, logTo io.Writer) (*LocalBroker, error) {
-	b, err := launchLocalBroker(bin, dataDir, logTo)
+	b, err := launchLocalBroker(bin, dataDir, logTo, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +76,9 @@ func StartLocalBroker(bin, dataDir string, logTo io.Writer) (*LocalBroker, error
 // StartLocalCluster runs n brokers on loopback that form one cluster, each
 // a controller voter (combined mode) with its own data dir under dir, and
 // waits until every one accepts Kafka connections (a ringlog broker opens
-// its Kafka listener only once it has joined the cluster).
-func StartLocalCluster(bin, dir string, n int, logTo io.Writer) ([]*LocalBroker, error) {
+// its Kafka listener only once it has joined the cluster). procs is each
+// broker's GOMAXPROCS (0: Go's default; see SplitMaxProcs).
+func StartLocalCluster(bin, dir string, n, procs int, logTo io.Writer) ([]*LocalBroker, error) {
 	ctrl := make([]string, n)
 	var voters string
 	for i := range ctrl {
@@ -71,7 +98,7 @@ func StartLocalCluster(bin, dir string, n int, logTo io.Writer) ([]*LocalBroker,
 		}
 	}
 	for i := range n {
-		b, err := launchLocalBroker(bin, filepath.Join(dir, fmt.Sprintf("node-%d", i+1)), logTo,
+		b, err := launchLocalBroker(bin, filepath.Join(dir, fmt.Sprintf("node-%d", i+1)), logTo, procs,
 			"--node-id", fmt.Sprint(i+1), "--controller-listen", ctrl[i], "--controller-voters", voters)
 		if err != nil {
 			stopAll()
@@ -88,7 +115,7 @@ func StartLocalCluster(bin, dir string, n int, logTo io.Writer) ([]*LocalBroker,
 	return bs, nil
 }
 
-func launchLocalBroker(bin, dataDir string, logTo io.Writer, extra ...string) (*LocalBroker, error) {
+func launchLocalBroker(bin, dataDir string, logTo io.Writer, procs int, extra ...string) (*LocalBroker, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -100,6 +127,7 @@ func launchLocalBroker(bin, dataDir string, logTo io.Writer, extra ...string) (*
 	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-listen", admin}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logTo, logTo
+	cmd.Env = MaxProcsEnv(procs)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -108,10 +136,22 @@ func launchLocalBroker(bin, dataDir string, logTo io.Writer, extra ...string) (*
 	return b, nil
 }
 
-// waitListening waits until the Kafka port accepts connections.
+// waitListening waits until the Kafka port and then the admin port accept
+// connections: a ringlog broker binds its admin listener last, and a run
+// that found no admin endpoint would count the broker's context switches
+// without its exited threads (a flaky TestBenchThreeBrokers).
 func (b *LocalBroker) waitListening() error {
-	bin, addr := b.cmd.Path, b.Addr
+	bin := b.cmd.Path
 	deadline := time.Now().Add(30 * time.Second)
+	for _, addr := range []string{b.Addr, b.AdminAddr} {
+		if err := b.waitDial(bin, addr, deadline); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *LocalBroker) waitDial(bin, addr string, deadline time.Time) error {
 	for {
 		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 		if err == nil {
@@ -164,7 +204,11 @@ type BenchConfig struct {
 	AutoReplicationFactor bool
 	Brokers               int    // 1..9, all controller voters
 	BrokerBin             string // "": this executable
-	Out                   string // report directory; "": bench-results/<time>
+	// BrokerMaxProcs is each broker's GOMAXPROCS: 0 Go's default, -1
+	// (DefaultBenchConfig) SplitMaxProcs(Brokers), the machine's cores
+	// split among them.
+	BrokerMaxProcs int
+	Out            string // report directory; "": bench-results/<time>
 	// Sweep, with more than one count, runs the workload once per
 	// partition count on a fresh topic each (runSweep) against the same
 	// brokers; one count replaces Workload.Partitions.
@@ -190,7 +234,7 @@ func DefaultBenchConfig() BenchConfig {
 	d.Partitions = 8
 	d.Consumers = 1
 	d.Topic = "ringlog-bench"
-	return BenchConfig{Workload: d, AutoReplicationFactor: true, Brokers: 3}
+	return BenchConfig{Workload: d, AutoReplicationFactor: true, Brokers: 3, BrokerMaxProcs: -1}
 }
 
 // Bench starts the brokers, runs the workload until ctx ends or the run is
@@ -229,14 +273,21 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 		return err
 	}
 	defer logf.Close()
+	procs := bc.BrokerMaxProcs
+	if procs < 0 {
+		procs = SplitMaxProcs(n)
+	}
 	var brokers []*LocalBroker
 	if n == 1 {
-		b, err := StartLocalBroker(bin, filepath.Join(tmp, "data"), logf)
+		b, err := launchLocalBroker(bin, filepath.Join(tmp, "data"), logf, procs)
+		if err == nil {
+			err = b.waitListening()
+		}
 		if err != nil {
 			return err
 		}
 		brokers = []*LocalBroker{b}
-	} else if brokers, err = StartLocalCluster(bin, tmp, n, logf); err != nil {
+	} else if brokers, err = StartLocalCluster(bin, tmp, n, procs, logf); err != nil {
 		return err
 	}
 	defer func() {
@@ -272,6 +323,10 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "bench: %d broker(s), topic replication factor %d, min.insync.replicas %s, acks %s\n",
 		n, cfg.ReplicationFactor, cfg.TopicConfigs["min.insync.replicas"], acksName(cfg.Acks))
+	if procs > 0 {
+		fmt.Fprintf(out, "bench: each broker runs with GOMAXPROCS %d: %d cores shared by %d brokers and the generator (--broker-max-procs 0: Go's default)\n",
+			procs, runtime.GOMAXPROCS(0), n)
+	}
 	dir := bc.Out
 	if dir == "" {
 		dir = filepath.Join("bench-results", time.Now().Format("20060102-150405"))

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,6 +180,12 @@ func TestBenchThreeBrokers(t *testing.T) {
 	}
 	if res.Environment.BrokerIOPath == "" || res.Environment.BrokerFsync == "" {
 		t.Fatalf("environment lacks the broker's /healthz: %+v", res.Environment)
+	}
+	// The three brokers split this machine's cores, and the report says so.
+	if want := max(1, runtime.GOMAXPROCS(0)/3); res.Environment.BrokerMaxProcs != want ||
+		res.Environment.BrokerCPUs != runtime.NumCPU() || !strings.Contains(stdout.String(), fmt.Sprintf("GOMAXPROCS %d:", want)) {
+		t.Fatalf("broker GOMAXPROCS %d of %d CPUs, want %d of %d:\n%s", res.Environment.BrokerMaxProcs,
+			res.Environment.BrokerCPUs, want, runtime.NumCPU(), stdout.String())
 	}
 	// Every broker's counters, and their sum.
 	c := res.BrokerCPU

@@ -277,7 +277,7 @@ func TestRetryBackoffRealBroker(t *testing.T) {
 	}
 	defer log.Close()
 	brokerLog := func() string { b, _ := os.ReadFile(log.Name()); return string(b) }
-	bs, err := StartLocalCluster(bin, dir, 3, log)
+	bs, err := StartLocalCluster(bin, dir, 3, 0, log)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, brokerLog())
 	}

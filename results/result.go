@@ -212,6 +212,11 @@ type Environment struct {
 	BrokerFsync   string `json:"broker_fsync,omitempty"`
 	BrokerHealthz string `json:"broker_healthz_error,omitempty"`
 	BrokerCommit  string `json:"broker_commit,omitempty"`
+	// BrokerMaxProcs is the broker's GOMAXPROCS, BrokerCPUs the CPUs it
+	// may run on (0: not reported): brokers that share one machine split
+	// its cores (ringlog bench --broker-max-procs).
+	BrokerMaxProcs int `json:"broker_max_procs,omitempty"`
+	BrokerCPUs     int `json:"broker_cpus,omitempty"`
 	// What the run was measured against (filled by the generator from its
 	// flags and the topic's metadata/configs).
 	ReplicationFactor int    `json:"replication_factor,omitempty"`

@@ -121,6 +121,7 @@ func environmentFields(e Environment) []envField {
 		{"broker_commit", "broker commit", orUnknown(e.BrokerCommit)},
 		{"io_path", "io path", orUnknown(e.BrokerIOPath)},
 		{"fsync", "fsync policy", orUnknown(e.BrokerFsync)},
+		{"broker_max_procs", "broker GOMAXPROCS", maxProcs(e)},
 		{"replication_factor", "replication factor", num(e.ReplicationFactor)},
 		{"min_isr", "min ISR", num(e.MinISR)},
 		{"partitions", "partitions", num(e.Partitions)},
@@ -133,6 +134,17 @@ func environmentFields(e Environment) []envField {
 		{"cpu_model", "CPU model", orUnknown(e.CPUModel)},
 		{"loadgen", "load generator", strings.TrimSpace(orUnknown(e.LoadgenVersion) + " " + e.LoadgenCommit)},
 	}
+}
+
+// maxProcs is "N of C CPUs" for the broker's GOMAXPROCS.
+func maxProcs(e Environment) string {
+	switch {
+	case e.BrokerMaxProcs <= 0:
+		return "unknown"
+	case e.BrokerCPUs <= 0:
+		return fmt.Sprint(e.BrokerMaxProcs)
+	}
+	return fmt.Sprintf("%d of %d CPUs", e.BrokerMaxProcs, e.BrokerCPUs)
 }
 
 // WriteEnvironment prints the environment table of r.

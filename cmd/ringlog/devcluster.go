@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/loadgen"
 	"github.com/urfave/cli/v2"
 )
 
@@ -256,6 +257,11 @@ func (nd *devNode) start(voters, extra []string) error {
 	defer logf.Close()
 	nd.cmd = exec.Command(self, nd.serveArgs(voters, extra)...)
 	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
+	// The nodes share this machine's cores (loadgen.SplitMaxProcs), unless
+	// the serve flags or the environment say otherwise.
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set && !slices.ContainsFunc(extra, isMaxProcsFlag) {
+		nd.cmd.Env = loadgen.MaxProcsEnv(loadgen.SplitMaxProcs(len(voters)))
+	}
 	// Own process group: Ctrl-C in the terminal reaches only us, and
 	// we stop the nodes in order.
 	nd.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -265,6 +271,12 @@ func (nd *devNode) start(voters, extra []string) error {
 	nd.exited = make(chan error, 1)
 	go func() { nd.exited <- nd.cmd.Wait() }()
 	return nil
+}
+
+// isMaxProcsFlag reports whether a serve argument sets --max-procs.
+func isMaxProcsFlag(a string) bool {
+	a = strings.TrimLeft(a, "-")
+	return a == "max-procs" || strings.HasPrefix(a, "max-procs=")
 }
 
 // waitReady polls the node's /healthz until it reports "ok". false with

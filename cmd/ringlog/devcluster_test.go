@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,6 +91,13 @@ func TestDevCluster(t *testing.T) {
 	md, err := adm.BrokerMetadata(ctx)
 	if err != nil || len(md.Brokers) != 3 {
 		t.Fatalf("metadata lists %d brokers (%v)", len(md.Brokers), err)
+	}
+	// The nodes split this machine's cores.
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		h, err := devHealth(fmt.Sprintf("127.0.0.1:%d", admin))
+		if want := float64(max(1, runtime.GOMAXPROCS(0)/3)); err != nil || h["max_procs"] != want {
+			t.Fatalf("node 1 /healthz max_procs %v (%v), want %v", h["max_procs"], err, want)
+		}
 	}
 
 	// Ctrl-C: the command stops all nodes and exits cleanly.

@@ -352,6 +352,7 @@ func benchCommand() *cli.Command {
 	flags := []cli.Flag{
 		&cli.IntFlag{Name: "brokers", Value: d.Brokers, Usage: "brokers to start, all controller voters (1: a single node); topics get RF=min(brokers,3) and min.insync.replicas 2 unless --replication-factor is set", EnvVars: env("brokers")},
 		&cli.StringFlag{Name: "broker-bin", Usage: "broker binary (default: this ringlog executable); bin/fakebroker (make build) is franz-go's in-memory kfake, the baseline to compare with (use --brokers 1)", EnvVars: env("broker-bin")},
+		&cli.StringFlag{Name: "broker-max-procs", Value: "auto", Usage: "GOMAXPROCS of each broker: auto (this machine's cores split among the brokers, at least 1; one broker gets them all) | N | 0 (Go's default: every broker schedules on all cores)", EnvVars: env("broker-max-procs")},
 	}
 	flags = append(flags, findMaxFlags(loadgen.DefaultOptions())...)
 	flags = append(flags, agentsFlags()...)
@@ -384,7 +385,14 @@ func benchCommand() *cli.Command {
 			findMaxFrom(c, &search)
 			search.FindMax = search.FindMax || findMax
 			agents, token := agentsFrom(c)
+			procs := -1
+			if v := c.String("broker-max-procs"); v != "auto" {
+				if procs, err = strconv.Atoi(v); err != nil || procs < 0 {
+					return cli.Exit(fmt.Sprintf("--broker-max-procs %q: want auto, 0 (Go's default) or a count of threads", v), 2)
+				}
+			}
 			return usageExit(loadgen.Bench(ctx, loadgen.BenchConfig{
+				BrokerMaxProcs:        procs,
 				Agents:                agents,
 				AgentToken:            token,
 				Search:                search,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -123,6 +124,7 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.DurationFlag{Name: "remote-upload-interval", Value: d.Tiered.Upload.Interval, Usage: "how often each led partition of a remote-storage topic looks for sealed segments to upload and applies remote retention", EnvVars: env("remote-upload-interval")},
 		&cli.Int64Flag{Name: "remote-upload-max-rate", Value: d.Tiered.Upload.MaxRate, Usage: "bytes per second this broker uploads at most, over all partitions (0: no cap); keep it above the broker's share of the ingest rate", EnvVars: env("remote-upload-max-rate")},
 		&cli.IntFlag{Name: "remote-upload-concurrency", Value: d.Tiered.Upload.Concurrency, Usage: "segments this broker uploads at once", EnvVars: env("remote-upload-concurrency")},
+		&cli.IntFlag{Name: "max-procs", Usage: "GOMAXPROCS: threads running Go code at once (0: Go's default, the CPUs this process may use, cgroup limits included; the GOMAXPROCS variable, when set, wins); brokers sharing a machine should split its cores, or every idle scheduler thread is woken and put back to sleep on each request (ringlog bench and dev cluster do, BENCHMARKS.md section 21)", EnvVars: env("max-procs")},
 		&cli.IntFlag{Name: "gc-percent", Value: defaultGCPercent, Usage: "Go GC target (as GOGC, which overrides it when set): heap growth over the live heap before a collection; produce bodies are short-lived garbage, and at 100 (Go's default) collecting them cost a quarter of the broker's CPU at 100k msg/s (BENCHMARKS.md section 13); -1 disables the GC", EnvVars: env("gc-percent")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug | info | warn | error", EnvVars: env("log-level")},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text | json", EnvVars: env("log-format")},
@@ -154,6 +156,22 @@ func setGCPercent(pct int, log *slog.Logger) {
 	debug.SetGCPercent(pct)
 }
 
+// setMaxProcs applies --max-procs unless GOMAXPROCS is set.
+func setMaxProcs(n int, log *slog.Logger) error {
+	switch {
+	case n < 0:
+		return fmt.Errorf("--max-procs %d: want 0 (Go's default) or more", n)
+	case n == 0:
+		return nil
+	}
+	if v, ok := os.LookupEnv("GOMAXPROCS"); ok {
+		log.Info("GOMAXPROCS is set; --max-procs ignored", "GOMAXPROCS", v)
+		return nil
+	}
+	runtime.GOMAXPROCS(n)
+	return nil
+}
+
 func runServe(c *cli.Context) error {
 	cfg, err := configFromFlags(c)
 	if err != nil {
@@ -162,6 +180,9 @@ func runServe(c *cli.Context) error {
 	log := cfg.Logger
 	slog.SetDefault(log)
 	setGCPercent(c.Int("gc-percent"), log)
+	if err := setMaxProcs(c.Int("max-procs"), log); err != nil {
+		return err
+	}
 	// Checked before the data dir is touched.
 	if err := cfg.Validate(); err != nil {
 		return err

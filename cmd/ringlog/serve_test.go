@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -223,4 +224,24 @@ func TestIOFlagWithoutIOUring(t *testing.T) {
 			t.Fatalf("produce on the sync fallback: %v", err)
 		}
 	})
+}
+
+// TestServeMaxProcs: --max-procs sets the broker's GOMAXPROCS, /healthz
+// reports it beside the CPUs, and a negative count is refused by name.
+func TestServeMaxProcs(t *testing.T) {
+	b := startBroker(t, t.TempDir(), "--max-procs", "1")
+	h, err := b.health()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h["max_procs"] != float64(1) || h["num_cpu"] != float64(runtime.NumCPU()) {
+		t.Fatalf("/healthz max_procs %v num_cpu %v, want 1 and %d", h["max_procs"], h["num_cpu"], runtime.NumCPU())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, code := runRinglogCode(t, ctx, "serve", "--max-procs", "-1", "--data-dir", t.TempDir(),
+		"--listen", freePort(t), "--admin-listen", freePort(t))
+	if code == 0 || !strings.Contains(out, "--max-procs -1") {
+		t.Fatalf("serve --max-procs -1: exit %d\n%s", code, out)
+	}
 }
