@@ -98,6 +98,16 @@ type Config struct {
 	LeaderImbalancePercent int
 	// ApplyTimeout bounds one proposal on the leader (5s).
 	ApplyTimeout time.Duration
+	// ElectionTimeout is how long a controller voter goes without hearing
+	// from the active controller before it stands for election (raft's
+	// HeartbeatTimeout and ElectionTimeout; raft randomizes each wait
+	// between this and twice this), and how soon the active controller
+	// steps down once out of touch with a quorum (raft's
+	// LeaderLeaseTimeout, half of it). 500ms: a controller cut off from
+	// the quorum is replaced within about 1.5 s, and the brokers it
+	// leaves fenced a session after that. raft's own 1s default added up
+	// to 1.5 s more to every failover of the controller.
+	ElectionTimeout time.Duration
 	// Logger receives raft's and the controller's logs (slog.Default()).
 	Logger *slog.Logger
 
@@ -114,6 +124,7 @@ func DefaultConfig() Config {
 		BrokerSessionTimeout:    9 * time.Second,
 		HeartbeatInterval:       time.Second,
 		ApplyTimeout:            5 * time.Second,
+		ElectionTimeout:         500 * time.Millisecond,
 		LeaderRebalanceInterval: 5 * time.Minute,
 		LeaderImbalancePercent:  10,
 	}
@@ -130,6 +141,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = d.ApplyTimeout
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = d.ElectionTimeout
 	}
 	if c.MaxStaleness == 0 {
 		c.MaxStaleness = c.BrokerSessionTimeout
@@ -168,6 +182,10 @@ func (c Config) Validate() error {
 	}
 	if c.ApplyTimeout <= 0 {
 		return fmt.Errorf("coordinator: apply timeout %v must be positive", c.ApplyTimeout)
+	}
+	// raft itself refuses a LeaderLeaseTimeout under 5ms.
+	if c.ElectionTimeout < 10*time.Millisecond {
+		return fmt.Errorf("coordinator: controller election timeout %v is below 10ms", c.ElectionTimeout)
 	}
 	if c.LeaderRebalanceInterval < 0 {
 		return fmt.Errorf("coordinator: leader rebalance interval %v is negative (0 disables it)", c.LeaderRebalanceInterval)

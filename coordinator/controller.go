@@ -20,7 +20,10 @@ import (
 
 func (n *Node) controllerLoop() {
 	defer n.wg.Done()
-	tick := time.NewTicker(max(n.cfg.HeartbeatInterval/2, 10*time.Millisecond))
+	// Fencing is checked at a twentieth of the session, so a silent broker
+	// is fenced within 5% of its session's end (at half the heartbeat
+	// interval it could take a sixth of a 3 s session longer).
+	tick := time.NewTicker(max(min(n.cfg.HeartbeatInterval/2, n.cfg.BrokerSessionTimeout/20), 10*time.Millisecond))
 	defer tick.Stop()
 	var rebalance <-chan time.Time // nil: disabled
 	if n.cfg.LeaderRebalanceInterval > 0 {
@@ -36,7 +39,17 @@ func (n *Node) controllerLoop() {
 			n.lmu.Lock()
 			// A new controller knows nothing of past heartbeats: every
 			// broker gets a full session from now (see fenceExpired).
+			// Started here, not at the next tick, so a broker cut off
+			// with the old controller is fenced a session after the
+			// election, not up to a tick or two later; a broker the
+			// image does not show yet starts at its first tick.
 			n.lastSeen, n.catchUp, n.shutdown = map[int32]time.Time{}, map[int32]uint64{}, map[int32]uint64{}
+			if leading {
+				now := time.Now()
+				for _, b := range n.fsm.Image().Brokers() {
+					n.lastSeen[b.ID] = now
+				}
+			}
 			n.lmu.Unlock()
 			if leading {
 				n.log.Info("became active controller")

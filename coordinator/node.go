@@ -211,6 +211,7 @@ func (n *Node) start(_ context.Context) error {
 	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
 	rc.Logger = newHCLog(cfg.Logger)
 	rc.NotifyCh = n.notifyCh
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = cfg.ElectionTimeout, cfg.ElectionTimeout, cfg.ElectionTimeout/2
 	if len(cfg.Voters) <= 1 {
 		// Nobody to split votes with: elect at once so single-node mode
 		// starts fast.

@@ -331,6 +331,22 @@ func (p *Purgatory) FailPartition(tp TopicPartition, epoch int32, err error) int
 	return p.failWaiters(pw, err)
 }
 
+// FailWaiting fails tp's waiters of leader epoch epoch (or older) that
+// are parked now, with err, without ending the epoch: a waiter added
+// later is answered as usual. The broker uses it while its metadata is
+// stale (it may no longer lead, but cannot tell yet): clients go and look
+// for the leader instead of waiting out their timeouts, and if the lease
+// resumes unchanged the epoch goes on.
+func (p *Purgatory) FailWaiting(tp TopicPartition, epoch int32, err error) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pw := p.parts[tp]
+	if p.closed || pw == nil || pw.epoch > epoch {
+		return 0
+	}
+	return p.failWaiters(pw, err)
+}
+
 // Expire completes the waiters whose deadline is not after now with
 // ErrRequestTimedOut.
 func (p *Purgatory) Expire(now time.Time) int {

@@ -230,3 +230,37 @@ func (c *fakeClock) AdvanceTo(t time.Time) {
 	}
 	c.timers = keep
 }
+
+// TestPurgatoryFailWaiting: the waiters parked when a stale broker gives
+// up on them fail with the given error, the epoch goes on (a later waiter
+// of it completes with the HW as before), and other partitions and newer
+// epochs are left alone.
+func TestPurgatoryFailWaiting(t *testing.T) {
+	p := NewPurgatory()
+	other := TopicPartition{Topic: "u"}
+	dl := t0.Add(time.Minute)
+	p.Advance(simTP, 3, 0, 3, 2)
+	w1 := p.Add(simTP, 3, 1, t0, dl)
+	w2 := p.Add(simTP, 3, 2, t0, dl)
+	wo := p.Add(other, 3, 0, t0, dl)
+	if n := p.FailWaiting(simTP, 2, ErrNotLeaderOrFollower); n != 0 || done(w1) {
+		t.Fatalf("an older epoch's call failed %d waiters of epoch 3", n)
+	}
+	if n := p.FailWaiting(simTP, 3, ErrNotLeaderOrFollower); n != 2 || !errors.Is(w1.Err(), ErrNotLeaderOrFollower) || !errors.Is(w2.Err(), ErrNotLeaderOrFollower) {
+		t.Fatalf("fail waiting: %d %v %v", n, w1.Err(), w2.Err())
+	}
+	if done(wo) {
+		t.Fatal("other partition disturbed")
+	}
+	// The lease came back: epoch 3 goes on.
+	w3 := p.Add(simTP, 3, 4, t0, dl)
+	if done(w3) {
+		t.Fatalf("a waiter of the same epoch failed at once: %v", w3.Err())
+	}
+	if n := p.Advance(simTP, 3, 5, 3, 2); n != 1 || w3.Err() != nil {
+		t.Fatalf("advance after the lease resumed: %d %v", n, w3.Err())
+	}
+	if n := p.FailWaiting(other, 3, ErrNotLeaderOrFollower); n != 1 || !errors.Is(wo.Err(), ErrNotLeaderOrFollower) {
+		t.Fatalf("other partition: %d %v", n, wo.Err())
+	}
+}

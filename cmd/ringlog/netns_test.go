@@ -23,13 +23,17 @@ import (
 // the host's namespaces are never touched; inside, a bridge joins one
 // named namespace per broker through a veth pair:
 //
-//	test process (clients) 10.77.0.254 on rlbr0
-//	   rlbr0 --- rlp<i> ==veth== eth0 10.77.0.<i> in netns rlpart-<pid>-<i> (broker i)
+//	test process (clients) 169.254.77.254 on rlbr0
+//	   rlbr0 --- rlp<i> ==veth== eth0 169.254.77.<i> in netns rlpart-<pid>-<i> (broker i)
 //
-// A partition disables the broker's bridge port: its frames are dropped in
-// both directions while both link ends stay up, and static neighbour
-// entries keep ARP out of it, so peers see silence rather than refusals
-// or unreachable errors.
+// The addresses are link-local (169.254.0.0/16), which nothing outside
+// the machine routes. isolate disables a broker's bridge port: its frames
+// are dropped in both directions, clients' included, while both link ends
+// stay up, and static neighbour entries keep ARP out of it, so peers see
+// silence rather than refusals or unreachable errors. The finer faults
+// (netfaults_test.go) are nftables rules on the bridge's forward hook,
+// which only broker-to-broker frames pass: clients, on the bridge itself,
+// keep reaching every broker.
 
 // netnsChildEnv marks the re-executed child; its value is the test name.
 const netnsChildEnv = "RINGLOG_TEST_NETNS_CHILD"
@@ -37,7 +41,7 @@ const netnsChildEnv = "RINGLOG_TEST_NETNS_CHILD"
 // The bridge's /24 and the bridge's own address (used inside the private
 // namespace only).
 const (
-	netnsSubnet = "10.77.0."
+	netnsSubnet = "169.254.77."
 	bridgeMAC   = "02:00:0a:4d:00:fe"
 )
 
@@ -62,6 +66,12 @@ func lookTool(name string) string {
 // in the child it returns true and the caller runs the test body.
 func inNetnsChild(t *testing.T) bool {
 	t.Helper()
+	return inNetnsChildFor(t, 170*time.Second)
+}
+
+// inNetnsChildFor is inNetnsChild with the child's test timeout.
+func inNetnsChildFor(t *testing.T, limit time.Duration) bool {
+	t.Helper()
 	if os.Getenv(netnsChildEnv) == t.Name() {
 		return true
 	}
@@ -72,10 +82,10 @@ func inNetnsChild(t *testing.T) bool {
 	if out, err := exec.Command(unshare, "-n", "true").CombinedOutput(); err != nil {
 		t.Skipf("network partition tests need CAP_NET_ADMIN (unshare -n: %v %s)", err, strings.TrimSpace(string(out)))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit+10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, unshare, "-n", "--", os.Args[0],
-		"-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout=170s")
+		"-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1", "-test.timeout="+limit.String())
 	cmd.Env = append(os.Environ(), netnsChildEnv+"="+t.Name(), "RINGLOG_TEST_BIN="+ringlogBin)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -108,7 +118,7 @@ func inNetnsChild(t *testing.T) bool {
 
 // isSummaryLine matches the one-line results tests print with fmt.Printf.
 func isSummaryLine(ln string) bool {
-	return strings.HasPrefix(ln, "partition: ")
+	return strings.HasPrefix(ln, "partition: ") || strings.HasPrefix(ln, "netfaults: ")
 }
 
 // reapNetns kills what is left in the namespaces a child (by pid) created,

@@ -49,6 +49,7 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.StringFlag{Name: "controller-voters", Usage: "static controller quorum \"1@host:port,2@host:port,3@host:port\"; empty: this node is a single-voter quorum of its own (no port opened)", EnvVars: env("controller-voters")},
 		&cli.StringFlag{Name: "controller-listen", Usage: "host:port for raft and the controller RPC (default: this node's address in --controller-voters); required for brokers that are not voters", EnvVars: env("controller-listen")},
 		&cli.DurationFlag{Name: "replica-lag-time-max", Value: d.Replication.ReplicaLagTimeMax, Usage: "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR", EnvVars: env("replica-lag-time-max")},
+		&cli.DurationFlag{Name: "controller-election-timeout", Value: d.Controller.ElectionTimeout, Usage: "a controller voter that hears nothing from the active controller for this long (randomized up to twice it) stands for election; the active controller steps down after half of it out of touch with a quorum", EnvVars: env("controller-election-timeout")},
 		&cli.DurationFlag{Name: "broker-session-timeout", Value: d.Controller.BrokerSessionTimeout, Usage: "the controller fences a broker whose heartbeats stop for this long and moves its partition leaderships", EnvVars: env("broker-session-timeout")},
 		&cli.DurationFlag{Name: "leader-rebalance-interval", Value: d.Controller.LeaderRebalanceInterval, Usage: "auto.leader.rebalance.enable with leader.imbalance.check.interval.seconds: how often the active controller moves leaderships back to preferred replicas that are unfenced and in sync (0: never)", EnvVars: env("leader-rebalance-interval")},
 		&cli.IntFlag{Name: "leader-imbalance-percent", Value: d.Controller.LeaderImbalancePercent, Usage: "leader.imbalance.per.broker.percentage: rebalance a broker's partitions when more than this share of those it is preferred leader of are led elsewhere", EnvVars: env("leader-imbalance-percent")},
@@ -250,6 +251,7 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	ctl.ClusterID = c.String("cluster-id") // broker.New checks it against the data dir's
 	ctl.Rack = c.String("rack")
 	ctl.BrokerSessionTimeout = c.Duration("broker-session-timeout")
+	ctl.ElectionTimeout = c.Duration("controller-election-timeout")
 	ctl.UncleanLeaderElection = c.Bool("unclean-leader-election")
 	ctl.LeaderRebalanceInterval = c.Duration("leader-rebalance-interval")
 	ctl.LeaderImbalancePercent = c.Int("leader-imbalance-percent")

@@ -1,0 +1,907 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Network faults between brokers (docs/NETWORK-FAULTS.md). The brokers run
+// in the namespaces of netns_test.go; the faults are nftables rules in the
+// bridge's forward hook, so they cut, drop or thin out broker-to-broker
+// traffic only, while the clients (the test process, on the bridge) reach
+// every broker all along. Each fault is probed before the workload counts
+// on it, and the history of every produce attempt is checked at the end.
+
+// nftTable is the bridge table the fault rules live in.
+const nftTable = "rlfault"
+
+// nftOrSkip returns the path of nft(8), or skips the test.
+func (tn *testNet) nftOrSkip() string {
+	tn.t.Helper()
+	nft := lookTool("nft")
+	if nft == "" {
+		tn.t.Skip("network fault tests need nft (Debian package nftables)")
+	}
+	tn.nftRun(nft, fmt.Sprintf("table bridge %s {\n chain fw {\n  type filter hook forward priority 0; policy accept;\n }\n}\n", nftTable))
+	return nft
+}
+
+func (tn *testNet) nftRun(nft, script string) {
+	tn.t.Helper()
+	cmd := exec.Command(nft, "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tn.t.Fatalf("nft -f -: %v %s\nscript:\n%s", err, out, script)
+	}
+}
+
+// setRules replaces the fault rules with rules (each an nft rule body).
+func (tn *testNet) setRules(nft string, rules ...string) {
+	tn.t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "flush chain bridge %s fw\n", nftTable)
+	for _, r := range rules {
+		fmt.Fprintf(&b, "add rule bridge %s fw %s\n", nftTable, r)
+	}
+	tn.nftRun(nft, b.String())
+}
+
+// port is the bridge-side interface of node i (0-based).
+func (tn *testNet) port(i int) string { return tn.nodes[i].port }
+
+// dropRule drops frames from node a to node b, counted under name.
+func (tn *testNet) dropRule(a, b int, name string) string {
+	return fmt.Sprintf(`iifname "%s" oifname "%s" counter drop comment "%s"`, tn.port(a), tn.port(b), name)
+}
+
+// cutRules cut every node of as off from every node of bs, both ways.
+func (tn *testNet) cutRules(as, bs []int) []string {
+	var out []string
+	for _, a := range as {
+		for _, b := range bs {
+			out = append(out, tn.dropRule(a, b, fmt.Sprintf("cut-%d-%d", a+1, b+1)), tn.dropRule(b, a, fmt.Sprintf("cut-%d-%d", b+1, a+1)))
+		}
+	}
+	return out
+}
+
+// lossRules drop pct% of the frames node i sends to or receives from
+// other brokers (i < 0: of every broker-to-broker frame). The count-only
+// rules before them give the probe its denominator.
+func (tn *testNet) lossRules(i, pct int) []string {
+	match := []string{""}
+	if i >= 0 {
+		match = []string{fmt.Sprintf(`iifname "%s" `, tn.port(i)), fmt.Sprintf(`oifname "%s" `, tn.port(i))}
+	}
+	var out []string
+	for k, m := range match {
+		out = append(out, fmt.Sprintf(`%scounter comment "seen-%d"`, m, k))
+		out = append(out, fmt.Sprintf(`%snumgen random mod 100 < %d counter drop comment "loss-%d"`, m, pct, k))
+	}
+	return out
+}
+
+var nftCounterRE = regexp.MustCompile(`counter packets (\d+) bytes \d+ .*comment "([^"]+)"`)
+
+// counters reads the fault rules' packet counters by comment.
+func (tn *testNet) counters(nft string) map[string]int64 {
+	tn.t.Helper()
+	out, err := exec.Command(nft, "list", "chain", "bridge", nftTable, "fw").CombinedOutput()
+	if err != nil {
+		tn.t.Fatalf("nft list chain: %v %s", err, out)
+	}
+	m := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if g := nftCounterRE.FindStringSubmatch(sc.Text()); g != nil {
+			n, _ := strconv.ParseInt(g[1], 10, 64)
+			m[g[2]] += n
+		}
+	}
+	return m
+}
+
+// sumPrefix adds the counters whose name starts with prefix.
+func sumPrefix(m map[string]int64, prefix string) int64 {
+	var n int64
+	for k, v := range m {
+		if strings.HasPrefix(k, prefix) {
+			n += v
+		}
+	}
+	return n
+}
+
+// reachable reports whether node from (0-based; -1: the clients' side)
+// can open a TCP connection to node to's admin port within limit.
+func (tn *testNet) reachable(c *testCluster, from, to int, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	addr := c.node(int32(to + 1)).admin
+	var nd net.Dialer
+	d := nd.DialContext
+	if from >= 0 {
+		d = tn.dialer(from)
+	}
+	conn, err := d(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
+// netAck is one acknowledged produce of the history.
+type netAck struct {
+	producer, seq int
+	partition     int32
+	offset        int64
+	at            time.Time
+	lat           time.Duration
+}
+
+// netTxn is one transaction of the history and how it ended as far as its
+// producer knows: committed, aborted, or unknown (an error on the way).
+type netTxn struct {
+	id      int
+	values  []string
+	outcome string
+}
+
+// netHistory records every produce attempt of the workload.
+type netHistory struct {
+	mu       sync.Mutex
+	acks     map[string]netAck
+	errs     map[string]int
+	attempts atomic.Int64
+	txns     []netTxn
+	stopped  atomic.Bool
+	wg       sync.WaitGroup
+}
+
+func newNetHistory() *netHistory {
+	return &netHistory{acks: map[string]netAck{}, errs: map[string]int{}}
+}
+
+func (h *netHistory) fail(err error) {
+	name := err.Error()
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		name = ke.Message
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		name = "client timeout"
+	}
+	h.mu.Lock()
+	h.errs[name]++
+	h.mu.Unlock()
+}
+
+// netClientOpts are the clients' settings: acks=all, franz-go's own
+// request timeouts (10 s for the broker, plus 10 s), so that how long a
+// produce waits is up to the broker, and a metadata age short enough for
+// faults of seconds (franz-go refreshes at most every 5 s by default).
+func netClientOpts(seeds []string) []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProduceRequestTimeout(10 * time.Second), kgo.RequestTimeoutOverhead(10 * time.Second),
+		kgo.DialTimeout(2 * time.Second), kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}
+}
+
+// runIdempotent starts one idempotent producer per partition of topic,
+// each sending one keyed record at a time (key = producer), retrying
+// inside kgo until a record's delivery timeout.
+func (h *netHistory) runIdempotent(t *testing.T, seeds []string, topic string, partitions int) {
+	for p := range partitions {
+		cl, err := kgo.NewClient(append(netClientOpts(seeds), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.RecordDeliveryTimeout(60*time.Second))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			defer cl.Close()
+			key := []byte(fmt.Sprintf("k%02d", p))
+			for seq := 0; !h.stopped.Load() && seq < 1_000_000; seq++ {
+				v := failoverValue(p, seq)
+				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+				start := time.Now()
+				h.attempts.Add(1)
+				r, err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Key: key, Value: []byte(v)}).First()
+				cancel()
+				if err != nil {
+					h.fail(err)
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				now := time.Now()
+				h.mu.Lock()
+				h.acks[v] = netAck{producer: p, seq: seq, partition: r.Partition, offset: r.Offset, at: now, lat: now.Sub(start)}
+				h.mu.Unlock()
+			}
+		}()
+	}
+}
+
+// runTransactional runs one transactional producer on topic: transactions
+// of 2 records per partition, every third aborted on purpose.
+func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string, partitions int) {
+	newClient := func() *kgo.Client {
+		cl, err := kgo.NewClient(append(netClientOpts(seeds), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.TransactionalID("netfaults-tx"), kgo.TransactionTimeout(10*time.Second),
+			kgo.RecordDeliveryTimeout(20*time.Second))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	cl := newClient()
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer func() { cl.Close() }()
+		for id := 0; !h.stopped.Load() && id < 100_000; id++ {
+			tx := netTxn{id: id, outcome: "unknown"}
+			commit := id%3 != 2
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := cl.BeginTransaction()
+			for p := 0; err == nil && p < partitions; p++ {
+				for k := range 2 {
+					v := fmt.Sprintf("t%06d-%d-%d", id, p, k)
+					tx.values = append(tx.values, v)
+					err = cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(v)}).FirstErr()
+				}
+			}
+			if err == nil {
+				err = cl.EndTransaction(ctx, kgo.TransactionEndTry(commit))
+				if err == nil {
+					tx.outcome = map[bool]string{true: "committed", false: "aborted"}[commit]
+				}
+			}
+			if err != nil {
+				h.fail(fmt.Errorf("transaction: %w", err))
+				// Abort what is left; a producer that cannot is
+				// replaced, and the new one's InitProducerID fences
+				// and aborts the old one's transaction.
+				if aerr := cl.AbortBufferedRecords(ctx); aerr != nil || cl.EndTransaction(ctx, kgo.TryAbort) != nil {
+					cl.Close()
+					cl = newClient()
+				}
+			}
+			cancel()
+			h.mu.Lock()
+			h.txns = append(h.txns, tx)
+			h.mu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+		}
+	}()
+}
+
+// window is how produce fared during one fault: the longest time with no
+// acknowledgement on some partition (a gap overlapping the fault), and
+// the slowest acknowledgement given during it.
+type window struct {
+	unavailable time.Duration
+	gapPart     int32
+	maxAck      time.Duration
+	maxAckAt    time.Time
+}
+
+func (h *netHistory) window(from, to time.Time) window {
+	h.mu.Lock()
+	byPart := map[int32][]time.Time{}
+	var w window
+	for _, a := range h.acks {
+		byPart[a.partition] = append(byPart[a.partition], a.at)
+		if !a.at.Before(from) && !a.at.After(to) && a.lat > w.maxAck {
+			w.maxAck, w.maxAckAt = a.lat, a.at
+		}
+	}
+	h.mu.Unlock()
+	for p, ts := range byPart {
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		prev := from
+		for _, at := range ts {
+			if at.Before(from) {
+				prev = at
+				continue
+			}
+			if gap := at.Sub(prev); gap > w.unavailable {
+				w.unavailable, w.gapPart = gap, p
+			}
+			prev = at
+			if at.After(to) {
+				break
+			}
+		}
+	}
+	return w
+}
+
+// netCheck is what the checker found.
+type netCheck struct {
+	acked, inLog, lost, moved, duplicated, reordered, offsetConflicts int
+	txCommitted, txAborted, txUnknown                                 int
+	txLost, txAbortedVisible, txPartial, txDuplicated                 int
+	problems                                                          []string
+}
+
+func (c *netCheck) note(f string, a ...any) {
+	if len(c.problems) < 30 {
+		c.problems = append(c.problems, fmt.Sprintf(f, a...))
+	}
+}
+
+func (c *netCheck) bad() bool {
+	return c.lost+c.moved+c.duplicated+c.reordered+c.offsetConflicts+c.txLost+c.txAbortedVisible+c.txPartial+c.txDuplicated > 0
+}
+
+// around prints the log of partition p near offset off.
+func around(rs []*kgo.Record, off int64) string {
+	var b strings.Builder
+	for _, r := range rs {
+		if r.Offset >= off-3 && r.Offset <= off+3 {
+			fmt.Fprintf(&b, " %d:%s", r.Offset, r.Value)
+		}
+	}
+	return b.String()
+}
+
+// checkNetHistory compares the history with the logs read back: logs of
+// the idempotent topic (read_uncommitted, every record) and the values of
+// the transactional topic a read_committed consumer saw.
+func checkNetHistory(acks map[string]netAck, logs map[int32][]*kgo.Record, txns []netTxn, committedSeen map[string]int) netCheck {
+	var c netCheck
+	c.acked = len(acks)
+	where := map[string][]*kgo.Record{}
+	for p, rs := range logs {
+		lastSeq := map[int]int{}
+		for _, r := range rs {
+			c.inLog++
+			v := string(r.Value)
+			where[v] = append(where[v], r)
+			prod, seq, ok := parseFailoverValue(v)
+			if !ok {
+				c.note("partition %d offset %d: unexpected value %q", p, r.Offset, v)
+				continue
+			}
+			if last, ok := lastSeq[prod]; ok && seq <= last {
+				c.reordered++
+				c.note("partition %d offset %d: key k%02d seq %d after seq %d; log:%s", p, r.Offset, prod, seq, last, around(rs, r.Offset))
+			}
+			lastSeq[prod] = max(lastSeq[prod], seq)
+		}
+	}
+	for v, rs := range where {
+		if len(rs) > 1 {
+			c.duplicated++
+			c.note("%s written %d times (idempotence), first at %d-%d", v, len(rs), rs[0].Partition, rs[0].Offset)
+		}
+	}
+	byOffset := map[string]string{}
+	for v, a := range acks {
+		k := fmt.Sprintf("%d-%d", a.partition, a.offset)
+		if other, dup := byOffset[k]; dup {
+			c.offsetConflicts++
+			c.note("offset %s acknowledged to both %s and %s", k, other, v)
+		}
+		byOffset[k] = v
+		rs := where[v]
+		switch {
+		case len(rs) == 0:
+			c.lost++
+			c.note("acknowledged %s (partition %d offset %d, at %s) lost; log there:%s", v, a.partition, a.offset, a.at.Format("15:04:05.000"), around(logs[a.partition], a.offset))
+		case rs[0].Partition != a.partition || rs[0].Offset != a.offset:
+			c.moved++
+			c.note("acknowledged %s at %d-%d, found at %d-%d", v, a.partition, a.offset, rs[0].Partition, rs[0].Offset)
+		}
+	}
+	for _, tx := range txns {
+		seen := 0
+		for _, v := range tx.values {
+			if n := committedSeen[v]; n > 0 {
+				seen++
+				if n > 1 {
+					c.txDuplicated++
+					c.note("transaction %d: %s read %d times", tx.id, v, n)
+				}
+			}
+		}
+		switch tx.outcome {
+		case "committed":
+			c.txCommitted++
+			if seen != len(tx.values) {
+				c.txLost++
+				c.note("committed transaction %d: %d of %d records visible to read_committed", tx.id, seen, len(tx.values))
+			}
+		case "aborted":
+			c.txAborted++
+			if seen != 0 {
+				c.txAbortedVisible++
+				c.note("aborted transaction %d: %d records visible to read_committed", tx.id, seen)
+			}
+		default:
+			c.txUnknown++
+			// Its outcome is unknown to its producer, but it is atomic.
+			if seen != 0 && seen != len(tx.values) {
+				c.txPartial++
+				c.note("transaction %d (outcome unknown to its producer): %d of %d records visible", tx.id, seen, len(tx.values))
+			}
+		}
+	}
+	return c
+}
+
+// TestCheckNetHistoryDetects: the checker finds each kind of anomaly.
+func TestCheckNetHistoryDetects(t *testing.T) {
+	rec := func(p int32, off int64, v string) *kgo.Record {
+		return &kgo.Record{Partition: p, Offset: off, Value: []byte(v)}
+	}
+	v := failoverValue
+	acks := map[string]netAck{
+		v(0, 0): {producer: 0, seq: 0, partition: 0, offset: 0},
+		v(0, 1): {producer: 0, seq: 1, partition: 0, offset: 1},
+		v(0, 2): {producer: 0, seq: 2, partition: 0, offset: 2}, // lost
+		v(0, 3): {producer: 0, seq: 3, partition: 0, offset: 1}, // offset given twice, and found elsewhere
+		v(1, 0): {producer: 1, seq: 0, partition: 1, offset: 5}, // moved
+	}
+	logs := map[int32][]*kgo.Record{
+		0: {rec(0, 0, v(0, 0)), rec(0, 1, v(0, 1)), rec(0, 2, v(0, 3)), rec(0, 3, v(0, 1))}, // v(0,1) twice, seq 1 after 3
+		1: {rec(1, 0, v(1, 0))},
+	}
+	txns := []netTxn{
+		{id: 0, values: []string{"a", "b"}, outcome: "committed"},
+		{id: 1, values: []string{"c", "d"}, outcome: "aborted"},
+		{id: 2, values: []string{"e", "f"}, outcome: "unknown"},
+		{id: 3, values: []string{"g", "h"}, outcome: "committed"},
+	}
+	seen := map[string]int{"a": 1, "c": 1, "e": 1, "g": 1, "h": 2}
+	c := checkNetHistory(acks, logs, txns, seen)
+	want := netCheck{acked: 5, inLog: 5, lost: 1, moved: 2, duplicated: 1, reordered: 1, offsetConflicts: 1,
+		txCommitted: 2, txAborted: 1, txUnknown: 1, txLost: 1, txAbortedVisible: 1, txPartial: 1, txDuplicated: 1}
+	c.problems = nil
+	if c.acked != want.acked || c.inLog != want.inLog || c.lost != want.lost || c.moved != want.moved ||
+		c.duplicated != want.duplicated || c.reordered != want.reordered || c.offsetConflicts != want.offsetConflicts ||
+		c.txCommitted != want.txCommitted || c.txAborted != want.txAborted || c.txUnknown != want.txUnknown ||
+		c.txLost != want.txLost || c.txAbortedVisible != want.txAbortedVisible || c.txPartial != want.txPartial || c.txDuplicated != want.txDuplicated {
+		t.Fatalf("got %+v\nwant %+v", c, want)
+	}
+	clean := checkNetHistory(map[string]netAck{v(0, 0): {partition: 0, offset: 0}},
+		map[int32][]*kgo.Record{0: {rec(0, 0, v(0, 0)), rec(0, 1, v(0, 1))}},
+		[]netTxn{{values: []string{"a"}, outcome: "committed"}, {values: []string{"b"}, outcome: "aborted"}, {values: []string{"c"}, outcome: "unknown"}},
+		map[string]int{"a": 1})
+	if clean.bad() {
+		t.Fatalf("clean history flagged: %v", clean.problems)
+	}
+}
+
+// readCommitted reads topic from the start to its end offsets with
+// read_committed and counts each value seen.
+func readCommitted(t *testing.T, c *testCluster, topic string, partitions int32) map[string]int {
+	t.Helper()
+	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
+	ends := listedEnds(t, adm, topic)
+	cons := c.node(1).client(t, kgo.SeedBrokers(c.addrs()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	seen := map[string]int{}
+	next := map[int32]int64{}
+	ctx := testContext(t, 60*time.Second)
+	done := func() bool {
+		for p := range partitions {
+			// The end includes control records; the last one read may
+			// lie below it, so read until a poll brings nothing more
+			// and the position passed the last data offset.
+			e, _ := ends.Lookup(topic, p)
+			if next[p] < e.Offset-1 {
+				return false
+			}
+		}
+		return true
+	}
+	quiet := 0
+	for !done() || quiet < 2 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cons.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s back: stuck at %v of %v", topic, next, ends)
+		}
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			seen[string(r.Value)]++
+			next[r.Partition] = r.Offset + 1
+			n++
+		})
+		if n == 0 {
+			quiet++
+			if quiet >= 5 {
+				break // only control records and aborted data left
+			}
+		} else {
+			quiet = 0
+		}
+	}
+	return seen
+}
+
+// TestNetworkFaults runs the fixed schedule of network faults against
+// three brokers (RF=3, min.insync.replicas 2) under an idempotent acks=all
+// load and a transactional producer, then checks the history. Every fault
+// is injected, probed, held, healed, and followed by a wait for whole
+// ISRs; the summary lines give, per fault, the longest time some
+// partition had no acknowledgement and how long the ISRs took to be whole
+// again. RINGLOG_NETFAULTS_CUT sets the leader cut's length (default
+// 20s). docs/NETWORK-FAULTS.md.
+func TestNetworkFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process-level fault test")
+	}
+	if !inNetnsChildFor(t, 8*time.Minute) {
+		return
+	}
+	leaderCut := 20 * time.Second
+	if v := os.Getenv("RINGLOG_NETFAULTS_CUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("RINGLOG_NETFAULTS_CUT: %v", err)
+		}
+		leaderCut = d
+	}
+	tn := newTestNet(t, 3)
+	nft := tn.nftOrSkip()
+	c := startReplClusterAt(t, tn.specs(), "--replica-lag-time-max", partitionLag.String())
+	// Cleanups run last-in first: faults off before the brokers stop.
+	t.Cleanup(func() { tn.setRules(nft) })
+	t.Cleanup(tn.healAll)
+	logTailsOnFailure(t, c)
+	// RINGLOG_NETFAULTS_LOGS: a directory to keep every broker's whole log
+	// in (node-N.log), pass or fail.
+	if dir := os.Getenv("RINGLOG_NETFAULTS_LOGS"); dir != "" {
+		t.Cleanup(func() {
+			for i, b := range c.nodes {
+				if err := os.WriteFile(fmt.Sprintf("%s/node-%d.log", dir, i+1), []byte(b.out.String()), 0o644); err != nil {
+					t.Logf("keeping node %d's log: %v", i+1, err)
+				}
+			}
+		})
+	}
+	adm := kadm.NewClient(c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)))
+	const topic, txTopic, partitions, txPartitions = "netf", "netf-tx", 4, 2
+	// The active controller leads partitions 0 and 3, so the first fault
+	// cuts off a leader that is also the controller.
+	ctrl0 := c.controller(20 * time.Second)
+	var o []int32
+	for id := int32(1); id <= 3; id++ {
+		if id != ctrl0 {
+			o = append(o, id)
+		}
+	}
+	createAssigned(t, c.node(1).client(t, kgo.SeedBrokers(c.addrs()...)), topic,
+		[][]int32{{ctrl0, o[0], o[1]}, {o[0], ctrl0, o[1]}, {o[1], o[0], ctrl0}, {ctrl0, o[1], o[0]}},
+		map[string]string{"min.insync.replicas": "2"})
+	waitMetadata(t, adm, 30*time.Second, "full ISRs", fullISR(topic, partitions))
+	createRF3Topic(t, adm, txTopic, txPartitions)
+	whole := func(m kadm.Metadata) bool { return fullISR(topic, partitions)(m) && fullISR(txTopic, txPartitions)(m) }
+
+	h := newNetHistory()
+	h.runIdempotent(t, c.addrs(), topic, partitions)
+	h.runTransactional(t, c.addrs(), txTopic, txPartitions)
+	stopLoad := sync.OnceFunc(func() { h.stopped.Store(true); h.wg.Wait() })
+	t.Cleanup(stopLoad)
+	time.Sleep(2 * time.Second)
+
+	// except lists the nodes (0-based) other than v.
+	except := func(v int) []int {
+		var out []int
+		for i := range 3 {
+			if i != v {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	// roles reads who leads partition 0 and who is the active controller.
+	roles := func() (leader, ctrl int, others []int) {
+		m := waitMetadata(t, adm, 60*time.Second, "whole ISRs", whole)
+		p0, _ := m.Topics[topic].Partitions[0]
+		leader, ctrl = int(p0.Leader-1), int(c.controller(20*time.Second)-1)
+		return leader, ctrl, except(leader)
+	}
+	// RINGLOG_NETFAULTS_ONLY (a comma list of fault names) runs only
+	// those faults of the schedule, to reproduce one.
+	var only map[string]bool
+	if v := os.Getenv("RINGLOG_NETFAULTS_ONLY"); v != "" {
+		only = map[string]bool{}
+		for _, n := range strings.Split(v, ",") {
+			only[strings.TrimSpace(n)] = true
+		}
+	}
+	type result struct {
+		skipped         bool
+		name            string
+		held            time.Duration
+		w               window
+		isrWhole        time.Duration
+		probe           string
+		leaderIsCtrl    bool
+		notLeaderAnswer string
+	}
+	var results []result
+	// fault injects with inject (which returns a probe's verdict), holds
+	// it for hold (during which during runs, if set), heals, and waits for
+	// whole ISRs.
+	fault := func(name string, hold time.Duration, inject func() string, during func(start time.Time), heal func()) result {
+		t.Helper()
+		if only != nil && !only[name] {
+			return result{name: name, skipped: true}
+		}
+		start := time.Now()
+		t.Logf("fault %s: injecting at %s", name, start.Format("15:04:05.000"))
+		probe := inject()
+		if during != nil {
+			during(start)
+		}
+		if d := hold - time.Since(start); d > 0 {
+			time.Sleep(d)
+		}
+		healed := time.Now()
+		heal()
+		waitMetadata(t, adm, 90*time.Second, name+": whole ISRs after the heal", whole)
+		r := result{name: name, held: healed.Sub(start), isrWhole: time.Since(healed), probe: probe}
+		time.Sleep(time.Second)
+		r.w = h.window(start, time.Now())
+		t.Logf("fault %s: held %v, probe %s, longest without acks %v (partition %d), slowest ack %v (answered at %s), ISRs whole %v after the heal",
+			name, r.held.Round(time.Millisecond), probe, r.w.unavailable.Round(time.Millisecond), r.w.gapPart,
+			r.w.maxAck.Round(time.Millisecond), r.w.maxAckAt.Format("15:04:05.000"), r.isrWhole.Round(time.Millisecond))
+		return r
+	}
+	// cutProbe checks that a cannot reach b while the clients reach a.
+	cutProbe := func(a, b int) string {
+		if tn.reachable(c, a, b, time.Second) {
+			t.Fatalf("probe: node %d still reaches node %d through the cut", a+1, b+1)
+		}
+		if !tn.reachable(c, -1, a, 2*time.Second) {
+			t.Fatalf("probe: the clients no longer reach node %d", a+1)
+		}
+		return fmt.Sprintf("node %d cannot reach node %d, clients reach it", a+1, b+1)
+	}
+	heal := func() { tn.setRules(nft) }
+
+	// leaderCut cuts off victim, which leads partition part, from both
+	// other brokers for leaderCut, clients still connected to it. Once
+	// its controller lease has lapsed it must answer produce and fetch
+	// with NOT_LEADER_OR_FOLLOWER, and no acknowledgement may take longer
+	// than the session timeout plus 3 s.
+	leaderCutFault := func(name string, victim int, part int32, ctrl int) result {
+		rest := except(victim)
+		r := fault(name, leaderCut, func() string {
+			tn.setRules(nft, tn.cutRules([]int{victim}, rest)...)
+			return cutProbe(victim, rest[0])
+		}, func(start time.Time) {
+			time.Sleep(time.Until(start.Add(testSessionTimeout + time.Second)))
+			cl := c.node(int32(victim+1)).client(t, kgo.SeedBrokers(c.node(int32(victim+1)).addr))
+			b := cl.SeedBrokers()[0]
+			code, err := rawProduce(b, topic, part, -1, 2*time.Second, "netf-raw")
+			fcode, ferr := rawFetch(b, topic, part)
+			if err != nil || code != kerr.NotLeaderForPartition.Code || ferr != nil || fcode != kerr.NotLeaderForPartition.Code {
+				t.Errorf("node %d, cut off for %v: produce to partition %d answered %s, fetch %s; want NOT_LEADER_OR_FOLLOWER for both",
+					victim+1, time.Since(start).Round(time.Millisecond), part, answerName(code, err), answerName(fcode, ferr))
+			}
+		}, heal)
+		r.leaderIsCtrl = victim == ctrl
+		if limit := testSessionTimeout + 3*time.Second; !r.skipped && r.w.maxAck > limit {
+			t.Errorf("%s: cut off for %v, an acknowledgement took %v; want at most the session timeout + 3 s (%v)",
+				name, r.held.Round(time.Millisecond), r.w.maxAck, limit)
+		}
+		return r
+	}
+	// ledByOther is a partition led by a broker other than the controller.
+	ledByOther := func(ctrl int) (int, int32) {
+		m := waitMetadata(t, adm, 60*time.Second, "whole ISRs", whole)
+		for p := range int32(partitions) {
+			if l := int(m.Topics[topic].Partitions[p].Leader - 1); l != ctrl {
+				return l, p
+			}
+		}
+		t.Fatalf("every partition of %s led by the controller %d", topic, ctrl+1)
+		return 0, 0
+	}
+
+	// 1. The active controller, leader of partitions 0 and 3, cut off
+	// from both other brokers: the quorum's minority, and a leader.
+	_, ctrl, _ := roles()
+	if ctrl != int(ctrl0-1) {
+		t.Logf("the controller moved from node %d to node %d before the first fault", ctrl0, ctrl+1)
+	}
+	m := waitMetadata(t, adm, 60*time.Second, "whole ISRs", whole)
+	if l := int(m.Topics[topic].Partitions[0].Leader - 1); l == ctrl {
+		results = append(results, leaderCutFault("controller-and-leader-cut", ctrl, 0, ctrl))
+	} else {
+		t.Logf("the controller (node %d) leads no partition any more; cutting node %d, leader of partition 0, instead", ctrl+1, l+1)
+		results = append(results, leaderCutFault("controller-and-leader-cut", l, 0, ctrl))
+	}
+
+	// 2. A leader that is not the controller cut off from the controller
+	// majority (both other brokers), clients still connected to it.
+	_, ctrl, _ = roles()
+	victim, part := ledByOther(ctrl)
+	results = append(results, leaderCutFault("leader-cut-from-majority", victim, part, ctrl))
+
+	// 3. A follower (not the controller, if one is not) cut off from the
+	// other brokers.
+	_, ctrl, others := roles()
+	f := others[0]
+	if f == ctrl {
+		f = others[1]
+	}
+	rest := except(f)
+	results = append(results, fault("follower-cut-from-brokers", 8*time.Second, func() string {
+		tn.setRules(nft, tn.cutRules([]int{f}, rest)...)
+		return cutProbe(f, rest[0])
+	}, nil, heal))
+
+	// 4. The active controller in the minority (leading or not).
+	_, ctrl, _ = roles()
+	rest = except(ctrl)
+	results = append(results, fault("controller-in-minority", 8*time.Second, func() string {
+		tn.setRules(nft, tn.cutRules([]int{ctrl}, rest)...)
+		return cutProbe(ctrl, rest[0])
+	}, nil, heal))
+
+	// 5. A bridge: the leader and one follower no longer see each other,
+	// both still see the third broker.
+	leader, _, others := roles()
+	results = append(results, fault("bridge", 8*time.Second, func() string {
+		tn.setRules(nft, tn.cutRules([]int{leader}, []int{others[0]})...)
+		p := cutProbe(leader, others[0])
+		if !tn.reachable(c, leader, others[1], 2*time.Second) || !tn.reachable(c, others[0], others[1], 2*time.Second) {
+			t.Fatalf("probe: the bridge node %d is not reachable from both sides", others[1]+1)
+		}
+		return p + fmt.Sprintf(", both reach node %d", others[1]+1)
+	}, nil, heal))
+
+	// 6. One way: the leader's frames to one follower are dropped, the
+	// follower's to the leader delivered.
+	leader, _, others = roles()
+	results = append(results, fault("one-way", 8*time.Second, func() string {
+		tn.setRules(nft, tn.dropRule(leader, others[0], "oneway"), fmt.Sprintf(`iifname "%s" oifname "%s" counter comment "back"`, tn.port(others[0]), tn.port(leader)))
+		time.Sleep(time.Second)
+		n := tn.counters(nft)
+		if n["oneway"] == 0 || n["back"] == 0 {
+			t.Fatalf("probe: one-way rule counters %v: want frames dropped from node %d and passed back to it", n, leader+1)
+		}
+		return fmt.Sprintf("1 s: %d frames %d->%d dropped, %d passed back", n["oneway"], leader+1, others[0]+1, n["back"])
+	}, nil, heal))
+
+	// 7. Loss: 10% on one follower's links, then 1% on every link.
+	lossProbe := func(pct int) string {
+		time.Sleep(3 * time.Second)
+		n := tn.counters(nft)
+		seen, lost := sumPrefix(n, "seen-"), sumPrefix(n, "loss-")
+		rate := float64(lost) / float64(max(seen, 1))
+		if seen < 100 || rate < float64(pct)/300 || rate > float64(pct)*3/100 {
+			t.Fatalf("probe: %d of %d frames dropped (%.1f%%), want about %d%%", lost, seen, 100*rate, pct)
+		}
+		return fmt.Sprintf("3 s: %d of %d frames dropped (%.1f%%)", lost, seen, 100*rate)
+	}
+	_, _, others = roles()
+	results = append(results, fault("loss-10%-one-follower", 12*time.Second, func() string {
+		tn.setRules(nft, tn.lossRules(others[0], 10)...)
+		return lossProbe(10)
+	}, nil, heal))
+	results = append(results, fault("loss-1%-all-links", 8*time.Second, func() string {
+		tn.setRules(nft, tn.lossRules(-1, 1)...)
+		return lossProbe(1)
+	}, nil, heal))
+
+	// 8. kill -9 and restart of a follower while it is cut off.
+	_, ctrl, others = roles()
+	f = others[0]
+	if f == ctrl {
+		f = others[1]
+	}
+	rest = except(f)
+	results = append(results, fault("kill-9-and-restart-while-cut", 10*time.Second, func() string {
+		tn.setRules(nft, tn.cutRules([]int{f}, rest)...)
+		return cutProbe(f, rest[0])
+	}, func(time.Time) {
+		time.Sleep(2 * time.Second)
+		b := c.node(int32(f + 1))
+		b.kill9()
+		b.launch() // cannot become ready before the heal
+	}, func() {
+		heal()
+		c.node(int32(f + 1)).waitReady(60 * time.Second)
+	}))
+
+	// 9. A pause (SIGSTOP) across the heal: the leader cut off, stopped
+	// while cut off, healed, and resumed 2 s later.
+	leader, _, others = roles()
+	var paused *brokerProc
+	results = append(results, fault("pause-across-heal", 8*time.Second, func() string {
+		tn.setRules(nft, tn.cutRules([]int{leader}, others)...)
+		return cutProbe(leader, others[0])
+	}, func(time.Time) {
+		time.Sleep(4 * time.Second)
+		paused = c.node(int32(leader + 1))
+		paused.pause()
+	}, func() {
+		heal()
+		time.Sleep(2 * time.Second)
+		paused.resume()
+	}))
+
+	stopLoad()
+	waitMetadata(t, adm, 60*time.Second, "whole ISRs at the end", whole)
+	waitIdentical(t, c, topic, partitions, 30*time.Second)
+	logs := readBack(t, c, topic, partitions)
+	seen := readCommitted(t, c, txTopic, txPartitions)
+	h.mu.Lock()
+	chk := checkNetHistory(h.acks, logs, h.txns, seen)
+	errs := fmt.Sprint(h.errs)
+	h.mu.Unlock()
+	for _, r := range results {
+		if r.skipped {
+			continue
+		}
+		fmt.Printf("netfaults: fault=%s held_ms=%d unavailable_ms=%d slowest_ack_ms=%d isr_whole_ms=%d leader_is_controller=%v probe=%q\n",
+			r.name, r.held.Milliseconds(), r.w.unavailable.Milliseconds(), r.w.maxAck.Milliseconds(), r.isrWhole.Milliseconds(), r.leaderIsCtrl, r.probe)
+	}
+	fmt.Printf("netfaults: io=%s attempts=%d acknowledged=%d in_log=%d lost=%d moved=%d duplicated=%d reordered=%d offset_conflicts=%d txns_committed=%d txns_aborted=%d txns_unknown=%d tx_lost=%d tx_aborted_visible=%d tx_partial=%d tx_duplicated=%d errors=%s\n",
+		ioMode(), h.attempts.Load(), chk.acked, chk.inLog, chk.lost, chk.moved, chk.duplicated, chk.reordered, chk.offsetConflicts,
+		chk.txCommitted, chk.txAborted, chk.txUnknown, chk.txLost, chk.txAbortedVisible, chk.txPartial, chk.txDuplicated, errs)
+	for _, p := range chk.problems {
+		t.Error(p)
+	}
+	if chk.bad() {
+		t.Fatal("the checker found anomalies")
+	}
+	if chk.acked == 0 || chk.txCommitted == 0 || chk.txAborted == 0 {
+		t.Fatalf("the workload did too little: %d acknowledged, %d transactions committed, %d aborted", chk.acked, chk.txCommitted, chk.txAborted)
+	}
+}
+
+// rawFetch sends one Fetch of topic/partition from offset 0 to b and
+// returns the partition's error code.
+func rawFetch(b *kgo.Broker, topic string, partition int32) (int16, error) {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 100, 1, 1<<20
+	req.Version = 12 // topic names, not ids
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = partition, 0, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, b)
+	if err != nil {
+		return -1, err
+	}
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode, nil
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return -1, fmt.Errorf("malformed fetch response %+v", resp)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode, nil
+}
