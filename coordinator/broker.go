@@ -172,8 +172,8 @@ func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
 //     LEADER_NOT_AVAILABLE and give up their retries;
 //   - it is not the raft leader and has not heard from one for
 //     MaxStaleness (ErrStale). The leader itself steps down within raft's
-//     LeaderLeaseTimeout (500ms) of losing its quorum, so it is fresh while
-//     it leads.
+//     LeaderLeaseTimeout (half of Config.ElectionTimeout: 250ms) of
+//     losing its quorum, so it is fresh while it leads.
 //
 // So a node answers from an image at most MaxStaleness (default
 // BrokerSessionTimeout, 9s) older than the leader's, plus the time its

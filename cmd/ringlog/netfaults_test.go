@@ -281,7 +281,12 @@ func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string
 				// Abort what is left; a producer that cannot is
 				// replaced, and the new one's InitProducerID fences
 				// and aborts the old one's transaction.
-				if aerr := cl.AbortBufferedRecords(ctx); aerr != nil || cl.EndTransaction(ctx, kgo.TryAbort) != nil {
+				// A fenced producer (its transaction outlived the
+				// transaction timeout during a fault, so the coordinator
+				// aborted it and bumped the epoch) stays fenced: only a
+				// new one goes on.
+				fenced := errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+				if aerr := cl.AbortBufferedRecords(ctx); fenced || aerr != nil || cl.EndTransaction(ctx, kgo.TryAbort) != nil {
 					cl.Close()
 					cl = newClient()
 				}
