@@ -24,7 +24,7 @@ help:
 	@echo "make test-loadgen the load generator's tests (-race) against real brokers"
 	@echo "make test-tiered  the tiered-storage integration tests (3 brokers, S3 server process, kill -9, object-store outage)"
 	@echo "make test-netfaults the network-fault schedule (brokers in netns, nftables cuts and loss, history checker), both write paths"
-	@echo "make chaos-net    that schedule NETFAULT_RUNS times in a row (default 20) on NETFAULT_IO (uring|sync)"
+	@echo "make chaos-net    that schedule NETFAULT_RUNS times in a row (default 20) on NETFAULT_IO (uring|sync); NETFAULT_SEED=N|random: randomized schedules"
 	@echo "make test-admin   the admin integration tests (configs, DeleteRecords, log dirs, transactions, quotas, reassignment, throttle, rebalance/decommission, scale-out)"
 	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
 	@echo "make cluster      run a 3-node cluster on 127.0.0.1:9092-9094 (data in ./cluster-data) until Ctrl-C"
@@ -102,6 +102,10 @@ TIERED_TESTS ?= TestTiered
 NETFAULT_TESTS ?= TestNetworkFaults
 NETFAULT_RUNS ?= 20
 NETFAULT_IO ?= uring
+# NETFAULT_SEED=N (or random: a new seed per run) runs randomized
+# schedules of NETFAULT_STEPS steps instead of the fixed one.
+NETFAULT_SEED ?=
+NETFAULT_STEPS ?= 12
 # The tiered packages' unit tests (-race, about a minute) run there too,
 # not in `make test`, which is near its 15 minutes.
 TIERED_PKGS := ./tiered/...
@@ -148,8 +152,9 @@ test-netfaults: build
 	  grep -E '^(netfaults:|--- |ok|FAIL)' bin/netfaults-$$io.log; [ $$rc -eq 0 ] || { tail -80 bin/netfaults-$$io.log; exit $$rc; }; done
 
 chaos-net: build
-	@for i in $$(seq 1 $(NETFAULT_RUNS)); do echo "== run $$i of $(NETFAULT_RUNS), --io $(NETFAULT_IO)"; \
-	  RINGLOG_TEST_IO=$(NETFAULT_IO) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run '^($(NETFAULT_TESTS))$$' -v ./cmd/ringlog/ > bin/chaos-net-$$i.log 2>&1; rc=$$?; \
+	@for i in $$(seq 1 $(NETFAULT_RUNS)); do seed="$(NETFAULT_SEED)"; [ "$$seed" != random ] || seed=$$RANDOM$$RANDOM; \
+	  echo "== run $$i of $(NETFAULT_RUNS), --io $(NETFAULT_IO)$${seed:+, seed $$seed}"; \
+	  RINGLOG_NETFAULTS_SEED=$$seed RINGLOG_NETFAULTS_STEPS=$(NETFAULT_STEPS) RINGLOG_TEST_IO=$(NETFAULT_IO) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 120m -run '^($(NETFAULT_TESTS))$$' -v ./cmd/ringlog/ > bin/chaos-net-$$i.log 2>&1; rc=$$?; \
 	  grep -E '^(netfaults:|--- |ok|FAIL)' bin/chaos-net-$$i.log; [ $$rc -eq 0 ] || { echo "run $$i failed: bin/chaos-net-$$i.log"; exit $$rc; }; done
 
 test-short:

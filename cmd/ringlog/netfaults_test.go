@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -559,7 +560,13 @@ func TestNetworkFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level fault test")
 	}
-	if !inNetnsChildFor(t, 8*time.Minute) {
+	// A randomized schedule's steps take up to a minute each.
+	limit := 8 * time.Minute
+	if os.Getenv("RINGLOG_NETFAULTS_SEED") != "" {
+		n, _ := strconv.Atoi(os.Getenv("RINGLOG_NETFAULTS_STEPS"))
+		limit = time.Duration(3+max(n, 12)) * time.Minute
+	}
+	if !inNetnsChildFor(t, limit) {
 		return
 	}
 	leaderCut := 20 * time.Second
@@ -695,9 +702,9 @@ func TestNetworkFaults(t *testing.T) {
 	// its controller lease has lapsed it must answer produce and fetch
 	// with NOT_LEADER_OR_FOLLOWER, and no acknowledgement may take longer
 	// than the session timeout plus 3 s.
-	leaderCutFault := func(name string, victim int, part int32, ctrl int) result {
+	leaderCutFault := func(name string, hold time.Duration, victim int, part int32, ctrl int) result {
 		rest := except(victim)
-		r := fault(name, leaderCut, func() string {
+		r := fault(name, hold, func() string {
 			tn.setRules(nft, tn.cutRules([]int{victim}, rest)...)
 			return cutProbe(victim, rest[0])
 		}, func(start time.Time) {
@@ -730,73 +737,13 @@ func TestNetworkFaults(t *testing.T) {
 		return 0, 0
 	}
 
-	// 1. The active controller, leader of partitions 0 and 3, cut off
-	// from both other brokers: the quorum's minority, and a leader.
-	_, ctrl, _ := roles()
-	if ctrl != int(ctrl0-1) {
-		t.Logf("the controller moved from node %d to node %d before the first fault", ctrl0, ctrl+1)
+	// The steps of the schedule. Each reads the roles afresh, then runs
+	// its fault held for hold (the fixed schedule uses each step's own).
+	type step struct {
+		name string
+		hold time.Duration
+		run  func(name string, hold time.Duration) result
 	}
-	m := waitMetadata(t, adm, 60*time.Second, "whole ISRs", whole)
-	if l := int(m.Topics[topic].Partitions[0].Leader - 1); l == ctrl {
-		results = append(results, leaderCutFault("controller-and-leader-cut", ctrl, 0, ctrl))
-	} else {
-		t.Logf("the controller (node %d) leads no partition any more; cutting node %d, leader of partition 0, instead", ctrl+1, l+1)
-		results = append(results, leaderCutFault("controller-and-leader-cut", l, 0, ctrl))
-	}
-
-	// 2. A leader that is not the controller cut off from the controller
-	// majority (both other brokers), clients still connected to it.
-	_, ctrl, _ = roles()
-	victim, part := ledByOther(ctrl)
-	results = append(results, leaderCutFault("leader-cut-from-majority", victim, part, ctrl))
-
-	// 3. A follower (not the controller, if one is not) cut off from the
-	// other brokers.
-	_, ctrl, others := roles()
-	f := others[0]
-	if f == ctrl {
-		f = others[1]
-	}
-	rest := except(f)
-	results = append(results, fault("follower-cut-from-brokers", 8*time.Second, func() string {
-		tn.setRules(nft, tn.cutRules([]int{f}, rest)...)
-		return cutProbe(f, rest[0])
-	}, nil, heal))
-
-	// 4. The active controller in the minority (leading or not).
-	_, ctrl, _ = roles()
-	rest = except(ctrl)
-	results = append(results, fault("controller-in-minority", 8*time.Second, func() string {
-		tn.setRules(nft, tn.cutRules([]int{ctrl}, rest)...)
-		return cutProbe(ctrl, rest[0])
-	}, nil, heal))
-
-	// 5. A bridge: the leader and one follower no longer see each other,
-	// both still see the third broker.
-	leader, _, others := roles()
-	results = append(results, fault("bridge", 8*time.Second, func() string {
-		tn.setRules(nft, tn.cutRules([]int{leader}, []int{others[0]})...)
-		p := cutProbe(leader, others[0])
-		if !tn.reachable(c, leader, others[1], 2*time.Second) || !tn.reachable(c, others[0], others[1], 2*time.Second) {
-			t.Fatalf("probe: the bridge node %d is not reachable from both sides", others[1]+1)
-		}
-		return p + fmt.Sprintf(", both reach node %d", others[1]+1)
-	}, nil, heal))
-
-	// 6. One way: the leader's frames to one follower are dropped, the
-	// follower's to the leader delivered.
-	leader, _, others = roles()
-	results = append(results, fault("one-way", 8*time.Second, func() string {
-		tn.setRules(nft, tn.dropRule(leader, others[0], "oneway"), fmt.Sprintf(`iifname "%s" oifname "%s" counter comment "back"`, tn.port(others[0]), tn.port(leader)))
-		time.Sleep(time.Second)
-		n := tn.counters(nft)
-		if n["oneway"] == 0 || n["back"] == 0 {
-			t.Fatalf("probe: one-way rule counters %v: want frames dropped from node %d and passed back to it", n, leader+1)
-		}
-		return fmt.Sprintf("1 s: %d frames %d->%d dropped, %d passed back", n["oneway"], leader+1, others[0]+1, n["back"])
-	}, nil, heal))
-
-	// 7. Loss: 10% on one follower's links, then 1% on every link.
 	lossProbe := func(pct int) string {
 		time.Sleep(3 * time.Second)
 		n := tn.counters(nft)
@@ -807,52 +754,158 @@ func TestNetworkFaults(t *testing.T) {
 		}
 		return fmt.Sprintf("3 s: %d of %d frames dropped (%.1f%%)", lost, seen, 100*rate)
 	}
-	_, _, others = roles()
-	results = append(results, fault("loss-10%-one-follower", 12*time.Second, func() string {
-		tn.setRules(nft, tn.lossRules(others[0], 10)...)
-		return lossProbe(10)
-	}, nil, heal))
-	results = append(results, fault("loss-1%-all-links", 8*time.Second, func() string {
-		tn.setRules(nft, tn.lossRules(-1, 1)...)
-		return lossProbe(1)
-	}, nil, heal))
-
-	// 8. kill -9 and restart of a follower while it is cut off.
-	_, ctrl, others = roles()
-	f = others[0]
-	if f == ctrl {
-		f = others[1]
+	// cutNode cuts node v off from both other brokers.
+	cutNode := func(name string, hold time.Duration, v int, during func(time.Time), healIt func()) result {
+		rest := except(v)
+		return fault(name, hold, func() string {
+			tn.setRules(nft, tn.cutRules([]int{v}, rest)...)
+			return cutProbe(v, rest[0])
+		}, during, healIt)
 	}
-	rest = except(f)
-	results = append(results, fault("kill-9-and-restart-while-cut", 10*time.Second, func() string {
-		tn.setRules(nft, tn.cutRules([]int{f}, rest)...)
-		return cutProbe(f, rest[0])
-	}, func(time.Time) {
-		time.Sleep(2 * time.Second)
-		b := c.node(int32(f + 1))
-		b.kill9()
-		b.launch() // cannot become ready before the heal
-	}, func() {
-		heal()
-		c.node(int32(f + 1)).waitReady(60 * time.Second)
-	}))
-
-	// 9. A pause (SIGSTOP) across the heal: the leader cut off, stopped
-	// while cut off, healed, and resumed 2 s later.
-	leader, _, others = roles()
-	var paused *brokerProc
-	results = append(results, fault("pause-across-heal", 8*time.Second, func() string {
-		tn.setRules(nft, tn.cutRules([]int{leader}, others)...)
-		return cutProbe(leader, others[0])
-	}, func(time.Time) {
-		time.Sleep(4 * time.Second)
-		paused = c.node(int32(leader + 1))
-		paused.pause()
-	}, func() {
-		heal()
-		time.Sleep(2 * time.Second)
-		paused.resume()
-	}))
+	// follower is a broker that leads no partition 0 and, where it can
+	// be, is not the controller.
+	follower := func() int {
+		_, ctrl, others := roles()
+		if others[0] == ctrl {
+			return others[1]
+		}
+		return others[0]
+	}
+	steps := []step{
+		// The active controller, leader of partitions 0 and 3 at the
+		// start, cut off from both other brokers: the quorum's minority,
+		// and a leader.
+		{"controller-and-leader-cut", leaderCut, func(name string, hold time.Duration) result {
+			_, ctrl, _ := roles()
+			for p := range int32(partitions) {
+				m := waitMetadata(t, adm, 60*time.Second, "whole ISRs", whole)
+				if int(m.Topics[topic].Partitions[p].Leader-1) == ctrl {
+					return leaderCutFault(name, hold, ctrl, p, ctrl)
+				}
+			}
+			l, p := ledByOther(ctrl)
+			t.Logf("the controller (node %d) leads no partition; cutting node %d, leader of partition %d, instead", ctrl+1, l+1, p)
+			return leaderCutFault(name, hold, l, p, ctrl)
+		}},
+		// A leader that is not the controller cut off from the
+		// controller majority (both other brokers), clients still
+		// connected to it.
+		{"leader-cut-from-majority", leaderCut, func(name string, hold time.Duration) result {
+			_, ctrl, _ := roles()
+			victim, part := ledByOther(ctrl)
+			return leaderCutFault(name, hold, victim, part, ctrl)
+		}},
+		// A follower cut off from the other brokers.
+		{"follower-cut-from-brokers", 8 * time.Second, func(name string, hold time.Duration) result {
+			return cutNode(name, hold, follower(), nil, heal)
+		}},
+		// The active controller in the minority (leading or not).
+		{"controller-in-minority", 8 * time.Second, func(name string, hold time.Duration) result {
+			_, ctrl, _ := roles()
+			return cutNode(name, hold, ctrl, nil, heal)
+		}},
+		// A bridge: the leader and one follower no longer see each
+		// other, both still see the third broker.
+		{"bridge", 8 * time.Second, func(name string, hold time.Duration) result {
+			leader, _, others := roles()
+			return fault(name, hold, func() string {
+				tn.setRules(nft, tn.cutRules([]int{leader}, []int{others[0]})...)
+				p := cutProbe(leader, others[0])
+				if !tn.reachable(c, leader, others[1], 2*time.Second) || !tn.reachable(c, others[0], others[1], 2*time.Second) {
+					t.Fatalf("probe: the bridge node %d is not reachable from both sides", others[1]+1)
+				}
+				return p + fmt.Sprintf(", both reach node %d", others[1]+1)
+			}, nil, heal)
+		}},
+		// One way: the leader's frames to one follower are dropped, the
+		// follower's to the leader delivered.
+		{"one-way", 8 * time.Second, func(name string, hold time.Duration) result {
+			leader, _, others := roles()
+			return fault(name, hold, func() string {
+				tn.setRules(nft, tn.dropRule(leader, others[0], "oneway"), fmt.Sprintf(`iifname "%s" oifname "%s" counter comment "back"`, tn.port(others[0]), tn.port(leader)))
+				time.Sleep(time.Second)
+				n := tn.counters(nft)
+				if n["oneway"] == 0 || n["back"] == 0 {
+					t.Fatalf("probe: one-way rule counters %v: want frames dropped from node %d and passed back to it", n, leader+1)
+				}
+				return fmt.Sprintf("1 s: %d frames %d->%d dropped, %d passed back", n["oneway"], leader+1, others[0]+1, n["back"])
+			}, nil, heal)
+		}},
+		// 10% loss on one follower's links.
+		{"loss-10%-one-follower", 12 * time.Second, func(name string, hold time.Duration) result {
+			_, _, others := roles()
+			return fault(name, hold, func() string {
+				tn.setRules(nft, tn.lossRules(others[0], 10)...)
+				return lossProbe(10)
+			}, nil, heal)
+		}},
+		// 1% loss on every link between brokers.
+		{"loss-1%-all-links", 8 * time.Second, func(name string, hold time.Duration) result {
+			return fault(name, hold, func() string {
+				tn.setRules(nft, tn.lossRules(-1, 1)...)
+				return lossProbe(1)
+			}, nil, heal)
+		}},
+		// kill -9 and restart of a follower while it is cut off.
+		{"kill-9-and-restart-while-cut", 10 * time.Second, func(name string, hold time.Duration) result {
+			f := follower()
+			return cutNode(name, hold, f, func(time.Time) {
+				time.Sleep(min(2*time.Second, hold/4))
+				b := c.node(int32(f + 1))
+				b.kill9()
+				b.launch() // cannot become ready before the heal
+			}, func() {
+				heal()
+				c.node(int32(f + 1)).waitReady(60 * time.Second)
+			})
+		}},
+		// A pause (SIGSTOP) across the heal: the leader cut off, stopped
+		// while cut off, healed, and resumed 2 s later.
+		{"pause-across-heal", 8 * time.Second, func(name string, hold time.Duration) result {
+			leader, _, _ := roles()
+			paused := c.node(int32(leader + 1))
+			return cutNode(name, hold, leader, func(time.Time) {
+				time.Sleep(hold / 2)
+				paused.pause()
+			}, func() {
+				heal()
+				time.Sleep(2 * time.Second)
+				paused.resume()
+			})
+		}},
+	}
+	// RINGLOG_NETFAULTS_SEED runs a randomized schedule instead:
+	// RINGLOG_NETFAULTS_STEPS (default 12) steps drawn from the list with
+	// the seed, each held for a random time between half and twice its
+	// own. The seed is printed; the same seed draws the same schedule.
+	plan := steps
+	var holds []time.Duration
+	for _, st := range steps {
+		holds = append(holds, st.hold)
+	}
+	if v := os.Getenv("RINGLOG_NETFAULTS_SEED"); v != "" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("RINGLOG_NETFAULTS_SEED: %v", err)
+		}
+		n := 12
+		if v := os.Getenv("RINGLOG_NETFAULTS_STEPS"); v != "" {
+			if n, err = strconv.Atoi(v); err != nil || n < 1 {
+				t.Fatalf("RINGLOG_NETFAULTS_STEPS %q: want a count", v)
+			}
+		}
+		rng := rand.New(rand.NewPCG(seed, seed))
+		plan, holds = nil, nil
+		for range n {
+			st := steps[rng.IntN(len(steps))]
+			plan = append(plan, st)
+			holds = append(holds, st.hold/2+time.Duration(rng.Int64N(int64(st.hold*3/2))))
+		}
+		fmt.Printf("netfaults: seed=%d steps=%d\n", seed, n)
+	}
+	for i, st := range plan {
+		results = append(results, st.run(st.name, holds[i]))
+	}
 
 	stopLoad()
 	waitMetadata(t, adm, 60*time.Second, "whole ISRs at the end", whole)
