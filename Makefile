@@ -99,7 +99,7 @@ TIERED_TESTS ?= TestTiered
 # in `make test-netfaults`, once per path, which CI runs; `make
 # chaos-net` repeats it (NETFAULT_RUNS, default 20, on NETFAULT_IO).
 # Needs root, iproute2 and nftables (docs/NETWORK-FAULTS.md).
-NETFAULT_TESTS ?= TestNetworkFaults
+NETFAULT_TESTS ?= TestNetworkFaults|TestNetworkDelay
 NETFAULT_RUNS ?= 20
 NETFAULT_IO ?= uring
 # NETFAULT_SEED=N (or random: a new seed per run) runs randomized
