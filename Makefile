@@ -14,7 +14,7 @@ FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
 
-.PHONY: help build cross test test-loadgen test-faults test-admin test-harness test-groups test-tiered test-netfaults chaos-net test-sync-all test-sync-rest test-race test-short run cluster bench bench-engine fuzz chaos faults vet fmt clean profile
+.PHONY: help build cross test test-loadgen test-faults test-admin test-harness test-groups test-tiered test-netfaults chaos-net test-sync-all test-sync-rest test-short run cluster bench bench-engine fuzz chaos faults vet clean profile
 
 help:
 	@echo "make build        build $(BIN) and bin/fakebroker (franz-go's kfake, the in-memory baseline for bench)"

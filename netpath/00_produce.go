@@ -12,15 +12,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Produce: v0-9 advertised, v3-9 handled
+// Produce: v0-10 advertised, v3-10 handled
 //
 // Behavior:
 //   - v0-2 (message sets) are answered with UNSUPPORTED_VERSION per
 //     partition; v0 is advertised only because librdkafka stops compressing
 //     when the advertised minimum is above 0.
 //   - Appends run on the connection's reader goroutine, in request order,
-//     so pipelined requests keep their order; the response waits (on the
-//     writer goroutine) until every append is durable per the fsync policy,
+//     so pipelined requests keep their order; the response waits until
+//     every append is durable per the fsync policy (on the writer
+//     goroutine, or on the reader itself when nothing else is queued or
+//     read ahead: conn.answerInline),
 //     bounded by timeout_ms counted from the request's arrival
 //     (REQUEST_TIMED_OUT after that; timeout_ms <= 0 means 30 s, and more
 //     than 2 min is capped), so a request queued behind a slow one on the
