@@ -3,7 +3,9 @@ package broker
 import (
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +32,51 @@ func TestNoKafkaProtocolImports(t *testing.T) {
 			if strings.HasPrefix(path, "github.com/twmb/franz-go/pkg/k") {
 				t.Errorf("%s imports %s", f, path)
 			}
+		}
+	}
+}
+
+// The storage and replication layers sit below the broker's other parts:
+// engine, replication, iouring and internal (test helpers aside) import
+// nothing of the controller, the coordinators, the wire server, tiered
+// storage, the broker or the tools. A new arrow up fails here.
+func TestLowerLayersImportNothingAbove(t *testing.T) {
+	const mod = "github.com/ringlog/ringlog/"
+	above := []string{"tiered", "coordinator", "controller", "netpath", "broker", "loadgen", "cmd", "results"}
+	fset := token.NewFileSet()
+	for _, root := range []string{"../engine", "../replication", "../iouring", "../internal"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == "brokertest" || d.Name() == "testdata" {
+					return filepath.SkipDir // helpers that start brokers for tests
+				}
+				return nil
+			}
+			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				rest, ok := strings.CutPrefix(p, mod)
+				if !ok {
+					continue
+				}
+				top, _, _ := strings.Cut(rest, "/")
+				if slices.Contains(above, top) {
+					t.Errorf("%s imports %s, a layer above it", path, p)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -15,10 +15,10 @@ import (
 	"github.com/ringlog/ringlog/coordinator"
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/chunkcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/remote"
-	"github.com/ringlog/ringlog/tiered/rlm"
 	"github.com/ringlog/ringlog/tiered/upload"
 )
 
@@ -191,7 +191,7 @@ func (t *tieredStack) start() {
 
 // restartPoint is replication's RemoteRestart: the image names the
 // topic's id, the reader finds the restart point in the store.
-func (t *tieredStack) restartPoint(ctx context.Context, topic string, partition int32) (int64, []byte, []rlm.EpochEntry, error) {
+func (t *tieredStack) restartPoint(ctx context.Context, topic string, partition int32) (int64, []byte, []epochcache.Entry, error) {
 	tp, ok := t.image().Topic(topic)
 	if !ok {
 		return 0, nil, nil, fmt.Errorf("remote restart point of %s-%d: %w", topic, partition, metadata.ErrUnknownTopic)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/rlm"
 	"github.com/ringlog/ringlog/tiered/s3test"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -97,7 +98,7 @@ func TestTieredBrokerOpenServeClose(t *testing.T) {
 	p0 := top.Partitions[0]
 	seg := rlm.Segment{TopicID: top.ID, Partition: 0, BaseOffset: 0, NextOffset: 10,
 		MaxTimestamp: time.Now().UnixMilli(), SizeBytes: 1234, LeaderEpoch: p0.LeaderEpoch,
-		Epochs: []rlm.EpochEntry{{Epoch: p0.LeaderEpoch, StartOffset: 0}}}
+		Epochs: []epochcache.Entry{{Epoch: p0.LeaderEpoch, StartOffset: 0}}}
 	rand.Read(seg.ID[:])
 	if err := b.node.CommitRemoteSegment(ctx, seg); err != nil {
 		t.Fatal(err)

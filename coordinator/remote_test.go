@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 func remoteSeg(tid metadata.UUID, n byte, base, next int64, le int32) rlm.Segment {
 	return rlm.Segment{ID: rlm.SegmentID{n}, TopicID: tid, BaseOffset: base, NextOffset: next, SizeBytes: next - base,
-		LeaderEpoch: le, Epochs: []rlm.EpochEntry{{Epoch: le, StartOffset: base}}}
+		LeaderEpoch: le, Epochs: []epochcache.Entry{{Epoch: le, StartOffset: base}}}
 }
 
 // The uploader's calls from a broker that is not the controller reach it,

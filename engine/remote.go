@@ -34,7 +34,6 @@ import (
 
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/vfs"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // ErrOffsetRemote says an offset lies below the local log start but
@@ -178,7 +177,7 @@ type SegmentInfo struct {
 	// Epochs are the leader-epoch entries covering [BaseOffset,
 	// NextOffset); the first starts at BaseOffset (its epoch began there
 	// or earlier).
-	Epochs []rlm.EpochEntry
+	Epochs []epochcache.Entry
 
 	p   *Partition
 	seg *segment
@@ -275,8 +274,8 @@ func (p *Partition) UploadableSegments(after int64) []SegmentInfo {
 
 // epochsIn returns the entries covering [base, next): the one in force at
 // base (started at base, for the segment) and those starting inside.
-func epochsIn(entries []epochcache.Entry, base, next int64) []rlm.EpochEntry {
-	var out []rlm.EpochEntry
+func epochsIn(entries []epochcache.Entry, base, next int64) []epochcache.Entry {
+	var out []epochcache.Entry
 	for i, e := range entries {
 		if e.StartOffset >= next {
 			break
@@ -284,7 +283,7 @@ func epochsIn(entries []epochcache.Entry, base, next int64) []rlm.EpochEntry {
 		if i+1 < len(entries) && entries[i+1].StartOffset <= base {
 			continue // superseded before the segment starts
 		}
-		out = append(out, rlm.EpochEntry{Epoch: e.Epoch, StartOffset: max(e.StartOffset, base)})
+		out = append(out, epochcache.Entry{Epoch: e.Epoch, StartOffset: max(e.StartOffset, base)})
 	}
 	return out
 }

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/engine/vfs"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 func TestRemoteConfigDefaultsAndParse(t *testing.T) {
@@ -264,14 +264,14 @@ func TestUploadableSegmentsSnapshotsAndEpochs(t *testing.T) {
 		if err := st.Restore(b); err != nil || st.MapEndOffset() != si.NextOffset {
 			t.Fatalf("snapshot of [%d, %d): map end %d (%v)", si.BaseOffset, si.NextOffset, st.MapEndOffset(), err)
 		}
-		var want []rlm.EpochEntry
+		var want []epochcache.Entry
 		switch {
 		case si.NextOffset <= epoch5At:
-			want = []rlm.EpochEntry{{Epoch: 3, StartOffset: si.BaseOffset}}
+			want = []epochcache.Entry{{Epoch: 3, StartOffset: si.BaseOffset}}
 		case si.BaseOffset >= epoch5At:
-			want = []rlm.EpochEntry{{Epoch: 5, StartOffset: si.BaseOffset}}
+			want = []epochcache.Entry{{Epoch: 5, StartOffset: si.BaseOffset}}
 		default:
-			want = []rlm.EpochEntry{{Epoch: 3, StartOffset: si.BaseOffset}, {Epoch: 5, StartOffset: epoch5At}}
+			want = []epochcache.Entry{{Epoch: 3, StartOffset: si.BaseOffset}, {Epoch: 5, StartOffset: epoch5At}}
 		}
 		if !equalEpochs(si.Epochs, want) {
 			t.Fatalf("segment [%d, %d) epochs %v, want %v", si.BaseOffset, si.NextOffset, si.Epochs, want)
@@ -296,7 +296,7 @@ func TestUploadableSegmentsSnapshotsAndEpochs(t *testing.T) {
 	}
 }
 
-func equalEpochs(a, b []rlm.EpochEntry) bool {
+func equalEpochs(a, b []epochcache.Entry) bool {
 	if len(a) != len(b) {
 		return false
 	}

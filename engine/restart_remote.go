@@ -7,7 +7,6 @@ import (
 
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/vfs"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // RestartFromRemote empties the log and restarts it at offset with the
@@ -34,7 +33,7 @@ import (
 // both are there: reopening gives the restarted log with its producer
 // state. (Open trims an empty log's epoch cache to nothing, as for any
 // log; the first fetched batches bring the leader's epochs back.)
-func (p *Partition) RestartFromRemote(offset int64, producerSnapshot []byte, epochs []rlm.EpochEntry) error {
+func (p *Partition) RestartFromRemote(offset int64, producerSnapshot []byte, epochs []epochcache.Entry) error {
 	if offset < 0 {
 		return fmt.Errorf("engine: restart of %s-%d at negative offset %d", p.topic.name, p.idx, offset)
 	}
@@ -129,8 +128,8 @@ func (p *Partition) restartFromRemoteLocked(offset int64, snapshot []byte, entri
 // leaves a cache after retention. Entries at or above offset say nothing
 // about records this log has. The history must be ordered (epochs
 // increasing, offsets not decreasing).
-func restartEpochs(epochs []rlm.EpochEntry, offset int64) ([]epochcache.Entry, error) {
-	var last *rlm.EpochEntry
+func restartEpochs(epochs []epochcache.Entry, offset int64) ([]epochcache.Entry, error) {
+	var last *epochcache.Entry
 	for i := range epochs {
 		e := &epochs[i]
 		if e.Epoch < 0 || e.StartOffset < 0 || i > 0 && (e.Epoch <= epochs[i-1].Epoch || e.StartOffset < epochs[i-1].StartOffset) {

@@ -10,7 +10,6 @@ import (
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/engine/vfs"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // remoteSource builds the remote tier's view of a leader's log: a
@@ -34,8 +33,8 @@ func remoteSource(t *testing.T, e *Engine) (offset int64, snap []byte, producers
 // remoteEpochs is a history with an entry at the restart offset (which
 // says nothing about the restarted log) and equal start offsets (an epoch
 // that wrote nothing).
-func remoteEpochs(offset int64) []rlm.EpochEntry {
-	return []rlm.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 2}, {Epoch: 4, StartOffset: 2}, {Epoch: 6, StartOffset: offset}}
+func remoteEpochs(offset int64) []epochcache.Entry {
+	return []epochcache.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 3, StartOffset: 2}, {Epoch: 4, StartOffset: 2}, {Epoch: 6, StartOffset: offset}}
 }
 
 func TestRestartFromRemote(t *testing.T) {
@@ -64,7 +63,7 @@ func TestRestartFromRemote(t *testing.T) {
 		t.Fatal("snapshot of another offset accepted")
 	}
 	wantUnchanged("snapshot of another offset")
-	if err := foll.RestartFromRemote(offset, snap, []rlm.EpochEntry{{Epoch: 3, StartOffset: 0}, {Epoch: 2, StartOffset: 1}}); err == nil {
+	if err := foll.RestartFromRemote(offset, snap, []epochcache.Entry{{Epoch: 3, StartOffset: 0}, {Epoch: 2, StartOffset: 1}}); err == nil {
 		t.Fatal("epochs out of order accepted")
 	}
 	wantUnchanged("epochs out of order")

@@ -14,6 +14,7 @@ import (
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/tiered/chunkcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
@@ -138,7 +139,7 @@ func tieredServer(t *testing.T) (*Server, *engine.Partition, *coordinator.Node, 
 	for i, si := range infos {
 		seg := rlm.Segment{ID: rlm.SegmentID{byte(i + 1)}, TopicID: tp.ID, Partition: 0, BaseOffset: si.BaseOffset, NextOffset: si.NextOffset,
 			MaxTimestamp: si.MaxTimestamp, SizeBytes: si.Size, LeaderEpoch: pinfo.LeaderEpoch,
-			Epochs: []rlm.EpochEntry{{Epoch: pinfo.LeaderEpoch, StartOffset: si.BaseOffset}}}
+			Epochs: []epochcache.Entry{{Epoch: pinfo.LeaderEpoch, StartOffset: si.BaseOffset}}}
 		if err := uploadObjects(ctx, store, &seg, &si); err != nil {
 			t.Fatal(err)
 		}
@@ -501,17 +502,17 @@ func TestRemoteEpochEnd(t *testing.T) {
 	}
 	tid := metadata.UUID{0xe1}
 	apply(metadata.Command{CreateTopic: &metadata.CreateTopic{Name: "e", ID: tid, Assignment: [][]int32{{1, 2, 3}}}})
-	commit := func(n byte, base, next int64, le int32, es ...rlm.EpochEntry) {
+	commit := func(n byte, base, next int64, le int32, es ...epochcache.Entry) {
 		apply(metadata.Command{CommitRemoteSegment: &metadata.CommitRemoteSegment{Segment: rlm.Segment{ID: rlm.SegmentID{n}, TopicID: tid,
 			BaseOffset: base, NextOffset: next, SizeBytes: 1, LeaderEpoch: le, Epochs: es}}})
 	}
-	commit(1, 0, 100, 0, rlm.EpochEntry{Epoch: 0, StartOffset: 0})
+	commit(1, 0, 100, 0, epochcache.Entry{Epoch: 0, StartOffset: 0})
 	apply(metadata.Command{FenceBroker: &metadata.FenceBroker{ID: 1, Epoch: epochs[0]}}) // epoch 1
-	commit(2, 100, 200, 1, rlm.EpochEntry{Epoch: 0, StartOffset: 100}, rlm.EpochEntry{Epoch: 1, StartOffset: 150})
+	commit(2, 100, 200, 1, epochcache.Entry{Epoch: 0, StartOffset: 100}, epochcache.Entry{Epoch: 1, StartOffset: 150})
 	p, _ := img.Partition("e", 0)
 	apply(metadata.Command{FenceBroker: &metadata.FenceBroker{ID: p.Leader, Epoch: epochs[p.Leader-1]}}) // epoch 2
 	p, _ = img.Partition("e", 0)
-	commit(3, 200, 300, p.LeaderEpoch, rlm.EpochEntry{Epoch: 1, StartOffset: 200}, rlm.EpochEntry{Epoch: p.LeaderEpoch, StartOffset: 250})
+	commit(3, 200, 300, p.LeaderEpoch, epochcache.Entry{Epoch: 1, StartOffset: 200}, epochcache.Entry{Epoch: p.LeaderEpoch, StartOffset: 250})
 
 	for _, tc := range []struct {
 		epoch      int32

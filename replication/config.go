@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ringlog/ringlog/tiered/rlm"
+	"github.com/ringlog/ringlog/engine/epochcache"
 )
 
 // Config holds replication settings, Kafka broker config names in comments.
@@ -63,7 +63,7 @@ func (c Config) remoteRestartTimeout() time.Duration {
 // snapshot at that offset (engine/producerstate format) and the
 // leader-epoch history up to it. It does I/O (object store): the follower
 // calls it off its fetch loop, with a deadline in ctx.
-type RemoteRestartFunc func(ctx context.Context, topic string, partition int32) (offset int64, producerSnapshot []byte, epochs []rlm.EpochEntry, err error)
+type RemoteRestartFunc func(ctx context.Context, topic string, partition int32) (offset int64, producerSnapshot []byte, epochs []epochcache.Entry, err error)
 
 // DefaultConfig returns Kafka's defaults.
 func DefaultConfig() Config {

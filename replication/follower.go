@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/internal/records"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // FetchRequest is one replica fetch to one leader, covering every
@@ -134,7 +134,7 @@ type RemoteRestartJob struct {
 type RemoteRestartResult struct {
 	Offset           int64
 	ProducerSnapshot []byte
-	Epochs           []rlm.EpochEntry
+	Epochs           []epochcache.Entry
 	Err              error
 }
 

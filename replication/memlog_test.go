@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // memLog is an in-memory Log for tests: one record per batch, whose value
@@ -99,7 +98,7 @@ func (l *memLog) TruncateFullyAndStartAt(off int64) error {
 
 // RestartFromRemote keeps the snapshot for tests to check; the memLog
 // has no producer state.
-func (l *memLog) RestartFromRemote(off int64, snapshot []byte, epochs []rlm.EpochEntry) error {
+func (l *memLog) RestartFromRemote(off int64, snapshot []byte, epochs []epochcache.Entry) error {
 	if l.restartErr != nil {
 		return l.restartErr
 	}

@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // remoteCfg is DefaultConfig with a RemoteRestart that must not be
 // called (the Follower tests drive jobs by hand).
 func remoteCfg(t *testing.T) Config {
 	cfg := DefaultConfig()
-	cfg.RemoteRestart = func(context.Context, string, int32) (int64, []byte, []rlm.EpochEntry, error) {
+	cfg.RemoteRestart = func(context.Context, string, int32) (int64, []byte, []epochcache.Entry, error) {
 		t.Error("Follower called RemoteRestart itself")
 		return 0, nil, nil, errors.New("unexpected")
 	}
@@ -38,7 +37,7 @@ func hasPartition(req *FetchRequest, tp TopicPartition) (FetchPartition, bool) {
 	return req.Partitions[i], true
 }
 
-var remoteHistory = []rlm.EpochEntry{{Epoch: 1, StartOffset: 0}, {Epoch: 4, StartOffset: 90}}
+var remoteHistory = []epochcache.Entry{{Epoch: 1, StartOffset: 0}, {Epoch: 4, StartOffset: 90}}
 
 // A partition answered OFFSET_MOVED_TO_TIERED_STORAGE is parked (left out
 // of requests, other partitions fetch on), handed out as a job, and on
@@ -229,7 +228,7 @@ func TestFetcherRemoteRestartDoesNotBlockOthers(t *testing.T) {
 	}
 	calls := make(chan call, 4)
 	release := make(chan struct{})
-	cfg.RemoteRestart = func(ctx context.Context, topic string, partition int32) (int64, []byte, []rlm.EpochEntry, error) {
+	cfg.RemoteRestart = func(ctx context.Context, topic string, partition int32) (int64, []byte, []epochcache.Entry, error) {
 		_, ok := ctx.Deadline()
 		calls <- call{topic, ok}
 		select {
@@ -316,7 +315,7 @@ func TestFetcherRemoteRestartDoesNotBlockOthers(t *testing.T) {
 func TestFetcherRemoteRestartShutdown(t *testing.T) {
 	cfg := DefaultConfig()
 	started := make(chan struct{})
-	cfg.RemoteRestart = func(ctx context.Context, topic string, partition int32) (int64, []byte, []rlm.EpochEntry, error) {
+	cfg.RemoteRestart = func(ctx context.Context, topic string, partition int32) (int64, []byte, []epochcache.Entry, error) {
 		close(started)
 		<-ctx.Done()
 		return 100, nil, nil, nil // a result despite the cancellation

@@ -147,10 +147,10 @@ func TestFetcherRestartsEngineLogFromRemoteTier(t *testing.T) {
 	for i := range segs {
 		segs[i].Release()
 	}
-	var history []rlm.EpochEntry
+	var history []epochcache.Entry
 	for _, en := range lead.EpochEntries() {
 		if en.StartOffset < restartAt {
-			history = append(history, rlm.EpochEntry{Epoch: en.Epoch, StartOffset: en.StartOffset})
+			history = append(history, epochcache.Entry{Epoch: en.Epoch, StartOffset: en.StartOffset})
 		}
 	}
 	produce(3, 2) // the leader moves on past the remote end
@@ -169,7 +169,7 @@ func TestFetcherRestartsEngineLogFromRemoteTier(t *testing.T) {
 	reader := remote.NewReader(func() *metadata.Image { return im }, nil, store)
 
 	cfg := replication.DefaultConfig()
-	cfg.RemoteRestart = func(ctx context.Context, topic string, partition int32) (int64, []byte, []rlm.EpochEntry, error) {
+	cfg.RemoteRestart = func(ctx context.Context, topic string, partition int32) (int64, []byte, []epochcache.Entry, error) {
 		tp, ok := im.Topic(topic)
 		if !ok {
 			return 0, nil, nil, fmt.Errorf("no topic %s", topic)

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ringlog/ringlog/tiered/rlm"
+	"github.com/ringlog/ringlog/engine/epochcache"
 )
 
 // NoEpoch means "no leader epoch known" (Kafka's UNDEFINED_EPOCH, -1) and
@@ -114,7 +114,7 @@ type Log interface {
 	// and leader-epoch history up to offset, durably (the follower's
 	// answer to OFFSET_MOVED_TO_TIERED_STORAGE, Config.RemoteRestart).
 	// Bad arguments are refused before anything changes.
-	RestartFromRemote(offset int64, producerSnapshot []byte, epochs []rlm.EpochEntry) error
+	RestartFromRemote(offset int64, producerSnapshot []byte, epochs []epochcache.Entry) error
 	// AdvanceLogStart moves the log start up to offset (at most the high
 	// watermark), deleting what lies wholly below it, and returns the log
 	// start after the call (DeleteRecords on the leader; a follower

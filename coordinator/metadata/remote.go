@@ -76,6 +76,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
@@ -448,7 +449,7 @@ type remoteSegmentSnap struct {
 	MaxTimestamp int64
 	Size         int64
 	LeaderEpoch  int32
-	Epochs       []rlm.EpochEntry
+	Epochs       []epochcache.Entry
 }
 
 // remotePartitionSnap is one partition's remote state in a snapshot.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
@@ -14,7 +15,7 @@ import (
 // leader epoch le.
 func rseg(tid UUID, p int32, n byte, base, next int64, le int32) rlm.Segment {
 	return rlm.Segment{ID: rlm.SegmentID{n}, TopicID: tid, Partition: p, BaseOffset: base, NextOffset: next,
-		MaxTimestamp: 1000 + next, SizeBytes: next - base, LeaderEpoch: le, Epochs: []rlm.EpochEntry{{Epoch: le, StartOffset: base}}}
+		MaxTimestamp: 1000 + next, SizeBytes: next - base, LeaderEpoch: le, Epochs: []epochcache.Entry{{Epoch: le, StartOffset: base}}}
 }
 
 func commitCmd(s rlm.Segment) Command {
@@ -61,9 +62,9 @@ func TestRemoteCommit(t *testing.T) {
 		mut(&s)
 		return commitCmd(s)
 	}
-	tooMany := make([]rlm.EpochEntry, MaxRemoteEpochs+1)
+	tooMany := make([]epochcache.Entry, MaxRemoteEpochs+1)
 	for i := range tooMany {
-		tooMany[i] = rlm.EpochEntry{Epoch: int32(i), StartOffset: int64(i)}
+		tooMany[i] = epochcache.Entry{Epoch: int32(i), StartOffset: int64(i)}
 	}
 	steps := []struct {
 		name string
@@ -77,7 +78,7 @@ func TestRemoteCommit(t *testing.T) {
 		{"no epochs", bad(func(s *rlm.Segment) { s.Epochs = nil }), ErrInvalidCommand},
 		{"too many epochs", bad(func(s *rlm.Segment) { s.LeaderEpoch, s.Epochs = MaxRemoteEpochs, tooMany }), ErrInvalidCommand},
 		{"epochs out of order", bad(func(s *rlm.Segment) {
-			s.LeaderEpoch, s.Epochs = 2, []rlm.EpochEntry{{Epoch: 2, StartOffset: 100}, {Epoch: 1, StartOffset: 150}}
+			s.LeaderEpoch, s.Epochs = 2, []epochcache.Entry{{Epoch: 2, StartOffset: 100}, {Epoch: 1, StartOffset: 150}}
 		}), ErrInvalidCommand},
 		{"epoch entry past the end", bad(func(s *rlm.Segment) { s.Epochs[0].StartOffset = 200 }), ErrInvalidCommand},
 		{"epoch above the leader's", bad(func(s *rlm.Segment) { s.Epochs[0].Epoch = 1 }), ErrInvalidCommand},
@@ -299,7 +300,7 @@ func TestRemoteSnapshot(t *testing.T) {
 	m.ok(deleteCmd(tid, 0, 100))
 	m.ok(Command{FenceBroker: &FenceBroker{ID: 1, Epoch: e1}})
 	s := rseg(tid, 0, 3, 150, 300, 1)
-	s.Epochs = []rlm.EpochEntry{{Epoch: 0, StartOffset: 100}, {Epoch: 1, StartOffset: 200}}
+	s.Epochs = []epochcache.Entry{{Epoch: 0, StartOffset: 100}, {Epoch: 1, StartOffset: 200}}
 	m.ok(commitCmd(s))
 	tidB := NewUUID()
 	m.ok(Command{CreateTopic: &CreateTopic{Name: "b", ID: tidB, Assignment: [][]int32{{2}}}})
@@ -370,9 +371,9 @@ func TestRemoteSnapshot(t *testing.T) {
 func TestRemoteEntryBounds(t *testing.T) {
 	s := rseg(NewUUID(), 1<<30, 0xff, 1<<62, 1<<62+1<<40, 1<<30)
 	s.ID = rlm.SegmentID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
-	s.Epochs = make([]rlm.EpochEntry, MaxRemoteEpochs)
+	s.Epochs = make([]epochcache.Entry, MaxRemoteEpochs)
 	for i := range s.Epochs {
-		s.Epochs[i] = rlm.EpochEntry{Epoch: 1<<30 - int32(MaxRemoteEpochs) + int32(i), StartOffset: s.BaseOffset + int64(i)<<20}
+		s.Epochs[i] = epochcache.Entry{Epoch: 1<<30 - int32(MaxRemoteEpochs) + int32(i), StartOffset: s.BaseOffset + int64(i)<<20}
 	}
 	if err := validRemoteSegment(&s); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/chunkcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/rlm"
@@ -146,7 +147,7 @@ func (f *fixture) upload() int64 {
 		f.nextID++
 		seg := rlm.Segment{ID: rlm.SegmentID{f.nextID, 0xee}, TopicID: f.tid, Partition: 0, BaseOffset: si.BaseOffset,
 			NextOffset: si.NextOffset, MaxTimestamp: si.MaxTimestamp, SizeBytes: si.Size, LeaderEpoch: 0,
-			Epochs: []rlm.EpochEntry{{Epoch: 0, StartOffset: si.BaseOffset}}}
+			Epochs: []epochcache.Entry{{Epoch: 0, StartOffset: si.BaseOffset}}}
 		log, err := io.ReadAll(si.Log())
 		if err != nil {
 			f.t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
@@ -25,7 +26,7 @@ var maxRestartObject = 64 << 20
 // Errors wrap ErrStorage: nothing tiered yet, an unreachable store, a
 // missing object, or one that does not decode (or whose snapshot is not
 // of NextOffset). The follower backs off and asks again.
-func (r *Reader) RestartPoint(ctx context.Context, topicID [16]byte, partition int32) (offset int64, producerSnapshot []byte, epochs []rlm.EpochEntry, err error) {
+func (r *Reader) RestartPoint(ctx context.Context, topicID [16]byte, partition int32) (offset int64, producerSnapshot []byte, epochs []epochcache.Entry, err error) {
 	im := r.image()
 	if im == nil {
 		return 0, nil, nil, fmt.Errorf("%w: restart point of partition %d: no metadata yet", ErrStorage, partition)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/coordinator/metadata/metadatatest"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/rlm"
@@ -70,7 +71,7 @@ func TestRestartPoint(t *testing.T) {
 		t.Fatalf("missing objects: %v", err)
 	}
 	snap := snapshotAt(t, 300)
-	history := []rlm.EpochEntry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 120}}
+	history := []epochcache.Entry{{Epoch: 0, StartOffset: 0}, {Epoch: 2, StartOffset: 120}}
 	put(t, store, rlm.ObjectKey(&s3, "producers"), snap)
 	if _, _, _, err := r.RestartPoint(ctx, tid, 0); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "epochs") {
 		t.Fatalf("missing epochs object: %v", err)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ringlog/ringlog/engine/epochcache"
 )
 
 // The "epochs" object of an uploaded segment holds the partition's whole
@@ -28,7 +30,7 @@ import (
 const MaxEpochEntries = 1 << 20
 
 // EncodeEpochs writes entries in the epochs object format.
-func EncodeEpochs(entries []EpochEntry) []byte {
+func EncodeEpochs(entries []epochcache.Entry) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "rlm-epochs 1\n%d\n", len(entries))
 	for _, e := range entries {
@@ -39,7 +41,7 @@ func EncodeEpochs(entries []EpochEntry) []byte {
 
 // DecodeEpochs parses an epochs object; it refuses a wrong header, a
 // count that disagrees with the lines, and entries out of order.
-func DecodeEpochs(b []byte) ([]EpochEntry, error) {
+func DecodeEpochs(b []byte) ([]epochcache.Entry, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	line := func() (string, bool) {
 		if !sc.Scan() {
@@ -58,7 +60,7 @@ func DecodeEpochs(b []byte) ([]EpochEntry, error) {
 	if err != nil || n < 0 || n > MaxEpochEntries {
 		return nil, fmt.Errorf("rlm: epochs object: bad count %q", cs)
 	}
-	out := make([]EpochEntry, 0, min(n, 1024))
+	out := make([]epochcache.Entry, 0, min(n, 1024))
 	for i := 0; i < n; i++ {
 		l, ok := line()
 		if !ok {
@@ -73,7 +75,7 @@ func DecodeEpochs(b []byte) ([]EpochEntry, error) {
 		if err1 != nil || err2 != nil || ep < 0 || off < 0 {
 			return nil, fmt.Errorf("rlm: epochs object: bad entry %q", l)
 		}
-		e := EpochEntry{Epoch: int32(ep), StartOffset: off}
+		e := epochcache.Entry{Epoch: int32(ep), StartOffset: off}
 		if len(out) > 0 && (e.Epoch <= out[len(out)-1].Epoch || e.StartOffset < out[len(out)-1].StartOffset) {
 			return nil, fmt.Errorf("rlm: epochs object: entry %q out of order", l)
 		}

@@ -3,10 +3,12 @@ package rlm
 import (
 	"reflect"
 	"testing"
+
+	"github.com/ringlog/ringlog/engine/epochcache"
 )
 
 func TestEpochsRoundTrip(t *testing.T) {
-	for _, in := range [][]EpochEntry{nil, {{0, 0}}, {{0, 0}, {3, 100}, {7, 100}, {9, 5000}}} {
+	for _, in := range [][]epochcache.Entry{nil, {{Epoch: 0, StartOffset: 0}}, {{Epoch: 0, StartOffset: 0}, {Epoch: 3, StartOffset: 100}, {Epoch: 7, StartOffset: 100}, {Epoch: 9, StartOffset: 5000}}} {
 		out, err := DecodeEpochs(EncodeEpochs(in))
 		if err != nil {
 			t.Fatalf("%v: %v", in, err)

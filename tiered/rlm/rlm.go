@@ -1,11 +1,14 @@
 // Package rlm holds the remote-log metadata types: what the controller
-// replicates about each uploaded segment. It imports nothing of ringlog so
-// that the metadata image, the engine and the uploader can all share it.
+// replicates about each uploaded segment. Of ringlog it imports only the
+// leader-epoch entry type (engine/epochcache), so the metadata image and
+// the uploader share it, and the engine needs none of it.
 package rlm
 
 import (
 	"encoding/hex"
 	"fmt"
+
+	"github.com/ringlog/ringlog/engine/epochcache"
 )
 
 // SegmentID names one uploaded copy of a segment. A new id per upload
@@ -14,13 +17,6 @@ import (
 type SegmentID [16]byte
 
 func (id SegmentID) String() string { return hex.EncodeToString(id[:]) }
-
-// EpochEntry is one leader-epoch checkpoint entry: Epoch started at
-// StartOffset.
-type EpochEntry struct {
-	Epoch       int32
-	StartOffset int64
-}
 
 // Segment is one uploaded segment as the metadata records it. It becomes
 // visible to readers (and lets local retention delete the local copy)
@@ -43,7 +39,7 @@ type Segment struct {
 	LeaderEpoch int32
 	// Epochs are the leader-epoch entries covering [BaseOffset,
 	// NextOffset), for OffsetForLeaderEpoch below the local log.
-	Epochs []EpochEntry
+	Epochs []epochcache.Entry
 }
 
 // ObjectKey returns the object key of one of a segment's files: kind is

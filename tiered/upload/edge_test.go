@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
@@ -76,7 +77,7 @@ func TestFinishesExpiredSegments(t *testing.T) {
 func TestGapBelowLocalStart(t *testing.T) {
 	c, eng, p := setup(t, nil)
 	v := newMeta(c)
-	old := rlm.Segment{ID: rlm.SegmentID{1}, TopicID: c.tid, BaseOffset: 0, NextOffset: 5, SizeBytes: 10, Epochs: []rlm.EpochEntry{{Epoch: 0, StartOffset: 0}}}
+	old := rlm.Segment{ID: rlm.SegmentID{1}, TopicID: c.tid, BaseOffset: 0, NextOffset: 5, SizeBytes: 10, Epochs: []epochcache.Entry{{Epoch: 0, StartOffset: 0}}}
 	if err := v.CommitRemoteSegment(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}

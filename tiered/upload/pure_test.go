@@ -30,23 +30,23 @@ func TestContiguousEnd(t *testing.T) {
 	}
 }
 
-func ep(epoch int32, start int64) rlm.EpochEntry {
-	return rlm.EpochEntry{Epoch: epoch, StartOffset: start}
+func ep(epoch int32, start int64) epochcache.Entry {
+	return epochcache.Entry{Epoch: epoch, StartOffset: start}
 }
 
 func TestEpochHistory(t *testing.T) {
 	remote := []rlm.Segment{
-		{BaseOffset: 0, NextOffset: 100, Epochs: []rlm.EpochEntry{ep(1, 0), ep(2, 50)}},
-		{BaseOffset: 60, NextOffset: 150, Epochs: []rlm.EpochEntry{ep(2, 60), ep(3, 120)}}, // overlaps: a new leader's boundaries
+		{BaseOffset: 0, NextOffset: 100, Epochs: []epochcache.Entry{ep(1, 0), ep(2, 50)}},
+		{BaseOffset: 60, NextOffset: 150, Epochs: []epochcache.Entry{ep(2, 60), ep(3, 120)}}, // overlaps: a new leader's boundaries
 	}
 	// The local cache was trimmed at 130 (local retention).
 	local := []epochcache.Entry{{Epoch: 3, StartOffset: 130}, {Epoch: 5, StartOffset: 200}, {Epoch: 6, StartOffset: 300}}
 	got := epochHistory(remote, local, 300)
-	want := []rlm.EpochEntry{ep(1, 0), ep(2, 50), ep(3, 120), ep(5, 200)}
+	want := []epochcache.Entry{ep(1, 0), ep(2, 50), ep(3, 120), ep(5, 200)}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("history %v, want %v", got, want)
 	}
-	if got := epochHistory(nil, local, 250); !reflect.DeepEqual(got, []rlm.EpochEntry{ep(3, 130), ep(5, 200)}) {
+	if got := epochHistory(nil, local, 250); !reflect.DeepEqual(got, []epochcache.Entry{ep(3, 130), ep(5, 200)}) {
 		t.Fatalf("local only: %v", got)
 	}
 	// The result is a valid epochs object.

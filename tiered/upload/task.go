@@ -333,9 +333,9 @@ func stopOn(err error) error {
 // epochHistory is the partition's leader-epoch history below next: what
 // the committed segments recorded (older than the local log, whose epoch
 // cache was trimmed with it), then the local cache's entries.
-func epochHistory(remote []rlm.Segment, local []epochcache.Entry, next int64) []rlm.EpochEntry {
-	var out []rlm.EpochEntry
-	add := func(e rlm.EpochEntry) {
+func epochHistory(remote []rlm.Segment, local []epochcache.Entry, next int64) []epochcache.Entry {
+	var out []epochcache.Entry
+	add := func(e epochcache.Entry) {
 		if e.StartOffset >= next {
 			return
 		}
@@ -350,7 +350,7 @@ func epochHistory(remote []rlm.Segment, local []epochcache.Entry, next int64) []
 		}
 	}
 	for _, e := range local {
-		add(rlm.EpochEntry{Epoch: e.Epoch, StartOffset: e.StartOffset})
+		add(e)
 	}
 	return out
 }

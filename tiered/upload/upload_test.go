@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
@@ -63,7 +64,7 @@ func TestUploadInOrderGatesLocalDeletion(t *testing.T) {
 			t.Fatalf("segment [%d, %d): epoch %d, epochs %v", seg.BaseOffset, seg.NextOffset, seg.LeaderEpoch, seg.Epochs)
 		}
 		eps, err := rlm.DecodeEpochs(readObject(t, store, rlm.ObjectKey(&seg, "epochs")))
-		if err != nil || len(eps) != 1 || eps[0] != (rlm.EpochEntry{Epoch: 0, StartOffset: 0}) {
+		if err != nil || len(eps) != 1 || eps[0] != (epochcache.Entry{Epoch: 0, StartOffset: 0}) {
 			t.Fatalf("epochs object of [%d, %d): %v (%v), want the whole history [0@0]", seg.BaseOffset, seg.NextOffset, eps, err)
 		}
 		if len(readObject(t, store, rlm.ObjectKey(&seg, "producers"))) == 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
@@ -66,7 +67,7 @@ func (b *Builder) CommitRemote(s rlm.Segment) {
 	}
 	s.LeaderEpoch = tp.Partitions[s.Partition].LeaderEpoch
 	if len(s.Epochs) == 0 {
-		s.Epochs = []rlm.EpochEntry{{Epoch: s.LeaderEpoch, StartOffset: s.BaseOffset}}
+		s.Epochs = []epochcache.Entry{{Epoch: s.LeaderEpoch, StartOffset: s.BaseOffset}}
 	}
 	b.Apply(metadata.Command{CommitRemoteSegment: &metadata.CommitRemoteSegment{Segment: s}})
 }
