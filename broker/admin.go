@@ -22,7 +22,7 @@ type Health struct {
 	NodeID    int32  `json:"node_id"`
 	ClusterID string `json:"cluster_id"`
 	// ControllerID is the active controller as this node knows it (-1
-	// during an election); BrokerState is coordinator.Node.BrokerState.
+	// during an election); BrokerState is controller.Node.BrokerState.
 	ControllerID int32             `json:"controller_id"`
 	BrokerState  string            `json:"broker_state"`
 	Controllers  []string          `json:"controllers,omitempty"`

@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/procstat"
@@ -40,7 +40,7 @@ type Broker struct {
 	srv     *wireServer
 	addr    net.Addr
 	tlsAddr net.Addr
-	node    *coordinator.Node
+	node    *controller.Node
 	admin   *AdminServer
 	// tier is tiered storage; nil when no object store is configured.
 	tier *tieredStack
@@ -116,7 +116,7 @@ func New(cfg Config) (_ *Broker, err error) {
 
 	ccfg := cfg.Controller
 	ccfg.Endpoints = b.srv.Endpoints()
-	if b.node, err = coordinator.New(ccfg); err != nil {
+	if b.node, err = controller.New(ccfg); err != nil {
 		return nil, err
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), cfg.ControllerStartTimeout)
@@ -305,7 +305,7 @@ func (b *Broker) health() Health {
 // ringlog created in this data dir, so the first reconcile keeps them. Only
 // a single-node quorum on its first start with raft does this: there the
 // engine's topics.json was the source of truth until now.
-func adoptLegacyTopics(ctx context.Context, node *coordinator.Node, eng *engine.Engine, nodeID int32, log *slog.Logger) error {
+func adoptLegacyTopics(ctx context.Context, node *controller.Node, eng *engine.Engine, nodeID int32, log *slog.Logger) error {
 	img := node.MetadataImage()
 	for _, t := range eng.Topics() {
 		if _, ok := img.Topic(t.Name); ok {
@@ -315,7 +315,7 @@ func adoptLegacyTopics(ctx context.Context, node *coordinator.Node, eng *engine.
 		for i := range assign {
 			assign[i] = []int32{nodeID}
 		}
-		_, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+		_, err := node.CreateTopic(ctx, controller.CreateTopicRequest{
 			Name: t.Name, ID: metadata.UUID(t.ID), Assignment: assign, Configs: t.Config.Overrides(),
 		})
 		if err != nil && !errors.Is(err, metadata.ErrTopicExists) {

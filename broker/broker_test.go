@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -228,7 +228,7 @@ func TestConfigValidate(t *testing.T) {
 		{"cert without tls listener", func(c *Config) { c.TLS.CertFile = "c.pem" }, "without a TLS listener"},
 		{"tls listener without key", func(c *Config) { c.TLS = TLSConfig{Listen: "127.0.0.1:0", CertFile: "c.pem"} }, "certificate and its key"},
 		{"not a voter, no controller listen", func(c *Config) {
-			c.Controller.Voters = []coordinator.Voter{{ID: 2, Addr: "127.0.0.1:1"}}
+			c.Controller.Voters = []controller.Voter{{ID: 2, Addr: "127.0.0.1:1"}}
 		}, "not among the controller voters"},
 		{"controller listen without voters", func(c *Config) { c.Controller.ControllerListen = "127.0.0.1:1" }, "needs controller voters"},
 		{"negative drain", func(c *Config) { c.DrainTimeout = -1 }, "must not be negative"},
@@ -245,7 +245,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	// A voter's controller listen address defaults to its voter entry.
 	c := DefaultConfig()
-	c.Controller.Voters = []coordinator.Voter{{ID: 1, Addr: "127.0.0.1:1"}}
+	c.Controller.Voters = []controller.Voter{{ID: 1, Addr: "127.0.0.1:1"}}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("voter without explicit controller listen: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/replication"
@@ -52,7 +52,7 @@ type Config struct {
 	// ControllerListen (default: this node's address among Voters),
 	// Rack, timeouts, and the data dir's ClusterID with its
 	// ClusterIDStore.
-	Controller coordinator.Config
+	Controller controller.Config
 	// Replication configures followers and the ISR.
 	Replication replication.Config
 	// Tiered is tiered storage (tiered.go): the object store, the chunk
@@ -103,7 +103,7 @@ func DefaultConfig() Config {
 		Listen:      "127.0.0.1:9092",
 		AdminListen: "127.0.0.1:9644",
 		Engine:      engine.DefaultConfig(),
-		Controller:  coordinator.DefaultConfig(),
+		Controller:  controller.DefaultConfig(),
 		Replication: replication.DefaultConfig(),
 		Tiered:      DefaultTieredConfig(),
 

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/replication"
@@ -372,7 +372,7 @@ func (c *coordLog) createTopic(ctx context.Context) (*metadata.Image, error) {
 	if _, ok := c.s.node.MetadataImage().Topic(c.topic); ok {
 		return c.s.node.MetadataImage(), nil
 	}
-	_, err := c.s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+	_, err := c.s.node.CreateTopic(ctx, controller.CreateTopicRequest{
 		Name:              c.topic,
 		Partitions:        int32(c.partitions),
 		ReplicationFactor: c.rf, // <= 0: min(3, live brokers)

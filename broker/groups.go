@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/engine/producerstate"
 )
 

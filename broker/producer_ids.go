@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // producerIDs hands out producer ids from blocks the controller allocates

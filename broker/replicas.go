@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
 	"github.com/ringlog/ringlog/replication"
@@ -115,7 +115,7 @@ func (s *wireServer) EnableReplication(cfg replication.Config) error {
 }
 
 func (m *replicaManager) controller() replication.Controller {
-	return coordinator.ReplicationController{Node: m.s.node}
+	return controller.ReplicationController{Node: m.s.node}
 }
 
 func (m *replicaManager) tickLoop() {
@@ -305,7 +305,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		m.unfollow(key)
 		return
 	}
-	state := coordinator.PartitionState(p)
+	state := controller.PartitionState(p)
 	now := time.Now()
 	if p.Leader == me {
 		m.unfollow(key)

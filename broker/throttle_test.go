@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/replication"
 )
 

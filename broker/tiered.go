@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/chunkcache"
@@ -139,7 +139,7 @@ type tieredStack struct {
 	mgr *upload.Manager
 	// node is the metadata source, set by attach; reads before it see an
 	// empty image.
-	node atomic.Pointer[coordinator.Node]
+	node atomic.Pointer[controller.Node]
 	// started: Start ran mgr.Start; close stops it.
 	started atomic.Bool
 }
@@ -173,7 +173,7 @@ func (t *tieredStack) image() *metadata.Image {
 }
 
 // attach builds the upload manager over the controller node.
-func (t *tieredStack) attach(node *coordinator.Node, eng *engine.Engine, nodeID int32) {
+func (t *tieredStack) attach(node *controller.Node, eng *engine.Engine, nodeID int32) {
 	t.node.Store(node)
 	ucfg := t.cfg.Upload
 	ucfg.BrokerID = nodeID

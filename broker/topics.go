@@ -4,8 +4,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 )
 
 // topicView is group.Topics over the metadata image: the consumer group

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/replication"
 )
 
@@ -18,7 +18,7 @@ func TestUnfollowLeavesFetcher(t *testing.T) {
 	s, node, _ := startWire(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topic, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: "uf", Partitions: 1, ReplicationFactor: 1})
+	topic, err := node.CreateTopic(ctx, controller.CreateTopicRequest{Name: "uf", Partitions: 1, ReplicationFactor: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

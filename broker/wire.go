@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
@@ -93,7 +93,7 @@ type wireServer struct {
 	engine *engine.Engine
 	srv    *netpath.Server
 	// node is the cluster metadata (set by Start).
-	node *coordinator.Node
+	node *controller.Node
 	// peers is the one client to other brokers (follower fetches,
 	// transaction markers).
 	peers *peer.Client
@@ -196,7 +196,7 @@ func (s *wireServer) Stats() netpath.Stats { return s.srv.Stats() }
 // with its image (call it once node.WaitReady has returned, so the image
 // is caught up), keeps reconciling on every metadata change, starts the
 // coordinators and then accepts on every listener bound so far.
-func (s *wireServer) Start(node *coordinator.Node) error {
+func (s *wireServer) Start(node *controller.Node) error {
 	s.node = node
 	if err := s.reconcile(); err != nil {
 		return err

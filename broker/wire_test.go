@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/internal/brokertest"
 	"github.com/ringlog/ringlog/netpath/peer"
@@ -17,7 +17,7 @@ import (
 // startWire runs a one-broker cluster in process: engine (sync write
 // path), controller node on its own raft, and the wire server with
 // replication enabled, listening on loopback.
-func startWire(t *testing.T) (*wireServer, *coordinator.Node, string) {
+func startWire(t *testing.T) (*wireServer, *controller.Node, string) {
 	t.Helper()
 	logger := brokertest.Logger()
 	eng := brokertest.Engine(t, logger)
@@ -51,7 +51,7 @@ func TestPeerClientAgainstWireServer(t *testing.T) {
 	s, node, addr := startWire(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topic, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 1})
+	topic, err := node.CreateTopic(ctx, controller.CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@ package netpath
 
 import (
 	"fmt"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"time"
 
 	"github.com/ringlog/ringlog/engine"

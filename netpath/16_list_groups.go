@@ -1,7 +1,7 @@
 package netpath
 
 import (
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 

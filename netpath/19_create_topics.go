@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -124,7 +124,7 @@ func (s *Server) createTopic(r *request, req *kmsg.CreateTopicsRequest, rt kmsg.
 			return fail(errorCode(err), "not creating topics while "+err.Error())
 		}
 		ctx, cancel := s.adminContext(req.TimeoutMillis)
-		t, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+		t, err := s.node.CreateTopic(ctx, controller.CreateTopicRequest{
 			Name: rt.Topic, Partitions: partitions, ReplicationFactor: rf, Assignment: assignment, Configs: configs,
 		})
 		cancel()

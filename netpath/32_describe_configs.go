@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 
 	"github.com/ringlog/ringlog/engine"
 

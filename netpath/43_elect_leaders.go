@@ -3,8 +3,8 @@ package netpath
 import (
 	"context"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -38,9 +38,9 @@ func init() { register(43, 0, 2, handleElectLeaders) }
 func handleElectLeaders(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.ElectLeadersRequest)
 	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
-	typ := coordinator.ElectionType(req.ElectionType)
+	typ := controller.ElectionType(req.ElectionType)
 	if req.Version == 0 {
-		typ = coordinator.PreferredElection
+		typ = controller.PreferredElection
 	}
 	allowed := s.authorizeCluster(r, metadata.OpAlter)
 	return reply{resolve: func(<-chan struct{}) *response {
@@ -48,7 +48,7 @@ func handleElectLeaders(s *Server, r *request) reply {
 		switch {
 		case !allowed:
 			topLevel = kerr.ClusterAuthorizationFailed.Code
-		case typ != coordinator.PreferredElection && typ != coordinator.UncleanElection:
+		case typ != controller.PreferredElection && typ != controller.UncleanElection:
 			topLevel = kerr.InvalidRequest.Code
 		}
 		if req.Version >= 1 {
@@ -109,14 +109,14 @@ func handleElectLeaders(s *Server, r *request) reply {
 // electionCandidates lists the partitions of img that may need an
 // election of type typ: preferred, those not led by their preferred
 // replica; unclean, those without a live leader.
-func electionCandidates(img *metadata.Image, typ coordinator.ElectionType) []kmsg.ElectLeadersRequestTopic {
+func electionCandidates(img *metadata.Image, typ controller.ElectionType) []kmsg.ElectLeadersRequestTopic {
 	var out []kmsg.ElectLeadersRequestTopic
 	for _, t := range img.Topics() {
 		rt := kmsg.NewElectLeadersRequestTopic()
 		rt.Topic = t.Name
 		for i, p := range t.Partitions {
 			need := false
-			if typ == coordinator.PreferredElection {
+			if typ == controller.PreferredElection {
 				need = len(p.Replicas) > 0 && p.Leader != p.Replicas[0]
 			} else {
 				b, ok := img.Broker(p.Leader)
@@ -134,7 +134,7 @@ func electionCandidates(img *metadata.Image, typ coordinator.ElectionType) []kms
 }
 
 // electLeader runs one election and returns its error code and message.
-func (s *Server) electLeader(ctx context.Context, r *request, topic string, part int32, typ coordinator.ElectionType) (int16, *string) {
+func (s *Server) electLeader(ctx context.Context, r *request, topic string, part int32, typ controller.ElectionType) (int16, *string) {
 	if ctx.Err() != nil {
 		msg := "request timed out before this election was started"
 		return kerr.RequestTimedOut.Code, &msg
@@ -144,7 +144,7 @@ func (s *Server) electLeader(ctx context.Context, r *request, topic string, part
 	if err != nil {
 		return errorCode(err), errorMessage(err)
 	}
-	if typ == coordinator.UncleanElection {
+	if typ == controller.UncleanElection {
 		s.log.Error("UNCLEAN LEADER ELECTION requested through ElectLeaders: a partition without a live leader got one; if it was not in sync, records acknowledged by the old ISR are lost",
 			"topic", topic, "partition", part, "leader", p.Leader, "leader_epoch", p.LeaderEpoch,
 			"old_isr", before.ISR, "isr", p.ISR, "principal", r.conn.principal())

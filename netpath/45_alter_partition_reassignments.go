@@ -3,7 +3,7 @@ package netpath
 import (
 	"slices"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -14,7 +14,7 @@ import (
 //   - Each partition's replicas are its new target (preferred leader
 //     first); null replicas cancel the reassignment in progress. All of
 //     it goes to the controller as one metadata command
-//     (coordinator/metadata/reassign.go); each partition succeeds or
+//     (controller/metadata/reassign.go); each partition succeeds or
 //     fails on its own.
 //   - The new replicas copy the log through the ordinary follower path
 //     and join the ISR; then the replicas not in the target leave, and

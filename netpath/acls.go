@@ -1,7 +1,7 @@
 package netpath
 
 import (
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // aclFilter builds a metadata filter from the fields every ACL filter

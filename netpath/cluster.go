@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -172,7 +172,7 @@ func (s *Server) autoCreate(topic string) (*metadata.Image, error) {
 	}
 	ctx, cancel := s.adminContext(0)
 	defer cancel()
-	t, err := s.node.CreateTopic(ctx, coordinator.CreateTopicRequest{
+	t, err := s.node.CreateTopic(ctx, controller.CreateTopicRequest{
 		Name: topic, Partitions: s.cfg.DefaultPartitions, ReplicationFactor: s.autoCreateRF(),
 	})
 	switch {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
@@ -46,7 +46,7 @@ type RemoteTier interface {
 }
 
 // Metadata is the cluster metadata: the controller's image and the admin
-// writes that go through it (*coordinator.Node).
+// writes that go through it (*controller.Node).
 type Metadata interface {
 	MetadataImage() *metadata.Image
 	// Fresh returns an error while the image may be stale (fenced, not
@@ -56,10 +56,10 @@ type Metadata interface {
 	// Sync waits until the image has every entry the controller committed
 	// before the call.
 	Sync(ctx context.Context) error
-	CreateTopic(ctx context.Context, req coordinator.CreateTopicRequest) (metadata.Topic, error)
+	CreateTopic(ctx context.Context, req controller.CreateTopicRequest) (metadata.Topic, error)
 	DeleteTopic(ctx context.Context, name string) error
 	CreatePartitions(ctx context.Context, name string, total int32, assignment [][]int32) (metadata.Topic, error)
-	ElectLeader(ctx context.Context, topic string, partition int32, typ coordinator.ElectionType) (metadata.Partition, error)
+	ElectLeader(ctx context.Context, topic string, partition int32, typ controller.ElectionType) (metadata.Partition, error)
 	CreateACLs(ctx context.Context, acls []metadata.ACL) ([]error, error)
 	DeleteACLs(ctx context.Context, filters []metadata.ACLFilter) ([][]metadata.ACL, error)
 	AlterScramCredentials(ctx context.Context, c metadata.AlterScramCredentials) ([]error, error)
@@ -73,7 +73,7 @@ type Metadata interface {
 	UnregisterBroker(ctx context.Context, id int32) error
 }
 
-var _ Metadata = (*coordinator.Node)(nil)
+var _ Metadata = (*controller.Node)(nil)
 
 // Cluster is the broker's side of the metadata image.
 type Cluster interface {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"syscall"
 
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
-	"github.com/ringlog/ringlog/coordinator/metadata"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
@@ -76,9 +76,9 @@ func errorCode(err error) int16 {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, coordinator.ErrNotController), errors.Is(err, coordinator.ErrClosed):
+	case errors.Is(err, controller.ErrNotController), errors.Is(err, controller.ErrClosed):
 		return kerr.NotController.Code
-	case errors.Is(err, coordinator.ErrStale), errors.Is(err, metadata.ErrBrokerFenced),
+	case errors.Is(err, controller.ErrStale), errors.Is(err, metadata.ErrBrokerFenced),
 		errors.Is(err, metadata.ErrClusterNotInitialized):
 		return kerr.BrokerNotAvailable.Code
 	case errors.Is(err, metadata.ErrClusterIDMismatch):
@@ -113,7 +113,7 @@ func errorCode(err error) int16 {
 		return kerr.NoReassignmentInProgress.Code
 	case errors.Is(err, metadata.ErrNoScramCredential):
 		return kerr.ResourceNotFound.Code
-	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, coordinator.ErrInvalidRequest),
+	case errors.Is(err, metadata.ErrInvalidCommand), errors.Is(err, controller.ErrInvalidRequest),
 		errors.Is(err, metadata.ErrInvalidACL), errors.Is(err, metadata.ErrInvalidQuota):
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, engine.ErrUnknownTopic):
@@ -137,7 +137,7 @@ func errorCode(err error) int16 {
 	case errors.Is(err, engine.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, engine.ErrStorage), errors.Is(err, engine.ErrDiskFull),
-		errors.Is(err, coordinator.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
+		errors.Is(err, controller.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
 		// A full disk is KAFKA_STORAGE_ERROR, not POLICY_VIOLATION:
 		// clients retry it, so producers resume by themselves once space
 		// is freed (docs/disk-full.md); the message says why.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/internal/brokertest"
@@ -22,7 +22,7 @@ import (
 // without replication or deletes).
 type testCluster struct {
 	eng  *engine.Engine
-	node *coordinator.Node
+	node *controller.Node
 }
 
 func (c *testCluster) Reconcile() error {
@@ -88,7 +88,7 @@ func clusterServer(t testing.TB, configure func(*Config), partitions int32, topi
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, topic := range topics {
-		if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
+		if _, err := node.CreateTopic(ctx, controller.CreateTopicRequest{Name: topic, Partitions: partitions, ReplicationFactor: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/epochcache"
@@ -97,13 +97,13 @@ func (f *fakeRemote) OffsetForTimestamp(ctx context.Context, topicID [16]byte, p
 // metadata and deleted locally: the local log starts above 0, the whole
 // log at 0. It returns the first segment's bytes; the segments' objects
 // are in tieredStore(srv).
-func tieredServer(t *testing.T) (*Server, *engine.Partition, *coordinator.Node, []byte) {
+func tieredServer(t *testing.T) (*Server, *engine.Partition, *controller.Node, []byte) {
 	t.Helper()
 	srv, eng := clusterServer(t, nil, 1, "plain")
-	node := srv.node.(*coordinator.Node)
+	node := srv.node.(*controller.Node)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := node.CreateTopic(ctx, coordinator.CreateTopicRequest{Name: "tt", Partitions: 1, ReplicationFactor: 1,
+	if _, err := node.CreateTopic(ctx, controller.CreateTopicRequest{Name: "tt", Partitions: 1, ReplicationFactor: 1,
 		Configs: map[string]string{"remote.storage.enable": "true", "segment.bytes": "1024", "local.retention.bytes": "1", "retention.bytes": "-1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func uploadObjects(ctx context.Context, store objstore.Store, seg *rlm.Segment, 
 // useRemoteReader gives srv a real remote reader over tieredServer's
 // store, through a chunk cache of 700-byte chunks (batches straddle
 // them).
-func useRemoteReader(t *testing.T, srv *Server, node *coordinator.Node) *chunkcache.Cache {
+func useRemoteReader(t *testing.T, srv *Server, node *controller.Node) *chunkcache.Cache {
 	t.Helper()
 	v, _ := tieredStores.Load(srv)
 	store := v.(*objstore.Memory)

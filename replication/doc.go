@@ -12,7 +12,7 @@
 // OnFollowerFetch takes the follower fetches netpath's Fetch handler
 // hands it, and Fetchers for followed ones) and adapts an engine
 // partition to Log (the engine owns an epochcache.Cache per partition);
-// coordinator.ReplicationController implements Controller. Time is
+// controller.ReplicationController implements Controller. Time is
 // always passed in (now arguments, or Clock for the goroutines), so every
 // rule is testable without sockets or sleeps.
 //

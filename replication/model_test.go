@@ -70,7 +70,7 @@ func (c *simController) bump(leaderChanged bool) {
 	c.state.PartitionEpoch++
 }
 
-// alter mirrors coordinator/metadata's alterPartition checks.
+// alter mirrors controller/metadata's alterPartition checks.
 func (c *simController) alter(broker int32, p AlterProposal) (PartitionState, error) {
 	s := &c.state
 	switch {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
-	"github.com/ringlog/ringlog/coordinator/metadata/metadatatest"
+	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/metadata/metadatatest"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/epochcache"

@@ -129,7 +129,7 @@ type Log interface {
 }
 
 // Controller is the part of the coordinator replication calls. The
-// adapter wraps coordinator.Node.AlterPartition, copying the returned
+// adapter wraps controller.Node.AlterPartition, copying the returned
 // metadata.Partition and wrapping its errors (see errors.go).
 type Controller interface {
 	AlterPartition(ctx context.Context, tp TopicPartition, leaderEpoch, partitionEpoch int32, newISR []int32) (PartitionState, error)

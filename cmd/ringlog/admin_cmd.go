@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/urfave/cli/v2"
 
-	"github.com/ringlog/ringlog/coordinator/balance"
+	"github.com/ringlog/ringlog/controller/balance"
 )
 
 // `ringlog admin`: rebalance after brokers join, decommission a broker,
@@ -22,7 +22,7 @@ import (
 // protocol (Metadata, AlterPartitionReassignments,
 // ListPartitionReassignments, ElectLeaders, IncrementalAlterConfigs,
 // UnregisterBroker), so they work through any broker and listener. The
-// plan is computed here (coordinator/balance); the controller only
+// plan is computed here (controller/balance); the controller only
 // executes reassignments.
 
 // maxDecommissionRounds bounds decommission's re-planning: each round

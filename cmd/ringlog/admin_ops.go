@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/ringlog/ringlog/coordinator/balance"
+	"github.com/ringlog/ringlog/controller/balance"
 )
 
 // The cluster side of `ringlog admin`: reading the assignment through

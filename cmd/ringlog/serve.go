@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/broker"
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/vfs"
@@ -244,7 +244,7 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	cfg.ControlledShutdownTimeout = c.Duration("controlled-shutdown-timeout")
 
 	ctl := &cfg.Controller
-	if ctl.Voters, err = coordinator.ParseVoters(c.String("controller-voters")); err != nil {
+	if ctl.Voters, err = controller.ParseVoters(c.String("controller-voters")); err != nil {
 		return cfg, fmt.Errorf("--controller-voters: %w", err)
 	}
 	ctl.ControllerListen = c.String("controller-listen")

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/broker"
-	"github.com/ringlog/ringlog/coordinator"
+	"github.com/ringlog/ringlog/controller"
 )
 
 // TestServeDefaultsAreBrokerDefaults: serve without flags configures the
@@ -54,7 +54,7 @@ func TestDevClusterNodeArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantVoters := []coordinator.Voter{{ID: 1, Addr: "127.0.0.1:19192"}, {ID: 2, Addr: "127.0.0.1:19193"}}
+	wantVoters := []controller.Voter{{ID: 1, Addr: "127.0.0.1:19192"}, {ID: 2, Addr: "127.0.0.1:19193"}}
 	if cfg.NodeID != 2 || cfg.Listen != nd.kafka || cfg.AdminListen != nd.admin || cfg.DataDir != nd.dataDirPath ||
 		cfg.Controller.ControllerListen != nd.ctrl || !slices.Equal(cfg.Controller.Voters, wantVoters) ||
 		cfg.Engine.IOMode != "sync" || cfg.Groups.InitialRebalanceDelay != 100*time.Millisecond {

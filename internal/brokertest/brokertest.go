@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator"
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 )
 
@@ -36,14 +36,14 @@ func Engine(t testing.TB, log *slog.Logger) *engine.Engine {
 
 // Node starts node 1 of a one-node cluster registering endpoints, waits
 // until it is ready (registered, caught up), and closes it at cleanup.
-func Node(t testing.TB, endpoints []metadata.Endpoint, log *slog.Logger) *coordinator.Node {
+func Node(t testing.TB, endpoints []metadata.Endpoint, log *slog.Logger) *controller.Node {
 	t.Helper()
-	cfg := coordinator.DefaultConfig()
+	cfg := controller.DefaultConfig()
 	cfg.NodeID = 1
 	cfg.DataDir = t.TempDir()
 	cfg.Endpoints = endpoints
 	cfg.Logger = log
-	node, err := coordinator.New(cfg)
+	node, err := controller.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

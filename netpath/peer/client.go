@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/internal/sockio"
 	"github.com/ringlog/ringlog/netpath/internal/proto"
 	"github.com/twmb/franz-go/pkg/kmsg"

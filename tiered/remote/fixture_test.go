@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/chunkcache"

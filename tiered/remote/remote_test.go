@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/tiered/objstore"

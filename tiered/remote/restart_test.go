@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
-	"github.com/ringlog/ringlog/coordinator/metadata/metadatatest"
+	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/metadata/metadatatest"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/tiered/objstore"

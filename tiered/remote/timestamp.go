@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/tiered/rlm"

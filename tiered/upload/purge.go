@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 

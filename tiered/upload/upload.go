@@ -30,13 +30,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
-// Meta is the controller side the manager needs (*coordinator.Node).
+// Meta is the controller side the manager needs (*controller.Node).
 type Meta interface {
 	MetadataImage() *metadata.Image
 	CommitRemoteSegment(ctx context.Context, seg rlm.Segment) error

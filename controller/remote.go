@@ -1,10 +1,10 @@
-package coordinator
+package controller
 
 import (
 	"context"
 	"errors"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )
 

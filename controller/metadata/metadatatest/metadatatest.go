@@ -8,7 +8,7 @@ package metadatatest
 import (
 	"testing"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/rlm"
 )

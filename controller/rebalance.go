@@ -1,11 +1,11 @@
-package coordinator
+package controller
 
 import (
 	"context"
 	"errors"
 	"slices"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // Preferred-leader rebalance, Kafka's auto.leader.rebalance.enable.

@@ -1,4 +1,4 @@
-// Package coordinator runs ringlog's cluster metadata: a KRaft-style
+// Package controller runs ringlog's cluster metadata: a KRaft-style
 // controller quorum on hashicorp/raft whose replicated state machine is
 // package metadata (brokers, topics, partitions, producer-id blocks).
 //
@@ -87,4 +87,4 @@
 // Node.Changed returns a channel closed at the next applied entry; the
 // broker re-reads MetadataImage and diffs it against what it acted on
 // (create/delete local logs, become leader/follower).
-package coordinator
+package controller

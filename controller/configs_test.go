@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // unclean.leader.election.enable set as a dynamic cluster-wide broker

@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // Voter is one member of the static controller quorum.

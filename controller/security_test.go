@@ -1,10 +1,10 @@
-package coordinator
+package controller
 
 import (
 	"errors"
 	"testing"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // TestSecurityCommandsThroughFollower alters credentials and ACLs through

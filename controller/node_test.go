@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // checkFor polls f until it returns nil or total passes.

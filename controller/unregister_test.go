@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // A non-voter broker is refused while running; once stopped (fenced) it

@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
 )
@@ -108,7 +108,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg:         cfg,
-		log:         cfg.Logger.With("component", "coordinator", "node", cfg.NodeID),
+		log:         cfg.Logger.With("component", "controller", "node", cfg.NodeID),
 		fsm:         metadata.NewFSM(),
 		incarnation: metadata.NewUUID(),
 		notifyCh:    make(chan bool, 16),

@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/replication"
 )
 

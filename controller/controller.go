@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // This file is the active controller's side: leadership changes, the

@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/internal/sockio"
 )
 

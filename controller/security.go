@@ -1,9 +1,9 @@
-package coordinator
+package controller
 
 import (
 	"context"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // SCRAM credentials and ACLs are metadata commands like topic changes:

@@ -1,4 +1,4 @@
-package coordinator
+package controller
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/metadata"
+	"github.com/ringlog/ringlog/controller/metadata"
 )
 
 // TestReassignThroughFollowerSurvivesFailover starts a reassignment
