@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
@@ -115,7 +114,7 @@ func (s *wireServer) EnableReplication(cfg replication.Config) error {
 }
 
 func (m *replicaManager) controller() replication.Controller {
-	return controller.ReplicationController{Node: m.s.node}
+	return replicationController{node: m.s.node}
 }
 
 func (m *replicaManager) tickLoop() {
@@ -305,7 +304,7 @@ func (m *replicaManager) syncPartition(t metadata.Topic, idx int32, p metadata.P
 		m.unfollow(key)
 		return
 	}
-	state := controller.PartitionState(p)
+	state := partitionState(p)
 	now := time.Now()
 	if p.Leader == me {
 		m.unfollow(key)

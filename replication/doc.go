@@ -11,9 +11,9 @@
 // (broker/replicas.go: a LeaderState per led partition, whose
 // OnFollowerFetch takes the follower fetches netpath's Fetch handler
 // hands it, and Fetchers for followed ones) and adapts an engine
-// partition to Log (the engine owns an epochcache.Cache per partition);
-// controller.ReplicationController implements Controller. Time is
-// always passed in (now arguments, or Clock for the goroutines), so every
+// partition to Log (the engine owns an epochcache.Cache per partition)
+// and implements Controller over the controller node
+// (broker/replication_controller.go). Time is always passed in (now arguments, or Clock for the goroutines), so every
 // rule is testable without sockets or sleeps.
 //
 // # Rules (Kafka's, with the KIPs that fixed them)

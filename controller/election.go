@@ -3,59 +3,13 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/ringlog/ringlog/controller/metadata"
-	"github.com/ringlog/ringlog/replication"
 )
-
-// ReplicationController adapts Node to replication.Controller: it sends
-// AlterPartition to the active controller, copies the answer into a
-// replication.PartitionState and wraps the metadata errors into
-// replication's, so LeaderState can tell "rejected" from "maybe applied".
-type ReplicationController struct{ Node *Node }
-
-var _ replication.Controller = ReplicationController{}
-
-// AlterPartition implements replication.Controller.
-func (c ReplicationController) AlterPartition(ctx context.Context, tp replication.TopicPartition, leaderEpoch, partitionEpoch int32, newISR []int32) (replication.PartitionState, error) {
-	p, err := c.Node.AlterPartition(ctx, metadata.UUID(tp.TopicID), tp.Partition, leaderEpoch, partitionEpoch, newISR)
-	if err != nil {
-		return replication.PartitionState{}, WrapReplicationError(err)
-	}
-	return PartitionState(p), nil
-}
-
-// PartitionState copies a metadata partition into replication's type.
-func PartitionState(p metadata.Partition) replication.PartitionState {
-	return replication.PartitionState{
-		Replicas: append([]int32(nil), p.Replicas...), ISR: append([]int32(nil), p.ISR...),
-		Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
-	}
-}
-
-// WrapReplicationError maps controller errors onto replication's (keeping
-// the original in the chain); others (network, no controller) pass through
-// as "outcome unknown".
-func WrapReplicationError(err error) error {
-	pairs := []struct{ from, to error }{
-		{metadata.ErrInvalidUpdateVersion, replication.ErrInvalidUpdateVersion},
-		{metadata.ErrFencedLeaderEpoch, replication.ErrFencedLeaderEpoch},
-		{metadata.ErrNotLeader, replication.ErrNotLeaderOrFollower},
-		{metadata.ErrIneligibleReplica, replication.ErrIneligibleReplica},
-		{metadata.ErrUnknownTopic, replication.ErrUnknownTopicOrPartition},
-	}
-	for _, p := range pairs {
-		if errors.Is(err, p.from) {
-			return fmt.Errorf("%w: %w", p.to, err)
-		}
-	}
-	return err
-}
 
 // uncleanKey is the topic config (Kafka's name) that overrides
 // Config.UncleanLeaderElection.
