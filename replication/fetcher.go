@@ -141,7 +141,8 @@ func (x *Fetcher) Run(ctx context.Context) {
 	defer x.restarts.Wait()
 	for ctx.Err() == nil {
 		x.mu.Lock()
-		req := x.f.BuildRequest(x.clock.Now())
+		now := x.clock.Now()
+		req := x.f.BuildRequest(now)
 		wakeAt, delayed := x.f.NextWake()
 		leader := x.f.Leader()
 		var rctx context.Context
@@ -155,7 +156,9 @@ func (x *Fetcher) Run(ctx context.Context) {
 		if req == nil {
 			var timer <-chan time.Time
 			if delayed {
-				timer = x.clock.After(wakeAt.Sub(x.clock.Now()))
+				// From the now the request was built at: a clock read
+				// later could pass the wake time and sleep for nothing.
+				timer = x.clock.After(wakeAt.Sub(now))
 			}
 			select {
 			case <-ctx.Done():
