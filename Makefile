@@ -32,7 +32,7 @@ help:
 	@echo "make bench-engine go test -bench for the storage engine"
 	@echo "make profile      3 local brokers, 60 s acks=all load with a consumer; broker CPU/heap/mutex/block profiles (and perf) of the window, then the report"
 	@echo "make chaos        failover test under acks=all load for CHAOS_ROUNDS rounds (default $(CHAOS_ROUNDS)), prints the checker's counts"
-	@echo "make faults       issue 15's kill -9 failover scenario FAULT_RUNS times (default $(FAULT_RUNS)): every produce answered in time, checker clean"
+	@echo "make faults       the kill -9 failover scenario FAULT_RUNS times (default $(FAULT_RUNS)): every produce answered in time, checker clean"
 	@echo "make fuzz         run every fuzz target for FUZZTIME (default $(FUZZTIME))"
 
 # bin/fakebroker is franz-go's in-memory kfake behind serve's flags: the
@@ -70,30 +70,30 @@ SYNC_TESTS ?= TestFranzGoProduceConsumeAllCodecs|TestRestartKeepsDataAndClusterI
 # both paths (CI runs it after `make test`), which keeps `make test` under
 # 15 minutes on a 2-core machine.
 FAULT_TESTS ?= TestFailoverAcksAnswered|TestDiskFull|TestDiskError|TestSlowFsync|TestListOffsetsAfterLeaderChange
-# The admin integration tests (issue 18: configs, records, producer and
+# The admin integration tests (configs, records, producer and
 # transaction listings, quotas, reassignment, replication throttle,
 # `ringlog admin`, brokers joining, the scale-out scenario) run in
 # `make test-admin`, which CI runs
 # after `make test`; they do not depend on the write path.
 ADMIN_TESTS ?= TestAdmin
-# The harness integration tests (issue 19: load agents, OMB workload
+# The harness integration tests (load agents, OMB workload
 # files, consumer workloads, reports in headless Chromium) run in
 # `make test-harness`, which CI runs after `make test`.
 HARNESS_TESTS ?= TestHarness
-# The KIP-848 consumer-protocol integration tests (issue 20: franz-go
+# The KIP-848 consumer-protocol integration tests (franz-go
 # members over a 3-broker cluster through leaves, kills, joins and a
 # coordinator kill -9; the side-by-side rebalance benchmark is behind
 # RINGLOG_GROUP848_BENCH=1) run in `make test-groups`, which CI runs after
 # `make test`.
 GROUP848_TESTS ?= TestConsumerProto
-# The tiered-storage integration tests (issue 21: 3 brokers and the test
+# The tiered-storage integration tests (3 brokers and the test
 # S3 server as its own process; 2 GiB through a 30 s local window with a
 # leader kill -9 and a 60 s object-store outage, read errors and remote
 # retention, a follower restarting from the remote tier; the benchmark is
 # behind RINGLOG_TIERED_BENCH=1) run in `make test-tiered`, which CI runs
 # after `make test-groups`.
 TIERED_TESTS ?= TestTiered
-# The network-fault schedule (issue 32: brokers in network namespaces,
+# The network-fault schedule (brokers in network namespaces,
 # nftables partitions, one-way cuts, loss, with kill -9 and SIGSTOP on
 # top, and the history checker; about four minutes per write path) runs
 # in `make test-netfaults`, once per path, which CI runs; `make
@@ -185,7 +185,7 @@ chaos: build
 	@RINGLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run 'TestFailoverUnderLoad' -v ./cmd/ringlog/ > bin/chaos.log 2>&1; rc=$$?; \
 	  grep -E '^(chaos:|--- |ok|FAIL|\s+failover_test)' bin/chaos.log; echo "full output: bin/chaos.log"; exit $$rc
 
-# Issue 15's scenario (3 brokers, idempotent acks=all producer at 2,000
+# The leader-kill scenario (3 brokers, idempotent acks=all producer at 2,000
 # msg/s on 6 partitions, kill -9 and restart of two partition leaders)
 # FAULT_RUNS times on one cluster: every produce answered within its
 # timeout, the producer finishes, purgatories empty, checker clean. One

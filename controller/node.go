@@ -417,7 +417,7 @@ func (n *Node) propose(ctx context.Context, cmd metadata.Command) (*metadata.Res
 	// the leader's next AppendEntries, which carries the commit index:
 	// with nothing more to send that is raft's CommitTimeout (50 ms, up
 	// to twice that) later, and brokers applied a topic created a moment
-	// ago that late (its first acks=all produce waited for it, issue 31).
+	// ago that late (its first acks=all produce waited for it).
 	// A barrier entry is that next AppendEntries, now. Its future is not
 	// waited for. Metadata changes are rare, so this costs one log entry
 	// each, where a shorter CommitTimeout would send an empty

@@ -1,6 +1,6 @@
 package engine
 
-// The engine's side of tiered storage (issue 21, KIP-405). The uploader
+// The engine's side of tiered storage (KIP-405). The uploader
 // (a later package) lists sealed segments with UploadableSegments, copies
 // them to the object store and commits them to the remote-log metadata;
 // the broker reports what the metadata says through SetRemoteState. From

@@ -18,7 +18,7 @@ type SizeInput struct {
 	RetentionDays float64 `json:"retention_days"`
 	Copies        float64 `json:"copies"` // replication factor
 
-	// ObjectStore sizes a remote tier (issue 21): the leaders upload every
+	// ObjectStore sizes a remote tier: the leaders upload every
 	// sealed segment once, the store keeps it for the whole retention, and
 	// broker disks keep only the hot window.
 	ObjectStore bool `json:"object_store,omitempty"`

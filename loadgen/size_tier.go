@@ -7,7 +7,7 @@ import (
 	"sort"
 )
 
-// TieredCapacity is the arithmetic of a remote tier (issue 21). The model:
+// TieredCapacity is the arithmetic of a remote tier. The model:
 // the leader uploads each segment once when it rolls, so the object store
 // holds the whole retention, the newest hot window included; broker disks
 // keep RF copies of the hot window only; followers upload nothing. All

@@ -56,7 +56,7 @@ import (
 //   - read_committed stops at the last stable offset and lists the aborted
 //     transactions overlapping the returned range (the consumer drops
 //     their records); read_uncommitted reads to the high watermark.
-//   - Tiered storage (issue 21, KIP-405): a consumer read below the local
+//   - Tiered storage (KIP-405): a consumer read below the local
 //     log start (engine.ErrOffsetRemote) is served from the remote tier
 //     (Deps.Remote, tiered/remote) with the same HW, LSO and log start
 //     the local path reports; its records are a range of a chunk-cache

@@ -99,7 +99,7 @@ func clusterServer(t testing.TB, configure func(*Config), partitions int32, topi
 }
 
 // A long-poll fetch at the log end must wake for an append that lands
-// while it is being read (issue 15: the change channel was taken after
+// while it is being read (the change channel was taken after
 // the read, so an advance in between was slept through until
 // max_wait_ms). Each round starts a consumer fetch (min_bytes 1,
 // max_wait_ms 1000) through the real fetch path and appends one batch at

@@ -59,7 +59,7 @@ func (c reconcileHook) Reconcile() error {
 // created a moment ago: the reconcile pass that created its log is still
 // stamping its leader epoch), catches up with a reconcile instead of
 // answering NOT_LEADER_OR_FOLLOWER, which kcat retried only after
-// librdkafka's 100 ms backoff (issue 31).
+// librdkafka's 100 ms backoff.
 func TestProduceCatchesUpWithReplicationLeadership(t *testing.T) {
 	srv, part := singleNodeServer(t, "late")
 	repl := &lateReplicas{purg: replication.NewPurgatory()}

@@ -246,7 +246,7 @@ func TestFetcherBacksOffAndAppends(t *testing.T) {
 // leader counts in), so the partition is retried on time: a follower that
 // heard of a new topic before its leader did got UNKNOWN_TOPIC_OR_PARTITION
 // and was retried only when the next long poll of its other partitions
-// ended, FetchMaxWait later (issue 31).
+// ended, FetchMaxWait later.
 func TestFollowerLongPollEndsWithBackoff(t *testing.T) {
 	cfg := DefaultConfig()
 	f := NewFollower(cfg, 2, 1)

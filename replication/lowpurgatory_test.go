@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// DeleteRecords waits (issue 18): the purgatory's low-watermark waiters
+// DeleteRecords waits: the purgatory's low-watermark waiters
 // and LeaderState's Update.Low that wakes them.
 
 func TestPurgatoryLowWaiters(t *testing.T) {

@@ -28,7 +28,7 @@ import (
 // converge, every acknowledged record is at its acknowledged offset, no
 // value appears twice, and acknowledgement order is offset order.
 //
-// Waiting requests (issue 15): a produce registers its purgatory waiter a
+// Waiting requests: a produce registers its purgatory waiter a
 // few steps after its append, as netpath does once the local write is
 // durable, so leadership may end or move in between; the controller also
 // bumps the leader epoch of a leader that keeps leading. Every produce must

@@ -68,7 +68,7 @@ func TestPurgatoryExpire(t *testing.T) {
 	}
 }
 
-// Waiters belong to the leader epoch of their append (issue 15): an Add
+// Waiters belong to the leader epoch of their append: an Add
 // that arrives after its epoch ended fails at once instead of waiting for
 // a high watermark that will never come (or, worse, being answered by the
 // HW of a later epoch whose records at that offset differ), and a newer
@@ -128,8 +128,8 @@ func TestPurgatoryEpochs(t *testing.T) {
 // A new leader's HW may never move (nothing new is appended: the only
 // producer is stuck retrying a batch that is already below it, which
 // deduplication answers with its first offsets). Lead tells the purgatory
-// where the HW is, so that retry is acknowledged at once (issue 15's
-// "log_end=6008 hw=6008" partition).
+// where the HW is, so that retry is acknowledged at once (a partition
+// once seen stuck at "log_end=6008 hw=6008").
 func TestPurgatoryLeadKnowsTheHighWatermark(t *testing.T) {
 	p := NewPurgatory()
 	dl := t0.Add(time.Minute)

@@ -74,7 +74,7 @@ func protoOpts(proto string, session, hb time.Duration) []kgo.Opt {
 }
 
 // consumerFlags are the broker flags of the consumer protocol. A broker
-// build without them (before issue 20) is accepted only under cpClassicEnv.
+// build without them (before the consumer group protocol) is accepted only under cpClassicEnv.
 func consumerFlags(t *testing.T, session, hb time.Duration) []string {
 	t.Helper()
 	out, _ := exec.Command(ringlogBin, "serve", "--help").CombinedOutput()

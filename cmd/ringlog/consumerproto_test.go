@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// The KIP-848 ("consumer") group protocol end to end (issue 20): real
+// The KIP-848 ("consumer") group protocol end to end: real
 // brokers on loopback, franz-go members speaking ConsumerGroupHeartbeat,
 // confluent_kafka (librdkafka) classic consumers beside them. Run by
 // `make test-groups`; helpers in consumerproto_helpers_test.go.

@@ -138,7 +138,7 @@ func produceOne(t *testing.T, cl *kgo.Client, topic string, value []byte) (int16
 // checkpoints and group commits keep working, retention and DeleteTopics
 // free space and produce resumes by itself, and every acknowledged record
 // of the surviving topic is readable. (Topic configs cannot change live
-// yet, issue 18: retention is covered with a retention.ms set at creation.)
+// yet: retention is covered with a retention.ms set at creation.)
 func TestDiskFullRecovery(t *testing.T) {
 	mnt := mountSmallFS(t, 96)
 	b := startBroker(t, filepath.Join(mnt, "data"),

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Issue 15's report, as a process-level test: three brokers, RF=3,
+// Unanswered produces during leader kills, as a process-level test: three brokers, RF=3,
 // min.insync.replicas=2, one franz-go idempotent producer at 2,000 msg/s
 // acks=all over 6 partitions. The leader of partition 0 is killed with
 // SIGKILL and restarted 8 s later, then the leader of partition 1, restarted

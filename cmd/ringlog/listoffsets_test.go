@@ -75,7 +75,7 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 	}
 }
 
-// TestListOffsetsAfterLeaderChange: the short read-back of issue 15. Three
+// TestListOffsetsAfterLeaderChange: a short read-back after a leader change. Three
 // brokers, RF=3; acks=all records go to every partition until the moment
 // partition 0's leader is killed with SIGKILL (the followers may not yet
 // have heard the HW of the last acknowledgement). Then ListOffsets for the

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestReplicationNewTopicFirstProduce (issue 31): on a fresh 3-broker
+// TestReplicationNewTopicFirstProduce: on a fresh 3-broker
 // cluster, the first acks=all produce to each of 10 newly created RF=3
 // topics (min.insync.replicas=2), sent by a kcat process started as soon
 // as CreateTopics answered, is acknowledged without waiting for a

@@ -72,7 +72,7 @@ func TestTieredBench(t *testing.T) {
 	cl := b.client(t)
 	adm := kadm.NewClient(cl)
 	var out strings.Builder
-	fmt.Fprintf(&out, "## Tiered storage (issue 21), one broker, test S3 server (tiered/s3test) on loopback, %s\n\n", time.Now().UTC().Format("2006-01-02"))
+	fmt.Fprintf(&out, "## Tiered storage, one broker, test S3 server (tiered/s3test) on loopback, %s\n\n", time.Now().UTC().Format("2006-01-02"))
 
 	// (a) Read throughput.
 	const rtopic = "bench-read"

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Tiered storage (issue 21) with real processes: three brokers, the test
+// Tiered storage with real processes: three brokers, the test
 // S3 server (tiered/s3test) as a process of its own, franz-go and kcat.
 // `make test-tiered` runs them. Knobs for development runs:
 // RINGLOG_TIERED_BYTES (default 2GiB), RINGLOG_TIERED_SEGMENT_BYTES

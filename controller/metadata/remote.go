@@ -1,6 +1,6 @@
 package metadata
 
-// Remote-log metadata (issue 21, tiered storage): which segments of a
+// Remote-log metadata (tiered storage): which segments of a
 // partition are in the object store. It is the source of truth for the
 // remote tier: a segment is readable remotely, and its local copy may be
 // deleted, only once CommitRemoteSegment has been applied here.
