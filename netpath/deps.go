@@ -21,7 +21,7 @@ import (
 // Deps are the collaborators the server is built with.
 type Deps struct {
 	// Engine holds the partition logs handlers read and append to.
-	Engine *engine.Engine
+	Engine Storage
 	// Cluster keeps the engine in line with the metadata image.
 	Cluster Cluster
 	// Groups is the consumer group coordinator.
@@ -35,6 +35,23 @@ type Deps struct {
 	// has no object store configured.
 	Remote RemoteTier
 }
+
+// Storage is the local log store (*engine.Engine): the partitions
+// handlers read and append to, the hosted topics, topic config parsing
+// and defaults, and the data directory's disk state.
+type Storage interface {
+	Partition(topic string, p int32) (*engine.Partition, error)
+	Topic(name string) (engine.TopicInfo, bool)
+	Topics() []engine.TopicInfo
+	Hosted(topic string) []int32
+	ParseConfig(kv map[string]string) (engine.TopicConfig, error)
+	StaticDefaults() engine.TopicConfig
+	DiskFull() error
+	DiskUsage() (free, total int64, err error)
+	Dir() string
+}
+
+var _ Storage = (*engine.Engine)(nil)
 
 // RemoteTier is the read side of tiered storage (*remote.Reader): fetches
 // and timestamp lookups below a partition's local log start. Errors wrap

@@ -27,7 +27,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/sockio"
 )
 
@@ -200,7 +199,7 @@ type Stats struct {
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
-	engine *engine.Engine
+	engine Storage
 	// node is the cluster metadata (set by Start): topics, leaders and
 	// brokers come from its image; admin writes go through it.
 	node Metadata
