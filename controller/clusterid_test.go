@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // A node without Config.ClusterIDStore keeps the cluster id in

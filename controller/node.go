@@ -19,8 +19,8 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/ringlog/ringlog/controller/metadata"
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Errors of the controller node; the metadata package's errors (wrapped

@@ -14,9 +14,9 @@ import (
 
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/codec"
 	"github.com/ringlog/ringlog/internal/records"
+	"github.com/ringlog/ringlog/internal/vfs"
 	"golang.org/x/sys/unix"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Config configures an Engine. Every field is documented with its default.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // TestCrashKeepsAcknowledgedRecords appends from several goroutines with

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Disk-error tests run on both write paths (forEachIOPath): the engine's

@@ -16,9 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/ratelog"
+	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/ringlog/ringlog/iouring"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/records"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // testIOMode is the IOMode tests run with: RINGLOG_TEST_IO=uring|sync|auto

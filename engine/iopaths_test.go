@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // The fault, crash and disk tests run table-driven on both write paths:

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Crash tests of the broker-wide journal, on both write paths. A MemFS

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // TestJournalDirectReplay: on the OS file system the journal is written

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // topicState is a live topic. Its config may be read by appends while an

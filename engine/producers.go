@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/records"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // This file wires per-partition producer state (package producerstate)

@@ -33,7 +33,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // ErrOffsetRemote says an offset lies below the local log start but

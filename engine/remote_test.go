@@ -12,7 +12,7 @@ import (
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 func TestRemoteConfigDefaultsAndParse(t *testing.T) {

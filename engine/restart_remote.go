@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // RestartFromRemote empties the log and restarts it at offset with the

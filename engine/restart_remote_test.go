@@ -9,7 +9,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // remoteSource builds the remote tier's view of a leader's log: a

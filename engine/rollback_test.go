@@ -11,7 +11,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // A write that fails for lack of space leaves the partition online on

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/records"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // File names are spelled once, in package layout; these short names are

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // The pwrite path's journal rounds. Appends are pwritten in the caller as

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Reads near the log end find their batch headers in memory: a follower

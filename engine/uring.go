@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/rawio"
+	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/ringlog/ringlog/iouring"
 )
 

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/ringlog/ringlog/iouring"
 )
 

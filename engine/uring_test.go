@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/ringlog/ringlog/iouring"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // readIdentity reads dir's meta.properties and checks that it is the data

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Fault injection on a running broker: a test facility, not an operator

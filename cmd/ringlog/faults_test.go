@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // The fault endpoint validates what it is given, maps it onto vfs faults

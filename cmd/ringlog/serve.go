@@ -20,7 +20,7 @@ import (
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/urfave/cli/v2"
 )
 

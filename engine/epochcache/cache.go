@@ -30,8 +30,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/records"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Undefined is both "no epoch" and "no offset" (Kafka's -1 sentinels).

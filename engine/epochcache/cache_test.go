@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ringlog/ringlog/engine/vfs"
 	"github.com/ringlog/ringlog/internal/layout"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 func TestAssignAndLookup(t *testing.T) {

@@ -28,7 +28,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // Names directly under the data dir.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ringlog/ringlog/engine/vfs"
+	"github.com/ringlog/ringlog/internal/vfs"
 )
 
 // dataDir returns a MemFS whose /data exists durably (created by the

@@ -110,6 +110,15 @@ func TestSelfAgainstProc(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("no /proc")
 	}
+	// /proc counts CPU in 10 ms ticks: a process that started a moment
+	// ago may show none yet. Spin until it shows some.
+	for start := time.Now(); time.Since(start) < 10*time.Second; {
+		if p, err := (FS{}).Process(os.Getpid()); err == nil && p.CPUSeconds > 0 {
+			break
+		}
+		for range 1_000_000 {
+		}
+	}
 	s, err := Self(FS{})
 	if err != nil {
 		t.Fatal(err)

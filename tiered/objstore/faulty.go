@@ -10,7 +10,7 @@ import (
 )
 
 // Fault model of Faulty, the wrapper tests put around a Store (in the
-// spirit of pebble's errorfs and engine/vfs's Fault):
+// spirit of pebble's errorfs and internal/vfs's Fault):
 //   - outage: every call fails with ErrUnavailable, as when the store is
 //     unreachable; calls in flight are not interrupted.
 //   - per-operation faults: a Fault matches calls by operation and key
