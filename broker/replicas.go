@@ -134,47 +134,37 @@ func (m *replicaManager) tickLoop() {
 			lps = append(lps, lp)
 		}
 		m.mu.Unlock()
+		// While the metadata is not fresh (the controller lease lapsed:
+		// cut off from the quorum, or paused), the controller may have
+		// fenced this broker and elected leaders it cannot hear of. Its
+		// acks=all waiters could only be answered at the heal or their
+		// timeouts; failed now with NOT_LEADER_OR_FOLLOWER, their clients
+		// find the new leader, where idempotence drops a write that did
+		// get replicated (leaderPartition refuses new requests meanwhile).
+		// The epoch goes on: if the lease resumes unchanged, this broker
+		// still leads. Only with leaderships: they exist once reconcile
+		// ran, after the node was set (m.mu orders the two).
+		var stale error
+		if len(lps) > 0 {
+			if err := m.s.node.Fresh(); err != nil {
+				stale = fmt.Errorf("%w: %v", replication.ErrNotLeaderOrFollower, err)
+			}
+		}
 		now := time.Now()
+		failed := 0
 		for _, lp := range lps {
 			lp.mu.Lock()
 			if lp.gen {
 				m.apply(lp, lp.st.Tick(now))
+				if stale != nil {
+					failed += m.purg.FailWaiting(lp.tp, lp.st.LeaderEpoch(), stale)
+				}
 			}
 			lp.mu.Unlock()
 		}
-		// Only with leaderships: they exist once reconcile ran, after the
-		// node was set (m.mu orders the two), and there is nothing to fail
-		// without them.
-		if len(lps) > 0 {
-			if err := m.s.node.Fresh(); err != nil {
-				m.failStale(lps, err)
-			}
+		if failed > 0 {
+			m.s.log.Warn("metadata not fresh: failed the acks=all waits of the partitions led here", "waits", failed, "why", stale)
 		}
-	}
-}
-
-// failStale answers the acks=all waiters of every partition this broker
-// leads with NOT_LEADER_OR_FOLLOWER while its metadata is not fresh: its
-// controller lease lapsed (cut off from the quorum, or paused), so the
-// controller may have fenced it and elected new leaders that it cannot
-// hear of. Those waiters could only be answered after the partition heals
-// or at their timeouts; failed now, their clients refresh their metadata
-// (which this broker no longer serves leaders from) and retry at the new
-// leader, where idempotence drops a write that did get replicated. New
-// produce and fetch requests are refused by leaderPartition meanwhile.
-// Leadership itself is kept: if the lease resumes without a change, this
-// broker still leads, and if it was replaced the image says so.
-func (m *replicaManager) failStale(lps []*leaderPart, stale error) {
-	why := fmt.Errorf("%w: %v", replication.ErrNotLeaderOrFollower, stale)
-	failed := 0
-	for _, lp := range lps {
-		lp.mu.Lock()
-		epoch := lp.st.LeaderEpoch()
-		lp.mu.Unlock()
-		failed += m.purg.FailWaiting(lp.tp, epoch, why)
-	}
-	if failed > 0 {
-		m.s.log.Warn("metadata not fresh: failed the acks=all waits of the partitions led here", "waits", failed, "why", stale)
 	}
 }
 

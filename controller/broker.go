@@ -64,7 +64,7 @@ func (n *Node) register() error {
 		return err
 	}
 	if err := n.saveClusterID(resp.ClusterID); err != nil {
-		n.setFatal(fmt.Errorf("coordinator: save cluster id: %w", err))
+		n.setFatal(fmt.Errorf("controller: save cluster id: %w", err))
 		return err
 	}
 	n.mu.Lock()
@@ -143,7 +143,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 	case <-n.ctx.Done():
 		return ErrClosed
 	case <-ctx.Done():
-		return fmt.Errorf("coordinator: waiting to join: %w", ctx.Err())
+		return fmt.Errorf("controller: waiting to join: %w", ctx.Err())
 	}
 }
 
@@ -277,7 +277,7 @@ func (n *Node) waitApplied(ctx context.Context, index uint64) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("coordinator: waiting for index %d: %w", index, ctx.Err())
+			return fmt.Errorf("controller: waiting for index %d: %w", index, ctx.Err())
 		case <-n.ctx.Done():
 			return ErrClosed
 		}

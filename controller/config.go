@@ -28,14 +28,14 @@ func ParseVoters(s string) ([]Voter, error) {
 	for _, part := range strings.Split(s, ",") {
 		idStr, addr, ok := strings.Cut(strings.TrimSpace(part), "@")
 		if !ok {
-			return nil, fmt.Errorf("coordinator: voter %q: want id@host:port", part)
+			return nil, fmt.Errorf("controller: voter %q: want id@host:port", part)
 		}
 		id, err := strconv.ParseInt(idStr, 10, 32)
 		if err != nil || id < 0 {
-			return nil, fmt.Errorf("coordinator: voter %q: bad node id", part)
+			return nil, fmt.Errorf("controller: voter %q: bad node id", part)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
-			return nil, fmt.Errorf("coordinator: voter %q: %v", part, err)
+			return nil, fmt.Errorf("controller: voter %q: %v", part, err)
 		}
 		out = append(out, Voter{ID: int32(id), Addr: addr})
 	}
@@ -158,40 +158,40 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.NodeID < 0 {
-		return fmt.Errorf("coordinator: node id %d < 0", c.NodeID)
+		return fmt.Errorf("controller: node id %d < 0", c.NodeID)
 	}
 	if c.DataDir == "" && c.net == nil {
-		return fmt.Errorf("coordinator: data dir is required")
+		return fmt.Errorf("controller: data dir is required")
 	}
 	if len(c.Voters) > 0 && c.ControllerListen == "" && c.listener == nil && c.net == nil {
-		return fmt.Errorf("coordinator: controller voters %v need a controller listen address", c.Voters)
+		return fmt.Errorf("controller: controller voters %v need a controller listen address", c.Voters)
 	}
 	seen := map[int32]bool{}
 	for _, v := range c.Voters {
 		if seen[v.ID] {
-			return fmt.Errorf("coordinator: voter %d listed twice", v.ID)
+			return fmt.Errorf("controller: voter %d listed twice", v.ID)
 		}
 		seen[v.ID] = true
 	}
 	if c.HeartbeatInterval <= 0 || c.BrokerSessionTimeout < 2*c.HeartbeatInterval {
-		return fmt.Errorf("coordinator: broker session timeout %v must be at least twice the heartbeat interval %v",
+		return fmt.Errorf("controller: broker session timeout %v must be at least twice the heartbeat interval %v",
 			c.BrokerSessionTimeout, c.HeartbeatInterval)
 	}
 	if c.MaxStaleness < c.HeartbeatInterval {
-		return fmt.Errorf("coordinator: max staleness %v is below the heartbeat interval %v", c.MaxStaleness, c.HeartbeatInterval)
+		return fmt.Errorf("controller: max staleness %v is below the heartbeat interval %v", c.MaxStaleness, c.HeartbeatInterval)
 	}
 	if c.ApplyTimeout <= 0 {
-		return fmt.Errorf("coordinator: apply timeout %v must be positive", c.ApplyTimeout)
+		return fmt.Errorf("controller: apply timeout %v must be positive", c.ApplyTimeout)
 	}
 	// raft itself refuses a LeaderLeaseTimeout under 5ms.
 	if c.ElectionTimeout < 10*time.Millisecond {
-		return fmt.Errorf("coordinator: controller election timeout %v is below 10ms", c.ElectionTimeout)
+		return fmt.Errorf("controller: controller election timeout %v is below 10ms", c.ElectionTimeout)
 	}
 	if c.LeaderRebalanceInterval < 0 {
-		return fmt.Errorf("coordinator: leader rebalance interval %v is negative (0 disables it)", c.LeaderRebalanceInterval)
+		return fmt.Errorf("controller: leader rebalance interval %v is negative (0 disables it)", c.LeaderRebalanceInterval)
 	}
 	if c.LeaderImbalancePercent < 0 || c.LeaderImbalancePercent > 100 {
-		return fmt.Errorf("coordinator: leader imbalance percent %d is outside 0..100", c.LeaderImbalancePercent)
+		return fmt.Errorf("controller: leader imbalance percent %d is outside 0..100", c.LeaderImbalancePercent)
 	}
 	return nil
 }

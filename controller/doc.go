@@ -36,7 +36,7 @@
 // package's API); the traffic is a heartbeat per broker per second plus rare
 // admin calls. Neither of the two obvious Kafka-shaped options fits: the
 // BrokerRegistration/BrokerHeartbeat/AlterPartition types of kmsg would
-// bring the wire codec into coordinator (the project keeps kmsg inside
+// bring the wire codec into controller (the project keeps kmsg inside
 // netpath and clients), and hashicorp/raft has no RPC of its own to forward
 // to the leader (its transport carries only raft's messages; Consul and
 // Nomad add their own RPC layer for that, as this one does). The method

@@ -78,7 +78,7 @@ func (n *Node) ControlledShutdown(ctx context.Context) error {
 	epoch := n.epoch
 	n.mu.Unlock()
 	if epoch == 0 {
-		return errors.New("coordinator: controlled shutdown: not registered")
+		return errors.New("controller: controlled shutdown: not registered")
 	}
 	// The active controller hands raft leadership over first and then
 	// asks the new controller for the fence like any other broker. The

@@ -22,7 +22,7 @@ const (
 // send its protocol byte, so idle sockets cannot pile up.
 const muxHandshakeTimeout = 10 * time.Second
 
-var errMuxClosed = errors.New("coordinator: listener closed")
+var errMuxClosed = errors.New("controller: listener closed")
 
 // mux accepts on the controller listener and routes each connection by its
 // first byte: raft's connections to the stream layer, RPC connections to

@@ -158,7 +158,7 @@ func (n *Node) start(_ context.Context) error {
 		if ln == nil {
 			var err error
 			if ln, err = net.Listen("tcp", cfg.ControllerListen); err != nil {
-				return fmt.Errorf("coordinator: listen %s: %w", cfg.ControllerListen, err)
+				return fmt.Errorf("controller: listen %s: %w", cfg.ControllerListen, err)
 			}
 		}
 		n.advertise = ln.Addr().String()
@@ -193,16 +193,16 @@ func (n *Node) start(_ context.Context) error {
 	} else {
 		dir := filepath.Join(cfg.DataDir, layout.RaftDir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("coordinator: %w", err)
+			return fmt.Errorf("controller: %w", err)
 		}
 		bolt, err := raftboltdb.NewBoltStore(filepath.Join(dir, layout.RaftDBFile))
 		if err != nil {
-			return fmt.Errorf("coordinator: open raft log: %w", err)
+			return fmt.Errorf("controller: open raft log: %w", err)
 		}
 		n.bolt = bolt
 		fss, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetain, newHCLog(cfg.Logger))
 		if err != nil {
-			return fmt.Errorf("coordinator: open snapshots: %w", err)
+			return fmt.Errorf("controller: open snapshots: %w", err)
 		}
 		logs, stable, snaps = bolt, bolt, fss
 	}
@@ -223,7 +223,7 @@ func (n *Node) start(_ context.Context) error {
 	if cfg.isVoter(cfg.NodeID) {
 		has, err := raft.HasExistingState(logs, stable, snaps)
 		if err != nil {
-			return fmt.Errorf("coordinator: %w", err)
+			return fmt.Errorf("controller: %w", err)
 		}
 		if !has {
 			// Every voter bootstraps the same static configuration;
@@ -235,13 +235,13 @@ func (n *Node) start(_ context.Context) error {
 				})
 			}
 			if err := raft.BootstrapCluster(rc, logs, stable, snaps, n.trans, conf); err != nil {
-				return fmt.Errorf("coordinator: bootstrap: %w", err)
+				return fmt.Errorf("controller: bootstrap: %w", err)
 			}
 		}
 	}
 	r, err := raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans)
 	if err != nil {
-		return fmt.Errorf("coordinator: start raft: %w", err)
+		return fmt.Errorf("controller: start raft: %w", err)
 	}
 	n.raft = r
 	close(n.raftReady)
@@ -276,13 +276,13 @@ func (n *Node) loadClusterID() error {
 	}
 	m, err := layout.OpenMeta(vfs.Default, n.cfg.DataDir, n.cfg.NodeID)
 	if err != nil {
-		return fmt.Errorf("coordinator: %w", err)
+		return fmt.Errorf("controller: %w", err)
 	}
 	if m.ClusterID == "" {
 		return nil
 	}
 	if n.cfg.ClusterID != "" && m.ClusterID != n.cfg.ClusterID {
-		return fmt.Errorf("coordinator: %w: data dir belongs to cluster %q, configured %q", metadata.ErrClusterIDMismatch, m.ClusterID, n.cfg.ClusterID)
+		return fmt.Errorf("controller: %w: data dir belongs to cluster %q, configured %q", metadata.ErrClusterIDMismatch, m.ClusterID, n.cfg.ClusterID)
 	}
 	n.mu.Lock()
 	n.clusterID = m.ClusterID

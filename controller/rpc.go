@@ -44,7 +44,7 @@ func readFrame(r *bufio.Reader, v any) error {
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n > maxFrame {
-		return fmt.Errorf("coordinator: rpc frame of %d bytes", n)
+		return fmt.Errorf("controller: rpc frame of %d bytes", n)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -369,7 +369,7 @@ func (cl *rpcClient) call(ctx context.Context, method string, in, out any) (uint
 		// No leader known or the target is down: back off briefly.
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("coordinator: %s: %w (last error: %v)", method, ctx.Err(), lastErr)
+			return 0, fmt.Errorf("controller: %s: %w (last error: %v)", method, ctx.Err(), lastErr)
 		case <-cl.n.ctx.Done():
 			return 0, ErrClosed
 		case <-time.After(cl.n.retryBackoff()):

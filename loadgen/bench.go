@@ -66,7 +66,12 @@ func MaxProcsEnv(procs int) []string {
 // StartLocalBroker runs `bin serve --listen A --data-dir D --admin-listen B`
 // and waits until A accepts connections.
 func StartLocalBroker(bin, dataDir string, logTo io.Writer) (*LocalBroker, error) {
-	b, err := launchLocalBroker(bin, dataDir, logTo, 0)
+	return startLocalBroker(bin, dataDir, logTo, 0)
+}
+
+// startLocalBroker is StartLocalBroker with the broker's GOMAXPROCS.
+func startLocalBroker(bin, dataDir string, logTo io.Writer, procs int) (*LocalBroker, error) {
+	b, err := launchLocalBroker(bin, dataDir, logTo, procs)
 	if err != nil {
 		return nil, err
 	}
@@ -279,10 +284,7 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	}
 	var brokers []*LocalBroker
 	if n == 1 {
-		b, err := launchLocalBroker(bin, filepath.Join(tmp, "data"), logf, procs)
-		if err == nil {
-			err = b.waitListening()
-		}
+		b, err := startLocalBroker(bin, filepath.Join(tmp, "data"), logf, procs)
 		if err != nil {
 			return err
 		}

@@ -241,7 +241,7 @@ func TestNetworkDelay(t *testing.T) {
 	h.runIdempotent(t, seeds, topic, partitions)
 	stopLoad := sync.OnceFunc(func() { h.stopped.Store(true); h.wg.Wait() })
 	t.Cleanup(stopLoad)
-	time.Sleep(2 * time.Second)
+	h.waitAcked(t, partitions, time.Now(), 30*time.Second)
 
 	type phase struct {
 		name     string

@@ -301,6 +301,30 @@ func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string
 	}()
 }
 
+// waitAcked waits until every partition 0..partitions-1 has an
+// acknowledgement given after since: the load runs (or runs again).
+func (h *netHistory) waitAcked(t *testing.T, partitions int, since time.Time, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		seen := map[int32]bool{}
+		h.mu.Lock()
+		for _, a := range h.acks {
+			if a.at.After(since) {
+				seen[a.partition] = true
+			}
+		}
+		h.mu.Unlock()
+		if len(seen) == partitions {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acknowledgements after %s on %d of %d partitions within %v", since.Format("15:04:05.000"), len(seen), partitions, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // window is how produce fared during one fault: the longest time with no
 // acknowledgement on some partition (a gap overlapping the fault), and
 // the slowest acknowledgement given during it.
@@ -618,7 +642,7 @@ func TestNetworkFaults(t *testing.T) {
 	h.runTransactional(t, c.addrs(), txTopic, txPartitions)
 	stopLoad := sync.OnceFunc(func() { h.stopped.Store(true); h.wg.Wait() })
 	t.Cleanup(stopLoad)
-	time.Sleep(2 * time.Second)
+	h.waitAcked(t, partitions, time.Now(), 30*time.Second)
 
 	// except lists the nodes (0-based) other than v.
 	except := func(v int) []int {
@@ -710,7 +734,9 @@ func TestNetworkFaults(t *testing.T) {
 		heal()
 		waitWholeISRs(name)
 		r := result{name: name, held: healed.Sub(start), isrWhole: time.Since(healed), probe: probe}
-		time.Sleep(time.Second)
+		// The window closes once every partition is acknowledged again, so
+		// it holds the whole gap the fault caused.
+		h.waitAcked(t, partitions, time.Now(), 60*time.Second)
 		r.w = h.window(start, time.Now())
 		t.Logf("fault %s: held %v, probe %s, longest without acks %v (partition %d), slowest ack %v (answered at %s), ISRs whole %v after the heal",
 			name, r.held.Round(time.Millisecond), probe, r.w.unavailable.Round(time.Millisecond), r.w.gapPart,
@@ -740,7 +766,17 @@ func TestNetworkFaults(t *testing.T) {
 			tn.setRules(nft, tn.cutRules([]int{victim}, rest)...)
 			return cutProbe(victim, rest[0])
 		}, func(start time.Time) {
-			time.Sleep(time.Until(start.Add(testSessionTimeout + time.Second)))
+			// Once its lease has lapsed (the clients still reach its
+			// /healthz), the cut-off leader must refuse to act as one.
+			for deadline := start.Add(2*testSessionTimeout + 2*time.Second); ; {
+				if hz, err := c.node(int32(victim + 1)).health(); err == nil && hz["broker_state"] != "active" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("node %d still reports broker_state active %v into the cut", victim+1, time.Since(start).Round(time.Millisecond))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			cl := c.node(int32(victim+1)).client(t, kgo.SeedBrokers(c.node(int32(victim+1)).addr))
 			b := cl.SeedBrokers()[0]
 			code, err := rawProduce(b, topic, part, -1, 2*time.Second, "netf-raw")
@@ -776,6 +812,8 @@ func TestNetworkFaults(t *testing.T) {
 		hold time.Duration
 		run  func(name string, hold time.Duration) result
 	}
+	// lossProbe measures the drop rate over 3 s of the load's own frames
+	// (a measurement window, not a wait for a condition).
 	lossProbe := func(pct int) string {
 		time.Sleep(3 * time.Second)
 		n := tn.counters(nft)
@@ -809,8 +847,8 @@ func TestNetworkFaults(t *testing.T) {
 		// and a leader.
 		{"controller-and-leader-cut", leaderCut, func(name string, hold time.Duration) result {
 			_, ctrl, _ := roles()
+			m := waitMetadata(t, adm, 60*time.Second, "whole ISRs", whole)
 			for p := range int32(partitions) {
-				m := waitMetadata(t, adm, 60*time.Second, "whole ISRs", whole)
 				if int(m.Topics[topic].Partitions[p].Leader-1) == ctrl {
 					return leaderCutFault(name, hold, ctrl, p, ctrl)
 				}

@@ -118,14 +118,7 @@ func TestNetworkPartition(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	fullISR := func(m *kmsg.MetadataResponse) bool {
-		for _, p := range m.Topics[0].Partitions {
-			if p.ErrorCode != 0 || p.Leader < 0 || len(p.ISR) != 3 {
-				return false
-			}
-		}
-		return true
-	}
+	fullISR := func(m *kmsg.MetadataResponse) bool { return metadataWhole(m, map[string]int{topic: partitions}) }
 	waitMeta(1, 30*time.Second, "full ISRs", fullISR)
 
 	load := &failoverLoad{acked: map[string]ackedRecord{}}
