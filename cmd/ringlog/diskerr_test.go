@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -36,7 +37,7 @@ func startDiskCluster(t *testing.T) (*testCluster, *kadm.Client) {
 
 // injectFault posts one fault to b's /debug/ringlog/faults; method DELETE
 // clears them.
-func (b *brokerProc) injectFault(t *testing.T, method string, f faultRequest) {
+func (b *brokerProc) injectFault(t *testing.T, method string, f vfs.FaultRequest) {
 	t.Helper()
 	body, _ := json.Marshal(f)
 	req, err := http.NewRequest(method, "http://"+b.admin+"/debug/ringlog/faults", bytes.NewReader(body))
@@ -110,7 +111,7 @@ func TestDiskErrorMovesLeadership(t *testing.T) {
 	victim := m.Topics[topic].Partitions[0].Leader
 	before := load.ackedByPartition()
 	start := time.Now()
-	c.node(victim).injectFault(t, http.MethodPost, faultRequest{Op: "fsync", Topic: topic, Partition: 0, Errno: "EIO"})
+	c.node(victim).injectFault(t, http.MethodPost, vfs.FaultRequest{Op: "fsync", Topic: topic, Partition: 0, Errno: "EIO"})
 	m = waitMetadata(t, adm, 20*time.Second, "leadership of partition 0 moved off the failed replica", func(m kadm.Metadata) bool {
 		p := m.Topics[topic].Partitions[0]
 		return p.Leader >= 0 && p.Leader != victim && !slices.Contains(p.ISR, victim)
@@ -189,7 +190,7 @@ func TestSlowFsyncFollowerLeavesISR(t *testing.T) {
 
 	const stall = 4 * time.Second
 	start := time.Now()
-	c.node(victim).injectFault(t, http.MethodPost, faultRequest{Op: "fsync", PathContains: "/" + topic + "-", DelayMs: stall.Milliseconds()})
+	c.node(victim).injectFault(t, http.MethodPost, vfs.FaultRequest{Op: "fsync", PathContains: "/" + topic + "-", DelayMs: stall.Milliseconds()})
 	waitMetadata(t, adm, 20*time.Second, "the slow follower out of every ISR", func(m kadm.Metadata) bool {
 		for _, p := range m.Topics[topic].Partitions {
 			if slices.Contains(p.ISR, victim) || len(p.ISR) != 2 {
@@ -212,7 +213,7 @@ func TestSlowFsyncFollowerLeavesISR(t *testing.T) {
 		t.Fatalf("acks=all with the slow follower out: %d acks in 3s, p99 %v (before the fault: %d acks, p99 %v)", len(during), pct(during, 0.99), len(base), pct(base, 0.99))
 	}
 	// The disk recovers: the follower catches up and rejoins.
-	c.node(victim).injectFault(t, http.MethodDelete, faultRequest{})
+	c.node(victim).injectFault(t, http.MethodDelete, vfs.FaultRequest{})
 	waitMetadata(t, adm, 30*time.Second, "the follower back in every ISR", fullISR(topic, partitions))
 	stopLoad()
 	res := checkNoLoss(t, c, adm, load, topic, partitions)

@@ -4,13 +4,9 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"syscall"
-	"time"
 
 	"github.com/ringlog/ringlog/internal/vfs"
 )
@@ -32,59 +28,6 @@ import (
 // vfs.Fault: count 0 means every later matching call. Off by default:
 // without the flag the endpoint does not exist.
 
-// faultRequest is the POST body.
-type faultRequest struct {
-	Op           string `json:"op"`
-	Topic        string `json:"topic"`
-	Partition    int32  `json:"partition"`
-	PathContains string `json:"path_contains"`
-	Errno        string `json:"errno"`
-	DelayMs      int64  `json:"delay_ms"`
-	Skip         int    `json:"skip"`
-	Count        int    `json:"count"`
-}
-
-var faultErrnos = map[string]syscall.Errno{"EIO": syscall.EIO, "ENOSPC": syscall.ENOSPC, "EROFS": syscall.EROFS}
-
-// maxFaultDelay bounds an injected delay: a typo must not hang a broker
-// for a day.
-const maxFaultDelay = 10 * time.Minute
-
-func (r faultRequest) fault() (vfs.Fault, error) {
-	f := vfs.Fault{Skip: r.Skip, Count: r.Count, Delay: time.Duration(r.DelayMs) * time.Millisecond}
-	switch r.Op {
-	case "write":
-		f.Op = vfs.OpWrite
-	case "fsync":
-		f.Op = vfs.OpSync
-	default:
-		return f, fmt.Errorf("op %q: want write or fsync", r.Op)
-	}
-	switch {
-	case r.PathContains != "" && r.Topic == "":
-		f.PathContains = r.PathContains
-	case r.Topic != "" && r.PathContains == "" && r.Partition >= 0:
-		// Segment files live in <data-dir>/<topic>-<partition>/.
-		f.PathContains = "/" + r.Topic + "-" + strconv.Itoa(int(r.Partition)) + "/"
-	default:
-		return f, fmt.Errorf("give topic and partition, or path_contains")
-	}
-	if r.Errno != "" {
-		errno, ok := faultErrnos[r.Errno]
-		if !ok {
-			return f, fmt.Errorf("errno %q: want EIO, ENOSPC or EROFS", r.Errno)
-		}
-		f.Err = errno
-	}
-	switch {
-	case f.Err == nil && f.Delay <= 0:
-		return f, fmt.Errorf("give errno, delay_ms or both")
-	case f.Delay < 0 || f.Delay > maxFaultDelay || r.Skip < 0 || r.Count < 0:
-		return f, fmt.Errorf("delay_ms in [0, %d], skip and count >= 0", maxFaultDelay.Milliseconds())
-	}
-	return f, nil
-}
-
 // faultHandler serves /debug/ringlog/faults for efs.
 func faultHandler(efs *vfs.ErrorFS, log *slog.Logger) http.Handler {
 	return loopbackOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -94,14 +37,14 @@ func faultHandler(efs *vfs.ErrorFS, log *slog.Logger) http.Handler {
 			efs.Clear()
 			log.Warn("fault injection: faults cleared")
 		case http.MethodPost:
-			var req faultRequest
+			var req vfs.FaultRequest
 			dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&req); err != nil {
 				http.Error(w, "bad fault: "+err.Error(), http.StatusBadRequest)
 				return
 			}
-			f, err := req.fault()
+			f, err := req.Fault()
 			if err != nil {
 				http.Error(w, "bad fault: "+err.Error(), http.StatusBadRequest)
 				return
