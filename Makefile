@@ -4,28 +4,35 @@ BIN       := bin/ringlog
 COMMIT    := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 VERSION   := $(shell git describe --tags --always 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# Packages with concurrency run under the race detector in `make test`.
-# The load generator's tests (./loadgen/..., about two minutes against real
-# brokers) run in `make test-loadgen`, which CI runs after `make test`:
-# with them `make test` went past its 15 minutes.
-RACE_PKGS := ./engine/... ./iouring/... ./netpath/... ./broker/... ./internal/... ./coordinator/... ./controller/... ./replication/... ./results/... ./examples/...
-LOADGEN_PKGS := ./loadgen/...
+# Every package but the end-to-end suites: `make test` runs their unit
+# tests under the race detector.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e/)
+# The end-to-end suites (e2e/<area>, one package each, on the shared
+# e2e/harness) run the real binary. `make test` runs the fast ones on the
+# io_uring write path; `make e2e` runs every suite, on both write paths
+# where the outcome depends on the write path. -p 1: one suite's brokers at a
+# time, as the timings in the tests assume on a 2-core machine.
+E2E_FAST := ./e2e/core ./e2e/replication
+E2E = RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -p 1 -count=1
 FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
 
-.PHONY: help build cross test test-loadgen test-faults test-admin test-harness test-groups test-tiered test-netfaults chaos-net test-sync-all test-sync-rest test-short run cluster bench bench-engine fuzz chaos faults vet clean profile
+.PHONY: help build cross test e2e test-sync test-loadgen test-faults test-admin test-groups test-tiered test-netfaults chaos-net test-short run cluster bench bench-engine fuzz chaos faults vet clean profile
 
 help:
 	@echo "make build        build $(BIN) and bin/fakebroker (franz-go's kfake, the in-memory baseline for bench)"
 	@echo "make cross        build ringlog for macOS (arm64, amd64) and vet the client packages there"
-	@echo "make test         vet, unit tests with -race, integration tests with real clients"
-	@echo "make test-faults  the process-level fault tests (leader kills, full and failing disks) on both write paths"
-	@echo "make test-loadgen the load generator's tests (-race) against real brokers"
-	@echo "make test-tiered  the tiered-storage integration tests (3 brokers, S3 server process, kill -9, object-store outage)"
-	@echo "make test-netfaults the network-fault schedule (brokers in netns, nftables cuts and loss, history checker), both write paths"
+	@echo "make test         vet, every package's unit tests with -race, the core and replication e2e suites"
+	@echo "make e2e          every end-to-end suite below (CI runs it after make test)"
+	@echo "make test-sync    the core and replication e2e suites on the pwrite/fdatasync write path"
+	@echo "make test-faults  e2e/faults: leader kills, full and failing disks, slow fsyncs, on both write paths"
+	@echo "make test-admin   e2e/admin: configs, records, transactions, quotas, reassignment, throttle, joins, scale-out"
+	@echo "make test-loadgen e2e/loadgen: the load harness against real brokers (agents, workloads, reports, SASL)"
+	@echo "make test-groups  e2e/groups: classic and KIP-848 consumer groups with franz-go, kcat and librdkafka"
+	@echo "make test-tiered  e2e/tiered: 3 brokers, S3 server process, kill -9, object-store outage"
+	@echo "make test-netfaults e2e/netfaults: brokers in netns, nftables cuts and loss, history checker, both write paths"
 	@echo "make chaos-net    that schedule NETFAULT_RUNS times in a row (default 20) on NETFAULT_IO (uring|sync); NETFAULT_SEED=N|random: randomized schedules"
-	@echo "make test-admin   the admin integration tests (configs, DeleteRecords, log dirs, transactions, quotas, reassignment, throttle, rebalance/decommission, scale-out)"
 	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
 	@echo "make cluster      run a 3-node cluster on 127.0.0.1:9092-9094 (data in ./cluster-data) until Ctrl-C"
 	@echo "make bench        start a local 3-broker cluster, run the default load, print the HDR report"
@@ -53,108 +60,74 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 
-# The default test run: static checks, race-enabled unit tests (the engine
-# under both write paths), then the process-level integration tests (real
-# broker, franz-go, kcat, librdkafka): all of them on the io_uring write
-# path, and on the pwrite/fdatasync fallback the ones whose outcome depends
-# on the write path (storage, crash recovery, fetch, replication,
-# idempotence, transactions). Loadgen's process tests drive the real
-# broker binary. `make test-sync-all` runs everything on the fallback too.
-# The client-compatibility tests (kcat, librdkafka, franz-go groups) do
-# not depend on the write path: they run on the fallback in
-# test-sync-rest, which keeps `make test` within its 15 minutes.
-SYNC_TESTS ?= TestFranzGoProduceConsumeAllCodecs|TestRestartKeepsDataAndClusterID|TestKill9UnderAcksAllLoad|TestFetch|TestReplicationRF3|TestIdempotent|TestTxnCommitAbortVisibility
-# The process-level fault tests (leader kills under an idempotent
-# producer, full and failing disks, ListOffsets across a leader change)
-# take about two minutes per write path: `make test-faults` runs them on
-# both paths (CI runs it after `make test`), which keeps `make test` under
-# 15 minutes on a 2-core machine.
-FAULT_TESTS ?= TestFailoverAcksAnswered|TestDiskFull|TestDiskError|TestSlowFsync|TestListOffsetsAfterLeaderChange
-# The admin integration tests (configs, records, producer and
-# transaction listings, quotas, reassignment, replication throttle,
-# `ringlog admin`, brokers joining, the scale-out scenario) run in
-# `make test-admin`, which CI runs
-# after `make test`; they do not depend on the write path.
-ADMIN_TESTS ?= TestAdmin
-# The harness integration tests (load agents, OMB workload
-# files, consumer workloads, reports in headless Chromium) run in
-# `make test-harness`, which CI runs after `make test`.
-HARNESS_TESTS ?= TestHarness
-# The KIP-848 consumer-protocol integration tests (franz-go
-# members over a 3-broker cluster through leaves, kills, joins and a
-# coordinator kill -9; the side-by-side rebalance benchmark is behind
-# RINGLOG_GROUP848_BENCH=1) run in `make test-groups`, which CI runs after
-# `make test`.
-GROUP848_TESTS ?= TestConsumerProto
-# The tiered-storage integration tests (3 brokers and the test
-# S3 server as its own process; 2 GiB through a 30 s local window with a
-# leader kill -9 and a 60 s object-store outage, read errors and remote
-# retention, a follower restarting from the remote tier; the benchmark is
-# behind RINGLOG_TIERED_BENCH=1) run in `make test-tiered`, which CI runs
-# after `make test-groups`.
-TIERED_TESTS ?= TestTiered
-# The network-fault schedule (brokers in network namespaces,
-# nftables partitions, one-way cuts, loss, with kill -9 and SIGSTOP on
-# top, and the history checker; about four minutes per write path) runs
-# in `make test-netfaults`, once per path, which CI runs; `make
+# The default test run: static checks, every package's unit tests with
+# -race (the engine under both write paths), then the core and replication
+# end-to-end suites (real broker processes, franz-go, kcat, librdkafka) on
+# the io_uring write path.
+test: vet build
+	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)
+	@echo "== end-to-end: core and replication, --io uring"
+	RINGLOG_TEST_IO=uring $(E2E) -timeout 15m $(E2E_FAST)
+
+# Every end-to-end suite; CI runs it after `make test`.
+e2e: test-sync test-faults test-admin test-loadgen test-groups test-tiered test-netfaults
+
+# The core and replication suites on the pwrite/fdatasync fallback, so
+# every broker test passes on both write paths.
+test-sync: build
+	RINGLOG_TEST_IO=sync $(E2E) -timeout 15m $(E2E_FAST)
+
+# Leader kills under an idempotent producer, full and failing disks, slow
+# fsyncs, ListOffsets across a leader change: on both write paths.
+test-faults: build
+	@echo "== fault tests with --io uring"
+	RINGLOG_TEST_IO=uring $(E2E) -timeout 10m ./e2e/faults
+	@echo "== fault tests with --io sync"
+	RINGLOG_TEST_IO=sync $(E2E) -timeout 10m ./e2e/faults
+
+# Configs, DeleteRecords, log dirs, transactions, quotas, reassignment,
+# replication throttle, `ringlog admin`, brokers joining, scale-out.
+test-admin: build
+	RINGLOG_TEST_IO=uring $(E2E) -timeout 15m ./e2e/admin
+
+# The load harness against real brokers: agents, OMB workload files,
+# consumer workloads, reports in headless Chromium, SASL, sizing.
+test-loadgen: build
+	RINGLOG_TEST_IO=uring $(E2E) -timeout 15m ./e2e/loadgen
+
+# Classic and KIP-848 consumer groups: franz-go, kcat and librdkafka
+# members through leaves, kills, joins and coordinator failover (the
+# side-by-side rebalance benchmark is behind RINGLOG_GROUP848_BENCH=1).
+test-groups: build
+	RINGLOG_TEST_IO=uring $(E2E) -timeout 15m ./e2e/groups
+
+# Tiered storage: 3 brokers and the test S3 server as its own process, 2 GiB
+# through a 30 s local window with a leader kill -9 and an object-store
+# outage, read errors, remote retention, a follower restarting from the
+# remote tier (the benchmark is behind RINGLOG_TIERED_BENCH=1).
+test-tiered: build
+	RINGLOG_TEST_IO=uring $(E2E) -timeout 20m ./e2e/tiered
+
+# The network-fault schedule (brokers in network namespaces, nftables
+# partitions, one-way cuts, loss, kill -9 and SIGSTOP on top, the history
+# checker; about four minutes per write path), once per path. `make
 # chaos-net` repeats it (NETFAULT_RUNS, default 20, on NETFAULT_IO).
 # Needs root, iproute2 and nftables (docs/NETWORK-FAULTS.md).
-NETFAULT_TESTS ?= TestNetworkFaults|TestNetworkDelay
 NETFAULT_RUNS ?= 20
 NETFAULT_IO ?= uring
 # NETFAULT_SEED=N (or random: a new seed per run) runs randomized
 # schedules of NETFAULT_STEPS steps instead of the fixed one.
 NETFAULT_SEED ?=
 NETFAULT_STEPS ?= 12
-# The tiered packages' unit tests (-race, about a minute) run there too,
-# not in `make test`, which is near its 15 minutes.
-TIERED_PKGS := ./tiered/...
-test: vet build
-	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(RACE_PKGS)
-	@echo "== integration tests with --io uring"
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS)|$(GROUP848_TESTS)|$(TIERED_TESTS)|$(NETFAULT_TESTS))' ./cmd/...
-	@echo "== write-path-dependent integration tests with --io sync"
-	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(SYNC_TESTS))' ./cmd/...
-
-test-sync-all: build
-	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./cmd/...
-
-# The integration tests `make test` does not run on the fallback: CI runs
-# this after `make test`, so together the whole suite passes on both paths.
-test-sync-rest: build
-	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -skip '^($(SYNC_TESTS)|$(FAULT_TESTS)|$(ADMIN_TESTS)|$(HARNESS_TESTS)|$(GROUP848_TESTS)|$(TIERED_TESTS)|$(NETFAULT_TESTS))' ./cmd/...
-
-test-loadgen: build
-	RINGLOG_TEST_BROKER_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 10m $(LOADGEN_PKGS)
-
-test-admin: build
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(ADMIN_TESTS))' ./cmd/...
-
-test-harness: build
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(HARNESS_TESTS))' ./cmd/...
-
-test-groups: build
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m -run '^($(GROUP848_TESTS))' ./cmd/...
-
-test-tiered: build
-	$(GO) test -race -count=1 -timeout 10m $(TIERED_PKGS)
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -run '^($(TIERED_TESTS))' ./cmd/...
-
-test-faults: build
-	@echo "== fault tests with --io uring"
-	RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run '^($(FAULT_TESTS))' ./cmd/...
-	@echo "== fault tests with --io sync"
-	RINGLOG_TEST_IO=sync RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run '^($(FAULT_TESTS))' ./cmd/...
-
 test-netfaults: build
 	@for io in uring sync; do echo "== network faults with --io $$io"; \
-	  RINGLOG_TEST_IO=$$io RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 10m -run '^($(NETFAULT_TESTS))$$' -v ./cmd/ringlog/ > bin/netfaults-$$io.log 2>&1; rc=$$?; \
+	  RINGLOG_TEST_IO=$$io $(E2E) -timeout 10m -v ./e2e/netfaults > bin/netfaults-$$io.log 2>&1; rc=$$?; \
 	  grep -E '^(netfaults:|--- |ok|FAIL)' bin/netfaults-$$io.log; [ $$rc -eq 0 ] || { tail -80 bin/netfaults-$$io.log; exit $$rc; }; done
 
 chaos-net: build
 	@for i in $$(seq 1 $(NETFAULT_RUNS)); do seed="$(NETFAULT_SEED)"; [ "$$seed" != random ] || seed=$$RANDOM$$RANDOM; \
 	  echo "== run $$i of $(NETFAULT_RUNS), --io $(NETFAULT_IO)$${seed:+, seed $$seed}"; \
-	  RINGLOG_NETFAULTS_SEED=$$seed RINGLOG_NETFAULTS_STEPS=$(NETFAULT_STEPS) RINGLOG_TEST_IO=$(NETFAULT_IO) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 120m -run '^($(NETFAULT_TESTS))$$' -v ./cmd/ringlog/ > bin/chaos-net-$$i.log 2>&1; rc=$$?; \
+	  RINGLOG_NETFAULTS_SEED=$$seed RINGLOG_NETFAULTS_STEPS=$(NETFAULT_STEPS) RINGLOG_TEST_IO=$(NETFAULT_IO) $(E2E) -timeout 120m -run '^(TestNetworkFaults|TestNetworkDelay)$$' -v ./e2e/netfaults > bin/chaos-net-$$i.log 2>&1; rc=$$?; \
 	  grep -E '^(netfaults:|--- |ok|FAIL)' bin/chaos-net-$$i.log; [ $$rc -eq 0 ] || { echo "run $$i failed: bin/chaos-net-$$i.log"; exit $$rc; }; done
 
 test-short:
@@ -182,7 +155,7 @@ profile:
 # then the checker (lost, duplicated, reordered acknowledged records;
 # replicas byte-identical). One round also runs in `make test`.
 chaos: build
-	@RINGLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m -run 'TestFailoverUnderLoad' -v ./cmd/ringlog/ > bin/chaos.log 2>&1; rc=$$?; \
+	@RINGLOG_CHAOS_ROUNDS=$(CHAOS_ROUNDS) $(E2E) -timeout 30m -run 'TestFailoverUnderLoad' -v ./e2e/replication > bin/chaos.log 2>&1; rc=$$?; \
 	  grep -E '^(chaos:|--- |ok|FAIL|\s+failover_test)' bin/chaos.log; echo "full output: bin/chaos.log"; exit $$rc
 
 # The leader-kill scenario (3 brokers, idempotent acks=all producer at 2,000
@@ -191,7 +164,7 @@ chaos: build
 # timeout, the producer finishes, purgatories empty, checker clean. One
 # run is part of `make test`.
 faults: build
-	@RINGLOG_FAILOVER_ACK_RUNS=$(FAULT_RUNS) RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 60m -run '^TestFailoverAcksAnswered$$' -v ./cmd/ringlog/ > bin/faults.log 2>&1; rc=$$?; \
+	@RINGLOG_FAILOVER_ACK_RUNS=$(FAULT_RUNS) $(E2E) -timeout 60m -run '^TestFailoverAcksAnswered$$' -v ./e2e/faults > bin/faults.log 2>&1; rc=$$?; \
 	  grep -E '^(failover-acks:|--- |ok|FAIL|\s+failover_acks_test)' bin/faults.log; echo "full output: bin/faults.log"; exit $$rc
 
 fuzz:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/e2e/harness"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/s3test"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -59,11 +60,11 @@ func TestServeObjectStoreFlags(t *testing.T) {
 // remote-storage topic, and Ctrl-C stops the server. A non-loopback
 // --listen is refused.
 func TestDevS3(t *testing.T) {
-	if out, err := exec.Command(ringlogBin, "dev", "s3", "--listen", "0.0.0.0:0", "--dir", t.TempDir()).CombinedOutput(); err == nil || !strings.Contains(string(out), "not a loopback address") {
+	if out, err := exec.Command(harness.RinglogBin, "dev", "s3", "--listen", "0.0.0.0:0", "--dir", t.TempDir()).CombinedOutput(); err == nil || !strings.Contains(string(out), "not a loopback address") {
 		t.Fatalf("dev s3 on 0.0.0.0: %v %s", err, out)
 	}
 
-	cmd := exec.Command(ringlogBin, "dev", "s3", "--listen", freePort(t), "--dir", t.TempDir())
+	cmd := exec.Command(harness.RinglogBin, "dev", "s3", "--listen", harness.FreePort(t), "--dir", t.TempDir())
 	lines, exited, stderr := startLines(t, cmd, 10*time.Second)
 	var ready s3test.Ready
 	var flags string
@@ -94,7 +95,7 @@ func TestDevS3(t *testing.T) {
 		t.Fatalf("HEAD bucket: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	ctx := testContext(t, 30*time.Second)
+	ctx := harness.Context(t, 30*time.Second)
 	store, err := objstore.NewS3(ctx, objstore.S3Config{Endpoint: ready.Endpoint, Bucket: ready.Bucket, AccessKey: ready.AccessKey, SecretKey: ready.SecretKey})
 	if err != nil {
 		t.Fatal(err)
@@ -106,22 +107,22 @@ func TestDevS3(t *testing.T) {
 		t.Fatalf("stat: %+v %v", info, err)
 	}
 
-	b := startBroker(t, t.TempDir(), strings.Fields(flags)...)
-	adm := kadm.NewClient(b.client(t))
+	b := harness.StartBroker(t, t.TempDir(), strings.Fields(flags)...)
+	adm := kadm.NewClient(b.Client(t))
 	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"remote.storage.enable": kadm.StringPtr("true")}, "tiered"); err != nil {
 		t.Fatalf("remote-storage topic on a broker pointed at dev s3: %v", err)
 	}
-	body := httpGet(t, ctx, "http://"+b.admin+"/v1/remote/segments?topic=tiered")
+	body := httpGet(t, ctx, "http://"+b.Admin+"/v1/remote/segments?topic=tiered")
 	if !strings.Contains(body, `"topic": "tiered"`) || !strings.Contains(body, `"segments": []`) {
 		t.Fatalf("/v1/remote/segments: %s", body)
 	}
-	m := scrape(t, b.admin) // also checks the exposition text parses
+	m := harness.Scrape(t, b.Admin) // also checks the exposition text parses
 	for _, name := range []string{"ringlog_remote_cache_hits_total", "ringlog_remote_upload_stalled_partitions", `ringlog_remote_fetch_errors_total{reason="storage"}`} {
 		if _, ok := m[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}
-	b.stop()
+	b.Stop()
 
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
@@ -181,13 +182,13 @@ func TestDevClusterObjectStoreArgs(t *testing.T) {
 // startLines starts cmd with its stdout read into lines (closed at EOF,
 // then the exit status is sent on exited) and stderr kept. At cleanup a
 // command still running gets SIGINT, and SIGKILL after grace.
-func startLines(t *testing.T, cmd *exec.Cmd, grace time.Duration) (<-chan string, <-chan error, *syncBuffer) {
+func startLines(t *testing.T, cmd *exec.Cmd, grace time.Duration) (<-chan string, <-chan error, *harness.SyncBuffer) {
 	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &syncBuffer{}
+	stderr := &harness.SyncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -12,44 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/e2e/harness"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// freePortRun finds n consecutive free loopback ports (dev cluster takes a
-// base port per listener kind and counts up from it).
-func freePortRun(t *testing.T, n int) int {
-	t.Helper()
-	for range 200 {
-		base := 20000 + rand.IntN(40000)
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			ln.Close()
-			if _, dup := handedOut.LoadOrStore(fmt.Sprintf("127.0.0.1:%d", p), true); dup {
-				ok = false
-			}
-		}
-		if ok {
-			return base
-		}
-	}
-	t.Fatal("no run of free ports")
-	return 0
-}
 
 // TestDevCluster: `ringlog dev cluster --nodes 3` (what `make cluster`
 // runs) prints a bootstrap list that clients use for an RF=3 topic with
 // acks=all, and Ctrl-C stops every node.
 func TestDevCluster(t *testing.T) {
-	kafka, ctrl, admin := freePortRun(t, 3), freePortRun(t, 3), freePortRun(t, 3)
-	cmd := exec.Command(ringlogBin, "dev", "cluster", "--nodes", "3", "--base-dir", t.TempDir(),
+	kafka, ctrl, admin := harness.FreePortRun(t, 3), harness.FreePortRun(t, 3), harness.FreePortRun(t, 3)
+	cmd := exec.Command(harness.RinglogBin, "dev", "cluster", "--nodes", "3", "--base-dir", t.TempDir(),
 		"--kafka-port", fmt.Sprint(kafka), "--controller-port", fmt.Sprint(ctrl), "--admin-port", fmt.Sprint(admin),
-		"--", "--io", ioMode(), "--group-initial-rebalance-delay", "100ms")
+		"--", "--io", harness.IOMode(), "--group-initial-rebalance-delay", "100ms")
 	lines, exited, stderr := startLines(t, cmd, 40*time.Second)
 	var boot string
 	timeout := time.After(90 * time.Second)
@@ -76,8 +50,8 @@ func TestDevCluster(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	createTopic(t, adm, "dev", 3, 3)
-	ctx := testContext(t, 30*time.Second)
+	harness.CreateTopic(t, adm, "dev", 3, 3)
+	ctx := harness.Context(t, 30*time.Second)
 	var rs []*kgo.Record
 	for i := range 100 {
 		rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte("v")})
@@ -85,7 +59,7 @@ func TestDevCluster(t *testing.T) {
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	if got := consumeAll(ctx, t, seeds[1], "dev", 100); len(got) != 100 {
+	if got := harness.ConsumeAll(ctx, t, seeds[1], "dev", 100); len(got) != 100 {
 		t.Fatalf("consumed %d of 100", len(got))
 	}
 	md, err := adm.BrokerMetadata(ctx)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"runtime/debug"
 	"testing"
+
+	"github.com/ringlog/ringlog/e2e/harness"
 )
 
 // A broker started without flags runs with the default GC target, as the
@@ -14,8 +16,8 @@ func TestGCPercentDefault(t *testing.T) {
 	if _, ok := os.LookupEnv("GOGC"); ok {
 		t.Skip("GOGC is set in the test environment; it overrides the default")
 	}
-	b := startBroker(t, t.TempDir())
-	if got := scrape(t, b.admin)["go_gc_gogc_percent"]; got != defaultGCPercent {
+	b := harness.StartBroker(t, t.TempDir())
+	if got := harness.Scrape(t, b.Admin)["go_gc_gogc_percent"]; got != defaultGCPercent {
 		t.Fatalf("go_gc_gogc_percent %v, want %v", got, defaultGCPercent)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/e2e/harness"
 	"github.com/ringlog/ringlog/loadgen"
 	"github.com/ringlog/ringlog/results"
 	"github.com/urfave/cli/v2"
@@ -195,10 +196,10 @@ func TestLoadgenRetryFlags(t *testing.T) {
 // `report`, `report merge` and `report compare` on their directories, and
 // the usage errors (exit status 2).
 func TestReportCommands(t *testing.T) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := harness.Context(t, 2*time.Minute)
 	dir := t.TempDir()
 	run := func(args ...string) (string, error) {
-		out, err := exec.CommandContext(ctx, ringlogBin, args...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, harness.RinglogBin, args...).CombinedOutput()
 		return string(out), err
 	}
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")

@@ -1,0 +1,285 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SyncBuffer collects a process's output for failure messages.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type BrokerProc struct {
+	T       *testing.T
+	Cmd     *exec.Cmd
+	Addr    string
+	TLSAddr string // set by startTLSBroker
+	Admin   string
+	DataDir string
+	Args    []string
+	// Prefix, when set, is a command the binary runs under, e.g.
+	// "ip netns exec NAME" (see netns_test.go); it must exec the binary
+	// in place so signals reach the broker itself.
+	Prefix []string
+	// Env, when set, is added to the inherited environment (RINGLOG_*
+	// settings instead of flags).
+	Env     []string
+	Out     *SyncBuffer
+	Exited  chan struct{}
+	ExitErr error
+}
+
+// HandedOut remembers ports freePort returned: the kernel may hand a just
+// closed ephemeral port out again, and a broker given the same port for two
+// listeners fails to start.
+var HandedOut sync.Map
+
+func FreePort(t *testing.T) string {
+	t.Helper()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := HandedOut.LoadOrStore(addr, true); !dup {
+			return addr
+		}
+	}
+}
+
+// ioModes lists the write paths the suite runs under; RINGLOG_TEST_IO
+// narrows it (CI runs the suite once per path).
+func IOMode() string {
+	if m := os.Getenv("RINGLOG_TEST_IO"); m != "" {
+		return m
+	}
+	return "auto"
+}
+
+// StartBroker starts `ringlog serve` on free loopback ports over dataDir
+// and waits until /healthz answers.
+func StartBroker(t *testing.T, dataDir string, extra ...string) *BrokerProc {
+	t.Helper()
+	b := &BrokerProc{T: t, DataDir: dataDir, Addr: FreePort(t), Admin: FreePort(t)}
+	b.Args = append([]string{"serve",
+		"--listen", b.Addr,
+		"--admin-listen", b.Admin,
+		"--data-dir", dataDir,
+		"--io", IOMode(),
+		"--log-level", "debug",
+	}, extra...)
+	b.Start()
+	t.Cleanup(func() { b.Stop() })
+	return b
+}
+
+// Start launches the broker and waits until it is ready.
+func (b *BrokerProc) Start() {
+	b.T.Helper()
+	b.Launch()
+	b.WaitReady(30 * time.Second)
+}
+
+// Launch starts the process without waiting: cluster nodes cannot become
+// ready until a quorum of them runs.
+func (b *BrokerProc) Launch() {
+	b.T.Helper()
+	b.Out = &SyncBuffer{}
+	if len(b.Prefix) > 0 {
+		b.Cmd = exec.Command(b.Prefix[0], append(append(slices.Clone(b.Prefix[1:]), RinglogBin), b.Args...)...)
+		// Brokers in namespaces of their own must not outlive the test
+		// process, whatever ends it.
+		b.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	} else {
+		b.Cmd = exec.Command(RinglogBin, b.Args...)
+	}
+	if len(b.Env) > 0 {
+		b.Cmd.Env = append(os.Environ(), b.Env...)
+	}
+	b.Cmd.Stdout, b.Cmd.Stderr = b.Out, b.Out
+	if err := b.Cmd.Start(); err != nil {
+		b.T.Fatal(err)
+	}
+	b.Exited = make(chan struct{})
+	go func() {
+		b.ExitErr = b.Cmd.Wait()
+		close(b.Exited)
+	}()
+}
+
+// WaitReady polls /healthz until the broker reports status "ok" (joined
+// the cluster, Kafka listeners accepting).
+func (b *BrokerProc) WaitReady(limit time.Duration) {
+	b.T.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		select {
+		case <-b.Exited:
+			b.T.Fatalf("broker exited during startup: %v\n%s", b.ExitErr, b.Out.String())
+		default:
+		}
+		if h, err := b.Health(); err == nil && h["status"] == "ok" {
+			// A requested write path must be the one in use, so the
+			// suite really runs once per path.
+			if mode := IOMode(); mode != "auto" && h["io_path"] != mode {
+				b.T.Fatalf("broker runs io path %v, want %s", h["io_path"], mode)
+			}
+			// Operators read why a path was chosen (a fallback to sync
+			// names the missing io_uring) from here.
+			if r, _ := h["io_reason"].(string); r == "" {
+				b.T.Fatalf("/healthz has no io_reason (io_path %v): %v", h["io_path"], h)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			b.T.Fatalf("broker not ready after %v\n%s", limit, b.Out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *BrokerProc) Health() (map[string]any, error) {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get("http://" + b.Admin + "/healthz")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var h map[string]any
+	return h, json.NewDecoder(resp.Body).Decode(&h)
+}
+
+// Kill9 sends SIGKILL and waits for the process to exit.
+func (b *BrokerProc) Kill9() {
+	b.Cmd.Process.Signal(syscall.SIGKILL)
+	<-b.Exited
+}
+
+// Stop sends SIGTERM and waits for a clean exit. With
+// RINGLOG_TEST_KEEP_LOGS=DIR, the broker's output of a failed test is
+// written to DIR (the data directories are test temp dirs and go away).
+func (b *BrokerProc) Stop() {
+	defer b.keepLog()
+	select {
+	case <-b.Exited:
+		return
+	default:
+	}
+	// A test that failed while the broker was paused (SIGSTOP) must not
+	// wait 30 s on a process that cannot act on SIGTERM.
+	b.Cmd.Process.Signal(syscall.SIGCONT)
+	b.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.Exited:
+		if b.ExitErr != nil {
+			b.T.Errorf("broker exit after SIGTERM: %v\n%s", b.ExitErr, b.Out.String())
+		}
+	case <-time.After(30 * time.Second):
+		b.Cmd.Process.Kill()
+		<-b.Exited
+		b.T.Errorf("broker ignored SIGTERM for 30s\n%s", b.Out.String())
+	}
+}
+
+func (b *BrokerProc) keepLog() {
+	dir := os.Getenv("RINGLOG_TEST_KEEP_LOGS")
+	if dir == "" || !b.T.Failed() || b.Out == nil {
+		return
+	}
+	name := strings.NewReplacer("/", "_", ":", "_").Replace(b.T.Name() + "-" + b.Addr + ".log")
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		os.WriteFile(filepath.Join(dir, name), []byte(b.Out.String()), 0o644)
+	}
+}
+
+// Pause stops the broker with SIGSTOP and waits until every thread of it
+// has stopped: the signal takes effect asynchronously, and a follower left
+// running for a moment could still fetch what a test means it to miss.
+func (b *BrokerProc) Pause() {
+	b.T.Helper()
+	b.Cmd.Process.Signal(syscall.SIGSTOP)
+	pid := b.Cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for !AllThreadsStopped(pid) {
+		if time.Now().After(deadline) {
+			b.T.Fatalf("broker pid %d not stopped 10s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Resume continues a paused broker.
+func (b *BrokerProc) Resume() { b.Cmd.Process.Signal(syscall.SIGCONT) }
+
+// AllThreadsStopped reports whether every thread of pid is in the stopped
+// state (the field after the command name in /proc/PID/task/TID/stat).
+func AllThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, tk := range tasks {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, tk.Name()))
+		if err != nil {
+			continue // the thread is gone
+		}
+		i := bytes.LastIndexByte(st, ')')
+		if i < 0 || i+2 >= len(st) || (st[i+2] != 'T' && st[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
+
+// Restart starts the broker again on the same ports and data dir.
+func (b *BrokerProc) Restart() {
+	b.T.Helper()
+	b.Start()
+}
+
+func (b *BrokerProc) Client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func Context(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
