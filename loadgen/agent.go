@@ -25,7 +25,7 @@ import (
 
 // A load agent (`ringlog loadgen agent`) runs one share of a distributed
 // run for a controller (`ringlog loadgen --agents`, fleet.go). The protocol
-// is HTTP/1.1 with JSON (docs/AGENTS.md):
+// is HTTP/1.1 with JSON (docs/LOAD-AGENTS.md):
 //
 //	GET  /v1/hello  -> agentHello: the agent is reachable, the token is right, it is idle
 //	POST /v1/run    <- agentRunRequest; -> 200 and a stream of JSON lines

@@ -268,7 +268,7 @@ func agentCommand() *cli.Command {
 		Name:  "agent",
 		Usage: "serve load runs for a `ringlog loadgen --agents` controller (one at a time)",
 		Description: "Prints \"agent listening on HOST:PORT\" once bound. Every request must carry the token;\n" +
-			"with --allow-from, connections from other addresses are closed. The protocol is in docs/AGENTS.md.",
+			"with --allow-from, connections from other addresses are closed. The protocol is in docs/LOAD-AGENTS.md.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:7070", Usage: "host:port to listen on (port 0: any free port)", EnvVars: env("listen")},
 			&cli.StringFlag{Name: "agent-token", Aliases: []string{"token"}, Usage: "shared secret every controller request must carry (required; prefer the environment variable)", EnvVars: env("agent-token")},
