@@ -3,13 +3,60 @@ package harness
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// Assignment returns topic's replica lists by partition.
+func Assignment(m kadm.Metadata, topic string) map[int32][]int32 {
+	out := map[int32][]int32{}
+	for _, p := range m.Topics[topic].Partitions {
+		out[p.Partition] = p.Replicas
+	}
+	return out
+}
+
+func HasBroker(id int32) func(kadm.Metadata) bool {
+	return func(m kadm.Metadata) bool { return slices.Contains(m.Brokers.NodeIDs(), id) }
+}
+
+func LacksBroker(id int32) func(kadm.Metadata) bool {
+	return func(m kadm.Metadata) bool { return !slices.Contains(m.Brokers.NodeIDs(), id) }
+}
+
+// StartJoinedCluster starts 3 voters and broker 4 (a raft non-voter),
+// creates topic (partitions x RF 3) while broker 4 is stopped, then starts
+// broker 4 again: it joined after the topic was placed and holds nothing.
+func StartJoinedCluster(t *testing.T, topic string, partitions int32) (*Cluster, *kadm.Client) {
+	t.Helper()
+	c := StartClusterAt(t, FreshNodeSpecs(t, 4), 3, nil)
+	adm := kadm.NewClient(c.Node(1).Client(t))
+	c.Node(4).Stop()
+	WaitMetadata(t, adm, 20*time.Second, "broker 4 fenced", LacksBroker(4))
+	CreateTopic(t, adm, topic, partitions, 3)
+	c.Node(4).Restart()
+	WaitMetadata(t, adm, 20*time.Second, "broker 4 back", HasBroker(4))
+	return c, adm
+}
+
+func CreateTopicWith(t *testing.T, adm *kadm.Client, name string, partitions int32, rf int16, configs map[string]*string) {
+	t.Helper()
+	resp, err := adm.CreateTopic(Context(t, 30*time.Second), partitions, rf, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+}
 
 const SessionTimeout = 3 * time.Second
 
@@ -140,27 +187,6 @@ func (c *Cluster) Controller(limit time.Duration, exclude ...int32) int32 {
 	}
 }
 
-// WaitMetadata polls kadm metadata through cl until ok accepts it.
-func WaitMetadata(t *testing.T, adm *kadm.Client, limit time.Duration, what string, ok func(kadm.Metadata) bool) kadm.Metadata {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	var last kadm.Metadata
-	for {
-		ctx := Context(t, 5*time.Second)
-		m, err := adm.Metadata(ctx)
-		if err == nil {
-			last = m
-			if ok(m) {
-				return m
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not seen within %v; last metadata brokers %v topics %+v (err %v)", what, limit, last.Brokers.NodeIDs(), last.Topics, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func CreateTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, rf int16) {
 	t.Helper()
 	resp, err := adm.CreateTopic(Context(t, 30*time.Second), partitions, rf, nil, name)
@@ -172,18 +198,121 @@ func CreateTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, 
 	}
 }
 
-// WaitPath polls until path exists (or, with want false, is gone).
-func WaitPath(t *testing.T, path string, want bool) {
+// PartitionLeader waits until partition p of topic has a leader and
+// returns it.
+func PartitionLeader(t *testing.T, adm *kadm.Client, topic string, partitions int, p int32) int32 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, err := os.Stat(path)
-		if (err == nil) == want {
-			return
+	m := WaitMetadata(t, adm, 30*time.Second, "a leader", func(m kadm.Metadata) bool {
+		return len(m.Topics[topic].Partitions) == partitions && m.Topics[topic].Partitions[p].Leader >= 0
+	})
+	return m.Topics[topic].Partitions[p].Leader
+}
+
+// StartVoterCluster starts len(racks) nodes, the first voters of them
+// controller voters and the rest brokers that follow the metadata log as
+// raft non-voters; racks[i] is node i+1's --rack ("" for none). extra is
+// added to every node's flags.
+func StartVoterCluster(t *testing.T, voters int, racks []string, extra ...string) *Cluster {
+	t.Helper()
+	return StartClusterAt(t, FreshNodeSpecs(t, len(racks)), voters, func(i int) []string {
+		flags := slices.Clone(extra)
+		if racks[i] != "" {
+			flags = append(flags, "--rack", racks[i])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: exists=%v after 10s, want %v", path, err == nil, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return flags
+	})
+}
+
+// FreshMetadata keeps kgo from answering kadm's Metadata from its cache
+// (MetadataMinAge, 5 s by default), which would delay every poll below.
+var FreshMetadata = kgo.MetadataMinAge(100 * time.Millisecond)
+
+// CreateAssigned creates topic with an explicit replica assignment
+// (partition i on assign[i], the first replica leading).
+func CreateAssigned(t *testing.T, cl *kgo.Client, topic string, assign [][]int32, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30_000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	for i, reps := range assign {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(i), reps
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
 	}
+	for k, v := range configs {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(Context(t, 30*time.Second), cl)
+	if err == nil && len(resp.Topics) == 1 {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create %s with assignment %v: %v", topic, assign, err)
+	}
+}
+
+const ReplicaLag = 3 * time.Second
+
+// StartReplCluster starts n voter+broker nodes like startCluster, with a
+// short replica.lag.time.max and extra flags.
+func StartReplCluster(t *testing.T, n int, extra ...string) *Cluster {
+	t.Helper()
+	return StartReplClusterAt(t, FreshNodeSpecs(t, n), extra...)
+}
+
+// StartReplClusterAt is startReplCluster on explicit addresses: node i+1
+// listens where specs[i] says.
+func StartReplClusterAt(t *testing.T, specs []NodeSpec, extra ...string) *Cluster {
+	t.Helper()
+	flags := append([]string{"--replica-lag-time-max", ReplicaLag.String()}, extra...)
+	return StartClusterAt(t, specs, len(specs), func(int) []string { return flags })
+}
+
+// CreateRF3Topic creates topic with partitions partitions, RF=3 and
+// min.insync.replicas=2, and waits until every partition has a leader and
+// a full ISR.
+func CreateRF3Topic(t *testing.T, adm *kadm.Client, topic string, partitions int) kadm.Metadata {
+	t.Helper()
+	resp, err := adm.CreateTopic(Context(t, 30*time.Second), int32(partitions), 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return WaitMetadata(t, adm, 30*time.Second, "full ISRs", FullISR(topic, partitions))
+}
+
+// FullISR is a waitMetadata condition: every partition of topic has a
+// leader and all three replicas in its ISR.
+func FullISR(topic string, partitions int) func(kadm.Metadata) bool {
+	return func(m kadm.Metadata) bool {
+		td := m.Topics[topic]
+		if len(td.Partitions) != partitions {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Leader < 0 || len(p.ISR) != 3 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// SegmentBytes reads a partition's first segment file on one node.
+func SegmentBytes(b *BrokerProc, topic string, p int32) []byte {
+	data, _ := os.ReadFile(filepath.Join(b.DataDir, fmt.Sprintf("%s-%d", topic, p), "00000000000000000000.log"))
+	return data
+}
+
+// TxnBrokerArgs keep the internal topics small and groups quick.
+var TxnBrokerArgs = []string{
+	"--transaction-state-partitions", "5",
+	"--offsets-topic-partitions", "5",
+	"--group-initial-rebalance-delay", "100ms",
 }

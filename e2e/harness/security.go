@@ -1,19 +1,28 @@
 package harness
 
 import (
-	"bufio"
 	"crypto/tls"
 	"crypto/x509"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// StartSASLBroker starts a broker whose TLS listener requires SASL (the
+// plaintext one stays open for setup) and creates user alice through the
+// real `ringlog users` command.
+func StartSASLBroker(t *testing.T, extra ...string) (*BrokerProc, TLSFiles) {
+	t.Helper()
+	b, certs := StartTLSBroker(t, t.TempDir(), false, append([]string{"--sasl-listeners", "tls",
+		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN", "--auth-failure-delay", "500ms"}, extra...)...)
+	out := RunCmd(t, "", 30*time.Second, RinglogBin, "users", "set", "--bootstrap", b.Addr, "--password", "wonder land", "alice")
+	if !strings.Contains(out, "alice: ok") {
+		t.Fatalf("ringlog users set: %s", out)
+	}
+	return b, certs
+}
 
 // TLSFiles are the PEM files `ringlog dev certs` writes.
 type TLSFiles struct {
@@ -79,50 +88,4 @@ func (f TLSFiles) KcatSSL(withCert bool) []string {
 		args = append(args, "-X", "ssl.certificate.location="+f.clientCert, "-X", "ssl.key.location="+f.clientKey)
 	}
 	return args
-}
-
-// TlsClient is a franz-go client seeded with the TLS listener.
-func (b *BrokerProc) TlsClient(t *testing.T, cfg *tls.Config, opts ...kgo.Opt) *kgo.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.TLSAddr), kgo.DialTLSConfig(cfg)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
-}
-
-// Metrics scrapes /metrics into "name{labels}" -> value.
-func (b *BrokerProc) Metrics(t *testing.T) map[string]float64 {
-	t.Helper()
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + b.Admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %s", resp.Status)
-	}
-	out := make(map[string]float64)
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			t.Fatalf("bad metrics line %q", line)
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("bad metrics line %q: %v", line, err)
-		}
-		out[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

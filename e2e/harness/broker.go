@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,14 +13,50 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// Running reports whether the process was launched and has not exited.
+func (b *BrokerProc) Running() bool {
+	if b.Exited == nil {
+		return false
+	}
+	select {
+	case <-b.Exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// InjectFault posts one fault to b's /debug/ringlog/faults; method DELETE
+// clears them.
+func (b *BrokerProc) InjectFault(t *testing.T, method string, f vfs.FaultRequest) {
+	t.Helper()
+	body, _ := json.Marshal(f)
+	req, err := http.NewRequest(method, "http://"+b.Admin+"/debug/ringlog/faults", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var msg bytes.Buffer
+		msg.ReadFrom(resp.Body)
+		t.Fatalf("%s fault: %s: %s", method, resp.Status, msg.String())
+	}
+}
 
 // SyncBuffer collects a process's output for failure messages.
 type SyncBuffer struct {
@@ -282,4 +320,50 @@ func Context(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TlsClient is a franz-go client seeded with the TLS listener.
+func (b *BrokerProc) TlsClient(t *testing.T, cfg *tls.Config, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.TLSAddr), kgo.DialTLSConfig(cfg)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Metrics scrapes /metrics into "name{labels}" -> value.
+func (b *BrokerProc) Metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + b.Admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	out := make(map[string]float64)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			t.Fatalf("bad metrics line %q", line)
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("bad metrics line %q: %v", line, err)
+		}
+		out[line[:i]] = v
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
