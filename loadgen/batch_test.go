@@ -155,7 +155,7 @@ func TestGeneratorCeilingBroker(t *testing.T) {
 			var log bytes.Buffer
 			b, err := launchLocalBroker(bin, t.TempDir(), &log, 0, "--fsync", "never")
 			if err == nil {
-				err = b.waitListening()
+				err = b.waitReady()
 			}
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())

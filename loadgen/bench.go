@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/launch"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,47 +23,11 @@ import (
 // LocalBroker is a broker process started on loopback for a benchmark.
 type LocalBroker struct {
 	Addr, AdminAddr, DataDir string
-	cmd                      *exec.Cmd
-	exited                   chan error
-}
-
-// freePort asks the kernel for an unused loopback port.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// SplitMaxProcs is the GOMAXPROCS each of n brokers on this machine gets
-// when they share its cores: this process's GOMAXPROCS (the CPUs it may
-// use, cgroup limits included) divided among them, at least 1; 0 (Go's
-// default, all of them) for one broker. Three brokers that each believe
-// they own both cores of a 2-core machine wake an idle scheduler thread
-// for almost every goroutine made runnable, and put it back to sleep:
-// on this project's VMs that doubled the context switches per message
-// (BENCHMARKS.md section 21). A broker alone on its host, or in a
-// container with a CPU limit (which Go reads), needs no setting.
-func SplitMaxProcs(n int) int {
-	if n <= 1 {
-		return 0
-	}
-	return max(1, runtime.GOMAXPROCS(0)/n)
-}
-
-// MaxProcsEnv is the environment of a broker process with GOMAXPROCS
-// procs (0: the inherited environment, Go's default).
-func MaxProcsEnv(procs int) []string {
-	if procs <= 0 {
-		return nil
-	}
-	return append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
+	proc                     *launch.Broker
 }
 
 // StartLocalBroker runs `bin serve --listen A --data-dir D --admin-listen B`
-// and waits until A accepts connections.
+// and waits until it is ready (its /healthz says "ok").
 func StartLocalBroker(bin, dataDir string, logTo io.Writer) (*LocalBroker, error) {
 	return startLocalBroker(bin, dataDir, logTo, 0)
 }
@@ -75,20 +38,20 @@ func startLocalBroker(bin, dataDir string, logTo io.Writer, procs int) (*LocalBr
 	if err != nil {
 		return nil, err
 	}
-	return b, b.waitListening()
+	return b, b.waitReady()
 }
 
 // StartLocalCluster runs n brokers on loopback that form one cluster, each
 // a controller voter (combined mode) with its own data dir under dir, and
-// waits until every one accepts Kafka connections (a ringlog broker opens
-// its Kafka listener only once it has joined the cluster). procs is each
-// broker's GOMAXPROCS (0: Go's default; see SplitMaxProcs).
+// waits until every one is ready (a ringlog broker reports ready once it
+// has joined the cluster). procs is each broker's GOMAXPROCS (0: Go's
+// default; see launch.SplitMaxProcs).
 func StartLocalCluster(bin, dir string, n, procs int, logTo io.Writer) ([]*LocalBroker, error) {
 	ctrl := make([]string, n)
 	var voters string
 	for i := range ctrl {
 		var err error
-		if ctrl[i], err = freePort(); err != nil {
+		if ctrl[i], err = launch.FreePort(); err != nil {
 			return nil, err
 		}
 		if i > 0 {
@@ -112,7 +75,7 @@ func StartLocalCluster(bin, dir string, n, procs int, logTo io.Writer) ([]*Local
 		bs = append(bs, b)
 	}
 	for _, b := range bs {
-		if err := b.waitListening(); err != nil {
+		if err := b.waitReady(); err != nil {
 			stopAll()
 			return nil, err
 		}
@@ -121,81 +84,46 @@ func StartLocalCluster(bin, dir string, n, procs int, logTo io.Writer) ([]*Local
 }
 
 func launchLocalBroker(bin, dataDir string, logTo io.Writer, procs int, extra ...string) (*LocalBroker, error) {
-	addr, err := freePort()
+	addr, err := launch.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freePort()
+	admin, err := launch.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-listen", admin}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logTo, logTo
-	cmd.Env = MaxProcsEnv(procs)
-	if err := cmd.Start(); err != nil {
+	p := &launch.Broker{
+		Bin:    bin,
+		Args:   append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--admin-listen", admin}, extra...),
+		Addr:   addr,
+		Admin:  admin,
+		Env:    launch.MaxProcsEnv(procs),
+		Output: logTo,
+	}
+	if err := p.Start(); err != nil {
 		return nil, err
 	}
-	b := &LocalBroker{Addr: addr, AdminAddr: admin, DataDir: dataDir, cmd: cmd, exited: make(chan error, 1)}
-	go func() { b.exited <- cmd.Wait() }()
-	return b, nil
+	return &LocalBroker{Addr: addr, AdminAddr: admin, DataDir: dataDir, proc: p}, nil
 }
 
-// waitListening waits until the Kafka port and then the admin port accept
-// connections: a ringlog broker binds its admin listener last, and a run
-// that found no admin endpoint would count the broker's context switches
-// without its exited threads (a flaky TestBenchThreeBrokers).
-func (b *LocalBroker) waitListening() error {
-	bin := b.cmd.Path
-	deadline := time.Now().Add(30 * time.Second)
-	for _, addr := range []string{b.Addr, b.AdminAddr} {
-		if err := b.waitDial(bin, addr, deadline); err != nil {
-			return err
-		}
+// waitReady waits until the broker's /healthz says "ok": its Kafka
+// listener accepts and it has joined the cluster. Its admin endpoint
+// answers by then too, which the run's counters need (a run that found no
+// admin endpoint would count the broker's context switches without its
+// exited threads).
+func (b *LocalBroker) waitReady() error {
+	if _, err := b.proc.WaitReady(context.Background(), 30*time.Second); err != nil {
+		b.Stop()
+		return fmt.Errorf("broker %s: %w", b.proc.Bin, err)
 	}
 	return nil
 }
 
-func (b *LocalBroker) waitDial(bin, addr string, deadline time.Time) error {
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case err := <-b.exited:
-			b.exited <- err
-			return fmt.Errorf("broker %s exited before listening: %v", bin, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			b.Stop()
-			return fmt.Errorf("broker %s: %s not accepting after 30s", bin, addr)
-		}
-	}
-}
-
 // Pid is the broker's process id (tests pause it with SIGSTOP).
-func (b *LocalBroker) Pid() int { return b.cmd.Process.Pid }
+func (b *LocalBroker) Pid() int { return b.proc.Pid() }
 
 // Stop sends SIGTERM, and SIGKILL if the broker has not exited in 10 s.
-func (b *LocalBroker) Stop() error {
-	b.cmd.Process.Signal(syscall.SIGCONT) // a paused broker cannot handle SIGTERM
-	b.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-b.exited:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.Sys().(syscall.WaitStatus).Signaled() {
-			return nil
-		}
-		return err
-	case <-time.After(10 * time.Second):
-		b.cmd.Process.Kill()
-		<-b.exited
-		return fmt.Errorf("broker did not exit on SIGTERM; killed")
-	}
-}
+func (b *LocalBroker) Stop() error { return b.proc.Stop(10 * time.Second) }
 
 // BenchConfig is `ringlog bench`: local brokers on loopback, one
 // workload against them, the report.
@@ -210,7 +138,7 @@ type BenchConfig struct {
 	Brokers               int    // 1..9, all controller voters
 	BrokerBin             string // "": this executable
 	// BrokerMaxProcs is each broker's GOMAXPROCS: 0 Go's default, -1
-	// (DefaultBenchConfig) SplitMaxProcs(Brokers), the machine's cores
+	// (DefaultBenchConfig) launch.SplitMaxProcs(Brokers), the machine's cores
 	// split among them.
 	BrokerMaxProcs int
 	Out            string // report directory; "": bench-results/<time>
@@ -280,7 +208,7 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	defer logf.Close()
 	procs := bc.BrokerMaxProcs
 	if procs < 0 {
-		procs = SplitMaxProcs(n)
+		procs = launch.SplitMaxProcs(n)
 	}
 	var brokers []*LocalBroker
 	if n == 1 {

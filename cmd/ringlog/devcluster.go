@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -20,8 +18,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/launch"
+
 	"github.com/ringlog/ringlog/broker"
-	"github.com/ringlog/ringlog/loadgen"
 	"github.com/urfave/cli/v2"
 )
 
@@ -138,8 +137,7 @@ func devClusterLayout(c *cli.Context) (devLayout, error) {
 type devNode struct {
 	id                   int
 	kafka, admin, ctrl   string
-	cmd                  *exec.Cmd
-	exited               chan error
+	proc                 *launch.Broker
 	logPath, dataDirPath string
 }
 
@@ -196,7 +194,7 @@ func runDevCluster(c *cli.Context) error {
 	for _, nd := range nodes {
 		boot = append(boot, nd.kafka)
 	}
-	h, _ := devHealth(nodes[0].admin)
+	h, _ := launch.Health(nodes[0].admin)
 	fmt.Fprintf(c.App.Writer, "cluster ready: bootstrap %s  cluster id %v  controller %v\nCtrl-C stops all nodes\n",
 		strings.Join(boot, ","), h["cluster_id"], h["controller_id"])
 	return waitDevNodes(ctx, c.App.Writer, nodes)
@@ -234,7 +232,7 @@ func runDevJoin(c *cli.Context) error {
 	if ok, err := nd.waitReady(ctx, time.Now().Add(60*time.Second)); !ok {
 		return err
 	}
-	h, _ := devHealth(nd.admin)
+	h, _ := launch.Health(nd.admin)
 	fmt.Fprintf(c.App.Writer, "broker %d joined: kafka %s  cluster id %v  controller %v\nCtrl-C stops it\n", nd.id, nd.kafka, h["cluster_id"], h["controller_id"])
 	return waitDevNodes(ctx, c.App.Writer, nodes)
 }
@@ -255,22 +253,16 @@ func (nd *devNode) start(voters, extra []string) error {
 	}
 	// The child holds its own descriptor once started.
 	defer logf.Close()
-	nd.cmd = exec.Command(self, nd.serveArgs(voters, extra)...)
-	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
-	// The nodes share this machine's cores (loadgen.SplitMaxProcs), unless
+	nd.proc = &launch.Broker{Bin: self, Args: nd.serveArgs(voters, extra), Addr: nd.kafka, Admin: nd.admin, Output: logf,
+		// Own process group: Ctrl-C in the terminal reaches only us,
+		// and we stop the nodes in order.
+		OwnGroup: true}
+	// The nodes share this machine's cores (launch.SplitMaxProcs), unless
 	// the serve flags or the environment say otherwise.
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set && !slices.ContainsFunc(extra, isMaxProcsFlag) {
-		nd.cmd.Env = loadgen.MaxProcsEnv(loadgen.SplitMaxProcs(len(voters)))
+		nd.proc.Env = launch.MaxProcsEnv(launch.SplitMaxProcs(len(voters)))
 	}
-	// Own process group: Ctrl-C in the terminal reaches only us, and
-	// we stop the nodes in order.
-	nd.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := nd.cmd.Start(); err != nil {
-		return err
-	}
-	nd.exited = make(chan error, 1)
-	go func() { nd.exited <- nd.cmd.Wait() }()
-	return nil
+	return nd.proc.Start()
 }
 
 // isMaxProcsFlag reports whether a serve argument sets --max-procs.
@@ -279,24 +271,19 @@ func isMaxProcsFlag(a string) bool {
 	return a == "max-procs" || strings.HasPrefix(a, "max-procs=")
 }
 
-// waitReady polls the node's /healthz until it reports "ok". false with
-// nil: ctx ended (Ctrl-C) first.
+// waitReady waits until the node's /healthz reports "ok". false with nil:
+// ctx ended (Ctrl-C) first.
 func (nd *devNode) waitReady(ctx context.Context, deadline time.Time) (bool, error) {
-	for {
-		if h, err := devHealth(nd.admin); err == nil && h["status"] == "ok" {
-			return true, nil
-		}
-		select {
-		case err := <-nd.exited:
-			nd.exited <- err
-			return false, fmt.Errorf("node %d exited during startup (%v); see %s", nd.id, err, nd.logPath)
-		case <-ctx.Done():
-			return false, nil
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return false, fmt.Errorf("node %d not ready after 60s; see %s", nd.id, nd.logPath)
-		}
+	_, err := nd.proc.WaitReady(ctx, time.Until(deadline))
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, nil
+	case errors.Is(err, launch.ErrExited):
+		return false, fmt.Errorf("node %d: %v; see %s", nd.id, err, nd.logPath)
+	default:
+		return false, fmt.Errorf("node %d not ready after 60s; see %s", nd.id, nd.logPath)
 	}
 }
 
@@ -306,8 +293,7 @@ func waitDevNodes(ctx context.Context, w io.Writer, nodes []*devNode) error {
 	died := make(chan *devNode, len(nodes))
 	for _, nd := range nodes {
 		go func(nd *devNode) {
-			err := <-nd.exited
-			nd.exited <- err
+			<-nd.proc.Exited()
 			died <- nd
 		}(nd)
 	}
@@ -364,39 +350,23 @@ func parseServeArgs(args []string) (broker.Config, error) {
 	return cfg, err
 }
 
-// stopDevNodes sends SIGTERM to every running node and waits up to 30 s for
-// each, then SIGKILLs.
+// stopDevNodes sends SIGTERM to every running node, then waits up to 30 s
+// for each, then SIGKILLs.
 func stopDevNodes(nodes []*devNode) {
+	var started []*devNode
 	for _, nd := range nodes {
-		if nd != nil && nd.cmd != nil && nd.cmd.Process != nil {
-			nd.cmd.Process.Signal(syscall.SIGTERM)
+		if nd != nil && nd.proc != nil && nd.proc.Started() {
+			nd.proc.Signal(syscall.SIGTERM)
+			started = append(started, nd)
 		}
 	}
 	var errs []error
-	for _, nd := range nodes {
-		if nd == nil || nd.exited == nil {
-			continue
-		}
-		select {
-		case err := <-nd.exited:
-			nd.exited <- err
-		case <-time.After(30 * time.Second):
-			nd.cmd.Process.Kill()
+	for _, nd := range started {
+		if err := nd.proc.Stop(30 * time.Second); errors.Is(err, launch.ErrKilled) {
 			errs = append(errs, fmt.Errorf("node %d ignored SIGTERM", nd.id))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
-}
-
-func devHealth(admin string) (map[string]any, error) {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + admin + "/healthz")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var h map[string]any
-	return h, json.NewDecoder(resp.Body).Decode(&h)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/e2e/harness"
+	"github.com/ringlog/ringlog/internal/launch"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -68,7 +69,7 @@ func TestDevCluster(t *testing.T) {
 	}
 	// The nodes split this machine's cores.
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
-		h, err := devHealth(fmt.Sprintf("127.0.0.1:%d", admin))
+		h, err := launch.Health(fmt.Sprintf("127.0.0.1:%d", admin))
 		if want := float64(max(1, runtime.GOMAXPROCS(0)/3)); err != nil || h["max_procs"] != want {
 			t.Fatalf("node 1 /healthz max_procs %v (%v), want %v", h["max_procs"], err, want)
 		}

@@ -215,7 +215,7 @@ func TestCorruptSealedSegmentRefusesStart(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for exited := false; !exited; {
 		select {
-		case <-b.Exited:
+		case <-b.Exited():
 			exited = true
 			continue
 		case <-time.After(50 * time.Millisecond):
@@ -225,8 +225,8 @@ func TestCorruptSealedSegmentRefusesStart(t *testing.T) {
 		}
 	}
 	var ee *exec.ExitError
-	if !errors.As(b.ExitErr, &ee) || ee.ExitCode() == 0 {
-		t.Fatalf("exit %v, want non-zero:\n%s", b.ExitErr, b.Out.String())
+	if !errors.As(b.ExitErr(), &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("exit %v, want non-zero:\n%s", b.ExitErr(), b.Out.String())
 	}
 	want := fmt.Sprintf("%s at byte %d", victim, batchAt)
 	if out := b.Out.String(); !strings.Contains(out, want) {

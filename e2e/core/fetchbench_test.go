@@ -107,7 +107,7 @@ func TestFetchBench(t *testing.T) {
 		// client); the measured pass follows immediately.
 		for pass := 0; pass < 2; pass++ {
 			m0 := b.Metrics(t)
-			cpu0, csw0 := procCPU(t, b.Cmd.Process.Pid), procCtxSwitches(b.Cmd.Process.Pid)
+			cpu0, csw0 := procCPU(t, b.Pid()), procCtxSwitches(b.Pid())
 			self0 := selfCPU()
 			t0 := time.Now()
 			var n int64
@@ -122,7 +122,7 @@ func TestFetchBench(t *testing.T) {
 			}
 			wall := time.Since(t0)
 			self := selfCPU() - self0
-			cpu, csw := procCPU(t, b.Cmd.Process.Pid)-cpu0, procCtxSwitches(b.Cmd.Process.Pid)-csw0
+			cpu, csw := procCPU(t, b.Pid())-cpu0, procCtxSwitches(b.Pid())-csw0
 			m1 := b.Metrics(t)
 			if pass == 0 {
 				continue

@@ -164,7 +164,7 @@ func TestHostileClients(t *testing.T) {
 		}
 	}()
 	time.Sleep(4 * time.Second)
-	hwmBaseline, _ := vmHWM(b.Cmd.Process.Pid)
+	hwmBaseline, _ := vmHWM(b.Pid())
 
 	phase.Store(1)
 	stop := make(chan struct{})
@@ -239,14 +239,14 @@ func TestHostileClients(t *testing.T) {
 	<-goodDone
 
 	select {
-	case <-b.Exited:
-		t.Fatalf("broker died under attack: %v\n%s", b.ExitErr, b.Out.String())
+	case <-b.Exited():
+		t.Fatalf("broker died under attack: %v\n%s", b.ExitErr(), b.Out.String())
 	default:
 	}
 	if h, err := b.Health(); err != nil || h["status"] != "ok" {
 		t.Fatalf("broker unhealthy after the attack: %v %v", h, err)
 	}
-	hwm, err := vmHWM(b.Cmd.Process.Pid)
+	hwm, err := vmHWM(b.Pid())
 	if err != nil {
 		t.Fatal(err)
 	}

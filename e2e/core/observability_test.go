@@ -299,8 +299,8 @@ func TestReplicationMetrics(t *testing.T) {
 		paused = followers[1]
 	}
 	p := c.Node(paused)
-	p.Cmd.Process.Signal(syscall.SIGSTOP)
-	t.Cleanup(func() { p.Cmd.Process.Signal(syscall.SIGCONT) })
+	p.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { p.Signal(syscall.SIGCONT) })
 	// The first acks=all produce waits for the paused ISR member until it
 	// is dropped (replica lag 3 s): the oldest wait shows it meanwhile.
 	produced := make(chan struct{})
@@ -333,7 +333,7 @@ func TestReplicationMetrics(t *testing.T) {
 			t.Errorf("leader with a follower out of the ISR: %s = %v, want %v", want.name, got, want.v)
 		}
 	}
-	p.Cmd.Process.Signal(syscall.SIGCONT)
+	p.Signal(syscall.SIGCONT)
 	produce(5)
 	waitFor("an ISR expand", func(m map[string]float64) bool {
 		e, _ := harness.SumSeries(m, "ringlog_isr_expands_total")

@@ -78,13 +78,13 @@ func TestIOFlagWithoutIOUring(t *testing.T) {
 		b.Launch()
 		t.Cleanup(b.Stop)
 		select {
-		case <-b.Exited:
+		case <-b.Exited():
 		case <-time.After(30 * time.Second):
 			t.Fatalf("broker still running with --io uring and no io_uring:\n%s", b.Out.String())
 		}
 		var ee *exec.ExitError
-		if !errors.As(b.ExitErr, &ee) || ee.ExitCode() == 0 {
-			t.Fatalf("exit %v, want a non-zero exit:\n%s", b.ExitErr, b.Out.String())
+		if !errors.As(b.ExitErr(), &ee) || ee.ExitCode() == 0 {
+			t.Fatalf("exit %v, want a non-zero exit:\n%s", b.ExitErr(), b.Out.String())
 		}
 		out := b.Out.String()
 		if !strings.Contains(out, "--io uring") || !strings.Contains(out, "--io auto") || strings.Contains(out, "IOMode") {
@@ -106,8 +106,8 @@ func TestIOFlagWithoutIOUring(t *testing.T) {
 		var h map[string]any
 		for {
 			select {
-			case <-b.Exited:
-				t.Fatalf("broker exited: %v\n%s", b.ExitErr, b.Out.String())
+			case <-b.Exited():
+				t.Fatalf("broker exited: %v\n%s", b.ExitErr(), b.Out.String())
 			default:
 			}
 			var err error

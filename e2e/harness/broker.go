@@ -6,13 +6,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,17 +18,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/launch"
 	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Running reports whether the process was launched and has not exited.
 func (b *BrokerProc) Running() bool {
-	if b.Exited == nil {
+	if b.Proc == nil || !b.Proc.Started() {
 		return false
 	}
 	select {
-	case <-b.Exited:
+	case <-b.Proc.Exited():
 		return false
 	default:
 		return true
@@ -78,42 +77,34 @@ func (s *SyncBuffer) String() string {
 
 type BrokerProc struct {
 	T       *testing.T
-	Cmd     *exec.Cmd
 	Addr    string
-	TLSAddr string // set by startTLSBroker
+	TLSAddr string // set by StartTLSBroker
 	Admin   string
 	DataDir string
 	Args    []string
 	// Prefix, when set, is a command the binary runs under, e.g.
-	// "ip netns exec NAME" (see netns_test.go); it must exec the binary
-	// in place so signals reach the broker itself.
+	// "ip netns exec NAME" (see netns.go); it must exec the binary in
+	// place so signals reach the broker itself.
 	Prefix []string
 	// Env, when set, is added to the inherited environment (RINGLOG_*
 	// settings instead of flags).
-	Env     []string
-	Out     *SyncBuffer
-	Exited  chan struct{}
-	ExitErr error
+	Env []string
+	Out *SyncBuffer
+	// Proc is the running process (internal/launch, the launcher
+	// `ringlog bench` and `ringlog dev cluster` use too); a restart
+	// replaces it.
+	Proc *launch.Broker
 }
 
-// HandedOut remembers ports freePort returned: the kernel may hand a just
-// closed ephemeral port out again, and a broker given the same port for two
-// listeners fails to start.
-var HandedOut sync.Map
-
+// FreePort is an unused loopback address no other test of this process
+// was given.
 func FreePort(t *testing.T) string {
 	t.Helper()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		if _, dup := HandedOut.LoadOrStore(addr, true); !dup {
-			return addr
-		}
+	addr, err := launch.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return addr
 }
 
 // ioModes lists the write paths the suite runs under; RINGLOG_TEST_IO
@@ -154,99 +145,72 @@ func (b *BrokerProc) Start() {
 func (b *BrokerProc) Launch() {
 	b.T.Helper()
 	b.Out = &SyncBuffer{}
-	if len(b.Prefix) > 0 {
-		b.Cmd = exec.Command(b.Prefix[0], append(append(slices.Clone(b.Prefix[1:]), RinglogBin), b.Args...)...)
+	b.Proc = &launch.Broker{Bin: RinglogBin, Args: b.Args, Addr: b.Addr, Admin: b.Admin,
+		Env: b.Env, Prefix: b.Prefix, Output: b.Out,
 		// Brokers in namespaces of their own must not outlive the test
 		// process, whatever ends it.
-		b.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	} else {
-		b.Cmd = exec.Command(RinglogBin, b.Args...)
-	}
-	if len(b.Env) > 0 {
-		b.Cmd.Env = append(os.Environ(), b.Env...)
-	}
-	b.Cmd.Stdout, b.Cmd.Stderr = b.Out, b.Out
-	if err := b.Cmd.Start(); err != nil {
+		DieWithParent: len(b.Prefix) > 0}
+	if err := b.Proc.Start(); err != nil {
 		b.T.Fatal(err)
 	}
-	b.Exited = make(chan struct{})
-	go func() {
-		b.ExitErr = b.Cmd.Wait()
-		close(b.Exited)
-	}()
 }
 
-// WaitReady polls /healthz until the broker reports status "ok" (joined
-// the cluster, Kafka listeners accepting).
+// WaitReady waits until /healthz reports status "ok" (joined the cluster,
+// Kafka listeners accepting) and checks the write path in use.
 func (b *BrokerProc) WaitReady(limit time.Duration) {
 	b.T.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		select {
-		case <-b.Exited:
-			b.T.Fatalf("broker exited during startup: %v\n%s", b.ExitErr, b.Out.String())
-		default:
-		}
-		if h, err := b.Health(); err == nil && h["status"] == "ok" {
-			// A requested write path must be the one in use, so the
-			// suite really runs once per path.
-			if mode := IOMode(); mode != "auto" && h["io_path"] != mode {
-				b.T.Fatalf("broker runs io path %v, want %s", h["io_path"], mode)
-			}
-			// Operators read why a path was chosen (a fallback to sync
-			// names the missing io_uring) from here.
-			if r, _ := h["io_reason"].(string); r == "" {
-				b.T.Fatalf("/healthz has no io_reason (io_path %v): %v", h["io_path"], h)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			b.T.Fatalf("broker not ready after %v\n%s", limit, b.Out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	h, err := b.Proc.WaitReady(context.Background(), limit)
+	if err != nil {
+		b.T.Fatalf("%v\n%s", err, b.Out.String())
+	}
+	// A requested write path must be the one in use, so the suite really
+	// runs once per path.
+	if mode := IOMode(); mode != "auto" && h["io_path"] != mode {
+		b.T.Fatalf("broker runs io path %v, want %s", h["io_path"], mode)
+	}
+	// Operators read why a path was chosen (a fallback to sync names the
+	// missing io_uring) from here.
+	if r, _ := h["io_reason"].(string); r == "" {
+		b.T.Fatalf("/healthz has no io_reason (io_path %v): %v", h["io_path"], h)
 	}
 }
 
-func (b *BrokerProc) Health() (map[string]any, error) {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get("http://" + b.Admin + "/healthz")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var h map[string]any
-	return h, json.NewDecoder(resp.Body).Decode(&h)
-}
+// Health is the broker's /healthz document.
+func (b *BrokerProc) Health() (map[string]any, error) { return launch.Health(b.Admin) }
+
+// Exited is closed when the process has exited.
+func (b *BrokerProc) Exited() <-chan struct{} { return b.Proc.Exited() }
+
+// ExitErr is the exit status; it waits for the exit.
+func (b *BrokerProc) ExitErr() error { return b.Proc.ExitErr() }
+
+// Pid is the process id.
+func (b *BrokerProc) Pid() int { return b.Proc.Pid() }
+
+// Signal sends sig to the broker.
+func (b *BrokerProc) Signal(sig os.Signal) error { return b.Proc.Signal(sig) }
 
 // Kill9 sends SIGKILL and waits for the process to exit.
-func (b *BrokerProc) Kill9() {
-	b.Cmd.Process.Signal(syscall.SIGKILL)
-	<-b.Exited
-}
+func (b *BrokerProc) Kill9() { b.Proc.Kill() }
 
 // Stop sends SIGTERM and waits for a clean exit. With
 // RINGLOG_TEST_KEEP_LOGS=DIR, the broker's output of a failed test is
 // written to DIR (the data directories are test temp dirs and go away).
 func (b *BrokerProc) Stop() {
 	defer b.keepLog()
+	if b.Proc == nil || !b.Proc.Started() {
+		return
+	}
 	select {
-	case <-b.Exited:
+	case <-b.Proc.Exited():
 		return
 	default:
 	}
-	// A test that failed while the broker was paused (SIGSTOP) must not
-	// wait 30 s on a process that cannot act on SIGTERM.
-	b.Cmd.Process.Signal(syscall.SIGCONT)
-	b.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-b.Exited:
-		if b.ExitErr != nil {
-			b.T.Errorf("broker exit after SIGTERM: %v\n%s", b.ExitErr, b.Out.String())
-		}
-	case <-time.After(30 * time.Second):
-		b.Cmd.Process.Kill()
-		<-b.Exited
+	switch err := b.Proc.Stop(30 * time.Second); {
+	case errors.Is(err, launch.ErrKilled):
 		b.T.Errorf("broker ignored SIGTERM for 30s\n%s", b.Out.String())
+	case err != nil:
+		b.T.Errorf("broker exit after SIGTERM: %v\n%s", err, b.Out.String())
 	}
 }
 
@@ -266,8 +230,8 @@ func (b *BrokerProc) keepLog() {
 // running for a moment could still fetch what a test means it to miss.
 func (b *BrokerProc) Pause() {
 	b.T.Helper()
-	b.Cmd.Process.Signal(syscall.SIGSTOP)
-	pid := b.Cmd.Process.Pid
+	b.Proc.Signal(syscall.SIGSTOP)
+	pid := b.Proc.Pid()
 	deadline := time.Now().Add(10 * time.Second)
 	for !AllThreadsStopped(pid) {
 		if time.Now().After(deadline) {
@@ -278,7 +242,7 @@ func (b *BrokerProc) Pause() {
 }
 
 // Resume continues a paused broker.
-func (b *BrokerProc) Resume() { b.Cmd.Process.Signal(syscall.SIGCONT) }
+func (b *BrokerProc) Resume() { b.Proc.Signal(syscall.SIGCONT) }
 
 // AllThreadsStopped reports whether every thread of pid is in the stopped
 // state (the field after the command name in /proc/PID/task/TID/stat).

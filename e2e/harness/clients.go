@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/launch"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -153,26 +153,11 @@ func RunCmd(t *testing.T, stdin string, timeout time.Duration, name string, args
 // base port per listener kind and counts up from it).
 func FreePortRun(t *testing.T, n int) int {
 	t.Helper()
-	for range 200 {
-		base := 20000 + rand.IntN(40000)
-		ok := true
-		for p := base; p < base+n && ok; p++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			ln.Close()
-			if _, dup := HandedOut.LoadOrStore(fmt.Sprintf("127.0.0.1:%d", p), true); dup {
-				ok = false
-			}
-		}
-		if ok {
-			return base
-		}
+	base, err := launch.FreePortRun(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no run of free ports")
-	return 0
+	return base
 }
 
 // ConsumeAll reads topic from the start until want records arrived or ctx

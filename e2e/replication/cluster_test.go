@@ -179,9 +179,9 @@ func TestClusterPlacementRedirectDelete(t *testing.T) {
 		"--controller-listen", harness.FreePort(t), "--controller-voters", c.Voters, "--data-dir", other, "--io", harness.IOMode()}
 	b4.Launch()
 	select {
-	case <-b4.Exited:
-		if b4.ExitErr == nil || !strings.Contains(b4.Out.String(), "cluster id mismatch") {
-			t.Fatalf("node of another cluster: exit %v\n%s", b4.ExitErr, b4.Out.String())
+	case <-b4.Exited():
+		if b4.ExitErr() == nil || !strings.Contains(b4.Out.String(), "cluster id mismatch") {
+			t.Fatalf("node of another cluster: exit %v\n%s", b4.ExitErr(), b4.Out.String())
 		}
 	case <-time.After(30 * time.Second):
 		b4.Kill9()
@@ -329,7 +329,7 @@ func TestClusterStaleLeaderRedirect(t *testing.T) {
 		t.Fatalf("every partition led by the controller: %+v", m.Topics["redir"].Partitions)
 	}
 	vb := c.Node(victim)
-	vb.Cmd.Process.Signal(syscall.SIGSTOP)
+	vb.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 	// Watch through a separate client so cl keeps its old metadata, and
 	// ask the controller node itself: kadm would pick any broker, and the
@@ -353,7 +353,7 @@ func TestClusterStaleLeaderRedirect(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("node %d paused; redir-%d moved %v later", victim, part, time.Since(paused).Round(10*time.Millisecond))
-	vb.Cmd.Process.Signal(syscall.SIGCONT)
+	vb.Signal(syscall.SIGCONT)
 	deadline = time.Now().Add(15 * time.Second)
 	var before float64
 	for {

@@ -69,10 +69,10 @@ func TestFailoverUnderLoad(t *testing.T) {
 			}
 		}
 		t.Logf("round %d: SIGSTOP node %d (follower of %s-1) for %v", round, follower, topic, 2*failoverLag)
-		c.Node(follower).Cmd.Process.Signal(syscall.SIGSTOP)
+		c.Node(follower).Signal(syscall.SIGSTOP)
 		faults++
 		time.Sleep(2 * failoverLag)
-		c.Node(follower).Cmd.Process.Signal(syscall.SIGCONT)
+		c.Node(follower).Signal(syscall.SIGCONT)
 		harness.WaitMetadata(t, adm, 30*time.Second, "full ISRs after SIGCONT", allISR)
 	}
 	time.Sleep(time.Second)

@@ -161,7 +161,7 @@ func controlledShutdown(t *testing.T, ofController bool) {
 	t0 = time.Now()
 	t.Logf("SIGTERM node %d (leads %s partitions %v, controller %d, observer %d)", victim, topic, led, ctrl, observer)
 	t0 = time.Now()
-	if err := vp.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := vp.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	var movedAt, exitedAt time.Duration
@@ -171,7 +171,7 @@ func controlledShutdown(t *testing.T, ofController bool) {
 		exitedNow := false
 		if exitedAt == 0 {
 			select {
-			case <-vp.Exited:
+			case <-vp.Exited():
 				exitedAt, exitedNow = time.Since(t0), true
 			default:
 			}
@@ -189,8 +189,8 @@ func controlledShutdown(t *testing.T, ofController bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if vp.ExitErr != nil {
-		t.Fatalf("node %d exit: %v\n%s", victim, vp.ExitErr, vp.Out.String())
+	if vp.ExitErr() != nil {
+		t.Fatalf("node %d exit: %v\n%s", victim, vp.ExitErr(), vp.Out.String())
 	}
 	if !strings.Contains(vp.Out.String(), "controlled shutdown: leaderships moved") {
 		t.Fatalf("node %d did not report a controlled shutdown:\n%s", victim, vp.Out.String())
@@ -457,7 +457,7 @@ func TestShutdownDrainsConnections(t *testing.T) {
 		}
 	}
 	roundTrip(busy)
-	if err := b.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := b.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	refusedAt := time.Time{}
@@ -489,8 +489,8 @@ func TestShutdownDrainsConnections(t *testing.T) {
 		}
 	}
 	t.Logf("SIGTERM: %d requests answered on a busy connection; dials refused, connections closed once quiet", corr)
-	<-b.Exited
-	if b.ExitErr != nil {
-		t.Fatalf("exit: %v\n%s", b.ExitErr, b.Out.String())
+	<-b.Exited()
+	if b.ExitErr() != nil {
+		t.Fatalf("exit: %v\n%s", b.ExitErr(), b.Out.String())
 	}
 }
