@@ -60,20 +60,45 @@ func WaitAcks(t *testing.T, l *FailoverLoad, limit time.Duration, what string, o
 	}
 }
 
+// pollEvery is how often Eventually and Holds look at their condition.
+const pollEvery = 50 * time.Millisecond
+
 // Eventually polls cond until it holds, failing the test with cond's last
-// description of the state after limit.
+// description of the state after limit. It returns how long that took.
 func Eventually(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
 	start := time.Now()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
 	for {
 		ok, state := cond()
 		if ok {
 			return time.Since(start)
 		}
 		if time.Since(start) > limit {
-			t.Fatalf("%s: not after %v: %s", what, limit, state)
+			t.Fatalf("%s: not within %v: %s", what, limit, state)
 		}
-		time.Sleep(50 * time.Millisecond)
+		<-tick.C
+	}
+}
+
+// Holds checks that cond stays true for d, looking every 50 ms, and fails
+// the test the first time it does not. It is how a test shows that
+// something does not happen; the caller's comment says why d is long
+// enough to have seen it if it did.
+func Holds(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	end := time.Now().Add(d)
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		if ok, state := cond(); !ok {
+			t.Fatalf("%s: broken after %v of %v: %s", what, d-time.Until(end), d, state)
+		}
+		if !time.Now().Before(end) {
+			return
+		}
+		<-tick.C
 	}
 }
 
