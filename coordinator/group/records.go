@@ -27,7 +27,7 @@ import (
 //	                        subscription:bytes assignment:bytes]
 //
 // Key versions 3-8 are the consumer (KIP-848) group records, in
-// records848.go. A nil value is a tombstone: compaction removes the key,
+// consumer_protocol_records.go. A nil value is a tombstone: compaction removes the key,
 // and Load drops the state it named. We decode older value versions too (offset v0-v3,
 // group v0-v3) because a partition may hold records written by an older
 // Kafka; we always write the versions above.
@@ -126,7 +126,7 @@ const (
 	KindOffset RecordKind = iota + 1
 	KindGroup
 	// The consumer (KIP-848) group records, key versions 3-8 (see
-	// records848.go).
+	// consumer_protocol_records.go).
 	KindConsumerGroup             // 3: the group epoch
 	KindConsumerPartitionMetadata // 4: decoded and ignored
 	KindConsumerMember            // 5: a member's subscription

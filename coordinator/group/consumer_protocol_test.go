@@ -551,7 +551,7 @@ func TestConsumerRestoreAfterLoad(t *testing.T) {
 	if h.real {
 		snap, err = Load(Records(h.p.Records(p)))
 	} else {
-		// Until records848.go lands: the test encoders, replayed.
+		// The test encoders, replayed.
 		lcs, rest := testLoad(t, h.p.Records(p))
 		snap, err = Load(Records(rest))
 		if err == nil {
