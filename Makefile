@@ -77,8 +77,9 @@ e2e: test-sync test-faults test-admin test-loadgen test-groups test-tiered test-
 test-sync: build
 	RINGLOG_TEST_IO=sync $(E2E) -timeout 15m $(E2E_FAST)
 
-# Leader kills under an idempotent producer, full and failing disks, slow
-# fsyncs, ListOffsets across a leader change: on both write paths.
+# Leader kills under an idempotent producer, a restarted leader's high
+# watermark, full and failing disks, slow fsyncs, ListOffsets across a
+# leader change: on both write paths.
 test-faults: build
 	@echo "== fault tests with --io uring"
 	RINGLOG_TEST_IO=uring $(E2E) -timeout 10m ./e2e/faults
@@ -108,9 +109,10 @@ test-groups: build
 test-tiered: build
 	RINGLOG_TEST_IO=uring $(E2E) -timeout 20m ./e2e/tiered
 
-# The network-fault schedule (brokers in network namespaces, nftables
-# partitions, one-way cuts, loss, kill -9 and SIGSTOP on top, the history
-# checker; about four minutes per write path), once per path. `make
+# Network partitions and the network-fault schedule (brokers in network
+# namespaces, nftables partitions, one-way cuts, loss, kill -9 and SIGSTOP
+# on top, the history checker; about five minutes per write path), once
+# per path. `make
 # chaos-net` repeats it (NETFAULT_RUNS, default 20, on NETFAULT_IO).
 # Needs root, iproute2 and nftables (docs/NETWORK-FAULTS.md).
 NETFAULT_RUNS ?= 20
