@@ -11,7 +11,7 @@ import (
 
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
-	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/replication"
@@ -72,7 +72,7 @@ type coordLog struct {
 	// log line); it runs after begin and with the partition already in
 	// owned, so work it starts (transaction markers) sees it owned.
 	begin  func(p int32)
-	load   func(p, epoch int32, recs iter.Seq2[group.KV, error]) (int, error)
+	load   func(p, epoch int32, recs iter.Seq2[statelog.KV, error]) (int, error)
 	unload func(p int32)
 
 	mu     sync.Mutex
@@ -242,8 +242,8 @@ func (c *coordLog) loadPartition(p, epoch int32) (int, error) {
 // Failures: leadership lost wraps notCoord; NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 // timeouts and storage errors are returned as they are, for the
 // coordinator to map (COORDINATOR_NOT_AVAILABLE in both).
-func (c *coordLog) append(p int32, batch []byte) group.Waiter {
-	fail := func(err error) group.Waiter { return group.WaiterFunc(func() error { return err }) }
+func (c *coordLog) append(p int32, batch []byte) statelog.Waiter {
+	fail := func(err error) statelog.Waiter { return statelog.WaiterFunc(func() error { return err }) }
 	if info, ok := c.s.node.MetadataImage().Partition(c.topic, p); !ok || info.Leader != c.s.nodeID {
 		return fail(fmt.Errorf("%w: %s-%d is led elsewhere", c.notCoord, c.topic, p))
 	}
@@ -270,7 +270,7 @@ func (c *coordLog) append(p int32, batch []byte) group.Waiter {
 	if err != nil {
 		return fail(c.persistErr(err))
 	}
-	return group.WaiterFunc(func() error {
+	return statelog.WaiterFunc(func() error {
 		<-w.Done()
 		res, err := w.Result()
 		if err != nil || lp == nil {
@@ -405,8 +405,8 @@ func (c *coordLog) createTopic(ctx context.Context) (*metadata.Image, error) {
 // markers, records carry their batch's producer and transactional flag
 // and transaction markers are yielded; otherwise control batches are
 // skipped.
-func readRecords(part *engine.Partition, toEnd, markers bool) iter.Seq2[group.KV, error] {
-	return func(yield func(group.KV, error) bool) {
+func readRecords(part *engine.Partition, toEnd, markers bool) iter.Seq2[statelog.KV, error] {
+	return func(yield func(statelog.KV, error) bool) {
 		offset := part.Info().LogStartOffset
 		buf := make([]byte, 0, 1<<20)
 		name := part.Topic()
@@ -419,7 +419,7 @@ func readRecords(part *engine.Partition, toEnd, markers bool) iter.Seq2[group.KV
 				res, err = part.Read(offset, 1<<20, true)
 			}
 			if err != nil {
-				yield(group.KV{}, err)
+				yield(statelog.KV{}, err)
 				return
 			}
 			n := int(res.Data.Len())
@@ -432,19 +432,19 @@ func readRecords(part *engine.Partition, toEnd, markers bool) iter.Seq2[group.KV
 			_, err = res.Data.ReadAt(buf, res.Data.Pos())
 			res.Data.Release()
 			if err != nil {
-				yield(group.KV{}, fmt.Errorf("reading %s-%d at %d: %w", name, part.Index(), offset, err))
+				yield(statelog.KV{}, fmt.Errorf("reading %s-%d at %d: %w", name, part.Index(), offset, err))
 				return
 			}
 			next, err := decodeBatches(name, buf, offset, markers, yield)
 			if err != nil {
-				yield(group.KV{}, err)
+				yield(statelog.KV{}, err)
 				return
 			}
 			if next < 0 {
 				return // the consumer stopped
 			}
 			if next <= offset {
-				yield(group.KV{}, fmt.Errorf("%s-%d: no progress reading at offset %d", name, part.Index(), offset))
+				yield(statelog.KV{}, fmt.Errorf("%s-%d: no progress reading at offset %d", name, part.Index(), offset))
 				return
 			}
 			offset = next
@@ -455,13 +455,13 @@ func readRecords(part *engine.Partition, toEnd, markers bool) iter.Seq2[group.KV
 // encodeBatch builds one uncompressed magic-2 record batch (base offset 0:
 // the engine assigns offsets) holding kvs, all stamped ts, without a
 // producer. A nil Value is a null value (a tombstone).
-func encodeBatch(kvs []group.KV, ts int64) []byte {
+func encodeBatch(kvs []statelog.KV, ts int64) []byte {
 	return encodeProducerBatch(kvs, ts, -1, -1, -1, false)
 }
 
 // encodeProducerBatch is encodeBatch for producer pid/epoch at base
 // sequence seq, transactional or not.
-func encodeProducerBatch(kvs []group.KV, ts int64, pid int64, epoch int16, seq int32, transactional bool) []byte {
+func encodeProducerBatch(kvs []statelog.KV, ts int64, pid int64, epoch int16, seq int32, transactional bool) []byte {
 	var attrs int16 // no codec, CreateTime
 	if transactional {
 		attrs |= records.AttrTransactional
@@ -489,7 +489,7 @@ func encodeProducerBatch(kvs []group.KV, ts int64, pid int64, epoch int16, seq i
 // control batch holding a transaction marker (control key: int16 version,
 // int16 type, 0 abort, 1 commit) is yielded with Control set; other
 // control records, and all of them without markers, are skipped.
-func decodeBatches(topic string, buf []byte, from int64, markers bool, yield func(group.KV, error) bool) (int64, error) {
+func decodeBatches(topic string, buf []byte, from int64, markers bool, yield func(statelog.KV, error) bool) (int64, error) {
 	next := from
 	for len(buf) > 0 {
 		batch, err := records.Parse(buf)
@@ -512,7 +512,7 @@ func decodeBatches(topic string, buf []byte, from int64, markers bool, yield fun
 		if c := batch.Codec(); c != 0 {
 			return 0, fmt.Errorf("%s: batch at offset %d is compressed (codec %d); only the broker writes this topic", topic, base, c)
 		}
-		var ctx group.KV
+		var ctx statelog.KV
 		if markers {
 			ctx.Transactional = batch.IsTransactional()
 			ctx.ProducerID = batch.ProducerID
@@ -536,9 +536,9 @@ func decodeBatches(topic string, buf []byte, from int64, markers bool, yield fun
 				}
 				switch c.Type {
 				case records.ControlAbort:
-					kv.Control = &group.TxnMarker{Commit: false}
+					kv.Control = &statelog.Marker{Commit: false}
 				case records.ControlCommit:
-					kv.Control = &group.TxnMarker{Commit: true}
+					kv.Control = &statelog.Marker{Commit: true}
 				default:
 					continue // not a transaction marker
 				}
@@ -556,12 +556,12 @@ var errShortRecord = errors.New("truncated record")
 // decodeRecord parses the record at the start of b and returns it with
 // its key and value copied (b is a reused read buffer), the rest of b and
 // the record's offset delta.
-func decodeRecord(b []byte) (group.KV, []byte, int64, error) {
+func decodeRecord(b []byte) (statelog.KV, []byte, int64, error) {
 	r, rest, err := records.NextRecord(b)
 	if err != nil {
-		return group.KV{}, nil, 0, errShortRecord
+		return statelog.KV{}, nil, 0, errShortRecord
 	}
-	var kv group.KV
+	var kv statelog.KV
 	if r.Key != nil {
 		kv.Key = append([]byte{}, r.Key...)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
@@ -78,19 +79,19 @@ func compactAndCount(t *testing.T, part *engine.Partition, markers bool) (int, i
 func TestGroupLoadAfterCompaction(t *testing.T) {
 	part := compactedCoordLog(t, "offsets")
 	ts := time.Now().UnixMilli() - 60000
-	commit := func(g string, p int32, offset int64) group.KV {
-		return group.KV{
+	commit := func(g string, p int32, offset int64) statelog.KV {
+		return statelog.KV{
 			Key:   group.EncodeOffsetKey(group.OffsetKey{Group: g, Topic: "in", Partition: p}),
 			Value: group.EncodeOffsetValue(group.OffsetValue{Offset: offset, LeaderEpoch: -1, CommitTimestamp: ts}),
 		}
 	}
-	deleteOffset := func(g string, p int32) group.KV {
-		return group.KV{Key: group.EncodeOffsetKey(group.OffsetKey{Group: g, Topic: "in", Partition: p})}
+	deleteOffset := func(g string, p int32) statelog.KV {
+		return statelog.KV{Key: group.EncodeOffsetKey(group.OffsetKey{Group: g, Topic: "in", Partition: p})}
 	}
-	meta := func(g string, gen int32) group.KV {
-		return group.KV{Key: group.EncodeGroupKey(g), Value: group.EncodeGroupValue(group.GroupMetadata{ProtocolType: "consumer", Generation: gen, CurrentStateTimestamp: ts})}
+	meta := func(g string, gen int32) statelog.KV {
+		return statelog.KV{Key: group.EncodeGroupKey(g), Value: group.EncodeGroupValue(group.GroupMetadata{ProtocolType: "consumer", Generation: gen, CurrentStateTimestamp: ts})}
 	}
-	plain := func(kvs ...group.KV) {
+	plain := func(kvs ...statelog.KV) {
 		w, err := part.Append(encodeBatch(kvs, ts))
 		appendWait(t, w, err)
 	}
@@ -103,11 +104,11 @@ func TestGroupLoadAfterCompaction(t *testing.T) {
 	}
 	// A group that is deleted: tombstones for its offsets and metadata.
 	plain(meta("gone", 1), commit("gone", 0, 5))
-	plain(deleteOffset("gone", 0), group.KV{Key: group.EncodeGroupKey("gone")})
+	plain(deleteOffset("gone", 0), statelog.KV{Key: group.EncodeGroupKey("gone")})
 	// A transactional commit, then the offset deleted by a plain
 	// tombstone: the tombstone must outlive the cleaning, or the
 	// transactional record (never compacted) would bring it back.
-	w, err := part.Append(encodeProducerBatch([]group.KV{commit("tx", 0, 99)}, ts, 42, 0, 0, true))
+	w, err := part.Append(encodeProducerBatch([]statelog.KV{commit("tx", 0, 99)}, ts, 42, 0, 0, true))
 	appendWait(t, w, err)
 	w, err = part.AppendMarker(producerstate.Marker{ProducerID: 42, ProducerEpoch: 0, Commit: true, CoordinatorEpoch: 1})
 	appendWait(t, w, err)
@@ -152,8 +153,8 @@ func TestGroupLoadAfterCompaction(t *testing.T) {
 func TestTxnLoadAfterCompaction(t *testing.T) {
 	part := compactedCoordLog(t, "txnstate")
 	ts := time.Now().UnixMilli() - 60000
-	state := func(id string, epoch int16, st txn.State) group.KV {
-		return group.KV{Key: txn.EncodeKey(id), Value: txn.EncodeValue(txn.Metadata{
+	state := func(id string, epoch int16, st txn.State) statelog.KV {
+		return statelog.KV{Key: txn.EncodeKey(id), Value: txn.EncodeValue(txn.Metadata{
 			ProducerID: 1000, ProducerEpoch: epoch, TimeoutMs: 60000, State: st, LastUpdateMs: ts, StartMs: -1,
 			PreviousProducerID: -1, NextProducerID: -1,
 		})}
@@ -161,14 +162,14 @@ func TestTxnLoadAfterCompaction(t *testing.T) {
 	for i := range 100 {
 		id := fmt.Sprint("t", i%4)
 		st := []txn.State{txn.Ongoing, txn.PrepareCommit, txn.CompleteCommit}[i%3]
-		w, err := part.Append(encodeBatch([]group.KV{state(id, int16(i/4), st)}, ts))
+		w, err := part.Append(encodeBatch([]statelog.KV{state(id, int16(i/4), st)}, ts))
 		appendWait(t, w, err)
 	}
 	// t3 expires: its tombstone goes with the cleaning.
-	w, err := part.Append(encodeBatch([]group.KV{{Key: txn.EncodeKey("t3")}}, ts))
+	w, err := part.Append(encodeBatch([]statelog.KV{{Key: txn.EncodeKey("t3")}}, ts))
 	appendWait(t, w, err)
 	for i := range 20 {
-		w, err := part.Append(encodeBatch([]group.KV{state("t0", int16(100+i), txn.Empty)}, ts))
+		w, err := part.Append(encodeBatch([]statelog.KV{state("t0", int16(100+i), txn.Empty)}, ts))
 		appendWait(t, w, err)
 	}
 	load := func() *txn.Snapshot {

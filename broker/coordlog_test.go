@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 	"github.com/ringlog/ringlog/internal/records"
 )
 
@@ -37,22 +38,22 @@ func withOffsets(batches ...[]byte) []byte {
 // __consumer_offsets for transactions: a transactional offset commit and
 // the markers, and checks the loader's view with and without markers.
 func TestDecodeBatchesTransactional(t *testing.T) {
-	commit := func(g string, offset int64) group.KV {
-		return group.KV{
+	commit := func(g string, offset int64) statelog.KV {
+		return statelog.KV{
 			Key:   group.EncodeOffsetKey(group.OffsetKey{Group: g, Topic: "in", Partition: 0}),
 			Value: group.EncodeOffsetValue(group.OffsetValue{Offset: offset, LeaderEpoch: -1}),
 		}
 	}
 	log := withOffsets(
-		encodeBatch([]group.KV{commit("g", 5)}, 1),
-		encodeProducerBatch([]group.KV{commit("g", 10)}, 2, 42, 3, 0, true),
+		encodeBatch([]statelog.KV{commit("g", 5)}, 1),
+		encodeProducerBatch([]statelog.KV{commit("g", 10)}, 2, 42, 3, 0, true),
 		markerBatch(42, 3, true),
-		encodeProducerBatch([]group.KV{commit("g", 20)}, 3, 42, 3, 1, true),
+		encodeProducerBatch([]statelog.KV{commit("g", 20)}, 3, 42, 3, 1, true),
 		markerBatch(42, 3, false),
-		encodeProducerBatch([]group.KV{commit("h", 7)}, 4, 43, 0, 0, true),
+		encodeProducerBatch([]statelog.KV{commit("h", 7)}, 4, 43, 0, 0, true),
 	)
-	var kvs []group.KV
-	next, err := decodeBatches("t", log, 0, true, func(kv group.KV, err error) bool {
+	var kvs []statelog.KV
+	next, err := decodeBatches("t", log, 0, true, func(kv statelog.KV, err error) bool {
 		kvs = append(kvs, kv)
 		return true
 	})
@@ -81,7 +82,7 @@ func TestDecodeBatchesTransactional(t *testing.T) {
 	// Without markers (the transaction log) control batches are skipped
 	// and nothing carries a producer.
 	kvs = nil
-	if _, err := decodeBatches("t", log, 3, false, func(kv group.KV, err error) bool {
+	if _, err := decodeBatches("t", log, 3, false, func(kv statelog.KV, err error) bool {
 		kvs = append(kvs, kv)
 		return true
 	}); err != nil {

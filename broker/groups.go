@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 	"github.com/ringlog/ringlog/engine/producerstate"
 )
 
@@ -20,7 +21,7 @@ import (
 // (coordlog.go), shared with the transaction coordinator.
 //
 // The coordinator of a group is the leader of its offsets partition
-// (group.PartitionFor). Requests for a partition being loaded get
+// (statelog.PartitionFor). Requests for a partition being loaded get
 // COORDINATOR_LOAD_IN_PROGRESS, for one owned elsewhere NOT_COORDINATOR
 // (from the Manager's routing). A commit is acknowledged only once the ISR
 // holds its records, so committed offsets survive the loss of the
@@ -57,7 +58,7 @@ func newGroupBridge(s *wireServer) (*groupBridge, error) {
 		notCoord: group.ErrNotCoordinator, markers: true, commitTimeout: offsetCommitTimeout,
 		begin:  func(p int32) { b.Manager.BeginLoad(p) },
 		unload: func(p int32) { b.Manager.Unload(p) },
-		load: func(p, _ int32, recs iter.Seq2[group.KV, error]) (int, error) {
+		load: func(p, _ int32, recs iter.Seq2[statelog.KV, error]) (int, error) {
 			snap, err := group.Load(recs)
 			if err != nil {
 				return 0, err
@@ -96,9 +97,9 @@ func (b *groupBridge) start() {
 // Append implements group.Persister. Failures map as Kafka's OffsetCommit
 // maps them: leadership lost -> NOT_COORDINATOR; NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
 // timeouts and storage errors -> COORDINATOR_NOT_AVAILABLE (group.appendErr).
-func (b *groupBridge) Append(p int32, kvs []group.KV) group.Waiter {
+func (b *groupBridge) Append(p int32, kvs []statelog.KV) statelog.Waiter {
 	if len(kvs) == 0 {
-		return group.Done
+		return statelog.Done
 	}
 	return b.log.append(p, encodeBatch(kvs, time.Now().UnixMilli()))
 }
@@ -110,9 +111,9 @@ func (b *groupBridge) Append(p int32, kvs []group.KV) group.Waiter {
 // partition: the engine checks sequences of every producer batch, as it
 // would a client's. A stale epoch (the log saw a newer one) is
 // INVALID_PRODUCER_EPOCH for the client.
-func (b *groupBridge) AppendTxn(p int32, pid int64, epoch int16, kvs []group.KV) group.Waiter {
+func (b *groupBridge) AppendTxn(p int32, pid int64, epoch int16, kvs []statelog.KV) statelog.Waiter {
 	if len(kvs) == 0 {
-		return group.Done
+		return statelog.Done
 	}
 	b.txnMu.Lock()
 	defer b.txnMu.Unlock()
@@ -128,7 +129,7 @@ func (b *groupBridge) AppendTxn(p int32, pid int64, epoch int16, kvs []group.KV)
 		seq = 0 // wrapped past MaxInt32, as sequences do
 	}
 	w := b.log.append(p, encodeProducerBatch(kvs, time.Now().UnixMilli(), pid, epoch, seq, true))
-	return group.WaiterFunc(func() error {
+	return statelog.WaiterFunc(func() error {
 		err := w.Wait()
 		if errors.Is(err, producerstate.ErrInvalidProducerEpoch) || errors.Is(err, producerstate.ErrProducerFenced) {
 			return fmt.Errorf("%w: %w", group.ErrInvalidProducerEpoch, err)
@@ -140,7 +141,7 @@ func (b *groupBridge) AppendTxn(p int32, pid int64, epoch int16, kvs []group.KV)
 // Coordinator returns the broker coordinating groupID: the leader of its
 // offsets partition, creating the offsets topic on first use.
 func (b *groupBridge) Coordinator(ctx context.Context, groupID string) (int32, error) {
-	return b.log.coordinator(ctx, groupID, group.PartitionFor)
+	return b.log.coordinator(ctx, groupID, statelog.PartitionFor)
 }
 
 // Stale returns the error every group request gets while this broker's

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 	"github.com/ringlog/ringlog/tiered/s3test"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"

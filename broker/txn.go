@@ -5,7 +5,7 @@ import (
 	"iter"
 	"time"
 
-	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 	"github.com/ringlog/ringlog/coordinator/txn"
 )
 
@@ -58,7 +58,7 @@ func newTxnBridge(s *wireServer) (*txnBridge, error) {
 		notCoord: txn.ErrNotCoordinator, commitTimeout: txnStateTimeout,
 		begin:  func(p int32) { b.Manager.BeginLoad(p) },
 		unload: func(p int32) { b.Manager.Unload(p) },
-		load: func(p, epoch int32, recs iter.Seq2[group.KV, error]) (int, error) {
+		load: func(p, epoch int32, recs iter.Seq2[statelog.KV, error]) (int, error) {
 			snap, err := txn.Load(recs)
 			if err != nil {
 				return 0, err
@@ -87,9 +87,9 @@ func (b *txnBridge) start() {
 }
 
 // Append implements txn.Persister.
-func (b *txnBridge) Append(p int32, kvs []txn.KV) txn.Waiter {
+func (b *txnBridge) Append(p int32, kvs []statelog.KV) statelog.Waiter {
 	if len(kvs) == 0 {
-		return group.Done
+		return statelog.Done
 	}
 	return b.log.append(p, encodeBatch(kvs, time.Now().UnixMilli()))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
@@ -50,14 +51,14 @@ func newMarkerWriter(s *wireServer, b *txnBridge) *markerWriter {
 
 // WriteMarkers implements txn.MarkerWriter: the job runs on its own
 // goroutine and the Waiter waits for it.
-func (w *markerWriter) WriteMarkers(m txn.Markers) txn.Waiter {
+func (w *markerWriter) WriteMarkers(m txn.Markers) statelog.Waiter {
 	done := make(chan struct{})
 	var err error
 	go func() {
 		defer close(done)
 		err = w.run(m)
 	}()
-	return txn.WaiterFunc(func() error {
+	return statelog.WaiterFunc(func() error {
 		<-done
 		return err
 	})

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/ringlog/ringlog/controller/metadata"
-	"github.com/ringlog/ringlog/tiered/rlm"
+	"github.com/ringlog/ringlog/controller/rlm"
 )
 
 // The broker's calls for the remote-log metadata (metadata/remote.go):

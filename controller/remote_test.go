@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 func remoteSeg(tid metadata.UUID, n byte, base, next int64, le int32) rlm.Segment {

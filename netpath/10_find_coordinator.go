@@ -14,7 +14,7 @@ import (
 //
 // Behavior:
 //   - Key type 0 (group): the coordinator is the leader of the group's
-//     __consumer_offsets partition (group.PartitionFor). The topic is
+//     __consumer_offsets partition (statelog.PartitionFor). The topic is
 //     created through the controller on first use; while a partition has
 //     no leader, or this broker's metadata may be stale, the answer is
 //     COORDINATOR_NOT_AVAILABLE so the client retries.

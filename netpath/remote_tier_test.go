@@ -12,6 +12,7 @@ import (
 
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/epochcache"
@@ -19,7 +20,6 @@ import (
 	"github.com/ringlog/ringlog/tiered/chunkcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/remote"
-	"github.com/ringlog/ringlog/tiered/rlm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"

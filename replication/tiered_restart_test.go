@@ -14,6 +14,7 @@ import (
 
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/controller/metadata/metadatatest"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/epochcache"
@@ -21,7 +22,6 @@ import (
 	"github.com/ringlog/ringlog/replication"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/remote"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // engineLog adapts an engine partition to replication.Log as the broker

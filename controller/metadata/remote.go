@@ -76,8 +76,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // Bounds that keep each remote-metadata raft entry small (under 100 KiB

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // rseg builds a segment of partition p of topic tid with id n, uploaded at

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // The consumer (KIP-848) group protocol: ConsumerGroupHeartbeat and
@@ -15,11 +17,11 @@ import (
 // consumerRecords are the record encoders the machine writes through;
 // tests may substitute them (Manager.crec).
 type consumerRecords struct {
-	groupMeta    func(group string, epoch int32, tombstone bool) KV
-	targetMeta   func(group string, assignmentEpoch int32, tombstone bool) KV
-	member       func(group, memberID string, r *ConsumerMemberRecord) KV
-	targetMember func(group, memberID string, a Assignment, tombstone bool) KV
-	current      func(group, memberID string, r *ConsumerAssignmentRecord) KV
+	groupMeta    func(group string, epoch int32, tombstone bool) statelog.KV
+	targetMeta   func(group string, assignmentEpoch int32, tombstone bool) statelog.KV
+	member       func(group, memberID string, r *ConsumerMemberRecord) statelog.KV
+	targetMember func(group, memberID string, a Assignment, tombstone bool) statelog.KV
+	current      func(group, memberID string, r *ConsumerAssignmentRecord) statelog.KV
 }
 
 var realConsumerRecords = consumerRecords{
@@ -121,7 +123,7 @@ func (m *Manager) ConsumerHeartbeat(req ConsumerHeartbeatRequest) *Future[Consum
 }
 
 func (g *group) consumerHeartbeat(req *ConsumerHeartbeatRequest, topics Topics, now time.Time) *Future[ConsumerHeartbeatResponse] {
-	var kvs []KV
+	var kvs []statelog.KV
 	if g.consumer == nil {
 		if len(g.members) > 0 || len(g.pending) > 0 || g.state != Empty {
 			return hbFail(fmt.Errorf("%w: %s is not a consumer group", ErrGroupIDNotFound, g.id), req)
@@ -134,7 +136,7 @@ func (g *group) consumerHeartbeat(req *ConsumerHeartbeatRequest, topics Topics, 
 				return hbFail(fmt.Errorf("%w: %s is a classic group and migration policy %q forbids upgrading it", ErrGroupIDNotFound, g.id, p), req)
 			}
 			// The classic metadata goes; committed offsets stay.
-			kvs = append(kvs, KV{Key: EncodeGroupKey(g.id)})
+			kvs = append(kvs, statelog.KV{Key: EncodeGroupKey(g.id)})
 		}
 		g.consumer = newCgroup()
 		g.protocolType, g.protocol, g.leader, g.generation = ConsumerProtocolType, "", "", 0
@@ -303,7 +305,7 @@ func (g *group) consumerHeartbeat(req *ConsumerHeartbeatRequest, topics Topics, 
 
 // answerAfter resolves resp once kvs are durable (at once when there are
 // none).
-func (g *group) answerAfter(kvs []KV, resp ConsumerHeartbeatResponse) *Future[ConsumerHeartbeatResponse] {
+func (g *group) answerAfter(kvs []statelog.KV, resp ConsumerHeartbeatResponse) *Future[ConsumerHeartbeatResponse] {
 	cg := g.consumer
 	if len(kvs) == 0 && !cg.last.pending() {
 		return resolved(resp)
@@ -325,7 +327,7 @@ func (g *group) answerAfter(kvs []KV, resp ConsumerHeartbeatResponse) *Future[Co
 }
 
 // consumerLeave handles epochs -1 (leave) and -2 (static member away).
-func (g *group) consumerLeave(req *ConsumerHeartbeatRequest, kvs []KV, now time.Time) *Future[ConsumerHeartbeatResponse] {
+func (g *group) consumerLeave(req *ConsumerHeartbeatRequest, kvs []statelog.KV, now time.Time) *Future[ConsumerHeartbeatResponse] {
 	cg := g.consumer
 	mem := cg.members[req.MemberID]
 	if mem == nil && req.InstanceID != nil {
@@ -381,8 +383,8 @@ func (g *group) replaceStaticConsumer(old *cmember, newID string) *cmember {
 
 // removeStaticRecords are the tombstones of a replaced static member; its
 // successor's records follow.
-func (g *group) removeStaticRecords(oldID string) []KV {
-	return []KV{
+func (g *group) removeStaticRecords(oldID string) []statelog.KV {
+	return []statelog.KV{
 		g.m.crec.current(g.id, oldID, nil),
 		g.m.crec.targetMember(g.id, oldID, nil, true),
 		g.m.crec.member(g.id, oldID, nil),

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Partition sets and subscription resolution of the consumer protocol.
@@ -268,7 +270,7 @@ func (g *group) chooseAssignor() string {
 // computeTarget runs the assignor over every member and installs the new
 // target at the group epoch, returning the target records (changed
 // members, then the target metadata), in Kafka's order.
-func (g *group) computeTarget(r *resolver) ([]KV, error) {
+func (g *group) computeTarget(r *resolver) ([]statelog.KV, error) {
 	cg := g.consumer
 	name := g.chooseAssignor()
 	a, ok := g.m.assignorFor(name)
@@ -292,7 +294,7 @@ func (g *group) computeTarget(r *resolver) ([]KV, error) {
 		})
 	}
 	res := a.Assign(spec)
-	var kvs []KV
+	var kvs []statelog.KV
 	for _, id := range ids {
 		next := g.validTarget(res[id], spec.Topics)
 		if !equalAssignment(next, cg.target[id]) || cg.target[id] == nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // cmember is one member of a consumer (KIP-848) group.
@@ -61,7 +63,7 @@ type durable struct {
 	err  error
 }
 
-func watch(w Waiter) *durable {
+func watch(w statelog.Waiter) *durable {
 	d := &durable{done: make(chan struct{})}
 	go func() {
 		d.err = appendErr(w.Wait())
@@ -264,7 +266,7 @@ func (g *group) computeNext(mem *cmember, now time.Time) {
 // removeConsumerMember drops mem, frees its partitions and returns its
 // tombstones (current assignment, target, metadata), Kafka's order. The
 // caller bumps the group epoch.
-func (g *group) removeConsumerMember(mem *cmember) []KV {
+func (g *group) removeConsumerMember(mem *cmember) []statelog.KV {
 	cg := g.consumer
 	cg.setOwned(mem, nil, nil)
 	delete(cg.members, mem.id)
@@ -272,7 +274,7 @@ func (g *group) removeConsumerMember(mem *cmember) []KV {
 	if mem.instanceID != nil && cg.static[*mem.instanceID] == mem.id {
 		delete(cg.static, *mem.instanceID)
 	}
-	return []KV{
+	return []statelog.KV{
 		g.m.crec.current(g.id, mem.id, nil),
 		g.m.crec.targetMember(g.id, mem.id, nil, true),
 		g.m.crec.member(g.id, mem.id, nil),
@@ -280,16 +282,16 @@ func (g *group) removeConsumerMember(mem *cmember) []KV {
 }
 
 // bumpEpoch starts a new group epoch and returns its record.
-func (g *group) bumpEpoch() KV {
+func (g *group) bumpEpoch() statelog.KV {
 	g.consumer.epoch++
 	return g.m.crec.groupMeta(g.id, g.consumer.epoch, false)
 }
 
 // consumerTombstones are the records that delete a consumer group's
 // state (not its offsets): members left, target metadata, group epoch.
-func (g *group) consumerTombstones() []KV {
+func (g *group) consumerTombstones() []statelog.KV {
 	cg := g.consumer
-	var kvs []KV
+	var kvs []statelog.KV
 	for _, id := range cg.memberIDs() {
 		kvs = append(kvs, g.removeConsumerMember(cg.members[id])...)
 	}
@@ -300,7 +302,7 @@ func (g *group) consumerTombstones() []KV {
 // members that did not revoke in time.
 func (g *group) consumerTick(now time.Time) {
 	cg := g.consumer
-	var kvs []KV
+	var kvs []statelog.KV
 	for _, id := range cg.memberIDs() {
 		mem := cg.members[id]
 		expired := !now.Before(mem.deadline)
@@ -411,11 +413,11 @@ func (g *group) isClassicInUse() bool {
 // groupTombstones are the records that delete the group's own state (its
 // offsets have their own): a GroupMetadata tombstone for a classic group,
 // the consumer records' tombstones for a consumer group.
-func (g *group) groupTombstones() []KV {
+func (g *group) groupTombstones() []statelog.KV {
 	if g.consumer != nil {
 		return g.consumerTombstones()
 	}
-	return []KV{{Key: EncodeGroupKey(g.id)}}
+	return []statelog.KV{{Key: EncodeGroupKey(g.id)}}
 }
 
 // consumerSubscribed is the set of topic names the members subscribe to,

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // fakeTopics is a Topics view tests change at will.
@@ -105,19 +107,19 @@ func realEncodersReady() (ok bool) {
 // enough to inspect what the machine wrote while the real encoders are
 // not there.
 var testRecords = consumerRecords{
-	groupMeta: func(group string, epoch int32, tomb bool) KV {
+	groupMeta: func(group string, epoch int32, tomb bool) statelog.KV {
 		return testKV("group", group, "", epoch, tomb)
 	},
-	targetMeta: func(group string, epoch int32, tomb bool) KV {
+	targetMeta: func(group string, epoch int32, tomb bool) statelog.KV {
 		return testKV("target-meta", group, "", epoch, tomb)
 	},
-	member: func(group, id string, r *ConsumerMemberRecord) KV {
+	member: func(group, id string, r *ConsumerMemberRecord) statelog.KV {
 		return testKV("member", group, id, r, r == nil)
 	},
-	targetMember: func(group, id string, a Assignment, tomb bool) KV {
+	targetMember: func(group, id string, a Assignment, tomb bool) statelog.KV {
 		return testKV("target", group, id, a, tomb)
 	},
-	current: func(group, id string, r *ConsumerAssignmentRecord) KV {
+	current: func(group, id string, r *ConsumerAssignmentRecord) statelog.KV {
 		return testKV("current", group, id, r, r == nil)
 	},
 }
@@ -128,8 +130,8 @@ var testPayloads sync.Map
 
 var testPayloadSeq atomic.Int64
 
-func testKV(kind, group, member string, v any, tomb bool) KV {
-	kv := KV{Key: []byte(kind + "/" + group + "/" + member)}
+func testKV(kind, group, member string, v any, tomb bool) statelog.KV {
+	kv := statelog.KV{Key: []byte(kind + "/" + group + "/" + member)}
 	if !tomb {
 		id := testPayloadSeq.Add(1)
 		testPayloads.Store(id, v)
@@ -141,11 +143,11 @@ func testKV(kind, group, member string, v any, tomb bool) KV {
 // testLoad replays test-encoded consumer records (last value per key wins,
 // a tombstone deletes) into LoadedConsumerGroups, and returns the other
 // records for Load.
-func testLoad(t testing.TB, kvs []KV) (map[string]*LoadedConsumerGroup, []KV) {
+func testLoad(t testing.TB, kvs []statelog.KV) (map[string]*LoadedConsumerGroup, []statelog.KV) {
 	t.Helper()
 	last := make(map[string]any)
 	var order []string
-	var rest []KV
+	var rest []statelog.KV
 	for _, kv := range kvs {
 		k := string(kv.Key)
 		kind, _, ok := strings.Cut(k, "/")

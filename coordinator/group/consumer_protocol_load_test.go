@@ -4,9 +4,11 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
-func recLoad(t *testing.T, recs []KV) *Snapshot {
+func recLoad(t *testing.T, recs []statelog.KV) *Snapshot {
 	t.Helper()
 	s, err := Load(Records(recs))
 	if err != nil {
@@ -26,8 +28,8 @@ func recCurrent(epoch int32, a Assignment) *ConsumerAssignmentRecord {
 // joinRecords is what a coordinator writes when member m joins group g at
 // epoch e, in Kafka's order: subscription, group epoch, target, target
 // epoch, current assignment.
-func recJoin(g, m string, e int32, a Assignment) []KV {
-	return []KV{
+func recJoin(g, m string, e int32, a Assignment) []statelog.KV {
+	return []statelog.KV{
 		ConsumerMemberKV(g, m, recMember("c-"+m, "t")),
 		ConsumerGroupMetadataKV(g, e, false),
 		ConsumerTargetMemberKV(g, m, a, false),
@@ -39,8 +41,8 @@ func recJoin(g, m string, e int32, a Assignment) []KV {
 // deleteConsumerRecords is Kafka's tombstone order for a consumer group
 // (per member: current, target, subscription; then target epoch, then
 // group epoch).
-func recDelete(g string, members ...string) []KV {
-	var kvs []KV
+func recDelete(g string, members ...string) []statelog.KV {
+	var kvs []statelog.KV
 	for _, m := range members {
 		kvs = append(kvs, ConsumerCurrentAssignmentKV(g, m, nil), ConsumerTargetMemberKV(g, m, nil, true), ConsumerMemberKV(g, m, nil))
 	}
@@ -48,13 +50,13 @@ func recDelete(g string, members ...string) []KV {
 }
 
 func TestLoadConsumerGroupLifecycle(t *testing.T) {
-	off := func(g string, o int64) KV {
-		return KV{Key: EncodeOffsetKey(OffsetKey{g, "t", 0}), Value: EncodeOffsetValue(OffsetValue{Offset: o, LeaderEpoch: -1})}
+	off := func(g string, o int64) statelog.KV {
+		return statelog.KV{Key: EncodeOffsetKey(OffsetKey{g, "t", 0}), Value: EncodeOffsetValue(OffsetValue{Offset: o, LeaderEpoch: -1})}
 	}
 	a1 := Assignment{recTopicA: {0, 1}}
 	a2 := Assignment{recTopicA: {0}}
 	b2 := Assignment{recTopicA: {1}}
-	var recs []KV
+	var recs []statelog.KV
 	recs = append(recs, recJoin("g", "m1", 1, a1)...)
 	recs = append(recs, off("g", 10))
 	// m2 joins: epoch 2; m1's target shrinks; m1 must revoke partition 1.
@@ -70,9 +72,9 @@ func TestLoadConsumerGroupLifecycle(t *testing.T) {
 	)
 	// A transactional commit and its marker interleave with the group.
 	recs = append(recs,
-		KV{Key: EncodeOffsetKey(OffsetKey{"g", "t", 1}), Value: EncodeOffsetValue(OffsetValue{Offset: 7, LeaderEpoch: -1}), Transactional: true, ProducerID: 4},
+		statelog.KV{Key: EncodeOffsetKey(OffsetKey{"g", "t", 1}), Value: EncodeOffsetValue(OffsetValue{Offset: 7, LeaderEpoch: -1}), Transactional: true, ProducerID: 4},
 		ConsumerCurrentAssignmentKV("g", "m1", recCurrent(2, a2)),
-		KV{Control: &TxnMarker{Commit: true}, ProducerID: 4},
+		statelog.KV{Control: &statelog.Marker{Commit: true}, ProducerID: 4},
 	)
 	s := recLoad(t, recs)
 	g := s.Groups["g"]
@@ -111,7 +113,7 @@ func TestLoadConsumerGroupLifecycle(t *testing.T) {
 		t.Fatalf("after delete: %+v", g)
 	}
 	// Deleted with its offsets: the group is gone.
-	recs = append(recs, KV{Key: EncodeOffsetKey(OffsetKey{"g", "t", 0})}, KV{Key: EncodeOffsetKey(OffsetKey{"g", "t", 1})})
+	recs = append(recs, statelog.KV{Key: EncodeOffsetKey(OffsetKey{"g", "t", 0})}, statelog.KV{Key: EncodeOffsetKey(OffsetKey{"g", "t", 1})})
 	if g := recLoad(t, recs).Groups["g"]; g != nil {
 		t.Fatalf("after full delete: %+v", g)
 	}
@@ -126,7 +128,7 @@ func TestLoadConsumerGroupLifecycle(t *testing.T) {
 // (no offsets, no classic metadata) is kept, and a member whose current
 // assignment is missing has Current nil.
 func TestLoadConsumerOnlyGroupSurvives(t *testing.T) {
-	s := recLoad(t, []KV{
+	s := recLoad(t, []statelog.KV{
 		ConsumerMemberKV("g", "m", recMember("c")),
 		ConsumerGroupMetadataKV("g", 1, false),
 	})
@@ -137,7 +139,7 @@ func TestLoadConsumerOnlyGroupSurvives(t *testing.T) {
 	}
 	// A current assignment without member metadata is not a member; one
 	// whose metadata comes later joins it.
-	s = recLoad(t, []KV{
+	s = recLoad(t, []statelog.KV{
 		ConsumerGroupMetadataKV("g", 1, false),
 		ConsumerCurrentAssignmentKV("g", "x", recCurrent(1, nil)),
 		ConsumerCurrentAssignmentKV("g", "y", recCurrent(1, nil)),
@@ -153,13 +155,13 @@ func TestLoadConsumerOnlyGroupSurvives(t *testing.T) {
 }
 
 func TestLoadGroupConversion(t *testing.T) {
-	classic := func(g string, gen int32) KV {
-		return KV{Key: EncodeGroupKey(g), Value: EncodeGroupValue(GroupMetadata{ProtocolType: "consumer", Generation: gen})}
+	classic := func(g string, gen int32) statelog.KV {
+		return statelog.KV{Key: EncodeGroupKey(g), Value: EncodeGroupValue(GroupMetadata{ProtocolType: "consumer", Generation: gen})}
 	}
-	classicTomb := KV{Key: EncodeGroupKey("g")}
+	classicTomb := statelog.KV{Key: EncodeGroupKey("g")}
 	// classic -> consumer: Kafka tombstones the classic group, then writes
 	// the consumer records.
-	recs := []KV{classic("g", 4), classicTomb}
+	recs := []statelog.KV{classic("g", 4), classicTomb}
 	recs = append(recs, recJoin("g", "m", 5, Assignment{recTopicA: {0}})...)
 	g := recLoad(t, recs).Groups["g"]
 	if g.Metadata != nil || g.Consumer == nil || g.Consumer.GroupEpoch != 5 {
@@ -173,7 +175,7 @@ func TestLoadGroupConversion(t *testing.T) {
 		t.Fatalf("back to classic: %+v", g)
 	}
 	// Both live (a conversion cut short): the later one wins, either way.
-	g = recLoad(t, append([]KV{classic("g", 1)}, recJoin("g", "m", 2, nil)...)).Groups["g"]
+	g = recLoad(t, append([]statelog.KV{classic("g", 1)}, recJoin("g", "m", 2, nil)...)).Groups["g"]
 	if g.Metadata != nil || g.Consumer == nil {
 		t.Fatalf("consumer written last: %+v", g)
 	}
@@ -186,19 +188,19 @@ func TestLoadGroupConversion(t *testing.T) {
 func TestLoadConsumerRecordsSkippedAndCorrupt(t *testing.T) {
 	// Key 4 is known (not skipped, not kept); key 9+ and value version 1
 	// are unknown (skipped, counted).
-	pm := KV{Key: consumerKey(consumerPartitionMetadataKeyVersion, "g", nil), Value: []byte{0, 0, 1, 0}}
-	unknownValue := KV{Key: consumerKey(consumerGroupKeyVersion, "g", nil), Value: []byte{0, 1, 0, 0, 0, 9, 0}}
-	s := recLoad(t, []KV{pm, {Key: []byte{0, 9, 0, 1, 'g'}, Value: []byte{0, 0}}, unknownValue, ConsumerGroupMetadataKV("g", 2, false)})
+	pm := statelog.KV{Key: consumerKey(consumerPartitionMetadataKeyVersion, "g", nil), Value: []byte{0, 0, 1, 0}}
+	unknownValue := statelog.KV{Key: consumerKey(consumerGroupKeyVersion, "g", nil), Value: []byte{0, 1, 0, 0, 0, 9, 0}}
+	s := recLoad(t, []statelog.KV{pm, {Key: []byte{0, 9, 0, 1, 'g'}, Value: []byte{0, 0}}, unknownValue, ConsumerGroupMetadataKV("g", 2, false)})
 	if s.Skipped != 2 || s.Groups["g"].Consumer.GroupEpoch != 2 {
 		t.Fatalf("skipped %d %+v", s.Skipped, s.Groups["g"])
 	}
 	// A partition-metadata record alone makes no group.
-	if s := recLoad(t, []KV{pm}); len(s.Groups) != 0 {
+	if s := recLoad(t, []statelog.KV{pm}); len(s.Groups) != 0 {
 		t.Fatalf("%+v", s.Groups)
 	}
 	kv := ConsumerCurrentAssignmentKV("g", "m", recCurrent(1, Assignment{recTopicA: {1}}))
 	kv.Value = kv.Value[:len(kv.Value)-3]
-	if _, err := Load(Records([]KV{ConsumerGroupMetadataKV("g", 1, false), kv})); !errors.Is(err, ErrCorruptRecord) {
+	if _, err := Load(Records([]statelog.KV{ConsumerGroupMetadataKV("g", 1, false), kv})); !errors.Is(err, ErrCorruptRecord) {
 		t.Fatalf("corrupt consumer record must stop the load: %v", err)
 	}
 }

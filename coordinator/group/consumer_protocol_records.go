@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // __consumer_offsets records of consumer (KIP-848) groups, in Kafka's
@@ -48,8 +50,8 @@ const (
 
 // ConsumerGroupMetadataKV is ConsumerGroupMetadata{Key,Value}: the group
 // epoch. tombstone writes the key with a nil value.
-func ConsumerGroupMetadataKV(group string, epoch int32, tombstone bool) KV {
-	kv := KV{Key: consumerKey(consumerGroupKeyVersion, group, nil)}
+func ConsumerGroupMetadataKV(group string, epoch int32, tombstone bool) statelog.KV {
+	kv := statelog.KV{Key: consumerKey(consumerGroupKeyVersion, group, nil)}
 	if !tombstone {
 		kv.Value = epochValue(epoch)
 	}
@@ -58,8 +60,8 @@ func ConsumerGroupMetadataKV(group string, epoch int32, tombstone bool) KV {
 
 // ConsumerTargetMetadataKV is ConsumerGroupTargetAssignmentMetadata: the
 // epoch of the target assignment.
-func ConsumerTargetMetadataKV(group string, assignmentEpoch int32, tombstone bool) KV {
-	kv := KV{Key: consumerKey(consumerTargetKeyVersion, group, nil)}
+func ConsumerTargetMetadataKV(group string, assignmentEpoch int32, tombstone bool) statelog.KV {
+	kv := statelog.KV{Key: consumerKey(consumerTargetKeyVersion, group, nil)}
 	if !tombstone {
 		kv.Value = epochValue(assignmentEpoch)
 	}
@@ -67,8 +69,8 @@ func ConsumerTargetMetadataKV(group string, assignmentEpoch int32, tombstone boo
 }
 
 // ConsumerMemberKV is ConsumerGroupMemberMetadata; nil r is a tombstone.
-func ConsumerMemberKV(group, memberID string, r *ConsumerMemberRecord) KV {
-	kv := KV{Key: consumerKey(consumerMemberKeyVersion, group, &memberID)}
+func ConsumerMemberKV(group, memberID string, r *ConsumerMemberRecord) statelog.KV {
+	kv := statelog.KV{Key: consumerKey(consumerMemberKeyVersion, group, &memberID)}
 	if r == nil {
 		return kv
 	}
@@ -90,8 +92,8 @@ func ConsumerMemberKV(group, memberID string, r *ConsumerMemberRecord) KV {
 
 // ConsumerTargetMemberKV is ConsumerGroupTargetAssignmentMember: one
 // member's target assignment.
-func ConsumerTargetMemberKV(group, memberID string, a Assignment, tombstone bool) KV {
-	kv := KV{Key: consumerKey(consumerTargetMemberKeyVersion, group, &memberID)}
+func ConsumerTargetMemberKV(group, memberID string, a Assignment, tombstone bool) statelog.KV {
+	kv := statelog.KV{Key: consumerKey(consumerTargetMemberKeyVersion, group, &memberID)}
 	if tombstone {
 		return kv
 	}
@@ -103,8 +105,8 @@ func ConsumerTargetMemberKV(group, memberID string, a Assignment, tombstone bool
 
 // ConsumerCurrentAssignmentKV is ConsumerGroupCurrentMemberAssignment; nil
 // r is a tombstone.
-func ConsumerCurrentAssignmentKV(group, memberID string, r *ConsumerAssignmentRecord) KV {
-	kv := KV{Key: consumerKey(consumerCurrentKeyVersion, group, &memberID)}
+func ConsumerCurrentAssignmentKV(group, memberID string, r *ConsumerAssignmentRecord) statelog.KV {
+	kv := statelog.KV{Key: consumerKey(consumerCurrentKeyVersion, group, &memberID)}
 	if r == nil {
 		return kv
 	}

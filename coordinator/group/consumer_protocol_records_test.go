@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 func recStr(s string) *string { return &s }
@@ -27,7 +29,7 @@ func TestConsumerRecordGoldenBytes(t *testing.T) {
 	long := strings.Repeat("c", 200) // compact length 201 = uvarint c9 01
 	for _, tc := range []struct {
 		name     string
-		kv       KV
+		kv       statelog.KV
 		key, val string
 	}{
 		{"group epoch", ConsumerGroupMetadataKV("g", 5, false), "0003000167", "0000" + "00000005" + "00"},
@@ -101,13 +103,13 @@ func TestConsumerRecordDecodeKafkaExtras(t *testing.T) {
 	}
 }
 
-func recConsumerCases() []KV {
+func recConsumerCases() []statelog.KV {
 	full := &ConsumerMemberRecord{
 		InstanceID: recStr("i-1"), RackID: recStr("rack"), ClientID: "client", ClientHost: "/127.0.0.1",
 		SubscribedTopicNames: []string{"a", "b", ""}, SubscribedTopicRegex: recStr("^x.*"),
 		RebalanceTimeoutMs: 45000, ServerAssignor: recStr("range"),
 	}
-	return []KV{
+	return []statelog.KV{
 		ConsumerGroupMetadataKV("grp", 1<<30, false),
 		ConsumerGroupMetadataKV("", -1, false),
 		ConsumerGroupMetadataKV("grp", 0, true),
@@ -229,7 +231,7 @@ func TestConsumerRecordCorrupt(t *testing.T) {
 
 // reencodeConsumer writes a decoded consumer record again with the
 // encoders; false for kinds without an encoder.
-func reencodeConsumer(r Record) (KV, bool) {
+func reencodeConsumer(r Record) (statelog.KV, bool) {
 	switch r.Kind {
 	case KindConsumerGroup:
 		return ConsumerGroupMetadataKV(r.GroupID, r.ConsumerEpoch, false), true
@@ -242,5 +244,5 @@ func reencodeConsumer(r Record) (KV, bool) {
 	case KindConsumerCurrent:
 		return ConsumerCurrentAssignmentKV(r.GroupID, r.MemberID, r.ConsumerCurrent), true
 	}
-	return KV{}, false
+	return statelog.KV{}, false
 }

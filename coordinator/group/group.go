@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // member is one classic group member. A member with a pending join or sync
@@ -436,7 +438,7 @@ func (g *group) replaceStatic(old *member, req *JoinRequest, now time.Time) *Fut
 		// The new member id must be durable before the client uses it:
 		// after a coordinator move the old id would otherwise be the one
 		// the group knows.
-		w := g.append([]KV{g.metadataRecord()})
+		w := g.append([]statelog.KV{g.metadataRecord()})
 		fut := newFuture[JoinResponse]()
 		go func() {
 			if err := appendErr(w.Wait()); err != nil {
@@ -520,7 +522,7 @@ func (g *group) completeJoin(now time.Time) {
 		g.state, g.stateTime = Empty, now
 		g.protocol, g.leader = "", ""
 		// Fire and forget: losing it only loses the empty-since time.
-		g.append([]KV{g.metadataRecord()})
+		g.append([]statelog.KV{g.metadataRecord()})
 		return
 	}
 	g.protocol = g.selectProtocol()
@@ -688,7 +690,7 @@ func (g *group) completeSync(assign map[string][]byte, now time.Time) {
 	g.state, g.stateTime = Stable, now
 	g.pendingSync = nil
 	g.syncBatch = b
-	w := g.append([]KV{g.metadataRecord()})
+	w := g.append([]statelog.KV{g.metadataRecord()})
 	pt, proto := g.protocolType, g.protocol
 	go func() {
 		err := appendErr(w.Wait())
@@ -863,7 +865,7 @@ func (g *group) describe() GroupDescription {
 }
 
 // metadataRecord is the group's GroupMetadata record as of now.
-func (g *group) metadataRecord() KV {
+func (g *group) metadataRecord() statelog.KV {
 	v := GroupMetadata{
 		ProtocolType:          g.protocolType,
 		Generation:            g.generation,
@@ -889,12 +891,12 @@ func (g *group) metadataRecord() KV {
 			Assignment:         mem.assignment,
 		})
 	}
-	return KV{Key: EncodeGroupKey(g.id), Value: EncodeGroupValue(v)}
+	return statelog.KV{Key: EncodeGroupKey(g.id), Value: EncodeGroupValue(v)}
 }
 
 // append hands records to the Persister. Called with mu held so one group's
 // records reach the log in state order. The Waiter may be dropped.
-func (g *group) append(kvs []KV) Waiter {
+func (g *group) append(kvs []statelog.KV) statelog.Waiter {
 	return g.m.persist.Append(g.part, kvs)
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Snapshot is the state of one __consumer_offsets partition rebuilt from
@@ -72,7 +74,7 @@ type LoadedTxn struct {
 // Consumer-group records (key versions 3-8) build LoadedGroup.Consumer;
 // see applyConsumer and settleType for creation, tombstones and
 // conversion between the classic and the consumer type.
-func Load(records iter.Seq2[KV, error]) (*Snapshot, error) {
+func Load(records iter.Seq2[statelog.KV, error]) (*Snapshot, error) {
 	s := &Snapshot{Groups: make(map[string]*LoadedGroup)}
 	get := func(id string) *LoadedGroup {
 		g := s.Groups[id]
@@ -269,8 +271,8 @@ func (g *LoadedGroup) endTxn(producerID int64, commit bool) {
 }
 
 // Records lists a slice as the iterator Load takes.
-func Records(kvs []KV) iter.Seq2[KV, error] {
-	return func(yield func(KV, error) bool) {
+func Records(kvs []statelog.KV) iter.Seq2[statelog.KV, error] {
+	return func(yield func(statelog.KV, error) bool) {
 		for _, kv := range kvs {
 			if !yield(kv, nil) {
 				return

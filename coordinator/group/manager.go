@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Manager is the group coordinator of one node: every classic group whose
@@ -80,7 +82,7 @@ func NewManager(cfg Config, p Persister, clock Clock) (*Manager, error) {
 
 // Partition returns the __consumer_offsets partition of groupID.
 func (m *Manager) Partition(groupID string) int32 {
-	return PartitionFor(groupID, m.cfg.OffsetsTopicPartitions)
+	return statelog.PartitionFor(groupID, m.cfg.OffsetsTopicPartitions)
 }
 
 // BeginLoad marks partition p as owned but loading: its groups' requests get
@@ -325,7 +327,7 @@ func (m *Manager) List(states []string) ([]GroupListing, error) {
 // future resolves once they are durable.
 func (m *Manager) DeleteGroups(groupIDs []string) *Future[[]DeleteGroupResult] {
 	res := make([]DeleteGroupResult, len(groupIDs))
-	waits := make([]Waiter, len(groupIDs))
+	waits := make([]statelog.Waiter, len(groupIDs))
 	for i, id := range groupIDs {
 		res[i].Group = id
 		if id == "" {

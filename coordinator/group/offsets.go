@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 func commitFail(req *OffsetCommitRequest, err error) *Future[OffsetCommitResponse] {
@@ -65,7 +67,7 @@ func (g *group) commit(req *OffsetCommitRequest, now time.Time) *Future[OffsetCo
 	seq := g.seq
 	ts := now.UnixMilli()
 	resp := OffsetCommitResponse{Partitions: make([]PartitionError, len(req.Offsets))}
-	var kvs []KV
+	var kvs []statelog.KV
 	var vals []OffsetValue
 	var idx []int
 	for i, o := range req.Offsets {
@@ -75,7 +77,7 @@ func (g *group) commit(req *OffsetCommitRequest, now time.Time) *Future[OffsetCo
 			continue
 		}
 		v := OffsetValue{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimestamp: ts}
-		kvs = append(kvs, KV{
+		kvs = append(kvs, statelog.KV{
 			Key:   EncodeOffsetKey(OffsetKey{Group: g.id, Topic: o.Topic, Partition: o.Partition}),
 			Value: EncodeOffsetValue(v),
 		})
@@ -126,7 +128,7 @@ func (g *group) applyCommit(tp TopicPartition, v OffsetValue, seq uint64) {
 // and returns its tombstone. Deletions apply at once (Kafka does the
 // same): the worst a lost tombstone does is bring the offset back after a
 // coordinator move.
-func (g *group) deleteOffset(tp TopicPartition, seq uint64) KV {
+func (g *group) deleteOffset(tp TopicPartition, seq uint64) statelog.KV {
 	delete(g.offsets, tp)
 	g.dropPending(tp)
 	if g.inflight > 0 {
@@ -135,7 +137,7 @@ func (g *group) deleteOffset(tp TopicPartition, seq uint64) KV {
 		}
 		g.deletedAt[tp] = seq
 	}
-	return KV{Key: EncodeOffsetKey(OffsetKey{Group: g.id, Topic: tp.Topic, Partition: tp.Partition})}
+	return statelog.KV{Key: EncodeOffsetKey(OffsetKey{Group: g.id, Topic: tp.Topic, Partition: tp.Partition})}
 }
 
 // FetchOffsets answers OffsetFetch without require_stable: the listed
@@ -236,7 +238,7 @@ func (m *Manager) DeleteOffsets(groupID string, partitions []TopicPartition) *Fu
 	}
 	g.seq++
 	resp := OffsetDeleteResponse{Partitions: make([]PartitionError, len(partitions))}
-	var kvs []KV
+	var kvs []statelog.KV
 	for i, tp := range partitions {
 		resp.Partitions[i] = PartitionError{Topic: tp.Topic, Partition: tp.Partition}
 		if subscribed(tp.Topic) {
@@ -309,7 +311,7 @@ func (g *group) expireOffsets(now time.Time) {
 		return
 	}
 	g.seq++
-	var kvs []KV
+	var kvs []statelog.KV
 	for tp, e := range g.offsets {
 		if g.hasPending(tp) {
 			continue
@@ -336,7 +338,7 @@ func (g *group) expireOffsets(now time.Time) {
 // with only pending transactional offsets get a tombstone too, which
 // drops them (Kafka's DeleteGroups does the same): the group is gone
 // whatever its open transactions later decide.
-func (g *group) delete() Waiter {
+func (g *group) delete() statelog.Waiter {
 	g.seq++
 	tps := make(map[TopicPartition]bool, len(g.offsets))
 	for tp := range g.offsets {
@@ -347,7 +349,7 @@ func (g *group) delete() Waiter {
 			tps[tp] = true
 		}
 	}
-	var kvs []KV
+	var kvs []statelog.KV
 	for tp := range tps {
 		kvs = append(kvs, g.deleteOffset(tp, g.seq))
 	}

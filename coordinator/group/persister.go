@@ -3,6 +3,8 @@ package group
 import (
 	"errors"
 	"sync"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Persister appends records to a __consumer_offsets partition. The
@@ -13,7 +15,7 @@ import (
 // records are durable (for ringlog: flushed and, with replication,
 // committed by the ISR), or why they never will be.
 type Persister interface {
-	Append(partition int32, records []KV) Waiter
+	Append(partition int32, records []statelog.KV) statelog.Waiter
 }
 
 // TxnPersister is the part of the persister contract that transactional
@@ -34,25 +36,8 @@ type Persister interface {
 // producer (stale epoch) should wrap ErrInvalidProducerEpoch so the client
 // is told; other failures map as for Append.
 type TxnPersister interface {
-	AppendTxn(partition int32, producerID int64, producerEpoch int16, records []KV) Waiter
+	AppendTxn(partition int32, producerID int64, producerEpoch int16, records []statelog.KV) statelog.Waiter
 }
-
-// Waiter completes one Append.
-type Waiter interface {
-	// Wait blocks until the append is durable (nil) or failed. A failure
-	// that means "this node no longer leads the partition" should wrap
-	// ErrNotCoordinator so the client is told to rediscover.
-	Wait() error
-}
-
-// WaiterFunc adapts a function to Waiter.
-type WaiterFunc func() error
-
-// Wait calls f.
-func (f WaiterFunc) Wait() error { return f() }
-
-// Done is a Waiter that has already succeeded.
-var Done Waiter = WaiterFunc(func() error { return nil })
 
 // MemoryPersister keeps appended records in memory, per partition, in
 // append order. Tests use it to inspect what the machine wrote and to feed
@@ -60,7 +45,7 @@ var Done Waiter = WaiterFunc(func() error { return nil })
 // them fail, so "acknowledged only after durable" can be checked.
 type MemoryPersister struct {
 	mu      sync.Mutex
-	parts   map[int32][]KV
+	parts   map[int32][]statelog.KV
 	held    bool
 	pending []chan error
 	failErr error
@@ -68,22 +53,22 @@ type MemoryPersister struct {
 
 // NewMemoryPersister returns an empty MemoryPersister.
 func NewMemoryPersister() *MemoryPersister {
-	return &MemoryPersister{parts: make(map[int32][]KV)}
+	return &MemoryPersister{parts: make(map[int32][]statelog.KV)}
 }
 
 // Append records the KVs and returns a Waiter that completes at once unless
 // the persister is held.
-func (p *MemoryPersister) Append(partition int32, records []KV) Waiter {
+func (p *MemoryPersister) Append(partition int32, records []statelog.KV) statelog.Waiter {
 	return p.append(partition, records)
 }
 
 // AppendTxn implements TxnPersister: the KVs are stored with the batch
 // context the loader would read back (Transactional, producer id and
 // epoch), so Load sees what it would see on a real partition.
-func (p *MemoryPersister) AppendTxn(partition int32, producerID int64, producerEpoch int16, records []KV) Waiter {
-	kvs := make([]KV, len(records))
+func (p *MemoryPersister) AppendTxn(partition int32, producerID int64, producerEpoch int16, records []statelog.KV) statelog.Waiter {
+	kvs := make([]statelog.KV, len(records))
 	for i, kv := range records {
-		kvs[i] = KV{Key: kv.Key, Value: kv.Value, Transactional: true, ProducerID: producerID, ProducerEpoch: producerEpoch}
+		kvs[i] = statelog.KV{Key: kv.Key, Value: kv.Value, Transactional: true, ProducerID: producerID, ProducerEpoch: producerEpoch}
 	}
 	return p.append(partition, kvs)
 }
@@ -91,29 +76,29 @@ func (p *MemoryPersister) AppendTxn(partition int32, producerID int64, producerE
 // AppendMarker appends a transaction marker for producerID, as the broker
 // does for WriteTxnMarkers. Key is Kafka's control record key (version 0,
 // type 0 abort / 1 commit), for realism only: Load reads Control.
-func (p *MemoryPersister) AppendMarker(partition int32, producerID int64, producerEpoch int16, commit bool) Waiter {
+func (p *MemoryPersister) AppendMarker(partition int32, producerID int64, producerEpoch int16, commit bool) statelog.Waiter {
 	key := []byte{0, 0, 0, 0}
 	if commit {
 		key[3] = 1
 	}
-	return p.append(partition, []KV{{Key: key, Transactional: true, ProducerID: producerID,
-		ProducerEpoch: producerEpoch, Control: &TxnMarker{Commit: commit}}})
+	return p.append(partition, []statelog.KV{{Key: key, Transactional: true, ProducerID: producerID,
+		ProducerEpoch: producerEpoch, Control: &statelog.Marker{Commit: commit}}})
 }
 
-func (p *MemoryPersister) append(partition int32, records []KV) Waiter {
+func (p *MemoryPersister) append(partition int32, records []statelog.KV) statelog.Waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failErr != nil {
 		err := p.failErr
-		return WaiterFunc(func() error { return err })
+		return statelog.WaiterFunc(func() error { return err })
 	}
 	p.parts[partition] = append(p.parts[partition], records...)
 	if !p.held {
-		return Done
+		return statelog.Done
 	}
 	ch := make(chan error, 1)
 	p.pending = append(p.pending, ch)
-	return WaiterFunc(func() error { return <-ch })
+	return statelog.WaiterFunc(func() error { return <-ch })
 }
 
 // Hold keeps later appends pending until Release.
@@ -143,10 +128,10 @@ func (p *MemoryPersister) Fail(err error) {
 }
 
 // Records returns a copy of what was appended to partition, in order.
-func (p *MemoryPersister) Records(partition int32) []KV {
+func (p *MemoryPersister) Records(partition int32) []statelog.KV {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]KV(nil), p.parts[partition]...)
+	return append([]statelog.KV(nil), p.parts[partition]...)
 }
 
 // ErrAppendFailed is what tests pass to Fail or Release; it is not a Kafka

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
-	"unicode/utf16"
 )
 
 // Record schemas of the __consumer_offsets topic, written exactly as Kafka
@@ -40,41 +38,6 @@ const (
 
 // OffsetsTopic is the internal compacted topic that holds group records.
 const OffsetsTopic = "__consumer_offsets"
-
-// KV is one record for the offsets topic. A nil Value is a tombstone.
-//
-// The other fields are the context of the record batch the record came in,
-// which the loader copies from the batch header so Load can tell
-// transactional offset commits and transaction markers from plain records.
-// The zero value is a plain, non-transactional record, so code that only
-// sets Key and Value keeps meaning what it meant. The Persister ignores
-// them: Append writes plain batches, AppendTxn takes the producer as
-// arguments.
-type KV struct {
-	Key   []byte
-	Value []byte
-	// Transactional is set for records of a transactional batch
-	// (attributes bit 4). Their offset commits stay pending until a
-	// marker of the same producer follows on the partition.
-	Transactional bool
-	// ProducerID and ProducerEpoch come from the batch header; they mean
-	// something only when Transactional is set or Control is non-nil
-	// (plain batches carry -1, which the loader may copy or leave 0).
-	ProducerID    int64
-	ProducerEpoch int16
-	// Control is non-nil for the record of a control batch (attributes
-	// bit 5) that is a transaction marker: the loader decodes the control
-	// record key (version:int16, type:int16; type 0 is ABORT, 1 is COMMIT)
-	// into it and leaves Key/Value raw; Load does not decode them. Other
-	// control types are not markers and should be skipped by the loader.
-	Control *TxnMarker
-}
-
-// TxnMarker is a transaction marker (a control record) on the offsets
-// topic: the end of ProducerID's transaction on this partition.
-type TxnMarker struct {
-	Commit bool // false: abort
-}
 
 // OffsetKey names one committed offset.
 type OffsetKey struct {
@@ -166,35 +129,6 @@ var ErrUnknownRecord = errors.New("group: unknown __consumer_offsets record vers
 // ErrCorruptRecord marks a record that claims a known version but does not
 // parse. It is not a Kafka error code: Load refuses such a partition.
 var ErrCorruptRecord = errors.New("group: corrupt __consumer_offsets record")
-
-// PartitionFor returns the __consumer_offsets partition that owns groupID:
-// Kafka's Utils.abs(groupId.hashCode()) % partitions, where hashCode is
-// Java's String.hashCode over UTF-16 code units with int32 overflow, and
-// Utils.abs maps MinInt32 to 0. Matching it exactly keeps our placement
-// equal to what Kafka tooling computes.
-func PartitionFor(groupID string, partitions int) int32 {
-	if partitions <= 0 {
-		panic("group: PartitionFor with no partitions")
-	}
-	h := JavaStringHashCode(groupID)
-	if h == math.MinInt32 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % int32(partitions)
-}
-
-// JavaStringHashCode is java.lang.String.hashCode: s[0]*31^(n-1) + ... +
-// s[n-1] over UTF-16 code units, wrapping at 32 bits. Invalid UTF-8 is read
-// as U+FFFD, which is what Java's decoder produces for the same bytes.
-func JavaStringHashCode(s string) int32 {
-	var h int32
-	for _, c := range utf16.Encode([]rune(s)) {
-		h = 31*h + int32(c)
-	}
-	return h
-}
 
 // EncodeOffsetKey writes an OffsetCommitKey v1.
 func EncodeOffsetKey(k OffsetKey) []byte {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // errNoTxnPersister explains the ErrCoordinatorNotAvailable that
@@ -89,7 +91,7 @@ func (g *group) commitTxn(req *TxnOffsetCommitRequest, now time.Time) *Future[Tx
 	seq := g.seq
 	ts := now.UnixMilli()
 	resp := TxnOffsetCommitResponse{Partitions: make([]PartitionError, len(req.Offsets))}
-	var kvs []KV
+	var kvs []statelog.KV
 	var idx []int
 	var entries []*offsetEntry
 	for i, o := range req.Offsets {
@@ -99,7 +101,7 @@ func (g *group) commitTxn(req *TxnOffsetCommitRequest, now time.Time) *Future[Tx
 			continue
 		}
 		v := OffsetValue{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimestamp: ts}
-		kvs = append(kvs, KV{
+		kvs = append(kvs, statelog.KV{
 			Key:   EncodeOffsetKey(OffsetKey{Group: g.id, Topic: o.Topic, Partition: o.Partition}),
 			Value: EncodeOffsetValue(v),
 		})

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 func txnReq(group string, pid int64, offs ...CommitOffset) TxnOffsetCommitRequest {
@@ -223,34 +225,34 @@ func TestLoadTxnMarkers(t *testing.T) {
 		return EncodeOffsetValue(OffsetValue{Offset: o, LeaderEpoch: -1, CommitTimestamp: o})
 	}
 	key := func(g string) []byte { return EncodeOffsetKey(OffsetKey{g, "t", 0}) }
-	off := func(g string, o int64) KV { return KV{Key: key(g), Value: ov(o)} }
-	txo := func(pid int64, g string, o int64) KV {
-		return KV{Key: key(g), Value: ov(o), Transactional: true, ProducerID: pid, ProducerEpoch: 2}
+	off := func(g string, o int64) statelog.KV { return statelog.KV{Key: key(g), Value: ov(o)} }
+	txo := func(pid int64, g string, o int64) statelog.KV {
+		return statelog.KV{Key: key(g), Value: ov(o), Transactional: true, ProducerID: pid, ProducerEpoch: 2}
 	}
-	tomb := func(g string) KV { return KV{Key: key(g)} }
-	mk := func(pid int64, commit bool) KV {
-		return KV{Key: []byte{0, 0, 0, 9}, Transactional: true, ProducerID: pid, Control: &TxnMarker{Commit: commit}}
+	tomb := func(g string) statelog.KV { return statelog.KV{Key: key(g)} }
+	mk := func(pid int64, commit bool) statelog.KV {
+		return statelog.KV{Key: []byte{0, 0, 0, 9}, Transactional: true, ProducerID: pid, Control: &statelog.Marker{Commit: commit}}
 	}
 	const none = int64(-1)
 	for _, tc := range []struct {
 		name      string
-		recs      []KV
+		recs      []statelog.KV
 		committed int64   // -1: none
 		pending   []int64 // producers with open transactions, in order
 		gone      bool    // the group is not in the snapshot
 	}{
-		{"commit", []KV{off("g", 5), txo(1, "g", 10), mk(1, true)}, 10, nil, false},
-		{"abort", []KV{off("g", 5), txo(1, "g", 10), mk(1, false)}, 5, nil, false},
-		{"open at the end", []KV{off("g", 5), txo(1, "g", 10)}, 5, []int64{1}, false},
-		{"plain between txn and marker wins", []KV{txo(1, "g", 10), off("g", 20), mk(1, true)}, 20, nil, false},
-		{"plain before txn loses", []KV{off("g", 20), txo(1, "g", 10), mk(1, true)}, 10, nil, false},
-		{"later producer wins", []KV{txo(1, "g", 10), txo(2, "g", 20), mk(2, true), mk(1, true)}, 20, nil, false},
-		{"marker of another producer", []KV{txo(1, "g", 10), mk(2, true)}, none, []int64{1}, false},
-		{"marker before the records", []KV{mk(1, true), txo(1, "g", 10)}, none, []int64{1}, false},
-		{"tombstone drops pending", []KV{txo(1, "g", 10), tomb("g"), mk(1, true)}, none, nil, true},
-		{"aborted txn-only group", []KV{txo(1, "g", 10), mk(1, false)}, none, nil, true},
-		{"control record is not decoded", []KV{off("g", 5), {Key: []byte{0xff}, Control: &TxnMarker{}}}, 5, nil, false},
-		{"two groups, one marker", []KV{txo(1, "g", 10), txo(1, "h", 11), off("h", 1), mk(1, true)}, 10, nil, false},
+		{"commit", []statelog.KV{off("g", 5), txo(1, "g", 10), mk(1, true)}, 10, nil, false},
+		{"abort", []statelog.KV{off("g", 5), txo(1, "g", 10), mk(1, false)}, 5, nil, false},
+		{"open at the end", []statelog.KV{off("g", 5), txo(1, "g", 10)}, 5, []int64{1}, false},
+		{"plain between txn and marker wins", []statelog.KV{txo(1, "g", 10), off("g", 20), mk(1, true)}, 20, nil, false},
+		{"plain before txn loses", []statelog.KV{off("g", 20), txo(1, "g", 10), mk(1, true)}, 10, nil, false},
+		{"later producer wins", []statelog.KV{txo(1, "g", 10), txo(2, "g", 20), mk(2, true), mk(1, true)}, 20, nil, false},
+		{"marker of another producer", []statelog.KV{txo(1, "g", 10), mk(2, true)}, none, []int64{1}, false},
+		{"marker before the records", []statelog.KV{mk(1, true), txo(1, "g", 10)}, none, []int64{1}, false},
+		{"tombstone drops pending", []statelog.KV{txo(1, "g", 10), tomb("g"), mk(1, true)}, none, nil, true},
+		{"aborted txn-only group", []statelog.KV{txo(1, "g", 10), mk(1, false)}, none, nil, true},
+		{"control record is not decoded", []statelog.KV{off("g", 5), {Key: []byte{0xff}, Control: &statelog.Marker{}}}, 5, nil, false},
+		{"two groups, one marker", []statelog.KV{txo(1, "g", 10), txo(1, "h", 11), off("h", 1), mk(1, true)}, 10, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Load(Records(tc.recs))
@@ -515,7 +517,7 @@ func TestTxnCommitDurability(t *testing.T) {
 // appendOnly is a Persister without AppendTxn.
 type appendOnly struct{ p *MemoryPersister }
 
-func (a appendOnly) Append(partition int32, records []KV) Waiter {
+func (a appendOnly) Append(partition int32, records []statelog.KV) statelog.Waiter {
 	return a.p.Append(partition, records)
 }
 

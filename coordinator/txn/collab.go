@@ -3,20 +3,8 @@ package txn
 import (
 	"sync"
 
-	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
-
-// KV is one __transaction_state record; a nil Value is a tombstone. It is
-// the group coordinator's type, so one broker-side persister
-// implementation (parameterized by topic) serves both coordinators, and
-// group.MemoryPersister works here in tests.
-type KV = group.KV
-
-// Waiter completes one asynchronous operation (see group.Waiter).
-type Waiter = group.Waiter
-
-// WaiterFunc adapts a function to Waiter.
-type WaiterFunc = group.WaiterFunc
 
 // Persister appends records to a __transaction_state partition. The
 // coordinator calls Append while holding the transaction's lock, so one
@@ -25,7 +13,7 @@ type WaiterFunc = group.WaiterFunc
 // durability (flushed and, with replication, acknowledged by the ISR); a
 // failure meaning "no longer the leader" should wrap ErrNotCoordinator.
 type Persister interface {
-	Append(partition int32, records []KV) Waiter
+	Append(partition int32, records []statelog.KV) statelog.Waiter
 }
 
 // IDAllocator hands out producer ids. The broker's implementation takes
@@ -59,7 +47,7 @@ type Markers struct {
 // partition); one wrapping ErrNotCoordinator means this node lost the
 // __transaction_state partition and the new coordinator will resend.
 type MarkerWriter interface {
-	WriteMarkers(m Markers) Waiter
+	WriteMarkers(m Markers) statelog.Waiter
 }
 
 // CounterIDAllocator hands out consecutive ids from Next; for tests and

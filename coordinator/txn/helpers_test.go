@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 type fakeClock struct {
@@ -39,7 +40,7 @@ type fakeMarkers struct {
 
 func newFakeMarkers() *fakeMarkers { return &fakeMarkers{cond: make(chan struct{})} }
 
-func (f *fakeMarkers) WriteMarkers(m Markers) Waiter {
+func (f *fakeMarkers) WriteMarkers(m Markers) statelog.Waiter {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ch := make(chan error, 1)
@@ -47,7 +48,7 @@ func (f *fakeMarkers) WriteMarkers(m Markers) Waiter {
 	f.done = append(f.done, ch)
 	close(f.cond)
 	f.cond = make(chan struct{})
-	return WaiterFunc(func() error { return <-ch })
+	return statelog.WaiterFunc(func() error { return <-ch })
 }
 
 // wait returns job i once it exists.

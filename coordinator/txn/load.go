@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Snapshot is one __transaction_state partition rebuilt from its records:
@@ -18,7 +20,7 @@ type Snapshot struct {
 // in log order: the last value per key wins, a tombstone forgets the id.
 // A record that claims a known version but does not parse stops the load
 // with ErrCorruptRecord: guessing could resurrect a fenced producer.
-func Load(records iter.Seq2[KV, error]) (*Snapshot, error) {
+func Load(records iter.Seq2[statelog.KV, error]) (*Snapshot, error) {
 	s := &Snapshot{Txns: make(map[string]Metadata)}
 	n := 0
 	for kv, err := range records {
@@ -48,8 +50,8 @@ func Load(records iter.Seq2[KV, error]) (*Snapshot, error) {
 }
 
 // Records lists a slice as the iterator Load takes.
-func Records(kvs []KV) iter.Seq2[KV, error] {
-	return func(yield func(KV, error) bool) {
+func Records(kvs []statelog.KV) iter.Seq2[statelog.KV, error] {
+	return func(yield func(statelog.KV, error) bool) {
 		for _, kv := range kvs {
 			if !yield(kv, nil) {
 				return

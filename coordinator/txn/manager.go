@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Manager is the transaction coordinator of one node: every transactional
@@ -229,12 +231,12 @@ func (m *Manager) nowMs() int64 { return m.clock.Now().UnixMilli() }
 // calls done (with t.mu held) with nil or the client-facing error. A nil
 // next writes a tombstone. t.mu held.
 func (m *Manager) write(t *txn, next *Metadata, done func(error)) {
-	kv := KV{Key: EncodeKey(t.id)}
+	kv := statelog.KV{Key: EncodeKey(t.id)}
 	if next != nil {
 		kv.Value = EncodeValue(*next)
 	}
 	t.pending = true
-	w := m.persist.Append(t.part, []KV{kv})
+	w := m.persist.Append(t.part, []statelog.KV{kv})
 	go func() {
 		err := w.Wait()
 		t.mu.Lock()

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Record schemas of __transaction_state, as Kafka writes them, so Kafka's
@@ -42,10 +42,9 @@ var ErrUnknownRecord = errors.New("txn: unknown __transaction_state record versi
 var ErrCorruptRecord = errors.New("txn: corrupt __transaction_state record")
 
 // PartitionFor returns the __transaction_state partition of a
-// transactional id: Kafka's Utils.abs(id.hashCode()) % partitions, the
-// same placement as consumer groups.
+// transactional id: the same placement as groups on __consumer_offsets.
 func PartitionFor(transactionalID string, partitions int) int32 {
-	return group.PartitionFor(transactionalID, partitions)
+	return statelog.PartitionFor(transactionalID, partitions)
 }
 
 // State is a transaction's state; values are Kafka's stored bytes.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 func TestRecordGoldenBytes(t *testing.T) {
@@ -49,7 +49,7 @@ func TestRecordGoldenBytes(t *testing.T) {
 	if id, err := DecodeKey(EncodeKey("tx")); err != nil || id != "tx" {
 		t.Fatal(id, err)
 	}
-	if PartitionFor("some-txn", 50) != group.PartitionFor("some-txn", 50) {
+	if PartitionFor("some-txn", 50) != statelog.PartitionFor("some-txn", 50) {
 		t.Fatal("placement differs from Kafka's")
 	}
 	if PrepareEpochFence.String() != "PrepareEpochFence" || State(9).String() != "State(9)" {
@@ -114,7 +114,7 @@ func TestDecodeErrorsAndLoad(t *testing.T) {
 	if _, err := DecodeKey([]byte{0, 1, 0, 0}); !is(err, ErrUnknownRecord) {
 		t.Fatalf("key version 1: %v", err)
 	}
-	kvs := []KV{
+	kvs := []statelog.KV{
 		{Key: EncodeKey("a"), Value: good},
 		{Key: EncodeKey("b"), Value: good},
 		{Key: []byte{0, 5, 0, 0}, Value: []byte{1}}, // some future record
@@ -128,7 +128,7 @@ func TestDecodeErrorsAndLoad(t *testing.T) {
 	if len(s.Txns) != 1 || s.Txns["b"].ProducerID != 2 || s.Skipped != 1 {
 		t.Fatalf("load %+v", s)
 	}
-	kvs = append(kvs, KV{Key: EncodeKey("c"), Value: good[:5]})
+	kvs = append(kvs, statelog.KV{Key: EncodeKey("c"), Value: good[:5]})
 	if _, err := Load(Records(kvs)); !is(err, ErrCorruptRecord) {
 		t.Fatalf("corrupt record: %v", err)
 	}

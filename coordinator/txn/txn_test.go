@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 func TestCommitFlow(t *testing.T) {
@@ -21,7 +22,7 @@ func TestCommitFlow(t *testing.T) {
 	if err := wait(t, h.m.AddOffsets("tx", pid, epoch, "grp")); err != nil {
 		t.Fatal(err)
 	}
-	offs := tp(OffsetsTopic, group.PartitionFor("grp", 3))
+	offs := tp(OffsetsTopic, statelog.PartitionFor("grp", 3))
 	d := h.describe("tx")
 	if d.State != Ongoing || !slices.Equal(d.Partitions, []TopicPartition{offs, tp("a", 0), tp("a", 1)}) || d.StartMs != h.clock.Now().UnixMilli() {
 		t.Fatalf("ongoing: %+v", d)

@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // maxAbortWalk bounds how many later segments abortedTxns reads to find

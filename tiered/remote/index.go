@@ -7,9 +7,9 @@ import (
 	"io"
 	"sort"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // The segment's "index" and "timeindex" objects are the engine's .index

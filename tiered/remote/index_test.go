@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/internal/records"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // Whatever bytes an index object holds, parsing either refuses them or

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/internal/records"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 const ts0 = 1_700_000_000_000

@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // maxRestartObject bounds the "producers" and "epochs" objects a restart

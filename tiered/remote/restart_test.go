@@ -10,10 +10,10 @@ import (
 
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/controller/metadata/metadatatest"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // testImage is an image with topic "t" (one partition) and segs

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 	"github.com/ringlog/ringlog/tiered/s3test"
 )
 

@@ -6,9 +6,9 @@ import (
 	"sort"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/records"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // maxBatchRead bounds the batch OffsetForTimestamp reads into memory to

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // A follower's manager hands its engine the watermark but uploads

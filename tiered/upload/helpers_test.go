@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 const topic = "t"

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 func TestContiguousEnd(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
-	"github.com/ringlog/ringlog/tiered/rlm"
+	"github.com/ringlog/ringlog/controller/rlm"
 )
 
 // purger deletes the objects of deleted topics while this broker hosts

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // retention applies the topic's retention.ms and retention.bytes to the

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // objectKinds are the objects of one uploaded segment, in upload order.

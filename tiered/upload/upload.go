@@ -31,9 +31,9 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // Meta is the controller side the manager needs (*controller.Node).

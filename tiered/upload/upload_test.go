@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 func readObject(t *testing.T, s objstore.Store, key string) []byte {

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
-	"github.com/ringlog/ringlog/tiered/rlm"
 )
 
 // Builder holds an image and applies commands to it, failing the test on
