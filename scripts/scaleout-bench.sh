@@ -1,5 +1,5 @@
 #!/bin/bash
-# The scale-out scenario under load (issue 18; BENCHMARKS.md section 15):
+# The scale-out scenario under load (BENCHMARKS.md section 15):
 # a 3-broker dev cluster with a 64-partition RF=3 min.insync=2 topic under
 # `ringlog loadgen` (acks=all, keyed), a 4th broker joins, `ringlog admin
 # rebalance` moves replicas onto it, broker 1 is decommissioned, then an
