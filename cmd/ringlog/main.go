@@ -38,6 +38,7 @@ func main() {
 			exampleCommand(),
 			usersCommand(),
 			aclsCommand(),
+			topicCommand(),
 			adminCommand(),
 			loadgenCommand(),
 			benchCommand(),
