@@ -307,18 +307,7 @@ func topicDescribe(c *cli.Context) error {
 				d.PartitionList = append(d.PartitionList, p)
 			}
 			if rc, err := rcs.On(t, nil); err == nil && rc.Err == nil {
-				for _, cfg := range rc.Configs {
-					src := strings.TrimSuffix(cfg.Source.String(), "_CONFIG")
-					if !c.Bool("all-configs") && src == "DEFAULT" {
-						continue
-					}
-					v := cfg.MaybeValue()
-					if cfg.Sensitive {
-						v = "(sensitive)"
-					}
-					d.Configs = append(d.Configs, configDescription{Key: cfg.Key, Value: v, Source: src, Sensitive: cfg.Sensitive})
-				}
-				sort.Slice(d.Configs, func(i, j int) bool { return d.Configs[i].Key < d.Configs[j].Key })
+				d.Configs = describeConfigs(rc.Configs, c.Bool("all-configs"))
 			}
 			out = append(out, d)
 		}
@@ -345,6 +334,26 @@ func topicDescribe(c *cli.Context) error {
 			}
 		})
 	})
+}
+
+// describeConfigs lists configs sorted by key with their source
+// (DYNAMIC_TOPIC, STATIC_BROKER, ...), leaving out those at their default
+// unless all, and hiding sensitive values.
+func describeConfigs(cfgs []kadm.Config, all bool) []configDescription {
+	out := []configDescription{}
+	for _, cfg := range cfgs {
+		src := strings.TrimSuffix(cfg.Source.String(), "_CONFIG")
+		if !all && src == "DEFAULT" {
+			continue
+		}
+		v := cfg.MaybeValue()
+		if cfg.Sensitive {
+			v = "(sensitive)"
+		}
+		out = append(out, configDescription{Key: cfg.Key, Value: v, Source: src, Sensitive: cfg.Sensitive})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
 
 // ids prints broker ids as 1,2,3 ("-" for none).

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestOpsErrorNamesTheErrorAndTheWayOut(t *testing.T) {
+	err := opsError("create t", withMessage(kerr.TopicAlreadyExists, `topic "t" exists`))
+	want := `create t: TOPIC_ALREADY_EXISTS (topic "t" exists): pass --if-not-exists to accept an existing topic`
+	if err.Error() != want {
+		t.Fatalf("got  %q\nwant %q", err, want)
+	}
+	// A Kafka error without a hint still gets its name.
+	if err := opsError("x", kerr.InvalidFetchSize); err.Error() != "x: INVALID_FETCH_SIZE" {
+		t.Fatalf("got %q", err)
+	}
+	if err := opsError("x", fmt.Errorf("dial tcp: connection refused")); !strings.Contains(err.Error(), "--bootstrap") {
+		t.Fatalf("a refused connection should point at --bootstrap: %q", err)
+	}
+	if opsError("x", nil) != nil {
+		t.Fatal("nil error must stay nil")
+	}
+}
+
+func TestPrintRecordFormat(t *testing.T) {
+	r := &kgo.Record{Topic: "t", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"),
+		Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}, Timestamp: time.UnixMilli(1234)}
+	var b strings.Builder
+	printRecord(&b, unescape(`%t/%p@%o %k=%v [%h] %T 100%% %x\n`), r)
+	if want := "t/2@7 k=v [a=1,b=2] 1234 100% %x\n"; b.String() != want {
+		t.Fatalf("got %q want %q", b.String(), want)
+	}
+}
+
+func TestOperatorCommandsCheckArgumentsFirst(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "-p", "0", "t"}, "--partitions 0"},
+		{[]string{"create", "-c", "novalue", "t"}, `--config "novalue": want key=value`},
+		{[]string{"create"}, "usage: ringlog topic create"},
+		{[]string{"alter-config", "t"}, "usage: ringlog topic alter-config"},
+	} {
+		_, err := runApp(t, topicCommand(), tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("topic %v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := runApp(t, groupCommand(), "seek", "--to", "middle", "g"); err == nil || !strings.Contains(err.Error(), "want start, end, offset:N or timestamp:UNIX_MS") {
+		t.Errorf("group seek --to middle: %v", err)
+	}
+	if _, err := runApp(t, consumeCommand(), "--from", "offset:-1", "t"); err == nil || !strings.Contains(err.Error(), "N >= 0") {
+		t.Errorf("consume --from offset:-1: %v", err)
+	}
+	if _, err := runApp(t, consumeCommand(), "--group", "g", "--partition", "1", "t"); err == nil || !strings.Contains(err.Error(), "do not go together") {
+		t.Errorf("consume --group --partition: %v", err)
+	}
+}
