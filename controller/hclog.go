@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -35,7 +36,17 @@ func toSlog(level hclog.Level) slog.Level {
 
 func (h *slogHCLog) Log(level hclog.Level, msg string, args ...any) {
 	all := append([]any{"component", h.name}, h.args...)
-	h.l.Log(context.Background(), toSlog(level), msg, append(all, args...)...)
+	for _, a := range args {
+		// hclog.Fmt values are a format and its arguments, which hclog
+		// renders itself (raft logs its server list that way).
+		if f, ok := a.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				a = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+		all = append(all, a)
+	}
+	h.l.Log(context.Background(), toSlog(level), msg, all...)
 }
 func (h *slogHCLog) Trace(msg string, args ...any) { h.Log(hclog.Trace, msg, args...) }
 func (h *slogHCLog) Debug(msg string, args ...any) { h.Log(hclog.Debug, msg, args...) }

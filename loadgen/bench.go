@@ -245,7 +245,7 @@ func Bench(ctx context.Context, bc BenchConfig, out io.Writer) error {
 	if cfg.TopicConfigs == nil {
 		cfg.TopicConfigs = map[string]string{}
 	}
-	if _, ok := cfg.TopicConfigs["min.insync.replicas"]; !ok {
+	if _, ok := cfg.TopicConfigs["min.insync.replicas"]; !ok && cfg.ReplicationFactor > 0 {
 		cfg.TopicConfigs["min.insync.replicas"] = strconv.Itoa(min(int(cfg.ReplicationFactor), 2))
 	}
 	if err := waitForReplicas(ctx, cfg); err != nil {

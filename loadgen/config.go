@@ -136,7 +136,7 @@ func DefaultConfig() Config {
 		Bootstrap:         []string{"127.0.0.1:9092"},
 		Topic:             "ringlog-loadgen",
 		Partitions:        8,
-		ReplicationFactor: 1,
+		ReplicationFactor: -1, // the cluster's default.replication.factor
 		Rate:              10_000,
 		MessageSize:       1000,
 		Producers:         1,
@@ -176,8 +176,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("topic: empty")
 	case c.Partitions < 1:
 		return fmt.Errorf("partitions %d: need >= 1", c.Partitions)
-	case c.ReplicationFactor < 1:
-		return fmt.Errorf("replication-factor %d: need >= 1", c.ReplicationFactor)
+	case c.ReplicationFactor < 1 && c.ReplicationFactor != -1:
+		return fmt.Errorf("replication-factor %d: need >= 1, or -1 for the cluster's default", c.ReplicationFactor)
 	case c.Rate <= 0:
 		return fmt.Errorf("rate %v: need > 0", c.Rate)
 	case c.MessageSize < valueHeaderLen:

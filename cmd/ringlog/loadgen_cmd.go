@@ -25,7 +25,7 @@ func workloadFlags(d loadgen.Config) []cli.Flag {
 		&cli.StringFlag{Name: "bootstrap", Value: strings.Join(d.Bootstrap, ","), Usage: "comma-separated host:port of any Kafka-compatible cluster", EnvVars: env("bootstrap")},
 		&cli.StringFlag{Name: "topic", Value: d.Topic, EnvVars: env("topic")},
 		&cli.StringFlag{Name: "partitions", Value: strconv.Itoa(int(d.Partitions)), Usage: "partitions when the topic is created; a comma list (8,64,256,1024) sweeps: one run per count, each on a fresh topic <topic>-p<count>, one table and chart", EnvVars: env("partitions")},
-		&cli.IntFlag{Name: "replication-factor", Value: int(d.ReplicationFactor), Usage: "replication factor when the topic is created", EnvVars: env("replication-factor")},
+		&cli.IntFlag{Name: "replication-factor", Value: int(d.ReplicationFactor), Usage: "replication factor when the topic is created (-1: the cluster's default.replication.factor; bench: 3, or the broker count if fewer)", EnvVars: env("replication-factor")},
 		&cli.StringSliceFlag{Name: "topic-config", Usage: "key=value topic config when the topic is created (repeatable), e.g. min.insync.replicas=2", EnvVars: env("topic-config")},
 		&cli.Float64Flag{Name: "rate", Value: d.Rate, Usage: "messages per second, open loop (fixed schedule)", EnvVars: env("rate")},
 		&cli.IntFlag{Name: "message-size", Value: d.MessageSize, Usage: "value bytes per message (>= 16)", EnvVars: env("message-size")},

@@ -29,30 +29,36 @@ func main() {
 		debug.SetGCPercent(defaultGCPercent)
 	}
 	app := &cli.App{
-		Name:    "ringlog",
-		Usage:   "Kafka-compatible replicated log broker and benchmark harness",
-		Version: fmt.Sprintf("%s (commit %s)", version, commit),
-		Commands: []*cli.Command{
-			serveCommand(),
-			devCommand(),
-			exampleCommand(),
-			usersCommand(),
-			aclsCommand(),
-			topicCommand(),
-			groupCommand(),
-			clusterCommand(),
-			produceCommand(),
-			consumeCommand(),
-			adminCommand(),
-			loadgenCommand(),
-			benchCommand(),
-			sizeCommand(),
-			reportCommand(),
-		},
+		Name:     "ringlog",
+		Usage:    "Kafka-compatible replicated log broker and benchmark harness",
+		Version:  fmt.Sprintf("%s (commit %s)", version, commit),
+		Commands: allCommands(),
 	}
+	tidyHelp(app.Commands)
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "ringlog:", err)
 		os.Exit(1)
+	}
+}
+
+// allCommands are ringlog's commands, in the order help lists them.
+func allCommands() []*cli.Command {
+	return []*cli.Command{
+		serveCommand(),
+		devCommand(),
+		exampleCommand(),
+		usersCommand(),
+		aclsCommand(),
+		topicCommand(),
+		groupCommand(),
+		clusterCommand(),
+		produceCommand(),
+		consumeCommand(),
+		adminCommand(),
+		loadgenCommand(),
+		benchCommand(),
+		sizeCommand(),
+		reportCommand(),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/urfave/cli/v2"
 )
 
 func TestOpsErrorNamesTheErrorAndTheWayOut(t *testing.T) {
@@ -61,5 +62,39 @@ func TestOperatorCommandsCheckArgumentsFirst(t *testing.T) {
 	}
 	if _, err := runApp(t, consumeCommand(), "--group", "g", "--partition", "1", "t"); err == nil || !strings.Contains(err.Error(), "do not go together") {
 		t.Errorf("consume --group --partition: %v", err)
+	}
+}
+
+func TestServeRejectsUnknownIOMode(t *testing.T) {
+	if _, err := parseServeArgs([]string{"serve", "--io", "foo"}); err == nil || !strings.Contains(err.Error(), `--io "foo": want auto, uring or sync`) {
+		t.Fatalf("--io foo: %v", err)
+	}
+}
+
+// Every flag's help line says its default once and has no placeholder
+// taken from a backquoted phrase.
+func TestHelpLinesReadOnce(t *testing.T) {
+	cmds := allCommands()
+	tidyHelp(cmds)
+	var walk func([]*cli.Command)
+	n := 0
+	walk = func(cs []*cli.Command) {
+		for _, c := range cs {
+			for _, f := range c.Flags {
+				line := f.String()
+				n++
+				if strings.Count(line, "(default:") > 1 || strings.Contains(line, "`") {
+					t.Errorf("%s: %s", c.Name, line)
+				}
+				if strings.Contains(line, "e+0") {
+					t.Errorf("%s: a float default in exponent form: %s", c.Name, line)
+				}
+			}
+			walk(c.Subcommands)
+		}
+	}
+	walk(cmds)
+	if n < 100 {
+		t.Fatalf("only %d flags seen", n)
 	}
 }

@@ -269,7 +269,11 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 		return cfg, fmt.Errorf("--fsync: %w", err)
 	}
 	eng.FsyncInterval = c.Duration("fsync-interval")
-	eng.IOMode = c.String("io")
+	switch eng.IOMode = c.String("io"); eng.IOMode {
+	case "auto", "uring", "sync":
+	default:
+		return cfg, fmt.Errorf("--io %q: want auto, uring or sync", eng.IOMode)
+	}
 	eng.Journal = c.Bool("journal")
 	eng.JournalBytes = c.Int64("journal-bytes")
 	eng.JournalBuffered = !c.Bool("journal-direct")
