@@ -172,6 +172,9 @@ func (b *Broker) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := b.createBootstrapUsers(ctx); err != nil {
+		return err
+	}
 	if err := b.srv.Start(b.node); err != nil {
 		return fmt.Errorf("reconciling local logs with cluster metadata: %w", err)
 	}

@@ -55,6 +55,9 @@ type Config struct {
 	Controller controller.Config
 	// Replication configures followers and the ISR.
 	Replication replication.Config
+	// BootstrapUsers are SCRAM users created at start when the cluster
+	// has no credential of theirs (bootstrap_users.go).
+	BootstrapUsers []BootstrapUser
 	// Tiered is tiered storage (tiered.go): the object store, the chunk
 	// cache of remote reads and the uploads. Off without an endpoint.
 	Tiered TieredConfig

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -183,17 +184,28 @@ func alterUsers(c *cli.Context, dels []kadm.DeleteSCRAM, ups []kadm.UpsertSCRAM)
 	defer cancel()
 	res, err := adm.AlterUserSCRAMs(ctx, dels, ups)
 	if err != nil {
-		return err
+		return bootstrapHint(err)
 	}
 	var errs []error
 	for _, r := range res.Sorted() {
 		if r.Err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", r.User, r.Err))
+			errs = append(errs, bootstrapHint(fmt.Errorf("%s: %w", r.User, r.Err)))
 			continue
 		}
 		fmt.Fprintf(c.App.Writer, "%s: ok\n", r.User)
 	}
 	return errors.Join(errs...)
+}
+
+// bootstrapHint tells a user refused by the authorizer how a cluster gets
+// its first administrator.
+func bootstrapHint(err error) error {
+	if !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		return err
+	}
+	return fmt.Errorf("%w; changing users needs a super user authenticated with --sasl-user (the broker runs with --authorizer); "+
+		"to create the first one, start the brokers with --super-users User:NAME --bootstrap-user NAME and the password in "+
+		"RINGLOG_BOOTSTRAP_PASSWORD_NAME (docs/SECURITY.md)", err)
 }
 
 func aclsCommand() *cli.Command {

@@ -111,6 +111,7 @@ func serveFlags(d broker.Config) []cli.Flag {
 		&cli.BoolFlag{Name: "authorizer", Value: d.Wire.Security.Authorizer, Usage: "enforce ACLs: deny every operation no ACL allows (super users excepted)", EnvVars: env("authorizer")},
 		&cli.StringSliceFlag{Name: "super-users", Usage: "principals (User:name) that bypass ACLs", EnvVars: env("super-users")},
 		&cli.StringFlag{Name: "inter-broker-user", Usage: "SCRAM-SHA-512 user this broker authenticates as to other brokers (needed when --sasl-listeners includes plaintext)", EnvVars: env("inter-broker-user")},
+		&cli.StringSliceFlag{Name: "bootstrap-user", Usage: "SCRAM user to create at start when the cluster has none of that name, the first administrator of a cluster with --authorizer (list it in --super-users too); the password comes from RINGLOG_BOOTSTRAP_PASSWORD_<NAME> (upper case, other characters than letters and digits as _)", EnvVars: env("bootstrap-user")},
 		&cli.StringFlag{Name: "inter-broker-password", Usage: "password of --inter-broker-user (prefer the RINGLOG_INTER_BROKER_PASSWORD variable)", EnvVars: env("inter-broker-password")},
 		&cli.StringFlag{Name: "object-store-endpoint", Usage: "tiered storage: host:port (or http(s):// URL) of an S3-compatible object store; empty: tiered storage off, and topics cannot set remote.storage.enable (docs/TIERED.md)", EnvVars: env("object-store-endpoint")},
 		&cli.StringFlag{Name: "object-store-bucket", Value: d.Tiered.S3.Bucket, Usage: "bucket holding the remote tier's objects", EnvVars: env("object-store-bucket")},
@@ -318,6 +319,14 @@ func configFromFlags(c *cli.Context) (broker.Config, error) {
 	sec.SuperUsers = c.StringSlice("super-users")
 	sec.InterBrokerUser = c.String("inter-broker-user")
 	sec.InterBrokerPassword = c.String("inter-broker-password")
+	for _, name := range c.StringSlice("bootstrap-user") {
+		v := bootstrapPasswordVar(name)
+		pass := os.Getenv(v)
+		if name == "" || pass == "" {
+			return cfg, fmt.Errorf("--bootstrap-user %q: set its password in %s", name, v)
+		}
+		cfg.BootstrapUsers = append(cfg.BootstrapUsers, broker.BootstrapUser{Name: name, Password: pass})
+	}
 
 	cfg.Groups.OffsetsTopicPartitions = c.Int("offsets-topic-partitions")
 	cfg.Groups.InitialRebalanceDelay = c.Duration("group-initial-rebalance-delay")
@@ -391,4 +400,19 @@ func consumerGroupFlags(c *cli.Context, g *group.Config) error {
 		return errors.New(consumerFlagNames.Replace(err.Error()))
 	}
 	return nil
+}
+
+// bootstrapPasswordVar is the environment variable holding a bootstrap
+// user's password: RINGLOG_BOOTSTRAP_PASSWORD_ and the name in upper case,
+// every character but a letter or digit as _.
+func bootstrapPasswordVar(name string) string {
+	return "RINGLOG_BOOTSTRAP_PASSWORD_" + strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return '_'
+	}, name)
 }
