@@ -38,6 +38,9 @@ func (in SizeInput) Validate() error {
 	if in.Copies < 1 || in.MessageBytes <= 0 || in.PeakRate < 0 || in.AvgRate < 0 || in.RetentionDays < 0 {
 		return errors.New("size: copies >= 1, message-bytes > 0 and non-negative rates and days")
 	}
+	if in.PeakRate < in.AvgRate {
+		return fmt.Errorf("size: --peak-rate %g is below --avg-rate %g: the peak is the highest rate the cluster must take, the average what fills its disks", in.PeakRate, in.AvgRate)
+	}
 	if !in.ObjectStore {
 		if in.LocalRetentionHours != nil {
 			return errors.New("size: --local-retention needs --object-store: without a remote tier, data older than the hot window would be deleted")
@@ -72,6 +75,7 @@ type Capacity struct {
 	AvgProducerBps     float64 `json:"avg_producer_bps"`
 	AvgPerDayBytes     float64 `json:"avg_per_day_bytes"`    // average ingest per day, one copy
 	RetainedBytes      float64 `json:"retained_bytes"`       // all copies over the retention window
+	Copies             float64 `json:"copies"`               // replication factor: the fewest brokers
 	BrokersForPeak     int     `json:"brokers_for_peak"`     // 0 without a measurement: the largest of Bounds
 	BoundBy            string  `json:"bound_by"`             // the resource of the largest bound
 	MeasuredBrokerWBps float64 `json:"measured_broker_wbps"` // per-broker write rate of the measured run
@@ -112,6 +116,7 @@ func Size(in SizeInput) Capacity {
 		AvgProducerBps:    avg,
 		AvgPerDayBytes:    perDay,
 		RetainedBytes:     perDay * in.RetentionDays * in.Copies,
+		Copies:            in.Copies,
 		Tiered:            sizeTiered(in),
 	}
 }
@@ -148,9 +153,28 @@ func (c *Capacity) WithDiagnosis(d *Diagnosis, res Resources) {
 	c.outageHours(res)
 }
 
-// WriteSize prints the table and its caveats.
+// rate prints bytes per second in GB/s, or for small workloads (under
+// 10 MB/s, where GB/s would read 1e-05) in the largest decimal unit that
+// keeps the figure at 1 or more.
+func rate(bps float64) string {
+	if bps == 0 || bps >= 1e7 {
+		return fmt.Sprintf("%.4g GB/s", bps/1e9)
+	}
+	for _, u := range []struct {
+		div  float64
+		name string
+	}{{1e6, "MB/s"}, {1e3, "kB/s"}} {
+		if bps >= u.div {
+			return fmt.Sprintf("%.4g %s", bps/u.div, u.name)
+		}
+	}
+	return fmt.Sprintf("%.4g B/s", bps)
+}
+
+// WriteSize prints the table and its caveats, and ends with the bottom
+// line: the brokers needed and what binds them.
 func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
-	gb := func(v float64) string { return fmt.Sprintf("%.4g GB/s", v/1e9) }
+	gb := rate
 	fmt.Fprintf(w, "Workload: %.0f msg/s peak, %.0f msg/s average, %.0f-byte messages, %.4g days retention, %.0f copies\n",
 		in.PeakRate, in.AvgRate, in.MessageBytes, in.RetentionDays, in.Copies)
 	fmt.Fprintf(w, "  peak producer payload     %s\n", gb(c.PeakProducerBps))
@@ -165,24 +189,33 @@ func WriteSize(w io.Writer, in SizeInput, c Capacity, r *results.Result) {
 	}
 	fmt.Fprintln(w, "Units are decimal (1 GB = 10^9 bytes, 1 TB = 10^12 bytes) and count message payload only.")
 	fmt.Fprintln(w, "Not included: compression (shrinks all figures), protocol and record-batch framing,")
-	fmt.Fprintln(w, "offset and time indexes, segment and filesystem overhead, headroom for failures and")
-	fmt.Fprintln(w, "growth, and consumer read traffic (each consumer group adds the producer rate in egress).")
+	fmt.Fprintln(w, "offset and time indexes, segment and filesystem overhead, and headroom for failures and")
+	fmt.Fprintln(w, "growth. Consumer reads (each consumer group adds the producer rate in egress) count in")
+	fmt.Fprintln(w, "the network bound only (--nic-gbps, --consumer-groups); the figures above are writes.")
 	if c.BrokersForPeak > 0 {
 		fmt.Fprintf(w, "Measured (%s): %.0f msg/s (%s, %.4g ms p99 target) on %d broker(s) = %s of writes per broker, all copies.\n",
 			r.Label, c.MeasuredRate, c.MeasuredFrom, c.TargetP99Ms, c.MeasuredBrokers, gb(c.MeasuredBrokerWBps))
-		fmt.Fprintf(w, "Brokers for the peak: %d, bounded by %s\n", c.BrokersForPeak, c.BoundBy)
+		fmt.Fprintln(w, "Brokers each resource needs:")
 		for _, b := range c.Bounds {
 			fmt.Fprintf(w, "  %-50s %5d  (%s)\n", b.Resource, b.Brokers, b.Detail)
 		}
-		if len(c.Bounds) < 3 {
+		if len(c.Bounds) < 4 {
 			fmt.Fprintln(w, "Give --disk-per-broker and --nic-gbps to weigh disk and network too.")
 		}
 		fmt.Fprintln(w, "The measured rate includes whatever bound that run (see \"Limited by\" above); add")
 		fmt.Fprintln(w, "headroom so the loss of one broker keeps the rest under the target.")
-	} else if len(c.Bounds) > 0 {
-		fmt.Fprintln(w, "Brokers by resource (no measured run: --from adds the write-throughput bound):")
+		fmt.Fprintf(w, "Bottom line: %d brokers for the peak, bound by %s.\n", c.BrokersForPeak, c.BoundBy)
+		return
+	}
+	if len(c.Bounds) > 0 {
+		fmt.Fprintln(w, "Brokers each resource needs (no measured run: --from adds the write-throughput bound):")
 		for _, b := range c.Bounds {
 			fmt.Fprintf(w, "  %-50s %5d  (%s)\n", b.Resource, b.Brokers, b.Detail)
 		}
+		fmt.Fprintf(w, "Bottom line: at least %d brokers, bound by %s; a measured run (--from) gives the write-throughput bound.\n",
+			c.Bounds[0].Brokers, c.Bounds[0].Resource)
+		return
 	}
+	fmt.Fprintf(w, "Bottom line: at least %.0f brokers (one per copy); give --from (a measured run), --disk-per-broker\n", math.Ceil(in.Copies))
+	fmt.Fprintln(w, "or --nic-gbps for the brokers the load needs.")
 }

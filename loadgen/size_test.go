@@ -62,7 +62,7 @@ func TestSizeDefaults(t *testing.T) {
 	}
 	out.Reset()
 	WriteSize(&out, in, c, r)
-	if !strings.Contains(out.String(), "bounded by disk") || !strings.Contains(out.String(), "network") {
+	if !strings.Contains(out.String(), "Bottom line: 91 brokers for the peak, bound by disk.") || !strings.Contains(out.String(), "network") {
 		t.Fatalf("size output does not name the bounds:\n%s", out.String())
 	}
 }
@@ -127,8 +127,11 @@ func TestSizeNoObjectStoreUnchanged(t *testing.T) {
   retained on disk          907.2 TB  (average per day x days x copies)
 Units are decimal (1 GB = 10^9 bytes, 1 TB = 10^12 bytes) and count message payload only.
 Not included: compression (shrinks all figures), protocol and record-batch framing,
-offset and time indexes, segment and filesystem overhead, headroom for failures and
-growth, and consumer read traffic (each consumer group adds the producer rate in egress).
+offset and time indexes, segment and filesystem overhead, and headroom for failures and
+growth. Consumer reads (each consumer group adds the producer rate in egress) count in
+the network bound only (--nic-gbps, --consumer-groups); the figures above are writes.
+Bottom line: at least 3 brokers (one per copy); give --from (a measured run), --disk-per-broker
+or --nic-gbps for the brokers the load needs.
 `
 	if out.String() != text {
 		t.Errorf("all-local text changed:\n%s\nwant:\n%s", out.String(), text)
@@ -234,12 +237,13 @@ func TestSizeTieredSeed(t *testing.T) {
 	// Without a measurement: the resource bounds alone.
 	c := Size(in)
 	c.WithResources(res)
-	if c.BrokersForPeak != 0 || len(c.Bounds) != 2 {
+	if c.BrokersForPeak != 0 || len(c.Bounds) != 3 {
 		t.Fatalf("resources only: brokers %d, bounds %+v", c.BrokersForPeak, c.Bounds)
 	}
 	// Network: out is replication 10 + 1 group 5 + uploads 5 = 20 GB/s
-	// = 160 Gbit/s / 25 = 6.4 -> 7; disk 32.4 / 20 = 1.62 -> 2.
-	want := map[string]int{"network": 7, "disk": 2}
+	// = 160 Gbit/s / 25 = 6.4 -> 7; disk 32.4 / 20 = 1.62 -> 2; 3 copies
+	// need 3 brokers whatever the load.
+	want := map[string]int{"network": 7, "disk": 2, "replication factor": 3}
 	for _, b := range c.Bounds {
 		if n, ok := want[b.Resource]; !ok || b.Brokers != n {
 			t.Errorf("%s bound %d brokers, want %d (%s)", b.Resource, b.Brokers, n, b.Detail)
@@ -275,7 +279,7 @@ func TestSizeTieredSeed(t *testing.T) {
 		"0.5 GB/s of store GETs per consumer group",
 		"replicate or erasure-code internally",
 		"a peak lasting 6 h would need 324 TB",
-		"Brokers for the peak: 30, bounded by measured write throughput",
+		"Bottom line: 30 brokers for the peak, bound by measured write throughput",
 		"32.4 TB hot window (6 h, all copies) / 20 TB usable per broker; 302.4 TB in the object store",
 		"out 20 GB/s (1 consumer groups, 5 GB/s of uploads)",
 	} {

@@ -90,7 +90,12 @@ func (c *Capacity) WithResources(res Resources) {
 // With a remote tier, disk holds the hot window only and the leaders'
 // uploads add to each broker's egress.
 func (c *Capacity) resourceBounds(res Resources) []Bound {
-	var bounds []Bound
+	// Every copy of a partition lives on its own broker.
+	bounds := []Bound{{
+		Resource: "replication factor",
+		Brokers:  int(math.Ceil(c.Copies)),
+		Detail:   fmt.Sprintf("%.0f copies of each partition, each on its own broker", c.Copies),
+	}}
 	if res.DiskBytes > 0 {
 		b := Bound{
 			Resource: "disk",

@@ -49,7 +49,8 @@ func TestSizeTierFlags(t *testing.T) {
 	w, c := got.Workload, got.Capacity
 	if !w.ObjectStore || w.LocalRetentionHours != 6 || w.ObjectStoreCopies != 1 ||
 		math.Abs(c.Tiered.BrokerDiskBytes-32.4e12) > 1 || math.Abs(c.Tiered.ObjectStoreBytes-302.4e12) > 1 ||
-		len(c.Bounds) != 1 || c.Bounds[0].Resource != "disk" || c.Bounds[0].Brokers != 2 {
+		len(c.Bounds) != 2 || c.Bounds[0].Resource != "replication factor" || c.Bounds[0].Brokers != 3 ||
+		c.Bounds[1].Resource != "disk" || c.Bounds[1].Brokers != 2 {
 		t.Fatalf("size --object-store --local-retention 6h --json:\n%s", out)
 	}
 

@@ -70,7 +70,7 @@ func TestHarnessSizeFromMerged(t *testing.T) {
 	if !strings.Contains(out, "from 2 client host(s) (--agents)") {
 		t.Fatalf("size does not use --agents 2:\n%s", out)
 	}
-	brokers := regexp.MustCompile(`(?m)^Brokers for the peak: (\d+), bounded by `).FindStringSubmatch(out)
+	brokers := regexp.MustCompile(`(?m)^Bottom line: (\d+) brokers for the peak, bound by `).FindStringSubmatch(out)
 	if brokers == nil {
 		t.Fatalf("size gives no broker count:\n%s", out)
 	}
