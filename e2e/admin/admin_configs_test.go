@@ -71,18 +71,11 @@ func tryDescribeOn(t *testing.T, cl *kgo.Client, id int32, typ kmsg.ConfigResour
 func waitConfigEverywhere(t *testing.T, cl *kgo.Client, ids []int32, typ kmsg.ConfigResourceType, name, key, value string, source kmsg.ConfigSource) {
 	t.Helper()
 	for _, id := range ids {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		harness.Eventually(t, 10*time.Second, fmt.Sprintf("broker %d: %s %s = %q (%v)", id, name, key, value, source), func() (bool, string) {
 			d, err := tryDescribeOn(t, cl, id, typ, name)
 			got := d[key]
-			if err == nil && got.value == value && got.source == source {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker %d: %s %s = %q (source %v, err %v), want %q (%v)", id, name, key, got.value, got.source, err, value, source)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return err == nil && got.value == value && got.source == source, fmt.Sprintf("%q (source %v, err %v)", got.value, got.source, err)
+		})
 	}
 }
 
@@ -258,16 +251,15 @@ func TestAdminConfigs(t *testing.T) {
 	if o := startOffset(); o != 0 {
 		t.Fatalf("log start %d before lowering retention", o)
 	}
-	time.Sleep(1100 * time.Millisecond) // the records are now older than 1 s
+	// Real time: retention.ms=1000 can only delete records older than 1 s.
+	time.Sleep(1100 * time.Millisecond)
 	if err := harness.AlterErr(sadm.AlterTopicConfigs(ctx, []kadm.AlterConfig{harness.SetConfig("retention.ms", "1000")}, "ret")); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); startOffset() < 30; {
-		if time.Now().After(deadline) {
-			t.Fatalf("log start offset %d 10 s after retention.ms=1000; want most of 40 records gone", startOffset())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	harness.Eventually(t, 10*time.Second, "most of 40 records gone after retention.ms=1000", func() (bool, string) {
+		o := startOffset()
+		return o >= 30, fmt.Sprint("log start offset ", o)
+	})
 }
 
 // confluentConfigsScript changes retention.ms with confluent-kafka's

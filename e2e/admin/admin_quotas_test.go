@@ -261,9 +261,17 @@ func TestAdminClientQuotaThrottle(t *testing.T) {
 	}
 	defer func() { stop(); wg.Wait() }()
 
-	time.Sleep(2 * time.Second) // warm up: clients connect, first bursts
+	// Real time: the clients connect and their first bursts leave the
+	// quota's window before the measured window starts.
+	time.Sleep(2 * time.Second)
 	from := time.Now()
-	time.Sleep(time.Duration(seconds) * time.Second)
+	// The measured window: hundreds of produce responses to the unlimited
+	// client, any of which would carry throttle_time_ms if the quota
+	// leaked onto it.
+	harness.Holds(t, time.Duration(seconds)*time.Second, "the unlimited producer is never throttled", func() (bool, string) {
+		n := fast.throttles.Load()
+		return n == 0, fmt.Sprintf("throttled %d times", n)
+	})
 	to := time.Now()
 	slowRate, fastRate := slow.rate(from, to), fast.rate(from, to)
 	t.Logf("over %d s: slow %.2f MB/s (%d throttled responses), fast %.2f MB/s (%d)", seconds, slowRate/1e6, slow.throttles.Load(), fastRate/1e6, fast.throttles.Load())
@@ -285,10 +293,17 @@ func TestAdminClientQuotaThrottle(t *testing.T) {
 	}
 
 	setClientQuota(ctx, t, adm, "slow", "producer_byte_rate", 0, true)
+	// Real time: responses the broker throttled before the removal are
+	// still on their way.
 	time.Sleep(time.Second)
 	throttled := slow.throttles.Load()
 	from = time.Now()
-	time.Sleep(3 * time.Second)
+	// The window the lifted rate is measured over: over a hundred produce
+	// responses, any of which would be throttled if the quota stayed.
+	harness.Holds(t, 3*time.Second, "no throttled response once the quota is removed", func() (bool, string) {
+		n := slow.throttles.Load() - throttled
+		return n == 0, fmt.Sprintf("%d more throttled responses", n)
+	})
 	lifted := slow.rate(from, time.Now())
 	t.Logf("after removing the quota: slow %.2f MB/s", lifted/1e6)
 	if slow.throttles.Load() != throttled || lifted < quota*1.2 {
@@ -339,6 +354,9 @@ func TestAdminClientQuotaFetch(t *testing.T) {
 		}
 	}()
 	defer func() { stop(); <-done }()
+	// Real time: the consumer's first bursts leave the quota's window
+	// before the measured window starts, and the rate is measured over a
+	// fixed window.
 	time.Sleep(2 * time.Second)
 	from := time.Now()
 	time.Sleep(time.Duration(seconds) * time.Second)

@@ -188,7 +188,19 @@ func TestAdminReassignMove(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// ackedOn waits for more acknowledged live records on both partitions
+	// than were already there.
+	ackedOn := func(what string) {
+		mu.Lock()
+		base := []int{len(acked[0]), len(acked[1])}
+		mu.Unlock()
+		harness.Eventually(t, 10*time.Second, what, func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked[0]) > base[0] && len(acked[1]) > base[1], fmt.Sprintf("acknowledged %d/%d live records (from %v), produce errors %v", len(acked[0]), len(acked[1]), base, produceErrs)
+		})
+	}
+	ackedOn("live load acknowledged on both partitions before the move")
 
 	var req kadm.AlterPartitionAssignmentsReq
 	req.Assign(topic, 0, t0)
@@ -211,7 +223,7 @@ func TestAdminReassignMove(t *testing.T) {
 	if ls := listAll(t, cl); len(ls) != 0 {
 		t.Fatalf("list after completion: %+v", ls)
 	}
-	time.Sleep(300 * time.Millisecond) // some load after the move too
+	ackedOn("live load acknowledged on both partitions after the move too")
 	close(stop)
 	<-done
 	if err := prod.Flush(ctx); err != nil {
@@ -331,15 +343,18 @@ func TestAdminReassignCancel(t *testing.T) {
 	if res, err := adm.AlterPartitionAssignments(ctx, req); err != nil || res.Error() != nil {
 		t.Fatalf("alter assignments: %v %v", err, res.Error())
 	}
-	time.Sleep(harness.SessionTimeout + time.Second) // y is fenced meanwhile
-	ls, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	wantReps := append(slices.Clone(tgt), x)
-	if r, ok := ls[topic][0]; !ok || !slices.Equal(r.Replicas, wantReps) || !slices.Equal(r.AddingReplicas, []int32{y}) || !slices.Equal(r.RemovingReplicas, []int32{x}) {
-		t.Fatalf("pending reassignment listed as %+v (ok %v), want replicas %v adding [%d] removing [%d]", r, ok, wantReps, y, x)
-	}
+	// A session timeout and a second: y is fenced meanwhile, and the move
+	// must stay pending through that.
+	harness.Holds(t, harness.SessionTimeout+time.Second, "the move stays pending while y is fenced", func() (bool, string) {
+		ls, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, ok := ls[topic][0]
+		return ok && slices.Equal(r.Replicas, wantReps) && slices.Equal(r.AddingReplicas, []int32{y}) && slices.Equal(r.RemovingReplicas, []int32{x}),
+			fmt.Sprintf("pending reassignment listed as %+v (ok %v), want replicas %v adding [%d] removing [%d]", r, ok, wantReps, y, x)
+	})
 	if all := listAll(t, cl); len(all) != 1 || !slices.Equal(all[topic][0].Replicas, wantReps) {
 		t.Fatalf("list of every reassignment: %+v", all)
 	}
@@ -399,23 +414,22 @@ func TestAdminReassignCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(c.Node(y).DataDir, topic+"-0")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	harness.Eventually(t, 20*time.Second, "move to the restarted broker", func() (bool, string) {
 		// Refused (INVALID_REPLICA_ASSIGNMENT) until y is unfenced.
 		res, err := adm.AlterPartitionAssignments(ctx, req)
-		if err == nil && res.Error() == nil {
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("move to the restarted broker: %v %v", err, res.Error())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return res.Error() == nil, fmt.Sprint(res.Error())
+	})
 	harness.WaitPath(t, dir, true)
-	time.Sleep(time.Second) // a throttle that let bytes through would complete the move now
-	if ls := listAll(t, cl); len(ls) != 1 {
-		t.Fatalf("move with a 0 B/s throttle not pending: %+v", ls)
-	}
+	// A second: a throttle that let bytes through would have the adding
+	// replica copy the 4 MB backlog on loopback and complete the move well
+	// within it.
+	harness.Holds(t, time.Second, "move with a 0 B/s throttle pending", func() (bool, string) {
+		ls := listAll(t, cl)
+		return len(ls) == 1, fmt.Sprintf("%+v", ls)
+	})
 	if res, err := adm.AlterPartitionAssignments(ctx, cancel); err != nil || res.Error() != nil {
 		t.Fatalf("second cancel: %v %v", err, res.Error())
 	}

@@ -72,6 +72,24 @@ func (l *scaleLoad) run(t *testing.T, seeds []string, topic string, partitions, 
 	}
 }
 
+// waitLoad waits until every partition has d's worth of acknowledged
+// records more than now at the load's pace (one record per partition
+// every perPartition): at least d of load everywhere, longer where
+// acknowledgements fall behind.
+func (l *scaleLoad) waitLoad(t *testing.T, partitions int, perPartition, d time.Duration, what string) {
+	t.Helper()
+	n := int((d + perPartition - 1) / perPartition)
+	base := l.AckedByPartition()
+	harness.WaitAcks(t, &l.FailoverLoad, d+30*time.Second, what, func(a map[int32]int) bool {
+		for p := range int32(partitions) {
+			if a[p] < base[p]+n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // p99Between is the 99th percentile of the acknowledgement latencies of
 // records acknowledged in [from, to), and how many there were.
 func (l *scaleLoad) p99Between(from, to time.Time) (time.Duration, int) {
@@ -167,8 +185,10 @@ func TestAdminScaleOutUnderLoad(t *testing.T) {
 		}
 		return true
 	})
+	// Each producer writes its partitions in turn, one record per tick.
+	perPartition := every * partitions / producers
 	preStart := time.Now()
-	time.Sleep(4 * time.Second)
+	load.waitLoad(t, partitions, perPartition, 4*time.Second, "4 s of load before the scale-out")
 	boot := c.Node(2).Addr
 
 	// A 4th broker joins and the rebalance moves about a quarter of the
@@ -182,14 +202,14 @@ func TestAdminScaleOutUnderLoad(t *testing.T) {
 	t.Logf("after rebalance: leaders %v replicas %v", leaderCounts(m, topic), replicaCounts(m, topic))
 
 	// Broker 1 leaves under the same load.
-	time.Sleep(2 * time.Second)
+	load.waitLoad(t, partitions, perPartition, 2*time.Second, "2 s of load after the rebalance")
 	decStart := time.Now()
 	out = harness.MustAdmin(t, "decommission", "--bootstrap", boot, "--broker", "1", "--throttle", "20000000", "--wait", "--timeout", "2m")
 	decEnd := time.Now()
 	t.Logf("decommission (%v):\n%s", decEnd.Sub(decStart).Round(time.Millisecond), out)
 	m = harness.WaitMetadata(t, adm, 30*time.Second, "broker 1 empty, the rest balanced", balanced(topic, partitions, 3, []int32{2, 3, 4}, 2))
 	t.Logf("after decommission: leaders %v replicas %v", leaderCounts(m, topic), replicaCounts(m, topic))
-	time.Sleep(2 * time.Second)
+	load.waitLoad(t, partitions, perPartition, 2*time.Second, "2 s of load after the decommission")
 	stopLoad()
 
 	if n := load.Failed.Load(); n != 0 {

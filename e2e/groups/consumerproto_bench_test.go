@@ -314,6 +314,8 @@ func benchRound(t *testing.T, b *harness.BrokerProc, proto, topic, group string,
 			t.Fatalf("%s: ConsumerGroupDescribe of %s: %v (did franz-go fall back to the classic protocol?)", proto, group, err)
 		}
 	}
+	// Real time, here and before each measured event below: the second's
+	// pause between events that the published numbers were taken with.
 	time.Sleep(time.Second)
 	child.kill()
 	kill = harness.Eventually(t, 60*time.Second, "9 members own every partition after the SIGKILL", balanced(false))

@@ -50,19 +50,15 @@ func TestConsumerProtoWireSmoke(t *testing.T) {
 	join.SubscribedTopicNames = []string{"smoke848"}
 	join.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	var resp *kmsg.ConsumerGroupHeartbeatResponse
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	harness.Eventually(t, 30*time.Second, "the join answered by a loaded coordinator", func() (bool, string) {
 		resp, err = join.RequestWith(ctx, cl)
 		if err != nil {
 			t.Fatal(err)
 		}
 		code := kerr.ErrorForCode(resp.ErrorCode)
 		retriable := code == kerr.CoordinatorLoadInProgress || code == kerr.NotCoordinator || code == kerr.CoordinatorNotAvailable
-		if !retriable || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return !retriable, fmt.Sprint(code)
+	})
 	if resp.Version != 1 {
 		t.Fatalf("heartbeat went as v%d, want v1", resp.Version)
 	}
@@ -75,8 +71,11 @@ func TestConsumerProtoWireSmoke(t *testing.T) {
 	// The only member is assigned every partition; heartbeat until the
 	// assignment arrives (it may come on a later heartbeat).
 	epoch, parts := resp.MemberEpoch, smokeAssigned(resp)
+	// Heartbeats at half the interval the broker asked for.
+	tick := time.NewTicker(time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond / 2)
+	defer tick.Stop()
 	for i := 0; parts != 3 && i < 20; i++ {
-		time.Sleep(time.Duration(resp.HeartbeatIntervalMillis) * time.Millisecond / 2)
+		<-tick.C
 		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 		hb.Group, hb.MemberID, hb.MemberEpoch = group, member, epoch
 		if resp, err = hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {

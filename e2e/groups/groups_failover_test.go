@@ -100,29 +100,23 @@ func TestGroupsCoordinatorFailover(t *testing.T) {
 	// ends polls the end offsets until they add up to total records.
 	ends := func(adm *kadm.Client, total int64) map[int32]int64 {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			out := map[int32]int64{}
+		var out map[int32]int64
+		harness.Eventually(t, 30*time.Second, fmt.Sprintf("end offsets adding up to %d", total), func() (bool, string) {
+			out = map[int32]int64{}
 			var sum int64
 			lo, err := adm.ListEndOffsets(harness.Context(t, 10*time.Second), topic)
 			if err == nil && lo.Error() == nil {
 				lo.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset; sum += o.Offset })
-				if len(out) == parts && sum == total {
-					return out
-				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("end offsets %v (sum %d, want %d): %v", out, sum, total, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err == nil && lo.Error() == nil && len(out) == parts && sum == total, fmt.Sprintf("end offsets %v (sum %d): %v", out, sum, err)
+		})
+		return out
 	}
 	end1 := ends(adm, 400)
 
 	// Phase 1: two consumers consume everything and commit it.
 	cs := []*collector{startCollector(t, c.Addrs(), group, topic), startCollector(t, c.Addrs(), group, topic)}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	harness.Eventually(t, 60*time.Second, fmt.Sprintf("phase 1: the end offsets %v committed", end1), func() (bool, string) {
 		got := map[int32]int64{}
 		fo, err := adm.FetchOffsets(harness.Context(t, 10*time.Second), group)
 		if err == nil && fo.Error() == nil {
@@ -134,14 +128,8 @@ func TestGroupsCoordinatorFailover(t *testing.T) {
 		for p, e := range end1 {
 			ok = ok && got[p] == e
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("phase 1: committed %v, want the end offsets %v", got, end1)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return ok, fmt.Sprint("committed ", got)
+	})
 	for _, cc := range cs {
 		cc.close()
 	}
@@ -166,39 +154,46 @@ func TestGroupsCoordinatorFailover(t *testing.T) {
 	defer cl2.Close()
 	adm2 := kadm.NewClient(cl2)
 	var newCoord int32 = -1
-	deadline = killed.Add(60 * time.Second)
-	for {
+	deadline := killed.Add(60 * time.Second)
+	harness.Eventually(t, time.Until(deadline), "a new coordinator within 60s of the kill", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		fc := adm2.FindGroupCoordinators(ctx, group)[group]
 		cancel()
-		if fc.Err == nil && fc.NodeID != victim {
-			newCoord = fc.NodeID
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new coordinator 60s after the kill: %+v", fc)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		newCoord = fc.NodeID
+		return fc.Err == nil && fc.NodeID != victim, fmt.Sprintf("%+v", fc)
+	})
 	found := time.Since(killed)
 	// OffsetFetch straight to the new coordinator (retried while it
 	// answers COORDINATOR_LOAD_IN_PROGRESS).
 	var fetched map[int32]int64
-	for {
-		req := kmsg.NewPtrOffsetFetchRequest() // v8: the Groups form
-		rg := kmsg.NewOffsetFetchRequestGroup()
-		rg.Group = group
-		req.Groups = append(req.Groups, rg)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := req.RequestWith(ctx, cl2.Broker(int(newCoord)))
-		cancel()
-		if err == nil && len(resp.Groups) != 1 {
-			err = fmt.Errorf("OffsetFetch v%d answered %d groups", req.Version, len(resp.Groups))
-		}
-		if err == nil {
-			err = kerr.ErrorForCode(resp.Groups[0].ErrorCode)
-		}
-		if err == nil {
+	func() {
+		// The surviving nodes' logs, for a coordinator that never answers.
+		defer func() {
+			if d := os.Getenv("RINGLOG_TEST_LOGDIR"); t.Failed() && d != "" {
+				for id := int32(1); id <= 3; id++ {
+					if id != victim {
+						os.WriteFile(filepath.Join(d, fmt.Sprintf("node%d.log", id)), []byte(c.Node(id).Out.String()), 0o644)
+					}
+				}
+			}
+		}()
+		harness.Eventually(t, time.Until(deadline), fmt.Sprintf("node %d answers OffsetFetch within 60s of the kill", newCoord), func() (bool, string) {
+			req := kmsg.NewPtrOffsetFetchRequest() // v8: the Groups form
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group = group
+			req.Groups = append(req.Groups, rg)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := req.RequestWith(ctx, cl2.Broker(int(newCoord)))
+			cancel()
+			if err == nil && len(resp.Groups) != 1 {
+				err = fmt.Errorf("OffsetFetch v%d answered %d groups", req.Version, len(resp.Groups))
+			}
+			if err == nil {
+				err = kerr.ErrorForCode(resp.Groups[0].ErrorCode)
+			}
+			if err != nil {
+				return false, err.Error()
+			}
 			fetched = map[int32]int64{}
 			for _, rt := range resp.Groups[0].Topics {
 				for _, rp := range rt.Partitions {
@@ -207,20 +202,9 @@ func TestGroupsCoordinatorFailover(t *testing.T) {
 					}
 				}
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			for id := int32(1); id <= 3; id++ {
-				if id != victim {
-					if d := os.Getenv("RINGLOG_TEST_LOGDIR"); d != "" {
-						os.WriteFile(filepath.Join(d, fmt.Sprintf("node%d.log", id)), []byte(c.Node(id).Out.String()), 0o644)
-					}
-				}
-			}
-			t.Fatalf("node %d does not answer OffsetFetch 60s after the kill: %v", newCoord, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+			return true, ""
+		})
+	}()
 	t.Logf("node %d killed: node %d is the coordinator %v later, answers OffsetFetch %v after the kill",
 		victim, newCoord, found.Round(10*time.Millisecond), time.Since(killed).Round(10*time.Millisecond))
 	if len(fetched) != len(committed) {
@@ -243,10 +227,11 @@ func TestGroupsCoordinatorFailover(t *testing.T) {
 	for p := range end2 {
 		want += int(end2[p] - committed[p])
 	}
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		got := merged(cs)
-		distinct, dups := 0, 0
+	var got map[int32]map[int64]int
+	var distinct, dups int
+	harness.Eventually(t, 90*time.Second, fmt.Sprintf("phase 2: all %d records after the committed offsets received", want), func() (bool, string) {
+		got = merged(cs)
+		distinct, dups = 0, 0
 		for p, offs := range got {
 			for o, n := range offs {
 				if o < committed[p] {
@@ -259,23 +244,17 @@ func TestGroupsCoordinatorFailover(t *testing.T) {
 				dups += n - 1
 			}
 		}
-		if distinct == want {
-			for p := range end2 {
-				var first []int64
-				for o := range got[p] {
-					first = append(first, o)
-				}
-				sort.Slice(first, func(i, j int) bool { return first[i] < first[j] })
-				if end2[p] > committed[p] && (len(first) == 0 || first[0] != committed[p]) {
-					t.Fatalf("partition %d resumed at %v, committed %d", p, first, committed[p])
-				}
-			}
-			t.Logf("resumed: %d records from the committed offsets to the end, %d redelivered at or above them", distinct, dups)
-			break
+		return distinct == want, fmt.Sprintf("%d of %d received", distinct, want)
+	})
+	for p := range end2 {
+		var first []int64
+		for o := range got[p] {
+			first = append(first, o)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("phase 2: %d of %d records after the committed offsets received", distinct, want)
+		sort.Slice(first, func(i, j int) bool { return first[i] < first[j] })
+		if end2[p] > committed[p] && (len(first) == 0 || first[0] != committed[p]) {
+			t.Fatalf("partition %d resumed at %v, committed %d", p, first, committed[p])
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	t.Logf("resumed: %d records from the committed offsets to the end, %d redelivered at or above them", distinct, dups)
 }

@@ -1,6 +1,7 @@
 package groups
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -32,29 +33,19 @@ func TestGroupsOffsetsRetention(t *testing.T) {
 	// "live": a member consumes everything, commits and stays.
 	m := harness.StartMember(t, b.Addr, "live", topic, kgo.RangeBalancer())
 	defer m.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	harness.Eventually(t, 30*time.Second, "live group commits all 20 records", func() (bool, string) {
 		c := harness.CommittedOffsets(t, adm, "live", topic)
-		if c[0]+c[1] == 20 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("live group committed %v", c)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return c[0]+c[1] == 20, fmt.Sprint("committed ", c)
+	})
 	if c := harness.CommittedOffsets(t, adm, "idle", topic); c[0] != 5 || c[1] != 6 {
 		t.Fatalf("idle group committed %v right after its commit, want 5/6", c)
 	}
 
 	// Past retention plus a few check intervals: idle's offsets are gone.
-	deadline = time.Now().Add(retention + 5*time.Second)
-	for len(harness.CommittedOffsets(t, adm, "idle", topic)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("idle group still has offsets %v after %v", harness.CommittedOffsets(t, adm, "idle", topic), retention+5*time.Second)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	harness.Eventually(t, retention+5*time.Second, "idle group's offsets expire", func() (bool, string) {
+		c := harness.CommittedOffsets(t, adm, "idle", topic)
+		return len(c) == 0, fmt.Sprint("still has offsets ", c)
+	})
 	if c := harness.CommittedOffsets(t, adm, "live", topic); c[0]+c[1] != 20 {
 		t.Fatalf("live group's offsets expired: %v", c)
 	}

@@ -38,9 +38,7 @@ func commitOffsets(ctx context.Context, t *testing.T, adm *kadm.Client, group st
 // exactly once, each member at least n/len(ms) of them.
 func waitBalanced(t *testing.T, ms []*harness.Member, n int, limit time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	var last string
-	for time.Since(start) < limit {
+	return harness.Eventually(t, limit, fmt.Sprintf("group balanced over %d partitions", n), func() (bool, string) {
 		seen := map[int32]int{}
 		ok := true
 		var parts []string
@@ -59,14 +57,8 @@ func waitBalanced(t *testing.T, ms []*harness.Member, n int, limit time.Duration
 				ok = false
 			}
 		}
-		last = strings.Join(parts, " ")
-		if ok {
-			return time.Since(start)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("group not balanced over %d partitions after %v: %s", n, limit, last)
-	return 0
+		return ok, strings.Join(parts, " ")
+	})
 }
 
 func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
@@ -107,24 +99,17 @@ func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
 			harness.ProduceN(t, cl, topic, 120)
 			m := harness.StartMember(t, b.Addr, group, topic, bal, hb)
 			defer m.Close()
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			var first map[int32]int64
+			harness.Eventually(t, 30*time.Second, "restarted member sees every partition", func() (bool, string) {
 				m.Mu.Lock()
-				n := len(m.First)
-				first := maps(m.First)
-				m.Mu.Unlock()
-				if n == parts {
-					for p, at := range committed {
-						if first[p] != at {
-							t.Fatalf("partition %d resumed at %d, committed %d", p, first[p], at)
-						}
-					}
-					break
+				defer m.Mu.Unlock()
+				first = maps(m.First)
+				return len(first) == parts, fmt.Sprintf("saw only %v (committed %v)", first, committed)
+			})
+			for p, at := range committed {
+				if first[p] != at {
+					t.Fatalf("partition %d resumed at %d, committed %d", p, first[p], at)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("restarted member saw only %v (committed %v)", first, committed)
-				}
-				time.Sleep(50 * time.Millisecond)
 			}
 			// Describe and list see the group.
 			dg, err := adm.DescribeGroups(harness.Context(t, 10*time.Second), group)
@@ -189,21 +174,15 @@ func TestGroupsTwoGroupsAndRestart(t *testing.T) {
 	// A consumer of ga resumes at 7 / 8.
 	m := harness.StartMember(t, b.Addr, "ga", topic, kgo.RangeBalancer())
 	defer m.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var first map[int32]int64
+	harness.Eventually(t, 30*time.Second, "ga consumer sees both partitions", func() (bool, string) {
 		m.Mu.Lock()
-		first := maps(m.First)
-		m.Mu.Unlock()
-		if len(first) == 2 {
-			if first[0] != 7 || first[1] != 8 {
-				t.Fatalf("ga resumed at %v, want 7/8", first)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ga consumer saw %v", first)
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer m.Mu.Unlock()
+		first = maps(m.First)
+		return len(first) == 2, fmt.Sprint("saw ", first)
+	})
+	if first[0] != 7 || first[1] != 8 {
+		t.Fatalf("ga resumed at %v, want 7/8", first)
 	}
 	// Clients cannot write the internal topic.
 	err := cl2.ProduceSync(ctx, &kgo.Record{Topic: "__consumer_offsets", Value: []byte("x")}).FirstErr()
@@ -286,19 +265,18 @@ func TestGroupsCoordinatorRestartCluster(t *testing.T) {
 	n := c.Node(coord)
 	n.Stop()
 	n.Restart()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	harness.Eventually(t, 60*time.Second, "offsets readable after the coordinator restarted", func() (bool, string) {
 		fo, err := adm.FetchOffsets(ctx, group)
-		if err == nil && fo.Error() == nil {
+		if err == nil {
+			err = fo.Error()
+		}
+		if err == nil {
 			if got, ok := fo.Lookup("cl-groups", 0); ok && got.At == 1234 {
-				break
+				return true, ""
 			} else if ok {
 				t.Fatalf("after coordinator restart: committed %d, want 1234", got.At)
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("offsets not readable 60s after the coordinator restarted: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprint(err)
+	})
 }

@@ -217,17 +217,13 @@ func TestHarnessAgentDies(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Kill once the measured window has started (a progress line with
-	// latencies), so the victim has sent some measured intervals.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "ms (this second, merged)  agents reporting 3/3") {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no measured progress line:\n%s", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(time.Second)
+	// Kill once the measured window has run a second past its first
+	// progress line with latencies (two such lines), so the victim has
+	// sent some measured intervals. On a failure here the context's
+	// cleanup kills loadgen.
+	harness.Eventually(t, 30*time.Second, "two measured progress lines from all 3 agents", func() (bool, string) {
+		return strings.Count(out.String(), "ms (this second, merged)  agents reporting 3/3") >= 2, "\n" + out.String()
+	})
 	victim.cmd.Process.Signal(syscall.SIGKILL)
 	err := cmd.Wait()
 	var ee *exec.ExitError

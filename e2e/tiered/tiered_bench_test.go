@@ -321,6 +321,8 @@ func openLoopProduce(ctx context.Context, addr, topic string, rate, valueSize in
 	for i := range n {
 		intended := start.Add(time.Duration(i) * per)
 		if w := time.Until(intended); w > time.Millisecond {
+			// Real time: the open loop sends each record at its intended
+			// time, whatever the acknowledgements do.
 			time.Sleep(w)
 		}
 		if ctx.Err() != nil {

@@ -137,13 +137,9 @@ func (s *s3Proc) restart() {
 	s.t.Helper()
 	s.kill()
 	// The kernel may keep the port a moment after the kill; retry.
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.tryLaunch() {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("s3test did not restart on %s:\n%s", s.addr, s.out.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	harness.Eventually(s.t, 10*time.Second, "s3test restarts on "+s.addr, func() (bool, string) {
+		return s.tryLaunch(), s.out.String()
+	})
 }
 
 // tryLaunch starts the server and waits for its ready line; false when
@@ -566,6 +562,8 @@ func runTieredLoad(t *testing.T, ctx context.Context, seeds []string, topic stri
 			seq := firstSeq + i
 			if perRecord > 0 && i%64 == 0 {
 				if d := time.Until(l.start.Add(time.Duration(i) * perRecord)); d > 0 {
+					// Real time: paces the load to its schedule, catching
+					// up after a stall (a ticker would drop the ticks).
 					time.Sleep(d)
 				}
 			}
@@ -667,7 +665,11 @@ func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
 }
 
 // poll calls cond every interval until it returns true or limit passes;
-// it returns cond's last message on timeout.
+// it returns cond's last message on timeout. Unlike harness.Eventually it
+// polls at the caller's pace (0.5-1 s: the conditions scrape brokers'
+// metrics and segment listings, which every 50 ms would load the brokers
+// under test) and leaves the failure to the caller, some of which report
+// it and carry on.
 func poll(limit, every time.Duration, cond func() (bool, string)) (bool, string) {
 	deadline := time.Now().Add(limit)
 	for {

@@ -154,9 +154,12 @@ func TestTieredIntegration(t *testing.T) {
 	// a second and more: the attempt starts within the 1 s interval), and
 	// the leader dies with the request in flight.
 	s3.pause()
-	poll(30*time.Second, 50*time.Millisecond, func() (bool, string) {
-		return metricSum(c.Node(leader), "ringlog_remote_upload_lag_segments") > 0, ""
+	harness.Eventually(t, 30*time.Second, "a sealed segment waits for upload on the frozen store", func() (bool, string) {
+		v := metricSum(c.Node(leader), "ringlog_remote_upload_lag_segments")
+		return v > 0, fmt.Sprintf("ringlog_remote_upload_lag_segments %v on node %d", v, leader)
 	})
+	// Real time: nothing shows an upload in flight; within 1.5 s the
+	// uploader's 1 s interval has started one, and it hangs.
 	time.Sleep(1500 * time.Millisecond)
 	var endAtKill int64 = -1
 	if rs, err := remoteState(c.Node(leader).Admin, topic); err == nil {
@@ -172,6 +175,7 @@ func TestTieredIntegration(t *testing.T) {
 	if lines := harness.GrepLines(c.Node(leader).Out.String(), "upload", 3); lines != "" {
 		t.Logf("node %d's last upload log lines before the kill:\n%s", leader, lines)
 	}
+	// Real time: the killed leader stays down for 3 s before it restarts.
 	time.Sleep(3 * time.Second)
 	c.Node(leader).Restart()
 	t.Logf("%s: node %d restarted", at(), leader)
@@ -191,7 +195,8 @@ func TestTieredIntegration(t *testing.T) {
 	// (b) the object store goes away for `outage` under load: first
 	// frozen (requests hang), then killed (connections refused), then
 	// started again on the same address and directory. 15 s first give
-	// the latency before it a window clear of the kill's recovery.
+	// the latency before it a window clear of the kill's recovery (real
+	// time: a measurement window).
 	time.Sleep(15 * time.Second)
 	sumAll := func(name string) (sum, maxv float64) {
 		for _, b := range c.Nodes {
@@ -206,13 +211,16 @@ func TestTieredIntegration(t *testing.T) {
 	t.Logf("%s: object store frozen (SIGSTOP), upload errors so far %v", at(), errs0)
 	s3.pause()
 	var heldMax, stalledMax, errsMax float64
+	// sampleOutage samples the metrics every 2 s until the outage phase ends.
 	sampleOutage := func(until time.Time) {
+		tk := time.NewTicker(2 * time.Second)
+		defer tk.Stop()
 		for time.Now().Before(until) {
 			_, h := sumAll("ringlog_remote_local_deletion_held_back_bytes")
 			st, _ := sumAll("ringlog_remote_upload_stalled_partitions")
 			e, _ := sumAll("ringlog_remote_upload_errors_total")
 			heldMax, stalledMax, errsMax = max(heldMax, h), max(stalledMax, st), max(errsMax, e)
-			time.Sleep(2 * time.Second)
+			<-tk.C
 		}
 	}
 	sampleOutage(outageStart.Add(outage / 2))
@@ -331,6 +339,7 @@ func TestTieredIntegration(t *testing.T) {
 	}
 
 	// After the window passes with no load, only the active segments stay.
+	// Real time: the check means nothing before the window has passed.
 	time.Sleep(time.Until(load.end.Add(window + 8*time.Second)))
 	finalBound := int64(partitions)*2*segBytes + 32<<20
 	for i, b := range c.Nodes {
