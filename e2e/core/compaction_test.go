@@ -113,7 +113,8 @@ func TestLogCompaction(t *testing.T) {
 	var recs []*kgo.Record
 	var active int64
 	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// Every 200 ms: each look reads the whole partition back.
+	harness.EventuallyEvery(t, 200*time.Millisecond, time.Until(deadline), "sealed segments compacted", func() (bool, string) {
 		bases, _ := logSegmentFiles(t, partDir)
 		if len(bases) < 5 {
 			t.Fatalf("only %d segments: segment.bytes not applied?", len(bases))
@@ -130,14 +131,8 @@ func TestLogCompaction(t *testing.T) {
 		for _, c := range seen {
 			dup += c - 1
 		}
-		if dup == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sealed segments still hold %d superseded records after 60s (%d records read)", dup, len(recs))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return dup == 0, fmt.Sprintf("sealed segments still hold %d superseded records (%d records read)", dup, len(recs))
+	})
 	// Below the active segment: exactly the latest record of each key
 	// there; from it on: every record produced.
 	latest := map[string]int64{}
@@ -201,23 +196,19 @@ func TestLogCompaction(t *testing.T) {
 		}
 	}
 	offDir := filepath.Join(dir, "__consumer_offsets-0")
-	for {
+	var offState string
+	harness.Eventually(t, time.Until(deadline), "__consumer_offsets-0 compacted", func() (bool, string) {
 		bases, sizes := logSegmentFiles(t, offDir)
 		var sealed int64
 		for _, s := range sizes[:len(sizes)-1] {
 			sealed += s
 		}
+		offState = fmt.Sprintf("%d segments, %d bytes sealed", len(bases), sealed)
 		// 300 commits are ~30 KiB; compacted, the sealed segments hold
 		// at most the latest commit.
-		if len(bases) >= 5 && sealed < 2048 {
-			t.Logf("__consumer_offsets-0: %d segments, %d bytes sealed", len(bases), sealed)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("__consumer_offsets-0 not compacted: %d segments, %d bytes sealed", len(bases), sealed)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(bases) >= 5 && sealed < 2048, offState
+	})
+	t.Logf("__consumer_offsets-0: %s", offState)
 	m := harness.Scrape(t, b.Admin)
 	if v, _ := harness.SumSeries(m, "ringlog_cleaner_segments_rewritten_total"); v == 0 {
 		t.Fatal("ringlog_cleaner_segments_rewritten_total is 0")
@@ -241,20 +232,16 @@ func TestLogCompaction(t *testing.T) {
 	}
 	mem := harness.StartMember(t, b.Addr, group, src, kgo.RoundRobinBalancer())
 	defer mem.Close()
-	for {
+	var first int64
+	harness.Eventually(t, time.Until(deadline.Add(30*time.Second)), "group member got records", func() (bool, string) {
 		mem.Mu.Lock()
-		first, ok := mem.First[0]
-		mem.Mu.Unlock()
-		if ok {
-			if first != 300 {
-				t.Fatalf("group resumed at %d, want 300", first)
-			}
-			break
-		}
-		if time.Now().After(deadline.Add(30 * time.Second)) {
-			t.Fatal("group member got no records")
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer mem.Mu.Unlock()
+		f, ok := mem.First[0]
+		first = f
+		return ok, "none yet"
+	})
+	if first != 300 {
+		t.Fatalf("group resumed at %d, want 300", first)
 	}
 	// Both internal topics are created compacted.
 	rc, err := adm.DescribeTopicConfigs(context.Background(), "__consumer_offsets")

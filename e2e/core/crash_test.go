@@ -58,6 +58,9 @@ func TestKill9UnderAcksAllLoad(t *testing.T) {
 			defer wg.Done()
 			cl := clients[p]
 			var inflight sync.WaitGroup
+			// At most 256 records a millisecond per producer.
+			pace := time.NewTicker(time.Millisecond)
+			defer pace.Stop()
 			for seq := uint32(0); !stop.Load() && seq < 1_000_000; seq++ {
 				v := make([]byte, 64)
 				binary.BigEndian.PutUint32(v[0:], uint32(p))
@@ -73,7 +76,7 @@ func TestKill9UnderAcksAllLoad(t *testing.T) {
 					}
 				})
 				if seq%256 == 255 {
-					time.Sleep(time.Millisecond)
+					<-pace.C
 				}
 			}
 			inflight.Wait()
@@ -81,10 +84,7 @@ func TestKill9UnderAcksAllLoad(t *testing.T) {
 	}
 
 	// Let acknowledged records pile up, then kill mid-stream.
-	deadline := time.Now().Add(30 * time.Second)
-	for total.Load() < 20000 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	harness.WaitUpTo(30*time.Second, func() bool { return total.Load() >= 20000 })
 	b.Kill9()
 	stop.Store(true)
 	wg.Wait()

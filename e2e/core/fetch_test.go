@@ -619,6 +619,8 @@ func TestFetchLongPoll(t *testing.T) {
 		produced := make(chan struct{})
 		go func() {
 			defer close(produced)
+			// Real time: the fetch must be parked in its long poll when
+			// the record comes, and its answer is timed against delay.
 			time.Sleep(delay)
 			// Another client, as a consumer waits on producers.
 			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "longpoll", Partition: 0, Value: []byte("wake up")}).FirstErr(); err != nil {

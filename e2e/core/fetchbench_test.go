@@ -411,18 +411,14 @@ func iperf3Gbps(t *testing.T) float64 {
 			}
 		}
 	}()
+	// The daemon needs a moment to listen. (No probe connection: with -1
+	// it would serve that one and exit.)
 	var out []byte
-	var err error
-	for i := 0; i < 20; i++ { // the daemon needs a moment to listen
+	harness.Eventually(t, 5*time.Second, "iperf3 client run", func() (bool, string) {
+		var err error
 		out, err = exec.Command("/usr/bin/iperf3", "-c", "127.0.0.1", "-p", port, "-t", "10", "-J").Output()
-		if err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("iperf3 client: %v\n%s", err, out)
-	}
+		return err == nil, fmt.Sprintf("%v\n%s", err, out)
+	})
 	var r struct {
 		End struct {
 			SumReceived struct {

@@ -65,12 +65,14 @@ func attack(wg *sync.WaitGroup, stop <-chan struct{}, st *attackStats, src, addr
 			}
 			c, err := dialFrom(src, addr)
 			if err != nil {
+				// Backs off from a failed dial instead of spinning on it.
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
 			st.attempts.Add(1)
 			c.SetDeadline(time.Now().Add(5 * time.Second))
 			fn(c, rnd)
+			// Real time: the attacker's pace (see attackPause).
 			time.Sleep(pause)
 			// Did the broker hang up on us?
 			c.SetReadDeadline(time.Now().Add(3 * time.Second))
@@ -163,6 +165,7 @@ func TestHostileClients(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
+	// Real time: the good client's baseline latencies are 4 s of samples.
 	time.Sleep(4 * time.Second)
 	hwmBaseline, _ := vmHWM(b.Pid())
 
@@ -204,11 +207,13 @@ func TestHostileClients(t *testing.T) {
 		// Slowloris: a 30 MiB body sent one byte per second.
 		run("slowloris", "127.0.1."+strconv.Itoa(i+1), func(c net.Conn, _ *rand.Rand) {
 			c.Write(binary.BigEndian.AppendUint32(nil, 30<<20))
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
 			for range 4 {
 				if _, err := c.Write([]byte{0}); err != nil {
 					return
 				}
-				time.Sleep(time.Second)
+				<-tick.C
 			}
 		})
 	}
@@ -223,6 +228,7 @@ func TestHostileClients(t *testing.T) {
 		}
 		flood = append(flood, c)
 	}
+	// Real time: the attack lasts 8 s, against the good client's pace.
 	time.Sleep(8 * time.Second)
 	close(stop)
 	wg.Wait()

@@ -150,6 +150,10 @@ func TestIdempotentProducerAcrossLeaderKill(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// 50 records each 20 ms per key, so the stream lasts past
+			// the kill.
+			pace := time.NewTicker(20 * time.Millisecond)
+			defer pace.Stop()
 			for seq := range perKey {
 				r := &kgo.Record{Topic: topic, Partition: int32(k % partitions), Key: []byte(fmt.Sprintf("k%d", k)), Value: []byte(strconv.Itoa(seq))}
 				// Several records in flight per key: retries of
@@ -162,12 +166,16 @@ func TestIdempotentProducerAcrossLeaderKill(t *testing.T) {
 					sent.Add(1)
 				})
 				if seq%50 == 49 {
-					time.Sleep(20 * time.Millisecond)
+					<-pace.C
 				}
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Mid-stream: a quarter of the records answered, the rest to come.
+	harness.Eventually(t, 30*time.Second, "a quarter of the records answered", func() (bool, string) {
+		n := sent.Load()
+		return n >= keys*perKey/4, fmt.Sprintf("%d of %d", n, keys*perKey)
+	})
 	t.Logf("kill -9 node %d (leader of %s-0) after %d records", victim, topic, sent.Load())
 	c.Node(victim).Kill9()
 	wg.Wait()

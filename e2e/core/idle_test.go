@@ -29,7 +29,9 @@ func TestIdleAndRequestReadTimeouts(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
-	// Busy for three timeouts: never closed.
+	// Busy for three timeouts, a request every third of one: never closed.
+	pace := time.NewTicker(idle / 3)
+	defer pace.Stop()
 	var corr int32
 	for start := time.Now(); ; corr++ {
 		if _, err := c.Write(harness.APIVersionsV0(corr)); err != nil {
@@ -41,7 +43,7 @@ func TestIdleAndRequestReadTimeouts(t *testing.T) {
 		if time.Since(start) > 3*idle {
 			break
 		}
-		time.Sleep(idle / 3)
+		<-pace.C
 	}
 	// Then quiet: closed between idle and idle + idle/8 (plus slack).
 	quietFrom := time.Now()

@@ -62,17 +62,11 @@ func TestMetricsMoveUnderLoad(t *testing.T) {
 
 	// While the run is on, its producer and consumer connections are open.
 	var during map[string]float64
-	deadline := time.Now().Add(cfg.Warmup + cfg.Duration)
-	for {
+	harness.EventuallyEvery(t, 100*time.Millisecond, cfg.Warmup+cfg.Duration, "an open connection during the run", func() (bool, string) {
 		during = harness.Scrape(t, b.Admin)
-		if c, _ := harness.SumSeries(during, "ringlog_connections"); c > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no open connection seen during the run")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		c, _ := harness.SumSeries(during, "ringlog_connections")
+		return c > 0, fmt.Sprintf("ringlog_connections %v", c)
+	})
 	var res outcome
 	select {
 	case res = <-done:
@@ -201,13 +195,10 @@ func TestReplicationMetrics(t *testing.T) {
 	leaderID := md.Topics[topic].Partitions[0].Leader
 	leader := c.Node(leaderID)
 	// Log lines about a partition name topic, partition and leader epoch.
-	logDeadline := time.Now().Add(10 * time.Second)
-	for !hasLogLine(leader.Out.String(), `msg="leading partition"`, "topic="+topic, "partition=0", "leader_epoch=") {
-		if time.Now().After(logDeadline) {
-			t.Fatalf("no 'leading partition' line with topic, partition and leader_epoch:\n%s", leader.Out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	harness.Eventually(t, 10*time.Second, "a 'leading partition' line with topic, partition and leader_epoch", func() (bool, string) {
+		out := leader.Out.String()
+		return hasLogLine(out, `msg="leading partition"`, "topic="+topic, "partition=0", "leader_epoch="), out
+	})
 	cl := c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.DisableIdempotentWrite(), kgo.ProducerLinger(time.Millisecond))
 	produce := func(n int) {
@@ -224,17 +215,12 @@ func TestReplicationMetrics(t *testing.T) {
 	// waitFor polls the leader's /metrics until ok accepts them.
 	waitFor := func(what string, ok func(m map[string]float64) bool) map[string]float64 {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			m := harness.Scrape(t, leader.Admin)
-			if ok(m) {
-				return m
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("leader %d: %s not seen in 30 s", leaderID, what)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		var m map[string]float64
+		harness.EventuallyEvery(t, 200*time.Millisecond, 30*time.Second, fmt.Sprintf("leader %d: %s", leaderID, what), func() (bool, string) {
+			m = harness.Scrape(t, leader.Admin)
+			return ok(m), "not in its /metrics"
+		})
+		return m
 	}
 	var followers []int32
 	for id := int32(1); id <= 3; id++ {

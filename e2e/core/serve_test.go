@@ -102,23 +102,17 @@ func TestIOFlagWithoutIOUring(t *testing.T) {
 		t.Cleanup(b.Stop)
 		// Not waitReady: it insists on the suite's io path, and this
 		// broker cannot run uring.
-		deadline := time.Now().Add(30 * time.Second)
 		var h map[string]any
-		for {
+		harness.Eventually(t, 30*time.Second, "broker ready", func() (bool, string) {
 			select {
 			case <-b.Exited():
 				t.Fatalf("broker exited: %v\n%s", b.ExitErr(), b.Out.String())
 			default:
 			}
 			var err error
-			if h, err = b.Health(); err == nil && h["status"] == "ok" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("broker not ready:\n%s", b.Out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			h, err = b.Health()
+			return err == nil && h["status"] == "ok", b.Out.String()
+		})
 		reason, _ := h["io_reason"].(string)
 		if h["io_path"] != "sync" || !strings.Contains(reason, "io_uring unavailable") || !strings.Contains(reason, "not implemented") {
 			t.Fatalf("/healthz io_path %v io_reason %q, want sync and why io_uring is unavailable", h["io_path"], reason)

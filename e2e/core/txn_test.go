@@ -187,7 +187,7 @@ func TestTxnProducerFencing(t *testing.T) {
 	coordinatorReq := func(req kmsg.Request) kmsg.Response {
 		t.Helper()
 		var resp kmsg.Response
-		for {
+		harness.EventuallyEvery(t, 100*time.Millisecond, harness.TimeLeft(ctx), "an answer other than a retriable coordinator error", func() (bool, string) {
 			var err error
 			resp, err = raw.Request(ctx, req)
 			if err != nil {
@@ -195,15 +195,15 @@ func TestTxnProducerFencing(t *testing.T) {
 			}
 			r, ok := resp.(*kmsg.InitProducerIDResponse)
 			if !ok {
-				return resp
+				return true, ""
 			}
 			switch r.ErrorCode {
 			case kerr.ConcurrentTransactions.Code, kerr.CoordinatorLoadInProgress.Code, kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code:
-			default:
-				return resp
+				return false, kerr.ErrorForCode(r.ErrorCode).Error()
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return true, ""
+		})
+		return resp
 	}
 	ipReq := kmsg.NewPtrInitProducerIDRequest()
 	id := "fence-raw"
@@ -298,19 +298,20 @@ func TestTxnCoordinatorFailover(t *testing.T) {
 		}
 		return cl.EndTransaction(ctx, kgo.TryCommit)
 	}
-	killCoordinator := func() {
-		for {
+	// coordinator waits until txnID has a coordinator and returns it.
+	coordinator := func() int32 {
+		var id int32
+		harness.EventuallyEvery(t, 100*time.Millisecond, harness.TimeLeft(ctx), "finding the coordinator", func() (bool, string) {
 			r, ok := adm.FindTxnCoordinators(ctx, txnID)[txnID]
-			if ok && r.Err == nil {
-				t.Logf("killing node %d, the coordinator of %q", r.NodeID, txnID)
-				c.Node(r.NodeID).Kill9()
-				return
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("finding the coordinator: %v", r.Err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			id = r.NodeID
+			return ok && r.Err == nil, fmt.Sprint(r.Err)
+		})
+		return id
+	}
+	killCoordinator := func() {
+		id := coordinator()
+		t.Logf("killing node %d, the coordinator of %q", id, txnID)
+		c.Node(id).Kill9()
 	}
 	const kill, maxTxns = 3, 40
 	committedAfter := false
@@ -334,7 +335,8 @@ func TestTxnCoordinatorFailover(t *testing.T) {
 		t.Logf("transaction %d: %v (outcome unknown); starting a new producer", i, err)
 		cl.Close()
 		cl = producer()
-		time.Sleep(200 * time.Millisecond)
+		// The next transaction starts once the id has a coordinator again.
+		coordinator()
 	}
 	if !committedAfter {
 		t.Fatalf("no transaction committed after the coordinator was killed (%d tried)", maxTxns)
@@ -411,9 +413,9 @@ func TestTxnHelperProcess(t *testing.T) {
 				}
 			})
 		})
-		// Produced but not committed for a while: most of the parent's
-		// kills land inside a transaction, which the next incarnation's
-		// InitProducerId then aborts.
+		// Produced but not committed for a while of real time: most of
+		// the parent's kills land inside a transaction, which the next
+		// incarnation's InitProducerId then aborts.
 		if err := sess.Client().Flush(ctx); err == nil {
 			time.Sleep(50 * time.Millisecond)
 		}

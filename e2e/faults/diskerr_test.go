@@ -79,8 +79,16 @@ func TestDiskErrorMovesLeadership(t *testing.T) {
 	harness.WaitAcks(t, load, 10*time.Second, "acks=all on the other partitions", func(a map[int32]int) bool {
 		return a[1] >= before[1]+20 && a[2] >= before[2]+20
 	})
-	// The offline replica is not re-added while its broker runs.
-	time.Sleep(2 * diskLag)
+	// The offline replica is not re-added while its broker runs. Two lag
+	// windows: a replica fetching again would be back within one.
+	harness.Holds(t, 2*diskLag, fmt.Sprintf("replica %d out of partition 0", victim), func() (bool, string) {
+		m, err := adm.Metadata(harness.Context(t, 5*time.Second), topic)
+		if err != nil {
+			return true, "" // no answer, nothing seen
+		}
+		p := m.Topics[topic].Partitions[0]
+		return !slices.Contains(p.ISR, victim) && p.Leader != victim, fmt.Sprintf("%+v", p)
+	})
 	m = harness.WaitMetadata(t, adm, 10*time.Second, "metadata", func(kadm.Metadata) bool { return true })
 	if p := m.Topics[topic].Partitions[0]; slices.Contains(p.ISR, victim) || p.Leader == victim {
 		t.Fatalf("offline replica %d back in partition 0 without a restart: %+v", victim, p)
@@ -124,7 +132,7 @@ func TestSlowFsyncFollowerLeavesISR(t *testing.T) {
 	load.Run(t, c.Addrs(), topic, partitions, 2)
 	stopLoad := sync.OnceFunc(func() { load.Stopped.Store(true); load.Wg.Wait() })
 	t.Cleanup(stopLoad)
-	time.Sleep(2 * time.Second)
+	load.WaitGrowth(t, partitions, 50, 20*time.Second, "a baseline of acks=all on every partition")
 	baseEnd := time.Now()
 
 	const stall = 4 * time.Second
@@ -140,7 +148,20 @@ func TestSlowFsyncFollowerLeavesISR(t *testing.T) {
 	})
 	shrunk := time.Since(start)
 	outFrom := time.Now()
-	time.Sleep(3 * time.Second)
+	// 3 s: the window whose acks=all latencies are checked below, most of
+	// one 4 s fsync stall; the follower must not rejoin at any time in it.
+	harness.Holds(t, 3*time.Second, "the slow follower out of every ISR", func() (bool, string) {
+		m, err := adm.Metadata(harness.Context(t, 5*time.Second), topic)
+		if err != nil {
+			return true, "" // no answer, nothing seen
+		}
+		for _, p := range m.Topics[topic].Partitions {
+			if slices.Contains(p.ISR, victim) {
+				return false, fmt.Sprintf("rejoined %s-%d while its fsyncs stall: %+v", topic, p.Partition, p)
+			}
+		}
+		return true, ""
+	})
 	m = harness.WaitMetadata(t, adm, 10*time.Second, "metadata", func(kadm.Metadata) bool { return true })
 	for _, p := range m.Topics[topic].Partitions {
 		if slices.Contains(p.ISR, victim) {

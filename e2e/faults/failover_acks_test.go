@@ -146,7 +146,32 @@ func failoverAcksRun(t *testing.T, c *harness.Cluster, adm *kadm.Client, topic s
 	stopGen := sync.OnceFunc(func() { close(stop); <-genDone })
 	defer stopGen()
 
-	time.Sleep(2 * time.Second)
+	// ackedGrows waits until every partition has n more acknowledged
+	// records than now: the load flows on all of them.
+	ackedGrows := func(n int, what string) {
+		t.Helper()
+		count := func() map[int32]int {
+			mu.Lock()
+			defer mu.Unlock()
+			out := map[int32]int{}
+			for _, r := range acked {
+				out[r.Partition]++
+			}
+			return out
+		}
+		from := count()
+		harness.Eventually(t, 30*time.Second, what, func() (bool, string) {
+			now := count()
+			for p := range int32(ackPartitions) {
+				if now[p] < from[p]+n {
+					return false, fmt.Sprintf("acknowledged per partition %v, %v before", now, from)
+				}
+			}
+			return true, ""
+		})
+	}
+
+	ackedGrows(100, "load running on every partition")
 	for _, f := range []struct {
 		part int32
 		down time.Duration
@@ -154,12 +179,13 @@ func failoverAcksRun(t *testing.T, c *harness.Cluster, adm *kadm.Client, topic s
 		victim := harness.PartitionLeader(t, adm, topic, ackPartitions, f.part)
 		t.Logf("%s: kill -9 node %d (leader of partition %d), restart in %v", topic, victim, f.part, f.down)
 		c.Node(victim).Kill9()
+		// Real time: the fault is the leader down this long under load.
 		time.Sleep(f.down)
 		c.Node(victim).Restart()
-		time.Sleep(time.Second)
+		ackedGrows(20, "acks on every partition after the restart")
 	}
 	harness.WaitMetadata(t, adm, 30*time.Second, "full ISRs after the restarts", allISR)
-	time.Sleep(time.Second)
+	ackedGrows(20, "acks on every partition with full ISRs")
 	stopGen()
 
 	// Every promise must be called soon: a broker that holds a produce

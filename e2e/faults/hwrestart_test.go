@@ -118,6 +118,8 @@ func TestRestartedLeaderHW(t *testing.T) {
 			cancel()
 			if err != nil {
 				t.Logf("producer %d seq %d: %v", producer, seq, err)
+				// Backs off from a leader that fails at once (moving,
+				// fenced) instead of spinning on it.
 				time.Sleep(100 * time.Millisecond)
 				continue
 			}
@@ -281,9 +283,11 @@ func TestRestartedLeaderHW(t *testing.T) {
 	}
 	probes := startHWProbes(t, c, topic, part, committedB)
 	var first []*harness.BrokerProc
+	var firstIDs []int32
 	for id := int32(1); id <= 3; id++ {
 		if id != last {
 			first = append(first, c.Node(id))
+			firstIDs = append(firstIDs, id)
 		}
 	}
 	for _, b := range first {
@@ -298,7 +302,9 @@ func TestRestartedLeaderHW(t *testing.T) {
 		p, ok := partition(m)
 		return ok && slices.Equal(p.ISR, []int32{last}) && (p.Leader == last || p.Leader < 0)
 	})
-	time.Sleep(time.Second) // probes keep asking the restarted old leader
+	// The probes keep asking the restarted brokers, the old leader with
+	// its unacknowledged suffix among them, before the last one is back.
+	probes.waitAnswers(t, 100, firstIDs...)
 	c.Node(last).Restart()
 	p = fullISR("every replica back in the ISR after the cluster restart")
 	if p.Leader != last {
@@ -346,16 +352,9 @@ func leaderNotController(t *testing.T, c *harness.Cluster, fullISR func(string) 
 		b.Pause()
 		next := c.Controller(20*time.Second, leader)
 		b.Resume()
-		for deadline := time.Now().Add(20 * time.Second); ; {
-			h, err := b.Health()
-			if err == nil && h["broker_state"] == "active" && h["controller_id"] == float64(next) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d after a pause to move the controller: %v %v", leader, h, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		b.WaitHealth(20*time.Second, fmt.Sprintf("node %d active under controller %d after a pause to move the controller", leader, next), func(h map[string]any) bool {
+			return harness.Active(h) && h["controller_id"] == float64(next)
+		})
 		t.Logf("controller moved off node %d (leader of the partition) to node %d", leader, next)
 	}
 	t.Fatal("the partition leader stays the controller")
@@ -426,13 +425,9 @@ func checkpointInode(b *harness.BrokerProc) uint64 {
 // on disk.
 func waitCheckpointWrite(t *testing.T, b *harness.BrokerProc, ino uint64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for checkpointInode(b) == ino {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: high watermark checkpoint not rewritten within 20s", b.DataDir)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	harness.EventuallyEvery(t, 20*time.Millisecond, 20*time.Second, b.DataDir+": high watermark checkpoint rewritten", func() (bool, string) {
+		return checkpointInode(b) != ino, fmt.Sprintf("inode still %d", ino)
+	})
 }
 
 // hwProbes fetch topic-p at the acknowledged end from every broker in a
@@ -461,9 +456,11 @@ func startHWProbes(t *testing.T, c *harness.Cluster, topic string, p int32, acke
 		go func() {
 			defer pr.wg.Done()
 			defer cl.Close()
+			tick := time.NewTicker(10 * time.Millisecond) // a probe every 10 ms
+			defer tick.Stop()
 			for n := 0; !pr.stopped.Load() && n < 100_000; n++ {
 				pr.probe(cl.SeedBrokers()[0], id, topic, p, acked)
-				time.Sleep(10 * time.Millisecond)
+				<-tick.C
 			}
 		}()
 	}
@@ -535,14 +532,45 @@ func (pr *hwProbes) answered() int {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	n := 0
-	for _, m := range pr.answers {
-		for k, v := range m {
-			if k != "no answer" && k != "malformed" {
-				n += v
-			}
+	for id := range pr.answers {
+		n += pr.answeredByLocked(id)
+	}
+	return n
+}
+
+// answeredByLocked counts the probes broker id answered; pr.mu is held.
+func (pr *hwProbes) answeredByLocked(id int32) int {
+	n := 0
+	for k, v := range pr.answers[id] {
+		if k != "no answer" && k != "malformed" {
+			n += v
 		}
 	}
 	return n
+}
+
+// waitAnswers waits until each broker of ids has answered n more probes.
+func (pr *hwProbes) waitAnswers(t *testing.T, n int, ids ...int32) {
+	t.Helper()
+	count := func() map[int32]int {
+		pr.mu.Lock()
+		defer pr.mu.Unlock()
+		out := map[int32]int{}
+		for _, id := range ids {
+			out[id] = pr.answeredByLocked(id)
+		}
+		return out
+	}
+	from := count()
+	harness.Eventually(t, 20*time.Second, fmt.Sprintf("%d more probes answered by nodes %v", n, ids), func() (bool, string) {
+		now := count()
+		for _, id := range ids {
+			if now[id] < from[id]+n {
+				return false, fmt.Sprintf("answered %v, %v before", now, from)
+			}
+		}
+		return true, ""
+	})
 }
 
 func (pr *hwProbes) summary() string {

@@ -148,8 +148,7 @@ func TestListOffsetsAfterLeaderChange(t *testing.T) {
 			t.Errorf(format, args...)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(answered) < partitions && time.Now().Before(deadline) {
+	harness.EventuallyEvery(t, 20*time.Millisecond, 20*time.Second, "every partition answered an end offset after the kill", func() (bool, string) {
 		for _, id := range []int32{1, 2, 3} {
 			if id == victim {
 				continue
@@ -182,11 +181,8 @@ func TestListOffsetsAfterLeaderChange(t *testing.T) {
 				}
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(answered) < partitions {
-		t.Fatalf("only partitions %v answered an end offset 20 s after the kill", answered)
-	}
+		return len(answered) == partitions, fmt.Sprintf("only partitions %v answered", answered)
+	})
 	fmt.Printf("listoffsets-failover: io=%s moved_partitions=%d offset_not_available_answers=%d wrong_answers=%d\n",
 		harness.IOMode(), len(moved), notAvailable, bad)
 }

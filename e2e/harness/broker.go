@@ -178,6 +178,21 @@ func (b *BrokerProc) WaitReady(limit time.Duration) {
 // Health is the broker's /healthz document.
 func (b *BrokerProc) Health() (map[string]any, error) { return launch.Health(b.Admin) }
 
+// WaitHealth polls /healthz until ok accepts it, and returns it.
+func (b *BrokerProc) WaitHealth(limit time.Duration, what string, ok func(h map[string]any) bool) map[string]any {
+	b.T.Helper()
+	var h map[string]any
+	Eventually(b.T, limit, what, func() (bool, string) {
+		var err error
+		h, err = b.Health()
+		return err == nil && ok(h), fmt.Sprintf("/healthz %v (err %v)", h, err)
+	})
+	return h
+}
+
+// Active is a WaitHealth condition: the broker is unfenced.
+func Active(h map[string]any) bool { return h["broker_state"] == "active" }
+
 // Exited is closed when the process has exited.
 func (b *BrokerProc) Exited() <-chan struct{} { return b.Proc.Exited() }
 
@@ -232,13 +247,10 @@ func (b *BrokerProc) Pause() {
 	b.T.Helper()
 	b.Proc.Signal(syscall.SIGSTOP)
 	pid := b.Proc.Pid()
-	deadline := time.Now().Add(10 * time.Second)
-	for !AllThreadsStopped(pid) {
-		if time.Now().After(deadline) {
-			b.T.Fatalf("broker pid %d not stopped 10s after SIGSTOP", pid)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	// Looked at every millisecond: what the caller times starts here.
+	EventuallyEvery(b.T, time.Millisecond, 10*time.Second, fmt.Sprintf("broker pid %d stopped after SIGSTOP", pid), func() (bool, string) {
+		return AllThreadsStopped(pid), "threads still running"
+	})
 }
 
 // Resume continues a paused broker.

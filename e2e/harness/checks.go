@@ -78,18 +78,23 @@ func FailoverValue(producer, seq int) string { return fmt.Sprintf("p%02d-%08d", 
 // Run starts one producer per (partition, k): each sends one record at a
 // time, so its acknowledged records must appear in the log in seq order.
 func (l *FailoverLoad) Run(t *testing.T, seeds []string, topic string, partitions, perPartition int) {
+	l.run(t, seeds, topic, partitions, perPartition,
+		// Bounded: a failed record is abandoned, never retried
+		// after the producer moved on.
+		kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(4*time.Second),
+		kgo.ProduceRequestTimeout(3*time.Second))
+}
+
+// run is Run and RunSilent with their clients' timeouts and retries.
+func (l *FailoverLoad) run(t *testing.T, seeds []string, topic string, partitions, perPartition int, opts ...kgo.Opt) {
 	for p := range partitions {
 		for k := range perPartition {
 			id := p*perPartition + k
-			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...),
 				kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
 				kgo.RecordPartitioner(kgo.ManualPartitioner()),
-				// Bounded: a failed record is abandoned, never retried
-				// after the producer moved on.
-				kgo.RecordRetries(2), kgo.RecordDeliveryTimeout(4*time.Second),
-				kgo.ProduceRequestTimeout(3*time.Second),
-				kgo.MetadataMinAge(100*time.Millisecond),
-				kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+				kgo.MetadataMinAge(100 * time.Millisecond),
+				kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond })}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,6 +110,8 @@ func (l *FailoverLoad) Run(t *testing.T, seeds []string, topic string, partition
 					cancel()
 					if err != nil {
 						l.Failed.Add(1)
+						// Backs off from a broker that fails at once
+						// (refused, no leader) instead of spinning on it.
 						time.Sleep(20 * time.Millisecond)
 						continue
 					}
@@ -271,44 +278,13 @@ const PartitionLag = 2 * time.Second
 // no connection error, so it must give up on its own, quickly, for the
 // producer to move on to the new leader.
 func (l *FailoverLoad) RunSilent(t *testing.T, seeds []string, topic string, partitions, perPartition int) {
-	for p := range partitions {
-		for k := range perPartition {
-			id := p*perPartition + k
-			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
-				kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(),
-				kgo.RecordPartitioner(kgo.ManualPartitioner()),
-				// No retries: a write that timed out may still commit
-				// (REQUEST_TIMED_OUT is no "not written"), and a retry
-				// of it would be a duplicate of the client's making.
-				kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(4*time.Second),
-				kgo.ProduceRequestTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second),
-				kgo.DialTimeout(2*time.Second),
-				kgo.MetadataMinAge(100*time.Millisecond),
-				kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.Wg.Add(1)
-			go func() {
-				defer l.Wg.Done()
-				defer cl.Close()
-				for seq := 0; !l.Stopped.Load() && seq < 1_000_000; seq++ {
-					v := FailoverValue(id, seq)
-					ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
-					err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(v)}).FirstErr()
-					cancel()
-					if err != nil {
-						l.Failed.Add(1)
-						time.Sleep(20 * time.Millisecond)
-						continue
-					}
-					l.Mu.Lock()
-					l.Acked[v] = AckedRecord{Producer: id, Seq: seq, Partition: int32(p)}
-					l.Mu.Unlock()
-				}
-			}()
-		}
-	}
+	l.run(t, seeds, topic, partitions, perPartition,
+		// No retries: a write that timed out may still commit
+		// (REQUEST_TIMED_OUT is no "not written"), and a retry
+		// of it would be a duplicate of the client's making.
+		kgo.RecordRetries(0), kgo.RecordDeliveryTimeout(4*time.Second),
+		kgo.ProduceRequestTimeout(2*time.Second), kgo.RequestTimeoutOverhead(time.Second),
+		kgo.DialTimeout(2*time.Second))
 }
 
 // LogTailsOnFailure logs the last lines each broker wrote when the test

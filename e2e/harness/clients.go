@@ -314,20 +314,19 @@ func EndOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
 // until every partition answers.
 func ListedEnds(t *testing.T, adm *kadm.Client, topic string) kadm.ListedOffsets {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ends, err := adm.ListEndOffsets(Context(t, 10*time.Second), topic)
+	var ends kadm.ListedOffsets
+	EventuallyEvery(t, 100*time.Millisecond, 30*time.Second, "end offsets of "+topic, func() (bool, string) {
+		var err error
+		ends, err = adm.ListEndOffsets(Context(t, 10*time.Second), topic)
 		if err == nil {
 			err = ends.Error()
 		}
-		if err == nil {
-			return ends
-		}
-		if !kerr.IsRetriable(err) || time.Now().After(deadline) {
+		if err != nil && !kerr.IsRetriable(err) {
 			t.Fatalf("end offsets of %s: %v", topic, err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
+	return ends
 }
 
 func TxnClient(t *testing.T, seeds []string, id string, opts ...kgo.Opt) *kgo.Client {

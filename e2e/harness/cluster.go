@@ -157,34 +157,30 @@ func (c *Cluster) Addrs(except ...int32) []string {
 // Controller that is not in exclude, and returns it.
 func (c *Cluster) Controller(limit time.Duration, exclude ...int32) int32 {
 	c.T.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	var ctrl int32
+	Eventually(c.T, limit, "nodes agree on a controller", func() (bool, string) {
 		ids := map[int32]bool{}
-		ok := true
 		for i, b := range c.Nodes {
 			if slices.Contains(exclude, int32(i+1)) {
 				continue
 			}
 			h, err := b.Health()
 			if err != nil {
-				ok = false
-				break
+				return false, fmt.Sprintf("node %d: %v", i+1, err)
 			}
-			id := int32(h["controller_id"].(float64))
-			ids[id] = true
+			ids[int32(h["controller_id"].(float64))] = true
 		}
-		if ok && len(ids) == 1 {
+		if len(ids) == 1 {
 			for id := range ids {
 				if id >= 0 && !slices.Contains(exclude, id) {
-					return id
+					ctrl = id
+					return true, ""
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			c.T.Fatalf("nodes do not agree on a controller after %v: %v", limit, ids)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("controllers seen %v", ids)
+	})
+	return ctrl
 }
 
 func CreateTopic(t *testing.T, adm *kadm.Client, name string, partitions int32, rf int16) {

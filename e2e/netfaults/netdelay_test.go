@@ -96,7 +96,7 @@ func (p *delayProxy) pump(src, dst net.Conn) {
 	go func() {
 		defer close(done)
 		for c := range q {
-			time.Sleep(time.Until(c.due))
+			time.Sleep(time.Until(c.due)) // real time: the delay itself
 			if _, err := dst.Write(c.b); err != nil {
 				src.Close()
 				for range q {
@@ -264,7 +264,7 @@ func TestNetworkDelay(t *testing.T) {
 			t.Fatalf("phase %s: probe round trip %v, want at least %v (and under 50ms without delay)", ph.name, ph.rtt, ph.rttLo)
 		}
 		start := time.Now()
-		time.Sleep(ph.hold)
+		time.Sleep(ph.hold) // real time: the phase's measurement window
 		lats, byPart := h.ackLatencies(start.Add(time.Second), time.Now())
 		ph.p50, ph.p99, ph.acked = harness.Quantile(lats, 0.50), harness.Quantile(lats, 0.99), len(lats)
 		// Each producer sends one record at a time, so a slow partition

@@ -112,6 +112,8 @@ func (h *netHistory) runIdempotent(t *testing.T, seeds []string, topic string, p
 				cancel()
 				if err != nil {
 					h.fail(err)
+					// Backs off from a broker that fails at once
+					// instead of spinning on it.
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
@@ -141,6 +143,8 @@ func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string
 	go func() {
 		defer h.wg.Done()
 		defer func() { cl.Close() }()
+		pace := time.NewTicker(30 * time.Millisecond) // a transaction each 30 ms at most
+		defer pace.Stop()
 		for id := 0; !h.stopped.Load() && id < 100_000; id++ {
 			tx := netTxn{id: id, outcome: "unknown"}
 			commit := id%3 != 2
@@ -178,7 +182,7 @@ func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string
 			h.mu.Lock()
 			h.txns = append(h.txns, tx)
 			h.mu.Unlock()
-			time.Sleep(30 * time.Millisecond)
+			<-pace.C
 		}
 	}()
 }
@@ -187,8 +191,7 @@ func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string
 // acknowledgement given after since: the load runs (or runs again).
 func (h *netHistory) waitAcked(t *testing.T, partitions int, since time.Time, limit time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
+	harness.EventuallyEvery(t, 20*time.Millisecond, limit, "acknowledgements after "+since.Format("15:04:05.000")+" on every partition", func() (bool, string) {
 		seen := map[int32]bool{}
 		h.mu.Lock()
 		for _, a := range h.acks {
@@ -197,14 +200,8 @@ func (h *netHistory) waitAcked(t *testing.T, partitions int, since time.Time, li
 			}
 		}
 		h.mu.Unlock()
-		if len(seen) == partitions {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("acknowledgements after %s on %d of %d partitions within %v", since.Format("15:04:05.000"), len(seen), partitions, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(seen) == partitions, fmt.Sprintf("on %d of %d partitions", len(seen), partitions)
+	})
 }
 
 // window is how produce fared during one fault: the longest time with no
@@ -555,8 +552,7 @@ func TestNetworkFaults(t *testing.T) {
 	}
 	waitWholeISRs := func(what string) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
+		harness.Eventually(t, 90*time.Second, what+": ISRs whole after the heal", func() (bool, string) {
 			for _, cl := range direct {
 				req := kmsg.NewPtrMetadataRequest()
 				for _, name := range []string{topic, txTopic} {
@@ -568,14 +564,11 @@ func TestNetworkFaults(t *testing.T) {
 				resp, err := req.RequestWith(ctx, cl.SeedBrokers()[0])
 				cancel()
 				if err == nil && harness.MetadataWhole(resp, map[string]int{topic: partitions, txTopic: txPartitions}) {
-					return
+					return true, ""
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: ISRs not whole 90s after the heal", what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return false, "no broker reports them whole"
+		})
 	}
 	// RINGLOG_NETFAULTS_ONLY (a comma list of fault names) runs only
 	// those faults of the schedule, to reproduce one.
@@ -612,7 +605,7 @@ func TestNetworkFaults(t *testing.T) {
 			during(start)
 		}
 		if d := hold - time.Since(start); d > 0 {
-			time.Sleep(d)
+			time.Sleep(d) // real time: the fault is held this long
 		}
 		healed := time.Now()
 		heal()
@@ -652,15 +645,9 @@ func TestNetworkFaults(t *testing.T) {
 		}, func(start time.Time) {
 			// Once its lease has lapsed (the clients still reach its
 			// /healthz), the cut-off leader must refuse to act as one.
-			for deadline := start.Add(2*harness.SessionTimeout + 2*time.Second); ; {
-				if hz, err := c.Node(int32(victim + 1)).Health(); err == nil && hz["broker_state"] != "active" {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("node %d still reports broker_state active %v into the cut", victim+1, time.Since(start).Round(time.Millisecond))
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			c.Node(int32(victim+1)).WaitHealth(time.Until(start.Add(2*harness.SessionTimeout+2*time.Second)),
+				fmt.Sprintf("node %d no longer active into the cut", victim+1),
+				func(h map[string]any) bool { return !harness.Active(h) })
 			cl := c.Node(int32(victim+1)).Client(t, kgo.SeedBrokers(c.Node(int32(victim+1)).Addr))
 			b := cl.SeedBrokers()[0]
 			code, err := harness.RawProduce(b, topic, part, -1, 2*time.Second, "netf-raw")
@@ -699,7 +686,7 @@ func TestNetworkFaults(t *testing.T) {
 	// lossProbe measures the drop rate over 3 s of the load's own frames
 	// (a measurement window, not a wait for a condition).
 	lossProbe := func(pct int) string {
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // real time: the window measured
 		n := tn.Counters(nft)
 		seen, lost := sumPrefix(n, "seen-"), sumPrefix(n, "loss-")
 		rate := float64(lost) / float64(max(seen, 1))
@@ -777,12 +764,12 @@ func TestNetworkFaults(t *testing.T) {
 			leader, _, others := roles()
 			return fault(name, hold, func() string {
 				tn.SetRules(nft, tn.DropRule(leader, others[0], "oneway"), fmt.Sprintf(`iifname "%s" oifname "%s" counter comment "back"`, tn.Port(others[0]), tn.Port(leader)))
-				time.Sleep(time.Second)
-				n := tn.Counters(nft)
-				if n["oneway"] == 0 || n["back"] == 0 {
-					t.Fatalf("probe: one-way rule counters %v: want frames dropped from node %d and passed back to it", n, leader+1)
-				}
-				return fmt.Sprintf("1 s: %d frames %d->%d dropped, %d passed back", n["oneway"], leader+1, others[0]+1, n["back"])
+				var n map[string]int64
+				took := harness.Eventually(t, time.Second, fmt.Sprintf("probe: one-way rule counters show frames dropped from node %d and passed back to it", leader+1), func() (bool, string) {
+					n = tn.Counters(nft)
+					return n["oneway"] > 0 && n["back"] > 0, fmt.Sprint(n)
+				})
+				return fmt.Sprintf("%v: %d frames %d->%d dropped, %d passed back", took.Round(time.Millisecond), n["oneway"], leader+1, others[0]+1, n["back"])
 			}, nil, heal)
 		}},
 		// 10% loss on one follower's links.
@@ -804,7 +791,7 @@ func TestNetworkFaults(t *testing.T) {
 		{"kill-9-and-restart-while-cut", 10 * time.Second, func(name string, hold time.Duration) result {
 			f := follower()
 			return cutNode(name, hold, f, func(time.Time) {
-				time.Sleep(min(2*time.Second, hold/4))
+				time.Sleep(min(2*time.Second, hold/4)) // real time: killed well into the cut
 				b := c.Node(int32(f + 1))
 				b.Kill9()
 				b.Launch() // cannot become ready before the heal
@@ -819,11 +806,11 @@ func TestNetworkFaults(t *testing.T) {
 			leader, _, _ := roles()
 			paused := c.Node(int32(leader + 1))
 			return cutNode(name, hold, leader, func(time.Time) {
-				time.Sleep(hold / 2)
+				time.Sleep(hold / 2) // real time: stopped halfway through the cut
 				paused.Pause()
 			}, func() {
 				heal()
-				time.Sleep(2 * time.Second)
+				time.Sleep(2 * time.Second) // real time: still stopped 2 s after the heal
 				paused.Resume()
 			})
 		}},

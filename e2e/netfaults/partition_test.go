@@ -98,21 +98,15 @@ func TestNetworkPartition(t *testing.T) {
 	// and the topic (m.Topics[0], partitions in order).
 	waitMeta := func(id int32, limit time.Duration, what string, ok func(m *kmsg.MetadataResponse) bool) *kmsg.MetadataResponse {
 		t.Helper()
-		deadline := time.Now().Add(limit)
 		var last *kmsg.MetadataResponse
-		for {
+		harness.EventuallyEvery(t, 100*time.Millisecond, limit, fmt.Sprintf("%s, seen by node %d", what, id), func() (bool, string) {
 			m := meta(id)
 			if m != nil {
-				if ok(m) {
-					return m
-				}
 				last = m
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not seen by node %d within %v; last view %s", what, id, limit, describeMeta(last))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return m != nil && ok(m), "last view " + describeMeta(last)
+		})
+		return last
 	}
 	fullISR := func(m *kmsg.MetadataResponse) bool {
 		return harness.MetadataWhole(m, map[string]int{topic: partitions})
@@ -123,30 +117,7 @@ func TestNetworkPartition(t *testing.T) {
 	load.RunSilent(t, c.Addrs(), topic, partitions, 2)
 	stopLoad := sync.OnceFunc(func() { load.Stopped.Store(true); load.Wg.Wait() })
 	t.Cleanup(stopLoad)
-	// ackedGrows waits until every partition has more acknowledged
-	// records than in since: writes keep being acknowledged.
-	ackedGrows := func(since map[int32]int, limit time.Duration, what string) {
-		t.Helper()
-		deadline := time.Now().Add(limit)
-		for {
-			now := load.AckedByPartition()
-			grew := true
-			for p := range int32(partitions) {
-				if now[p] <= since[p] {
-					grew = false
-				}
-			}
-			if grew {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: acknowledged per partition %v, %v before; want growth on every partition within %v", what, now, since, limit)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	ackedGrows(map[int32]int{}, 30*time.Second, "load started")
-	time.Sleep(time.Second)
+	load.WaitGrowth(t, partitions, 20, 30*time.Second, "load running on every partition")
 	faults := 0
 
 	// Phase 1: the follower of both partitions is cut off.
@@ -171,9 +142,9 @@ func TestNetworkPartition(t *testing.T) {
 	isrShrink := time.Since(cut)
 	t.Logf("phase 1: node %d left every ISR %v after the cut", follower, isrShrink.Round(time.Millisecond))
 	// ISR 2 >= min.insync.replicas 2: acks=all writes go on.
-	ackedGrows(load.AckedByPartition(), 20*time.Second, "acks with the follower cut off")
+	load.WaitGrowth(t, partitions, 1, 20*time.Second, "acks with the follower cut off")
 	if d := 2*harness.PartitionLag - time.Since(cut); d > 0 {
-		time.Sleep(d)
+		time.Sleep(d) // real time: isolated past the lag window
 	}
 	healed := time.Now()
 	tn.Heal(int(follower - 1))
@@ -242,6 +213,7 @@ func TestNetworkPartition(t *testing.T) {
 			minorityAnswers[harness.AnswerName(code, err)]++
 			minorityMu.Unlock()
 			if err != nil || code != 0 {
+				// Backs off from a refusal instead of spinning on it.
 				time.Sleep(50 * time.Millisecond)
 				continue
 			}
@@ -269,29 +241,21 @@ func TestNetworkPartition(t *testing.T) {
 	})
 	failover := time.Since(cut)
 	t.Logf("phase 2: node %d's partitions led by the majority %v after the cut", victim, failover.Round(time.Millisecond))
-	ackedGrows(load.AckedByPartition(), 20*time.Second, "acks after the leader was cut off")
+	load.WaitGrowth(t, partitions, 1, 20*time.Second, "acks after the leader was cut off")
 	// The isolated broker knows it is cut off: its own health says so
 	// (asked from inside its namespace).
 	hc := http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: tn.Dialer(int(victim - 1))}}
 	var victimState string
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	harness.EventuallyEvery(t, 100*time.Millisecond, 20*time.Second, fmt.Sprintf("isolated node %d no longer active", victim), func() (bool, string) {
 		if h, err := healthVia(&hc, c.Node(victim).Admin); err == nil {
 			victimState = fmt.Sprint(h["broker_state"])
-			if victimState != "active" {
-				break
-			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("isolated node %d still reports broker_state %q 20s into the partition", victim, victimState)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return victimState != "" && victimState != "active", "broker_state " + victimState
+	})
 	// Give the minority producer a few tries at the isolated leader.
-	for deadline := time.Now().Add(10 * time.Second); minorityAttempts.Load() < 3 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-	}
+	harness.WaitUpTo(10*time.Second, func() bool { return minorityAttempts.Load() >= 3 })
 	if d := 2*harness.SessionTimeout - time.Since(cut); d > 0 {
-		time.Sleep(d)
+		time.Sleep(d) // real time: isolated past two session timeouts
 	}
 	minorityStop.Store(true)
 	minorityWG.Wait()
@@ -315,7 +279,7 @@ func TestNetworkPartition(t *testing.T) {
 		t.Errorf("the isolated leader acknowledged %d acks=all writes it could not replicate", n)
 	}
 
-	time.Sleep(time.Second)
+	load.WaitGrowth(t, partitions, 20, 30*time.Second, "acks on every partition after the heal")
 	stopLoad()
 	if len(load.Acked) == 0 {
 		t.Fatal("nothing acknowledged")

@@ -30,17 +30,10 @@ func TestClusterPlacementRedirectDelete(t *testing.T) {
 	// later).
 	brokers := regexp.MustCompile(`(?m)^ 3 brokers:`)
 	for _, b := range c.Nodes {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		harness.EventuallyEvery(t, 100*time.Millisecond, 10*time.Second, "kcat -L against "+b.Addr+" lists 3 brokers", func() (bool, string) {
 			out := harness.RunCmd(t, "", 20*time.Second, "/usr/bin/kcat", "-L", "-b", b.Addr)
-			if brokers.MatchString(out) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("kcat -L against %s:\n%s", b.Addr, out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return brokers.MatchString(out), out
+		})
 	}
 
 	cl := c.Node(2).Client(t)
@@ -258,16 +251,7 @@ func TestClusterFailover(t *testing.T) {
 	})
 	// The node learns of its own unfencing from its copy of the metadata
 	// log, which may apply the record a moment after the survivor did.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		h, err := c.Node(victim).Health()
-		if err == nil && h["broker_state"] == "active" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted node health %v %v", h, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c.Node(victim).WaitHealth(10*time.Second, "restarted node active", harness.Active)
 	t.Logf("node %d rejoined unfenced %v after its restart", victim, time.Since(restarted).Round(10*time.Millisecond))
 
 	// kill -9 a broker that is not the controller: same story.
@@ -335,8 +319,7 @@ func TestClusterStaleLeaderRedirect(t *testing.T) {
 	// ask the controller node itself: kadm would pick any broker, and the
 	// paused one would hang the request.
 	other := c.Node(ctrl).Client(t)
-	deadline := time.Now().Add(harness.SessionTimeout + 6*time.Second)
-	for {
+	harness.EventuallyEvery(t, 100*time.Millisecond, harness.SessionTimeout+6*time.Second, fmt.Sprintf("leadership of redir-%d moved off paused node %d", part, victim), func() (bool, string) {
 		req := kmsg.NewPtrMetadataRequest()
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr("redir")
@@ -344,29 +327,14 @@ func TestClusterStaleLeaderRedirect(t *testing.T) {
 		resp, err := req.RequestWith(harness.Context(t, 2*time.Second), other.Broker(int(ctrl)))
 		if err == nil && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 3 {
 			if l := resp.Topics[0].Partitions[part].Leader; l != victim && l >= 0 {
-				break
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leadership of redir-%d did not move off paused node %d: %+v %v", part, victim, resp, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v %v", resp, err)
+	})
 	t.Logf("node %d paused; redir-%d moved %v later", victim, part, time.Since(paused).Round(10*time.Millisecond))
 	vb.Signal(syscall.SIGCONT)
-	deadline = time.Now().Add(15 * time.Second)
-	var before float64
-	for {
-		h, err := vb.Health()
-		if err == nil && h["broker_state"] == "active" {
-			before = h["stats"].(map[string]any)["not_leader"].(float64)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("resumed node not active after 15s: %v %v", h, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	before := vb.WaitHealth(15*time.Second, "resumed node active", harness.Active)["stats"].(map[string]any)["not_leader"].(float64)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "redir", Partition: part, Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("produce with stale metadata: %v", err)
 	}

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -47,13 +46,14 @@ func TestFailoverUnderLoad(t *testing.T) {
 	t.Cleanup(stopLoad)
 
 	faults := 0
-	time.Sleep(time.Second)
+	load.WaitGrowth(t, partitions, 20, 30*time.Second, "load running on every partition")
 	for round := range rounds {
 		for k := range 2 {
 			victim := harness.PartitionLeader(t, adm, topic, partitions, 0)
 			t.Logf("round %d: kill -9 node %d (leader of %s-0)", round, victim, topic)
 			c.Node(victim).Kill9()
 			faults++
+			// Real time: the fault is the leader down this long under load.
 			time.Sleep(time.Duration(1500+500*k) * time.Millisecond)
 			c.Node(victim).Restart()
 			harness.WaitMetadata(t, adm, 30*time.Second, "full ISRs after restart", allISR)
@@ -71,11 +71,12 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Logf("round %d: SIGSTOP node %d (follower of %s-1) for %v", round, follower, topic, 2*failoverLag)
 		c.Node(follower).Signal(syscall.SIGSTOP)
 		faults++
+		// Real time: paused past the lag window.
 		time.Sleep(2 * failoverLag)
 		c.Node(follower).Signal(syscall.SIGCONT)
 		harness.WaitMetadata(t, adm, 30*time.Second, "full ISRs after SIGCONT", allISR)
 	}
-	time.Sleep(time.Second)
+	load.WaitGrowth(t, partitions, 20, 30*time.Second, "acks on every partition after the last fault")
 	stopLoad()
 	if len(load.Acked) == 0 {
 		t.Fatal("nothing acknowledged")
@@ -83,29 +84,8 @@ func TestFailoverUnderLoad(t *testing.T) {
 
 	// Every replica converges on the same bytes (the committed prefix is
 	// the whole log once producers stop and the ISR is full).
-	m := harness.WaitMetadata(t, adm, 30*time.Second, "full ISRs at the end", allISR)
-	for _, p := range m.Topics[topic].Partitions {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			ref := harness.SegmentBytes(c.Node(p.Leader), topic, p.Partition)
-			same := len(ref) > 0
-			for _, r := range p.Replicas {
-				if !bytes.Equal(harness.SegmentBytes(c.Node(r), topic, p.Partition), ref) {
-					same = false
-				}
-			}
-			if same {
-				break
-			}
-			if time.Now().After(deadline) {
-				for _, r := range p.Replicas {
-					t.Logf("node %d: %d bytes", r, len(harness.SegmentBytes(c.Node(r), topic, p.Partition)))
-				}
-				t.Fatalf("%s-%d: replicas differ 20s after the load stopped", topic, p.Partition)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	harness.WaitMetadata(t, adm, 30*time.Second, "full ISRs at the end", allISR)
+	harness.WaitIdentical(t, c, topic, partitions, 20*time.Second)
 
 	logs := harness.ReadBackValues(t, c, adm, topic, partitions)
 	load.Mu.Lock()

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,29 +36,7 @@ func TestReplicationRF3(t *testing.T) {
 	}
 	// Every replica's log is byte-identical (the followers' HW and flush
 	// may trail the acknowledgement by a fetch round).
-	for _, p := range m.Topics[topic].Partitions {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			ref := harness.SegmentBytes(c.Node(p.Leader), topic, p.Partition)
-			same := len(ref) > 0
-			for _, r := range p.Replicas {
-				if !bytes.Equal(harness.SegmentBytes(c.Node(r), topic, p.Partition), ref) {
-					same = false
-				}
-			}
-			if same {
-				t.Logf("%s-%d: %d bytes identical on replicas %v", topic, p.Partition, len(ref), p.Replicas)
-				break
-			}
-			if time.Now().After(deadline) {
-				for _, r := range p.Replicas {
-					t.Logf("node %d: %d bytes", r, len(harness.SegmentBytes(c.Node(r), topic, p.Partition)))
-				}
-				t.Fatalf("%s-%d: replicas differ after 15s", topic, p.Partition)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	harness.WaitIdentical(t, c, topic, 2, 15*time.Second)
 	// Everything acknowledged is readable from the leader.
 	cons := c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

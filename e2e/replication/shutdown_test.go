@@ -131,10 +131,22 @@ func controlledShutdown(t *testing.T, ofController bool) {
 	}
 	stopLoad := sync.OnceFunc(func() { stop.Store(true); wg.Wait() })
 	t.Cleanup(stopLoad)
-	time.Sleep(time.Second)
-	mu.Lock()
-	before := acked
-	mu.Unlock()
+	ackedNow := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return acked
+	}
+	// ackedGrows waits for n more acknowledgements than now.
+	ackedGrows := func(n int, what string) {
+		t.Helper()
+		from := ackedNow()
+		harness.Eventually(t, 30*time.Second, what, func() (bool, string) {
+			a := ackedNow()
+			return a >= from+n, fmt.Sprintf("%d acknowledged, %d before", a, from)
+		})
+	}
+	ackedGrows(10*partitions, "load running")
+	before := ackedNow()
 
 	moved := func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -166,8 +178,8 @@ func controlledShutdown(t *testing.T, ofController bool) {
 	}
 	var movedAt, exitedAt time.Duration
 	var last string
-	deadline := t0.Add(30 * time.Second)
-	for movedAt == 0 || exitedAt == 0 {
+	// Every 5 ms: the two moments are measured.
+	harness.EventuallyEvery(t, 5*time.Millisecond, 30*time.Second-time.Since(t0), "leaderships moved and node exited after SIGTERM", func() (bool, string) {
 		exitedNow := false
 		if exitedAt == 0 {
 			select {
@@ -184,11 +196,8 @@ func controlledShutdown(t *testing.T, ofController bool) {
 				t.Fatalf("node %d exited %v after SIGTERM with its leaderships not moved: %s\n%s", victim, exitedAt, last, vp.Out.String())
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30s: moved at %v, exited at %v; partitions %s", movedAt, exitedAt, last)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return movedAt != 0 && exitedAt != 0, fmt.Sprintf("moved at %v, exited at %v; partitions %s", movedAt, exitedAt, last)
+	})
 	if vp.ExitErr() != nil {
 		t.Fatalf("node %d exit: %v\n%s", victim, vp.ExitErr(), vp.Out.String())
 	}
@@ -198,7 +207,7 @@ func controlledShutdown(t *testing.T, ofController bool) {
 	t.Logf("SIGTERM -> leaderships moved (seen on node %d): %v; SIGTERM -> exit: %v; %s", observer, movedAt.Round(time.Millisecond), exitedAt.Round(time.Millisecond), last)
 
 	// The producers keep going on the new leaders.
-	time.Sleep(1500 * time.Millisecond)
+	ackedGrows(10*partitions, "acks after the exit")
 	stopLoad()
 	after := acked
 	t.Logf("acks=all producers: %d acknowledged before SIGTERM, %d in all, %d failed", before, after, len(failures))
@@ -330,48 +339,39 @@ func TestUncleanLeaderElection(t *testing.T) {
 		}
 		return ps[0].Leader, ps[0].ISR, nil
 	}
-	for dl := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	harness.EventuallyEvery(t, 20*time.Millisecond, 20*time.Second, fmt.Sprintf("leaderless after killing node %d", a), func() (bool, string) {
 		l1, _, err1 := leaderOf(clean)
 		l2, _, err2 := leaderOf(dirty)
-		if err1 == nil && err2 == nil && l1 == -1 && l2 == -1 {
-			break
-		}
-		if time.Now().After(dl) {
-			t.Fatalf("not leaderless 20s after killing node %d: %d %d (%v %v)", a, l1, l2, err1, err2)
-		}
-	}
+		return err1 == nil && err2 == nil && l1 == -1 && l2 == -1, fmt.Sprintf("%d %d (%v %v)", l1, l2, err1, err2)
+	})
 	t.Logf("leaderless %v after killing the leader", time.Since(tA).Round(time.Millisecond))
 
 	// B comes back, out of sync.
 	tB := time.Now()
 	c.Node(b).Restart()
 	readyIn := time.Since(tB)
-	var electedAt time.Duration
-	var quietSince time.Time
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if l, isr, err := leaderOf(clean); err == nil && l != -1 {
-			t.Fatalf("%s (unclean election off) got leader %d, ISR %v, after the out-of-sync replica %d came back", clean, l, isr, b)
-		}
-		var l int32
-		var isr []int32
-		if l, isr, err = leaderOf(dirty); err == nil && electedAt == 0 && l != -1 {
-			if l != b || !slices.Equal(isr, []int32{b}) {
-				t.Fatalf("%s: leader %d ISR %v, want %d [%d]", dirty, l, isr, b, b)
-			}
-			electedAt = time.Since(tB)
-			quietSince = time.Now()
-		}
-		// After the election, the clean topic must stay leaderless through
-		// many controller ticks.
-		if electedAt > 0 && time.Since(quietSince) > 3*time.Second {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no unclean election within 20s of restarting node %d (err %v)", dirty, b, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	cleanLeaderless := func() (bool, string) {
+		l, isr, err := leaderOf(clean)
+		return err != nil || l == -1, fmt.Sprintf("%s (unclean election off) got leader %d, ISR %v, after the out-of-sync replica %d came back", clean, l, isr, b)
 	}
+	var electedAt time.Duration
+	harness.EventuallyEvery(t, 20*time.Millisecond, 20*time.Second, fmt.Sprintf("%s: an unclean election after restarting node %d", dirty, b), func() (bool, string) {
+		if ok, state := cleanLeaderless(); !ok {
+			t.Fatal(state)
+		}
+		l, isr, err := leaderOf(dirty)
+		if err != nil || l == -1 {
+			return false, fmt.Sprintf("leader %d (err %v)", l, err)
+		}
+		if l != b || !slices.Equal(isr, []int32{b}) {
+			t.Fatalf("%s: leader %d ISR %v, want %d [%d]", dirty, l, isr, b, b)
+		}
+		electedAt = time.Since(tB)
+		return true, ""
+	})
+	// After the election, the clean topic must stay leaderless through
+	// many controller ticks: 3 s is 20 of them (one per SessionTimeout/20).
+	harness.Holds(t, 3*time.Second, clean+" leaderless", cleanLeaderless)
 	t.Logf("node %d restarted (ready in %v): unclean election of %s after %v (%v after ready); %s still leaderless 3s later",
 		b, readyIn.Round(time.Millisecond), dirty, electedAt.Round(time.Millisecond), (electedAt - readyIn).Round(time.Millisecond), clean)
 
@@ -401,20 +401,14 @@ func TestUncleanLeaderElection(t *testing.T) {
 	// records acknowledged by A alone are gone (the price of unclean).
 	produce(dirty, 1, "after")
 	var end int64 = -1
-	for dl := time.Now().Add(10 * time.Second); time.Now().Before(dl); time.Sleep(100 * time.Millisecond) {
-		ends, err := adm.ListEndOffsets(ctx, dirty)
-		if err != nil {
-			continue
-		}
-		if e, ok := ends.Lookup(dirty, 0); ok && e.Err == nil {
-			if end = e.Offset; end == inSync+1 {
-				break
+	harness.EventuallyEvery(t, 100*time.Millisecond, 10*time.Second, fmt.Sprintf("%s end offset %d on the unclean leader (%d in-sync records + 1)", dirty, inSync+1, inSync), func() (bool, string) {
+		if ends, err := adm.ListEndOffsets(ctx, dirty); err == nil {
+			if e, ok := ends.Lookup(dirty, 0); ok && e.Err == nil {
+				end = e.Offset
 			}
 		}
-	}
-	if end != inSync+1 {
-		t.Fatalf("%s end offset %d on the unclean leader, want %d (%d in-sync records + 1)", dirty, end, inSync+1, inSync)
-	}
+		return end == inSync+1, fmt.Sprintf("end offset %d", end)
+	})
 	fmt.Printf("unclean-election: elected_after_restart_ms=%d elected_after_ready_ms=%d acked_lost=%d\n",
 		electedAt.Milliseconds(), (electedAt - readyIn).Milliseconds(), onlyA)
 }
@@ -460,6 +454,8 @@ func TestShutdownDrainsConnections(t *testing.T) {
 	if err := b.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	pace := time.NewTicker(10 * time.Millisecond)
+	defer pace.Stop()
 	refusedAt := time.Time{}
 	for deadline := time.Now().Add(10 * time.Second); refusedAt.IsZero(); {
 		if time.Now().After(deadline) {
@@ -472,7 +468,7 @@ func TestShutdownDrainsConnections(t *testing.T) {
 		}
 		if refusedAt.IsZero() {
 			roundTrip(busy)
-			time.Sleep(10 * time.Millisecond)
+			<-pace.C
 		}
 	}
 	// The connection that had sent nothing yet: its first request, sent
@@ -480,7 +476,7 @@ func TestShutdownDrainsConnections(t *testing.T) {
 	roundTrip(fresh)
 	for range 3 {
 		roundTrip(busy)
-		time.Sleep(10 * time.Millisecond)
+		<-pace.C
 	}
 	// Once quiet, both are closed with a clean EOF (nothing half sent).
 	for name, c := range map[string]net.Conn{"busy": busy, "fresh": fresh} {
