@@ -16,6 +16,7 @@ import (
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -163,12 +164,9 @@ func TestNewFailsLate(t *testing.T) {
 			}
 			// Everything is closed synchronously; the poll only absorbs
 			// descriptors the runtime opens for itself.
-			deadline := time.Now().Add(5 * time.Second)
-			for after := lifecycleOpenFDs(t); after != before; after = lifecycleOpenFDs(t) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d file descriptors open before New, %d after it failed", before, after)
-				}
-				time.Sleep(50 * time.Millisecond)
+			var after int
+			if !testwait.Until(5*time.Second, func() bool { after = lifecycleOpenFDs(t); return after == before }) {
+				t.Fatalf("%d file descriptors open before New, %d after it failed", before, after)
 			}
 		})
 	}

@@ -64,7 +64,10 @@ func compactAndCount(t *testing.T, part *engine.Partition, markers bool) (int, i
 		return n
 	}
 	before := count()
-	time.Sleep(5 * time.Millisecond) // past delete.retention.ms=0 of the newest batch
+	// Real time must pass: the cleaner compares the wall clock with the
+	// newest batch's timestamp, and delete.retention.ms=0 is over only
+	// once the millisecond clock has moved on.
+	time.Sleep(5 * time.Millisecond)
 	res, err := part.Compact()
 	if err != nil || res.RecordsRemoved == 0 {
 		t.Fatalf("cleaning %+v %v", res, err)

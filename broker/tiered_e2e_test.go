@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/tiered/s3test"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,6 +33,7 @@ func TestTieredBrokerEndToEnd(t *testing.T) {
 	cfg.Engine.RetentionCheckInterval = 100 * time.Millisecond
 	b := startBroker(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	deadline, _ := ctx.Deadline()
 	defer cancel()
 	adm := adminClient(t, b)
 	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"remote.storage.enable": kadm.StringPtr("true"),
@@ -50,19 +52,17 @@ func TestTieredBrokerEndToEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for {
+	var body []byte
+	if !testwait.Until(time.Until(deadline), func() bool {
 		var doc remoteSegmentsDoc
-		_, body := adminGet(t, b, "/v1/remote/segments?topic=tiered")
+		_, body = adminGet(t, b, "/v1/remote/segments?topic=tiered")
 		if err := json.Unmarshal(body, &doc); err != nil {
 			t.Fatal(err)
 		}
-		if p := doc.Partitions[0]; p.LocalLogStart > n/2 && p.RemoteLogStart == 0 && p.RemoteEnd >= p.LocalLogStart {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no upload and local deletion: %s", body)
-		}
-		time.Sleep(100 * time.Millisecond)
+		p := doc.Partitions[0]
+		return p.LocalLogStart > n/2 && p.RemoteLogStart == 0 && p.RemoteEnd >= p.LocalLogStart
+	}) {
+		t.Fatalf("no upload and local deletion: %s", body)
 	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(b.Addr().String()), kgo.ConsumeTopics("tiered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/tiered/s3test"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -168,13 +169,10 @@ func TestTieredBrokerOpenServeClose(t *testing.T) {
 	adm.Close()
 	// The store's server closes any connection the uploads left idle.
 	s3.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for n := runtime.NumGoroutine(); n > before; n = runtime.NumGoroutine() {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines before, %d after Close:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(50 * time.Millisecond)
+	var n int
+	if !testwait.Until(10*time.Second, func() bool { n = runtime.NumGoroutine(); return n <= before }) {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines before, %d after Close:\n%s", before, n, buf[:runtime.Stack(buf, true)])
 	}
 }
 

@@ -14,21 +14,15 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 // checkFor polls f until it returns nil or total passes.
 func checkFor(t *testing.T, total time.Duration, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(total)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", total, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var err error
+	if !testwait.Until(total, func() bool { err = f(); return err == nil }) {
+		t.Fatalf("after %v: %v", total, err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 // imageBuilder applies commands to an image, failing on any rejection.
@@ -126,15 +127,22 @@ func TestRebalanceReturnsPreferredLeaders(t *testing.T) {
 	if _, err := nodes[2].ElectLeader(ctxT(t), "r", 0, PreferredElection); !errors.Is(err, metadata.ErrPreferredNotAvailable) {
 		t.Fatalf("preferred election with the preferred replica out of the ISR: %v", err)
 	}
-	time.Sleep(5 * interval)
-	img := nodes[0].MetadataImage()
+	// Five rebalance intervals: five rebalances that would move them.
 	var moved [2]metadata.Partition
-	for i, want := range []int32{1, 3} {
-		p, _ := img.Partition("r", int32(i))
-		if p.Leader != want {
-			t.Fatalf("partition %d moved while its preferred replica is out of the ISR: %+v", i, p)
+	var bad string
+	if !testwait.Holds(5*interval, func() bool {
+		img := nodes[0].MetadataImage()
+		for i, want := range []int32{1, 3} {
+			p, _ := img.Partition("r", int32(i))
+			if p.Leader != want {
+				bad = fmt.Sprintf("partition %d moved while its preferred replica is out of the ISR: %+v", i, p)
+				return false
+			}
+			moved[i] = p
 		}
-		moved[i] = p
+		return true
+	}) {
+		t.Fatal(bad)
 	}
 
 	// What the leaders' replication does once the follower caught up.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 // A heartbeat of a broker epoch that asked for a controlled shutdown
@@ -31,13 +32,13 @@ func TestControlledShutdownStaysFenced(t *testing.T) {
 		}
 		return nil
 	})
-	// Several heartbeat intervals of the same epoch: still fenced.
-	deadline := time.Now().Add(5 * victim.cfg.HeartbeatInterval)
-	for time.Now().Before(deadline) {
-		if b, _ := ctl.MetadataImage().Broker(victim.cfg.NodeID); !b.Fenced {
-			t.Fatal("a heartbeat of the shut-down epoch unfenced the broker")
-		}
-		time.Sleep(victim.cfg.HeartbeatInterval / 4)
+	// Several heartbeat intervals of the same epoch: still fenced. Five
+	// intervals are five heartbeats the victim sends meanwhile.
+	if !testwait.Holds(5*victim.cfg.HeartbeatInterval, func() bool {
+		b, _ := ctl.MetadataImage().Broker(victim.cfg.NodeID)
+		return b.Fenced
+	}) {
+		t.Fatal("a heartbeat of the shut-down epoch unfenced the broker")
 	}
 }
 

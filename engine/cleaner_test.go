@@ -16,6 +16,7 @@ import (
 	"github.com/ringlog/ringlog/engine/producerstate"
 	"github.com/ringlog/ringlog/internal/codec"
 	"github.com/ringlog/ringlog/internal/records"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/internal/vfs"
 	"golang.org/x/sys/unix"
 )
@@ -642,22 +643,18 @@ func TestCleanerRunsInBackground(t *testing.T) {
 	}
 	forceRoll(t, p)
 	appendWait(t, p, keyed(now, kv{"k", "last", false}))
-	deadline := time.Now().Add(10 * time.Second)
-	for e.CleanerStats().SegmentsRewritten == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no cleaning after 10s: %+v", e.CleanerStats())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(10*time.Second, func() bool { return e.CleanerStats().SegmentsRewritten > 0 }) {
+		t.Fatalf("no cleaning after 10s: %+v", e.CleanerStats())
 	}
 	recs, _ := readLog(t, p)
 	if len(recs) != 2 || recs[0].value != "v29" || recs[1].value != "last" {
 		t.Fatalf("after background cleaning: %+v", recs)
 	}
 	// Nothing new sealed: the dirty ratio keeps it from cleaning again.
+	// 100 ms is ten cleaner intervals: a pass it would run, it ran.
 	passes := e.CleanerStats().Passes
-	time.Sleep(100 * time.Millisecond)
-	if got := e.CleanerStats().Passes; got != passes {
-		t.Fatalf("%d more cleanings of a clean log", got-passes)
+	if !testwait.Holds(100*time.Millisecond, func() bool { return e.CleanerStats().Passes == passes }) {
+		t.Fatalf("%d more cleanings of a clean log", e.CleanerStats().Passes-passes)
 	}
 	// A new sealed segment of the same size as the clean part makes it
 	// dirty enough.
@@ -665,12 +662,7 @@ func TestCleanerRunsInBackground(t *testing.T) {
 		appendWait(t, p, keyed(now, kv{"k", fmt.Sprint("again", i), false}))
 	}
 	forceRoll(t, p)
-	for e.CleanerStats().Passes == passes {
-		if time.Now().After(deadline) {
-			t.Fatal("dirty log not cleaned again")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "the dirty log cleaned again", func() bool { return e.CleanerStats().Passes != passes })
 }
 
 // openLeadFollower opens an engine on a new directory with two compacted
@@ -892,6 +884,15 @@ func TestCompactConcurrent(t *testing.T) {
 	const n = 600
 	value := func(o int64) string { return fmt.Sprintf("k%d-%d", o%10, o) }
 	done := make(chan struct{})
+	// cleaned is closed, and replaced, as each cleaning of the third
+	// goroutine ends.
+	var cleanedMu sync.Mutex
+	cleaned := make(chan struct{})
+	nextCleaning := func() <-chan struct{} {
+		cleanedMu.Lock()
+		defer cleanedMu.Unlock()
+		return cleaned
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(done)
@@ -925,7 +926,15 @@ func TestCompactConcurrent(t *testing.T) {
 					res.Data.Release()
 					break
 				}
-				time.Sleep(50 * time.Microsecond) // let a cleaning swap the segment under the range
+				// Hold the range across a whole cleaning (the end of the
+				// one running now, then the end of the next), so that
+				// cleanings swap segments under held ranges.
+				for range 2 {
+					select {
+					case <-nextCleaning():
+					case <-done:
+					}
+				}
 				data := make([]byte, res.Data.Len())
 				_, err = res.Data.ReadAt(data, res.Data.Pos())
 				res.Data.Release()
@@ -962,7 +971,12 @@ func TestCompactConcurrent(t *testing.T) {
 				return
 			default:
 			}
-			if _, err := p.Compact(); err != nil {
+			_, err := p.Compact()
+			cleanedMu.Lock()
+			close(cleaned)
+			cleaned = make(chan struct{})
+			cleanedMu.Unlock()
+			if err != nil {
 				t.Errorf("cleaning: %v", err)
 				return
 			}

@@ -59,6 +59,8 @@ func testCrashKeepsAcknowledgedRecords(t *testing.T, mode string) {
 					}
 				}()
 			}
+			// Real time passes on purpose: the crash lands 1-30 ms into
+			// the appends, wherever the writers are by then.
 			time.Sleep(time.Duration(1+rng.Intn(30)) * time.Millisecond)
 			after := mem.Crash(vfs.CrashOptions{TornTail: true, Seed: seed})
 			wg.Wait()

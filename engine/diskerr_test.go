@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/internal/vfs"
 )
 
@@ -163,9 +164,10 @@ func testSlowFsyncDelaysAck(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(delay / 3)
-	if hw := p0.Info().HighWatermark; hw != 1 {
-		t.Fatalf("HW %d covers an append whose fsync is stalled", hw)
+	// For a third of the stall the HW stays below the append: the fsync
+	// cannot end before delay, so it must hold all that time.
+	if !testwait.Holds(delay/3, func() bool { return p0.Info().HighWatermark == 1 }) {
+		t.Fatalf("HW %d covers an append whose fsync is stalled", p0.Info().HighWatermark)
 	}
 	t1 := time.Now()
 	appendWait(t, p1, batchtest.Values("other"))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 // Dynamic broker configs reach topics without their own value at once,
@@ -74,9 +76,9 @@ func TestRetentionAwaitsDynamicDefaults(t *testing.T) {
 	for i := int64(0); i < 40; i++ {
 		appendWait(t, p, batchOf(i, 1))
 	}
-	time.Sleep(100 * time.Millisecond) // ten retention ticks
-	if got := p.LogStartOffset(); got != 0 {
-		t.Fatalf("retention ran before the dynamic defaults were known: log start %d", got)
+	// 100 ms is ten retention ticks: retention that would run, ran.
+	if !testwait.Holds(100*time.Millisecond, func() bool { return p.LogStartOffset() == 0 }) {
+		t.Fatalf("retention ran before the dynamic defaults were known: log start %d", p.LogStartOffset())
 	}
 	d, err := BrokerDefaults(map[string]string{"log.retention.bytes": "2000"})
 	if err != nil {
@@ -85,11 +87,5 @@ func TestRetentionAwaitsDynamicDefaults(t *testing.T) {
 	if _, err := e.SetDynamicDefaults(d); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for p.LogStartOffset() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("retention did not run after SetDynamicDefaults")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "retention to run after SetDynamicDefaults", func() bool { return p.LogStartOffset() != 0 })
 }

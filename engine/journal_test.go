@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/internal/vfs"
 )
 
@@ -229,11 +230,8 @@ func TestJournalWrapCheckpointCrash(t *testing.T) {
 					}
 				}()
 			}
-			// Enough bytes to wrap the journal a few times.
-			deadline := time.Now().Add(5 * time.Second)
-			for e.Stats().JournalBytes < 3*testJournalBytes+int64(seed)*20000 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
+			// Enough bytes to wrap the journal a few times (checked below).
+			testwait.Until(5*time.Second, func() bool { return e.Stats().JournalBytes >= 3*testJournalBytes+int64(seed)*20000 })
 			st := e.Stats()
 			after := mem.Crash(vfs.CrashOptions{TornTail: true, Seed: seed})
 			close(stop)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/internal/vfs"
 )
 
@@ -101,10 +102,7 @@ func burstIntoENOSPC(t *testing.T, p *Partition, efs *vfs.ErrorFS, from int64, b
 // refused with ErrDiskFull until the disk is sampled again.
 func checkRolledBack(t *testing.T, e *Engine, p *Partition, offline <-chan struct{}, end int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.LogEndOffset() != end && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(10*time.Second, func() bool { return p.LogEndOffset() == end }) // checked below
 	p.mu.RLock()
 	logEnd, hw, rend, seg, size := p.logEnd, p.hw, p.rend, p.active(), p.active().size
 	p.mu.RUnlock()
@@ -256,22 +254,32 @@ func testDiskFullRollbackIdempotent(t *testing.T, mode string) {
 
 // followReads reads p as a follower does (ReadReplica) from offset from
 // until stop, checking every record's value, and sends the end it read to.
+// At the end it waits for the partition to change, as a long poll does.
 func followReads(t *testing.T, p *Partition, from int64, stop <-chan struct{}, read chan<- int64) {
 	next := from
 	defer func() { read <- next }()
+	w := NewWaker()
 	for {
 		select {
 		case <-stop:
 			return
 		default:
 		}
+		seen := w.Seen(p)
 		res, err := p.ReadReplica(next, 1<<16)
 		if err != nil {
 			t.Errorf("follower read at %d: %v", next, err)
 			return
 		}
 		if res.Data.Len() == 0 {
-			time.Sleep(time.Millisecond)
+			res.Data.Release()
+			p.Watch(w, seen)
+			select {
+			case <-stop:
+			case <-w.C():
+			}
+			p.Unwatch(w)
+			w.Drain()
 			continue
 		}
 		b := make([]byte, res.Data.Len())

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/ringlog/ringlog/iouring"
+	"golang.org/x/sys/unix"
 )
 
 // needUring skips when this host has no io_uring.
@@ -526,21 +528,16 @@ func TestUringFollowersReadBeforeTheBarrier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !testwait.Until(5*time.Second, func() bool {
 		res, err := repl.ReadReplica(1, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := res.Data.Len()
 		res.Data.Release()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replicated append was not readable by followers while its journal write was held")
-		}
-		time.Sleep(time.Millisecond)
+		return n > 0
+	}) {
+		t.Fatal("the replicated append was not readable by followers while its journal write was held")
 	}
 	select {
 	case <-wr.Done():
@@ -554,16 +551,33 @@ func TestUringFollowersReadBeforeTheBarrier(t *testing.T) {
 		t.Fatalf("unreplicated partition's HW %d moved before the barrier", hw)
 	}
 	// Release the journal write: drain the pipe (the hook stays: the
-	// owner reads it without a lock) until the engine is closed.
+	// owner reads it without a lock) whenever it has bytes, until the
+	// engine is closed and the stop pipe's write end with it.
+	var stop [2]int
+	if err := syscall.Pipe2(stop[:], syscall.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(stop[0])
+	stopDrain := sync.OnceFunc(func() { syscall.Close(stop[1]) })
+	defer stopDrain()
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
 		buf := make([]byte, 1<<16)
+		pfds := []unix.PollFd{{Fd: int32(fds[0]), Events: unix.POLLIN}, {Fd: int32(stop[0]), Events: unix.POLLIN}}
 		for {
-			if _, err := syscall.Read(fds[0], buf); err == syscall.EBADF {
+			if _, err := unix.Poll(pfds, -1); err != nil && err != unix.EINTR {
+				t.Errorf("polling the journal pipe: %v", err)
 				return
 			}
-			time.Sleep(time.Millisecond)
+			if pfds[1].Revents != 0 {
+				return
+			}
+			if pfds[0].Revents != 0 {
+				if n, err := syscall.Read(fds[0], buf); err == syscall.EBADF || (err == nil && n == 0) {
+					return
+				}
+			}
 		}
 	}()
 	for _, w := range []AppendWaiter{wr, ws} {
@@ -573,6 +587,7 @@ func TestUringFollowersReadBeforeTheBarrier(t *testing.T) {
 	}
 	e.Close()
 	closed = true
-	closeRead()
+	stopDrain()
 	<-drained
+	closeRead()
 }

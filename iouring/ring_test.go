@@ -356,7 +356,7 @@ func TestEnterRetriesEINTR(t *testing.T) {
 				return
 			default:
 				unix.Tgkill(pid, tid, unix.SIGURG)
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // pacing: a signal a millisecond while the read blocks
 			}
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/loadgen/nullsink"
 	"github.com/ringlog/ringlog/results"
 )
@@ -213,13 +214,10 @@ func TestAgentRunRequests(t *testing.T) {
 	cancel()
 	first.Body.Close()
 	// Once the run ends the agent takes the next one.
-	deadline := time.Now().Add(5 * time.Second)
-	for code, _ := agentGet(t, a.Addr(), "t"); code != http.StatusOK; code, _ = agentGet(t, a.Addr(), "t") {
-		if time.Now().After(deadline) {
-			t.Fatal("agent still busy after the controller left")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the agent free after the controller left", func() bool {
+		code, _ := agentGet(t, a.Addr(), "t")
+		return code == http.StatusOK
+	})
 }
 
 // TestReadAgentStream: lines are read up to the limit; a longer line or a

@@ -98,6 +98,9 @@ func TestInterruptWithHungBroker(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
+		// Wall-clock schedule of the run: a second into the measured
+		// window the broker stops, and a second of it hung, with every
+		// request frame out, the run is interrupted.
 		time.Sleep(cfg.Warmup + time.Second)
 		syscall.Kill(b.Pid(), syscall.SIGSTOP)
 		time.Sleep(time.Second)

@@ -74,6 +74,8 @@ func TestStalledBrokerShowsInTail(t *testing.T) {
 	cfg.StartAt = time.Now().Add(1500 * time.Millisecond)
 	const pause = 600 * time.Millisecond
 	go func() {
+		// Wall-clock schedule: a second into the measured window, the
+		// broker stops for the 600 ms whose stall the tail must show.
 		time.Sleep(time.Until(cfg.StartAt.Add(cfg.Warmup + time.Second)))
 		syscall.Kill(b.Pid(), syscall.SIGSTOP)
 		time.Sleep(pause)

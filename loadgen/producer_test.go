@@ -20,7 +20,7 @@ func (e *blockingEmitter) add(i uint64, intended, now, key int64) addResult {
 	e.intended = append(e.intended, intended)
 	e.nows = append(e.nows, now)
 	if i == e.blockAt {
-		time.Sleep(e.block)
+		time.Sleep(e.block) // real time: the send delay must include this block
 		return addedAfterWait
 	}
 	return added

@@ -171,6 +171,8 @@ func TestRetryRecovers(t *testing.T) {
 	cfg.Quiet = false
 	var progress bytes.Buffer
 	go func() {
+		// Wall-clock schedule: half a second into the measured window
+		// the sink fails every produce for 600 ms.
 		time.Sleep(time.Until(cfg.StartAt.Add(cfg.Warmup + 500*time.Millisecond)))
 		sink.FailProduce(kerr.NotLeaderForPartition.Code)
 		time.Sleep(600 * time.Millisecond)
@@ -414,6 +416,8 @@ func TestRetryLeaderMoveSkipsBackoff(t *testing.T) {
 	cfg.DeliveryTimeout = 10 * time.Second
 	cfg.StartAt = time.Now().Add(300 * time.Millisecond)
 	go func() {
+		// Wall-clock schedule: the leader moves half a second into the
+		// measured window.
 		time.Sleep(time.Until(cfg.StartAt.Add(cfg.Warmup + 500*time.Millisecond)))
 		a.SetLeader(1, b.Addr())
 		a.FailProduce(kerr.NotLeaderForPartition.Code)

@@ -106,7 +106,8 @@ func TestLeanClientFollowsLeaderMoves(t *testing.T) {
 	cfg.Quiet = !testing.Verbose()
 	moved := make(chan error, 1)
 	go func() {
-		// Let the run start, then move leaders one broker on.
+		// Wall-clock schedule: halfway through the measured window,
+		// move leaders one broker on.
 		time.Sleep(cfg.Warmup + cfg.Duration/2)
 		var firstErr error
 		for p := int32(0); p < cfg.Partitions; p++ {
@@ -208,6 +209,8 @@ func TestLeanClientRetriesWithPoolExhausted(t *testing.T) {
 		return resp, nil, true
 	})
 	go func() {
+		// Wall-clock schedule: a second into the measured window the
+		// broker refuses produces for a second.
 		time.Sleep(cfg.Warmup + time.Second)
 		failUntil.Store(time.Now().Add(time.Second).UnixNano())
 	}()

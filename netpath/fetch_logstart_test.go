@@ -68,7 +68,13 @@ func TestReplicaFetchAnswersLogStartMove(t *testing.T) {
 	}
 	took := make(chan time.Duration, 1)
 	go func() { took <- fetch(0, 10*time.Second) }()
-	time.Sleep(100 * time.Millisecond) // parked by now (if not, it answers at once: also right)
+	// Reporting our start with no data past its offset, it parks: no
+	// answer for 100 ms (it would come at once if it were not waiting).
+	select {
+	case d := <-took:
+		t.Fatalf("fetch reporting our start answered after %v, before the log start moved", d)
+	case <-time.After(100 * time.Millisecond):
+	}
 	if _, err := part.AdvanceLogStart(4); err != nil {
 		t.Fatal(err)
 	}

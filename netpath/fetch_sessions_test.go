@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -310,8 +311,16 @@ func TestFetchLongPollsScale(t *testing.T) {
 			<-started
 		}
 		if round%2 == 0 {
-			// Let them park, then count: one goroutine per fetch.
-			time.Sleep(20 * time.Millisecond)
+			// Once every fetch parked (it watches every partition),
+			// count: one goroutine per fetch.
+			testwait.For(t, 10*time.Second, "every fetch to watch every partition", func() bool {
+				for _, p := range ps {
+					if p.Watchers() < fetches {
+						return false
+					}
+				}
+				return true
+			})
 			if g := runtime.NumGoroutine() - before; g > fetches+4 {
 				t.Fatalf("%d goroutines for %d fetches on %d partitions", g, fetches, parts)
 			}
@@ -365,7 +374,7 @@ func TestFetchSessionFranzGoConsumer(t *testing.T) {
 			prod.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%64), Value: fmt.Appendf(nil, "%d", i)}, nil)
 			if i%200 == 199 {
 				prod.Flush(ctx)
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // pacing: an idle gap between bursts
 			}
 		}
 		prod.Flush(ctx)

@@ -25,9 +25,14 @@ func TestByteBudget(t *testing.T) {
 	if !<-got || b.inUse() != 50 {
 		t.Fatal("waiter not granted after release")
 	}
-	// A waiter gives up when its connection closes.
+	// A waiter gives up when its connection closes. 80 with 50 in use:
+	// it waits (20 ms is ample for a grant that was coming to come).
 	go func() { got <- b.acquire(80, done) }()
-	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("acquired 80 with 50 free")
+	case <-time.After(20 * time.Millisecond):
+	}
 	close(done)
 	b.wake()
 	if <-got {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/ringlog/ringlog/internal/sockio"
 	"io"
 	"math/rand"
 	"net"
@@ -13,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/sockio"
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 // osRange is a FileRange over a real file, recording its release.
@@ -157,15 +159,17 @@ func TestRangeHeldUntilSendEnds(t *testing.T) {
 				if _, err := io.ReadFull(cc, make([]byte, 256<<10)); err != nil {
 					t.Fatal(err)
 				}
-				// Wait until the writer is stuck, then check the range is
-				// still held.
-				time.Sleep(200 * time.Millisecond)
-				st := s.Stats()
-				if sent := st.ZeroCopyBytes + st.CopiedBytes; sent == 0 || sent >= uint64(fr.n) {
-					t.Fatalf("sent %d bytes: expected a partial, blocked send", sent)
+				// The writer is stuck on the full socket: for 200 ms the
+				// send stays partial and the range stays held (the client
+				// reads nothing more, so it cannot finish).
+				sent := func() uint64 { st := s.Stats(); return st.ZeroCopyBytes + st.CopiedBytes }
+				if !testwait.Holds(200*time.Millisecond, func() bool {
+					return sent() < uint64(fr.n) && fr.released.Load() == 0
+				}) {
+					t.Fatalf("sent %d bytes, range released %d times: expected a partial, blocked send holding its range", sent(), fr.released.Load())
 				}
-				if fr.released.Load() != 0 {
-					t.Fatal("range released while its send was in progress")
+				if sent() == 0 {
+					t.Fatal("sent 0 bytes: expected a partial, blocked send")
 				}
 				if killer == "peer" {
 					// RST instead of FIN: the writer sees the failure now.
@@ -174,10 +178,7 @@ func TestRangeHeldUntilSendEnds(t *testing.T) {
 				} else {
 					c.close()
 				}
-				deadline := time.Now().Add(10 * time.Second)
-				for fr.released.Load() == 0 && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
-				}
+				testwait.Until(10*time.Second, func() bool { return fr.released.Load() != 0 }) // checked below
 				if n := fr.released.Load(); n != 1 {
 					t.Fatalf("range released %d times after the connection died, want 1", n)
 				}

@@ -19,6 +19,7 @@ import (
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/engine/epochcache"
 	"github.com/ringlog/ringlog/engine/producerstate"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/ringlog/ringlog/tiered/objstore"
 	"github.com/ringlog/ringlog/tiered/remote"
@@ -183,12 +184,10 @@ func TestFetcherRestartsEngineLogFromRemoteTier(t *testing.T) {
 	go func() { x.Run(ctx); close(stopped) }()
 	defer func() { cancel(); <-stopped }()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for foll.LogEndOffset() != lead.LogEndOffset() || foll.HighWatermark() != lead.HighWatermark() {
-		if time.Now().After(deadline) {
-			t.Fatalf("follower [%d, %d) hw %d, leader end %d hw %d; stats %+v", foll.LocalLogStartOffset(), foll.LogEndOffset(), foll.HighWatermark(), lead.LogEndOffset(), lead.HighWatermark(), x.Stats())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(30*time.Second, func() bool {
+		return foll.LogEndOffset() == lead.LogEndOffset() && foll.HighWatermark() == lead.HighWatermark()
+	}) {
+		t.Fatalf("follower [%d, %d) hw %d, leader end %d hw %d; stats %+v", foll.LocalLogStartOffset(), foll.LogEndOffset(), foll.HighWatermark(), lead.LogEndOffset(), lead.HighWatermark(), x.Stats())
 	}
 	if st := x.Stats(); st.RemoteRestarts != 1 || st.RemoteRestartErrors != 0 {
 		t.Fatalf("stats %+v", st)

@@ -80,16 +80,16 @@ func TestAdminCLICluster(t *testing.T) {
 	harness.WaitMetadata(t, adm, 20*time.Second, "broker 4 fenced", harness.LacksBroker(4))
 	// A heartbeat sent just before the stop may unfence it once more on
 	// the controller until its session expires: INVALID_REQUEST until then.
-	for deadline := time.Now().Add(2 * harness.SessionTimeout); ; {
+	harness.Eventually(t, 2*harness.SessionTimeout, "unregister of the stopped, empty broker 4", func() (bool, string) {
 		out, err = harness.RunAdmin(t, "unregister", "--bootstrap", boot, "--broker", "4")
 		if err == nil && strings.Contains(out, "broker 4 unregistered") {
-			break
+			return true, ""
 		}
-		if !strings.Contains(out, "INVALID_REQUEST") || time.Now().After(deadline) {
+		if !strings.Contains(out, "INVALID_REQUEST") {
 			t.Fatalf("unregister of the stopped, empty broker 4: %v\n%s", err, out)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%v\n%s", err, out)
+	})
 	harness.MustFailAdmin(t, "BROKER_ID_NOT_REGISTERED", "unregister", "--bootstrap", c.Node(2).Addr, "--broker", "4")
 
 	// Decommission with 3 brokers and RF 3: refused, even as a dry run.
@@ -157,19 +157,14 @@ func TestAdminReassignListCancel(t *testing.T) {
 	// Broker 4 creates its replica when it applies the reassignment: until
 	// then its progress reads "?".
 	progress := regexp.MustCompile(`4:[0-9.]+[KMG]?i?B/4\.[0-9]MiB`)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	harness.Eventually(t, 10*time.Second, "broker 4's copy progress against 4 MiB in the reassignments output", func() (bool, string) {
 		out = harness.MustAdmin(t, "reassignments", "--bootstrap", boot)
 		if !strings.Contains(out, "mv") || !strings.Contains(out, "[4]") || !strings.Contains(out, fmt.Sprintf("[%d]", orig[0])) {
 			t.Fatalf("reassignments output (want mv-0 adding [4], removing [%d]):\n%s", orig[0], out)
 		}
-		if progress.MatchString(out) {
-			t.Logf("admin reassignments:\n%s", out)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reassignments output lacks broker 4's copy progress against 4 MiB:\n%s", out)
-		}
-	}
+		return progress.MatchString(out), out
+	})
+	t.Logf("admin reassignments:\n%s", out)
 	// The throttle stays while the move runs.
 	if out := harness.MustAdmin(t, "reassignments", "--bootstrap", boot, "--verify"); !strings.Contains(out, "the throttle stays") {
 		t.Fatalf("reassignments --verify during the move:\n%s", out)
@@ -183,7 +178,7 @@ func TestAdminReassignListCancel(t *testing.T) {
 		t.Fatalf("reassignments --verify after cancel:\n%s", out)
 	}
 	// Gone on every broker (another broker's image may lag a moment).
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	harness.Eventually(t, 10*time.Second, "the throttle removed on every broker after --verify", func() (bool, string) {
 		rc, err := adm.DescribeBrokerConfigs(harness.Context(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -196,13 +191,8 @@ func TestAdminReassignListCancel(t *testing.T) {
 				}
 			}
 		}
-		if set == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("throttle still set 10s after --verify: %s", set)
-		}
-	}
+		return set == "", "still set: " + set
+	})
 	// The cancelled partition is back on its original replicas.
 	harness.WaitMetadata(t, adm, 10*time.Second, "mv-0 back on its original replicas", func(m kadm.Metadata) bool {
 		reps := harness.Assignment(m, "mv")[0]

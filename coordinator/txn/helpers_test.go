@@ -9,6 +9,7 @@ import (
 
 	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/statelog"
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 type fakeClock struct {
@@ -176,17 +177,15 @@ func (h *harness) describe(id string) Description {
 // state s.
 func (h *harness) waitState(id string, s State) Description {
 	h.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		d, err := h.m.Describe(id)
-		if err == nil && d.State == s {
-			return d
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s: state %v (err %v), want %v", id, d.State, err, s)
-		}
-		time.Sleep(time.Millisecond)
+	var d Description
+	var err error
+	if !testwait.Until(5*time.Second, func() bool {
+		d, err = h.m.Describe(id)
+		return err == nil && d.State == s
+	}) {
+		h.t.Fatalf("%s: state %v (err %v), want %v", id, d.State, err, s)
 	}
+	return d
 }
 
 // states decodes the records written for id, in order.

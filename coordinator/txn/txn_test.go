@@ -8,6 +8,7 @@ import (
 
 	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/statelog"
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 func TestCommitFlow(t *testing.T) {
@@ -185,11 +186,12 @@ func TestTimeoutAbortsWithEpochBump(t *testing.T) {
 	}
 	// A failed marker job is sent again by the next Tick.
 	h.mk.complete(0, group.ErrAppendFailed)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.mk.count() < 2 && time.Now().Before(deadline) {
+	// The failure reaches the manager on another goroutine; Tick until a
+	// Tick after it has sent the job again (h.mk.wait fails if none did).
+	testwait.Until(5*time.Second, func() bool {
 		h.m.Tick(h.clock.Now())
-		time.Sleep(time.Millisecond)
-	}
+		return h.mk.count() >= 2
+	})
 	h.mk.wait(t, 1)
 	h.mk.complete(1, nil)
 	if d := h.waitState("tx", CompleteAbort); d.ProducerEpoch != 1 {
@@ -375,16 +377,10 @@ func TestExpiry(t *testing.T) {
 	h.m.Tick(h.clock.Now())
 	h.describe("idle") // scanned, but idle one second short of the expiration
 	h.m.Tick(h.clock.Advance(time.Hour))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := h.m.Describe("idle"); is(err, ErrTransactionalIDNotFound) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("idle id never expired")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, "the idle id to expire", func() bool {
+		_, err := h.m.Describe("idle")
+		return is(err, ErrTransactionalIDNotFound)
+	})
 	if got := h.states("idle"); !slices.Equal(got, []State{Empty, Dead}) {
 		t.Fatalf("records %v", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,9 +26,10 @@ func TestMain(m *testing.M) {
 }
 
 // fakeBroker: "ok" serves /healthz with status "starting" for 200 ms, then
-// "ok"; "nostatus" serves a /healthz without a status and a Kafka
-// listener; "exit" exits 3 at once; "stubborn" is ready but ignores
-// SIGTERM. Every mode but stubborn exits 0 on SIGTERM.
+// "ok"; "nostatus" serves a /healthz without a status, and a Kafka
+// listener once /healthz was asked twice; "exit" exits 3 at once;
+// "stubborn" is ready but ignores SIGTERM. Every mode but stubborn exits 0
+// on SIGTERM.
 func fakeBroker(mode, kafka, admin string) {
 	if mode == "exit" {
 		os.Exit(3)
@@ -35,10 +37,15 @@ func fakeBroker(mode, kafka, admin string) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	start := time.Now()
+	var asked atomic.Int32
+	askedAgain := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
 		case mode == "nostatus":
+			if asked.Add(1) == 2 {
+				close(askedAgain)
+			}
 			fmt.Fprint(w, `{"io_path":"memory"}`)
 		case mode == "ok" && time.Since(start) < 200*time.Millisecond:
 			fmt.Fprint(w, `{"status":"starting"}`)
@@ -48,8 +55,10 @@ func fakeBroker(mode, kafka, admin string) {
 	})
 	go http.ListenAndServe(admin, mux)
 	if mode == "nostatus" {
-		// The Kafka listener comes up after the admin one.
-		time.Sleep(100 * time.Millisecond)
+		// The Kafka listener comes up after the admin one, once the
+		// launcher, having found no listener, asked /healthz again: one
+		// that took the status-less answer alone for ready is gone by then.
+		<-askedAgain
 		ln, err := net.Listen("tcp", kafka)
 		if err != nil {
 			os.Exit(4)

@@ -24,15 +24,25 @@ func TestReader(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd := NewReader(rc)
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		if _, e := Write(w.Fd(), []byte("hello")); e != 0 {
-			t.Error(e)
-		}
-	}()
 	b := make([]byte, 16)
-	n, err := rd.Read(b)
-	if err != nil || string(b[:n]) != "hello" {
+	var n int
+	read := make(chan error, 1)
+	go func() {
+		var err error
+		n, err = rd.Read(b)
+		read <- err
+	}()
+	// The pipe is empty: the Read parks. 20 ms is ample for a Read that
+	// did not park to have returned.
+	select {
+	case err := <-read:
+		t.Fatalf("Read of an empty pipe returned %d bytes, %v", n, err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if _, e := Write(w.Fd(), []byte("hello")); e != 0 {
+		t.Fatal(e)
+	}
+	if err := <-read; err != nil || string(b[:n]) != "hello" {
 		t.Fatalf("Read = %q, %v", b[:n], err)
 	}
 	r.SetReadDeadline(time.Now().Add(30 * time.Millisecond))

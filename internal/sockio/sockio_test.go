@@ -117,7 +117,14 @@ func TestDeadlineAndClose(t *testing.T) {
 		_, err := c.Read(b[:])
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Nothing to read and no deadline: the Read parks, and the Close
+	// must end it. 20 ms is ample for a Read that did not park to have
+	// returned.
+	select {
+	case err := <-done:
+		t.Fatalf("Read with nothing sent returned %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
 	c.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Read on closed conn: %v, want net.ErrClosed", err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -264,9 +265,7 @@ func TestCancelledFetchDropsConnection(t *testing.T) {
 		_, err := cl.Fetch(ctx, 1, fetchReq())
 		errc <- err
 	}()
-	for n.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, "the fetch to reach the server", func() bool { return n.Load() > 0 })
 	cancel()
 	select {
 	case err := <-errc:

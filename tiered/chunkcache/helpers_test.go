@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/tiered/chunkcache"
 	"github.com/ringlog/ringlog/tiered/objstore"
 )
@@ -174,13 +175,7 @@ func dirFiles(t *testing.T, dir string) (chunkBytes int64, names []string) {
 // waitFor polls cond for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testwait.For(t, 5*time.Second, what, cond)
 }
 
 // openFDs counts this process's open file descriptors.

@@ -17,6 +17,7 @@ import (
 	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/tiered/objstore"
 )
 
@@ -320,16 +321,10 @@ func testConfig(id int32) Config {
 		MaxBackoff: 50 * time.Millisecond, OpTimeout: 5 * time.Second, Logger: quiet()}
 }
 
-// waitFor polls cond every 10ms for up to 10s.
+// waitFor polls cond for up to 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 10*time.Second, what, cond)
 }
 
 // keys lists the store's keys under prefix.

@@ -59,8 +59,25 @@ func TestPacedReaderRateAndCancel(t *testing.T) {
 	if _, err := r.Read(make([]byte, 10)); err != nil {
 		t.Fatal(err)
 	}
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	if _, err := r.Read(make([]byte, 10)); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled read: %v", err)
+	read := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		read <- err
+	}()
+	// It waits ten seconds for its ten bytes: no answer in 20 ms, and
+	// the cancel ends the wait long before the ten seconds.
+	select {
+	case err := <-read:
+		t.Fatalf("paced read answered (%v) before its time", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-read:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled read: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelled read still waiting after 5 s")
 	}
 }

@@ -3,6 +3,7 @@ package upload
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/controller/rlm"
 	"github.com/ringlog/ringlog/engine/epochcache"
+	"github.com/ringlog/ringlog/internal/testwait"
 	"github.com/ringlog/ringlog/tiered/objstore"
 )
 
@@ -164,11 +166,21 @@ func TestCommitFailuresAndOrphanSweep(t *testing.T) {
 	defer m2.Close()
 	c.run(m2)
 	waitFor(t, "the sweep", func() bool { return dropped.Load() == int64(orphans) })
-	time.Sleep(50 * time.Millisecond) // a few more rounds: nothing else goes
-	for _, k := range foreign {
-		if _, err := store.Stat(context.Background(), k); err != nil {
-			t.Fatalf("%s: %v, the sweep must leave it", k, err)
+	// A few more rounds (50 ms is two and a half upload intervals):
+	// nothing else goes.
+	gone := "no foreign object gone"
+	if !testwait.Holds(50*time.Millisecond, func() bool {
+		for _, k := range foreign {
+			if _, err := store.Stat(context.Background(), k); err != nil {
+				gone = fmt.Sprintf("%s: %v", k, err)
+				return false
+			}
 		}
+		return dropped.Load() == int64(orphans)
+	}) {
+		t.Fatalf("%s; %d objects dropped for %d orphans: the sweep must leave all but the orphans", gone, dropped.Load(), orphans)
+	}
+	for _, k := range foreign {
 		store.Delete(context.Background(), k)
 	}
 	checkContiguous(t, c, store, 0, end)
@@ -350,7 +362,25 @@ func TestRemoteRetention(t *testing.T) {
 			waitFor(t, "uploads and retention", func() bool {
 				return c.remoteEnd() == end && c.remoteStart() > 0 && len(c.image().ExpiredRemoteSegments(c.tid, 0)) == 0 && m.Stats().SegmentsDeleted > 0
 			})
-			time.Sleep(50 * time.Millisecond) // let a few more rounds settle
+			// The last upload may have started one more retention round:
+			// wait until retention has done all it will (the oldest live
+			// segment is one the log needs) and each removal is counted.
+			waitFor(t, "retention to settle", func() bool {
+				live := c.image().RemoteSegments(c.tid, 0)
+				removes := int64(0)
+				for _, op := range ops.list() {
+					if strings.HasPrefix(op, "remove:") {
+						removes++
+					}
+				}
+				if len(live) == 0 || removes != m.Stats().SegmentsDeleted || dropped.Load() != removes*int64(len(objectKinds)) {
+					return false
+				}
+				if tc.name == "bytes" {
+					return remoteBytes(live)+p.LocalBytesFrom(end)-live[0].SizeBytes < 2000
+				}
+				return live[0].MaxTimestamp >= time.Now().Add(-10*time.Minute).UnixMilli()
+			})
 			img := c.image()
 			start := img.RemoteLogStart(c.tid, 0)
 			live := img.RemoteSegments(c.tid, 0)
@@ -376,11 +406,7 @@ func TestRemoteRetention(t *testing.T) {
 			case "bytes":
 				// The whole log stays at or above retention.bytes, and
 				// would drop below it without the oldest live segment.
-				var total int64
-				for _, s := range live {
-					total += s.SizeBytes
-				}
-				total += p.LocalBytesFrom(end)
+				total := remoteBytes(live) + p.LocalBytesFrom(end)
 				if total < 2000 || total-live[0].SizeBytes >= 2000 {
 					t.Fatalf("remote + local-only = %d bytes (oldest live %d), retention.bytes 2000", total, live[0].SizeBytes)
 				}
@@ -445,8 +471,11 @@ func TestPurgeDeletedTopic(t *testing.T) {
 	if got := c.image().PendingRemotePurge(); len(got) != 1 || got[0] != c.tid {
 		t.Fatalf("pending purge %v", got)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if len(keys(t, store, "")) != n*len(objectKinds)+1 || len(c.image().PendingRemotePurge()) != 1 {
+	// 100 ms is five upload intervals: a purge this broker would run, it
+	// ran.
+	if !testwait.Holds(100*time.Millisecond, func() bool {
+		return len(keys(t, store, "")) == n*len(objectKinds)+1 && len(c.image().PendingRemotePurge()) == 1
+	}) {
 		t.Fatal("purged without being the controller's broker")
 	}
 	v2.controller.Store(2)
@@ -481,4 +510,13 @@ func TestCloseWithHungStore(t *testing.T) {
 	if c.remoteEnd() != -1 {
 		t.Fatal("committed through a hung store")
 	}
+}
+
+// remoteBytes sums the segments' sizes.
+func remoteBytes(segs []rlm.Segment) int64 {
+	var n int64
+	for _, s := range segs {
+		n += s.SizeBytes
+	}
+	return n
 }
