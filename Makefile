@@ -50,7 +50,7 @@ build:
 
 # The broker is Linux-only; on macOS the binary is a client (README,
 # Platforms): it must build there, and the client packages must vet.
-CROSS_VET_PKGS := ./loadgen/... ./results/... ./examples/...
+CROSS_VET_PKGS := ./loadgen/... ./results/... ./examples/... ./internal/launch/...
 cross:
 	GOOS=darwin GOARCH=arm64 $(GO) build -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/ringlog
 	GOOS=darwin GOARCH=amd64 $(GO) build -ldflags "$(LDFLAGS)" -o /dev/null ./cmd/ringlog

@@ -41,7 +41,7 @@ func newKfake(t *testing.T) *kfake.Cluster {
 	return c
 }
 
-var progressLine = regexp.MustCompile(`(?m)^\s*(\d+\.\d)s\s+\d+ msg/s sent\s+\d+ msg/s acked .* errors \d+.*$`)
+var progressLine = regexp.MustCompile(`(?m)^\s*(\d+\.\d)s of \d+s\s+\d+ msg/s sent\s+\d+ msg/s acked .* errors \d+.*$`)
 
 // TestProgressLines: one line per second of the run (warmup marked), none
 // with Quiet (--quiet); the summary is printed either way.

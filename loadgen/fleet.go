@@ -506,8 +506,8 @@ func (f *fleet) progress(now time.Time) {
 	if len(lost) > 0 {
 		extra += "  LOST: " + strings.Join(lost, ", ")
 	}
-	fmt.Fprintf(f.out, "fleet %6.1fs  %8.0f msg/s acked  %s (this second, merged)  agents reporting %d/%d%s%s\n",
-		now.Sub(f.startAt).Seconds(), rate, lat, reporting, len(f.agents), extra, phase)
+	fmt.Fprintf(f.out, "fleet %6.1fs of %.0fs  %8.0f msg/s acked  %s (this second, merged)  agents reporting %d/%d%s%s\n",
+		now.Sub(f.startAt).Seconds(), (f.cfg.Warmup + f.cfg.Duration).Seconds(), rate, lat, reporting, len(f.agents), extra, phase)
 }
 
 // partRun is agent a's part as a result directory's contents: its own

@@ -618,8 +618,10 @@ func (iv *intervals) cut(from, to int64) {
 	if mix := st.c.mix.snapshot(); mix != nil {
 		retries = fmt.Sprintf("  retries %d (%s)", st.c.retries.Load(), results.FormatErrorMix(mix))
 	}
-	fmt.Fprintf(iv.out, "%6.1fs  %8.0f msg/s sent  %8.0f msg/s acked  %7.1f MB/s  p99 %s ms (this second %s)  send-delay p99 %s ms  errors %d%s%s\n",
-		float64(to)/1e9, float64(sent-iv.lastSent)/secs, float64(acked-iv.lastAcked)/secs,
+	// Elapsed of the whole run (warm-up included), so a reader sees how
+	// far along it is.
+	fmt.Fprintf(iv.out, "%6.1fs of %.0fs  %8.0f msg/s sent  %8.0f msg/s acked  %7.1f MB/s  p99 %s ms (this second %s)  send-delay p99 %s ms  errors %d%s%s\n",
+		float64(to)/1e9, (st.cfg.Warmup + st.cfg.Duration).Seconds(), float64(sent-iv.lastSent)/secs, float64(acked-iv.lastAcked)/secs,
 		float64(acked-iv.lastAcked)*float64(st.cfg.MessageSize)/secs/1e6,
 		p99, ivP99, sd, st.c.errors.Load(), retries, phase)
 	iv.lastSent, iv.lastAcked = sent, acked

@@ -69,7 +69,7 @@ func (b *Broker) Start() error {
 	if b.OwnGroup || b.DieWithParent {
 		b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: b.OwnGroup}
 		if b.DieWithParent {
-			b.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+			dieWithParent(b.cmd.SysProcAttr)
 		}
 	}
 	if err := b.cmd.Start(); err != nil {
