@@ -99,6 +99,7 @@ func appendTo(t *testing.T, eng *engine.Engine, topic string, p int32) {
 // The subtests run in order: each leaves no session behind but the
 // last, and those that count sessions expect none from the others.
 func TestFetchSessions(t *testing.T) {
+	t.Parallel()
 	srv, eng := clusterServer(t, nil, 4, "s", "f", "r")
 	t.Run("epochs", func(t *testing.T) { testFetchSessionEpochs(t, srv, eng) })
 	t.Run("forget", func(t *testing.T) { testFetchSessionForgetAndErrors(t, srv, eng) })
@@ -221,6 +222,7 @@ func testFetchSessionForgetAndErrors(t *testing.T, srv *Server, eng *engine.Engi
 // weaker one (fewer partitions, or a consumer's when a follower asks);
 // once sessions are idle past the age the least recently used goes.
 func TestFetchSessionEviction(t *testing.T) {
+	t.Parallel()
 	srv, _ := clusterServer(t, func(c *Config) { c.FetchSessionSlots = 2; c.FetchSessionEvictionAge = time.Hour }, 4, "e")
 	open := func(replica int32, n int) int32 {
 		offsets := map[int32]int64{}
@@ -351,6 +353,7 @@ func TestFetchLongPollsScale(t *testing.T) {
 // A franz-go consumer over a broker handing out sessions reads every
 // record of every partition in order, and its fetches were incremental.
 func TestFetchSessionFranzGoConsumer(t *testing.T) {
+	t.Parallel()
 	const parts, n = 8, 2000
 	srv, _ := clusterServer(t, nil, parts, "kgo")
 	addr := srv.listeners[0].ln.Addr().String()

@@ -61,6 +61,7 @@ func (c reconcileHook) Reconcile() error {
 // answering NOT_LEADER_OR_FOLLOWER, which kcat retried only after
 // librdkafka's 100 ms backoff.
 func TestProduceCatchesUpWithReplicationLeadership(t *testing.T) {
+	t.Parallel()
 	srv, part := singleNodeServer(t, "late")
 	repl := &lateReplicas{purg: replication.NewPurgatory()}
 	srv.mu.Lock()

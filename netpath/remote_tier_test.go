@@ -208,6 +208,7 @@ func useRemoteReader(t *testing.T, srv *Server, node *controller.Node) *chunkcac
 // start reads back through the chunk cache exactly what the engine
 // wrote, batch after batch, with read_committed too.
 func TestFetchFromRemoteTier(t *testing.T) {
+	t.Parallel()
 	srv, part, node, _ := tieredServer(t)
 	cache := useRemoteReader(t, srv, node)
 	local := part.LocalLogStartOffset()
@@ -250,6 +251,7 @@ func TestFetchFromRemoteTier(t *testing.T) {
 // listener: the remote tier's chunk ranges go out with sendfile, and the
 // client sees every record in order across the tiers.
 func TestConsumeAcrossTiers(t *testing.T) {
+	t.Parallel()
 	srv, part, node, _ := tieredServer(t)
 	cache := useRemoteReader(t, srv, node)
 	hw := part.Info().HighWatermark
@@ -310,6 +312,7 @@ func onlyPartition(t *testing.T, kr *kmsg.FetchResponse) kmsg.FetchResponseTopic
 // tiers, errors mapped), KAFKA_STORAGE_ERROR without one, and
 // OFFSET_MOVED_TO_TIERED_STORAGE for followers.
 func TestFetchBelowLocalStart(t *testing.T) {
+	t.Parallel()
 	srv, part, node, first := tieredServer(t)
 	tp, _ := node.MetadataImage().Topic("tt")
 	info := part.Info()
@@ -405,6 +408,7 @@ func listOffsets(version int16, topic string, ts int64) *kmsg.ListOffsetsRequest
 // ListOffsets sees the whole log: -2 the remote start, -4 the local start
 // (v8+), -5 the remote end (v9+), timestamps in the remote tier first.
 func TestListOffsetsTiered(t *testing.T) {
+	t.Parallel()
 	srv, part, node, _ := tieredServer(t)
 	img := node.MetadataImage()
 	tp, _ := img.Topic("tt")

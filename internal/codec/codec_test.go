@@ -13,6 +13,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	src := bytes.Repeat([]byte("record batch records section "), 5000)
 	for _, c := range []Codec{None, Gzip, Snappy, LZ4, Zstd} {
 		t.Run(c.String(), func(t *testing.T) {
@@ -42,6 +43,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestSnappyXerial(t *testing.T) {
+	t.Parallel()
 	src := bytes.Repeat([]byte("abcdefgh"), 20000) // several 32 KiB chunks
 	framed := CompressXerial(nil, src)
 	if !IsXerial(framed) {
@@ -62,26 +64,33 @@ func TestSnappyXerial(t *testing.T) {
 }
 
 func TestDecompressLimits(t *testing.T) {
+	t.Parallel()
 	// A snappy block whose header claims 1 GiB.
 	claim := binary.AppendUvarint(nil, 1<<30)
 	if _, err := Decompress(Snappy, nil, append(claim, 0, 0, 0)); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("snappy claiming 1 GiB: %v", err)
 	}
-	// Real data over the limit, for the streaming codecs and zstd.
+	// Real data over the limit, for the streaming codecs and zstd: each
+	// compresses and decompresses 128 MiB, so they run side by side
+	// (Decompress's shared codec state is safe for concurrent use).
 	big := make([]byte, MaxDecompressed+1)
-	for _, c := range []Codec{Gzip, LZ4} {
-		z, err := Compress(c, nil, big)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Decompress(c, nil, z); !errors.Is(err, ErrTooLarge) {
-			t.Fatalf("%v over the limit: %v", c, err)
-		}
-	}
-	enc, _ := zstd.NewWriter(nil)
-	z := enc.EncodeAll(big, nil)
-	if _, err := Decompress(Zstd, nil, z); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("zstd over the limit: %v", err)
+	for _, c := range []Codec{Gzip, LZ4, Zstd} {
+		t.Run(c.String(), func(t *testing.T) {
+			t.Parallel()
+			var z []byte
+			if c == Zstd {
+				enc, _ := zstd.NewWriter(nil)
+				z = enc.EncodeAll(big, nil)
+			} else {
+				var err error
+				if z, err = Compress(c, nil, big); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := Decompress(c, nil, z); !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("%v over the limit: %v", c, err)
+			}
+		})
 	}
 	if _, err := Decompress(Codec(5), nil, nil); !errors.Is(err, ErrUnknown) {
 		t.Fatalf("codec 5: %v", err)

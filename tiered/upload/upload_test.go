@@ -233,8 +233,12 @@ func TestLeaderChangeResumesAndFencesOldLeader(t *testing.T) {
 					t.Fatalf("late commit: %v, want %v", err, tc.refusal)
 				}
 				waitFor(t, "the refused upload's objects to go", func() bool {
-					_, err := store.Stat(context.Background(), rlm.ObjectKey(&late, "log"))
-					return errors.Is(err, objstore.ErrNotFound)
+					for _, kind := range objectKinds {
+						if _, err := store.Stat(context.Background(), rlm.ObjectKey(&late, kind)); !errors.Is(err, objstore.ErrNotFound) {
+							return false
+						}
+					}
+					return true
 				})
 			}
 			if tc.early {
