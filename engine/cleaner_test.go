@@ -207,7 +207,6 @@ func createPartition(t *testing.T, e *Engine, topic string, cfg map[string]strin
 }
 
 func TestCompactKeepsLatestPerKey(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(dir)
 	e := mustOpen(t, cfg)
@@ -457,7 +456,6 @@ func TestCompactProducerBatches(t *testing.T) {
 }
 
 func TestCompactCompressedBatches(t *testing.T) {
-	t.Parallel()
 	type variant struct {
 		name   string
 		c      codec.Codec
@@ -786,12 +784,10 @@ func latestValues(recs []logRec) map[string]string {
 // log with the same latest value per key, made of the records that were
 // at those offsets, and the recovered one must clean to the same result.
 func TestCompactCrashAtEachStep(t *testing.T) {
-	t.Parallel()
 	forEachIOPath(t, testCompactCrashAtEachStep)
 }
 
 func testCompactCrashAtEachStep(t *testing.T, mode string) {
-	t.Parallel() // the longest test: its write paths run side by side
 	// The expected outcome, from an undisturbed cleaning.
 	_, _, _, e0, p0 := crashSetup(t, mode)
 	orig, _ := readLog(t, p0)
@@ -882,7 +878,6 @@ func crashCloseQuiet(e *Engine) {
 // TestCompactConcurrent cleans while one goroutine appends and another
 // reads the whole log again and again (holding ranges across cleanings).
 func TestCompactConcurrent(t *testing.T) {
-	t.Parallel()
 	e := mustOpen(t, testConfig(t.TempDir()))
 	defer e.Close()
 	p := createPartition(t, e, "cc", map[string]string{"cleanup.policy": "compact", "segment.bytes": "800", "index.interval.bytes": "200"})
@@ -1008,7 +1003,6 @@ func TestCompactConcurrent(t *testing.T) {
 // appends, moves its high watermark and truncates its uncommitted tail:
 // a truncation during a cleaning makes the cleaning give its copy up.
 func TestCompactRacesFollowerTruncation(t *testing.T) {
-	t.Parallel()
 	dir, cfg, e, lead, foll := openLeadFollower(t, "400")
 	now := time.Now().UnixMilli()
 	const n = 400

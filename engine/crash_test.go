@@ -23,7 +23,6 @@ import (
 // fdatasync completes (vfs.Synced), so the crash drops them the same way.
 // acknowledged record is there, in order, and that the log is contiguous.
 func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
-	t.Parallel()
 	forEachIOPath(t, testCrashKeepsAcknowledgedRecords)
 }
 

@@ -160,7 +160,6 @@ func segmentFiles(t *testing.T, dir string) []string {
 }
 
 func TestRoundTripAcrossRollsAndRestart(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	e := mustOpen(t, testConfig(dir))
 	if want := wantIOPath(t); e.IOPath() != want {

@@ -198,7 +198,6 @@ func TestJournalTornTail(t *testing.T) {
 // cut at a random moment (mid-checkpoint included) keeps every
 // acknowledged record.
 func TestJournalWrapCheckpointCrash(t *testing.T) {
-	t.Parallel()
 	forEachIOPath(t, func(t *testing.T, mode string) {
 		for seed := int64(1); seed <= 4; seed++ {
 			mem, cfg, e := journalEngine(t, mode)

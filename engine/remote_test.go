@@ -415,7 +415,6 @@ func TestRemoteGatesLocalDeletion(t *testing.T) {
 // The watermark is never persisted: after a restart (clean or kill -9)
 // nothing is deleted locally until the broker sets it again.
 func TestRemoteRestartKeepsSafeDefault(t *testing.T) {
-	t.Parallel()
 	for _, crash := range []bool{false, true} {
 		dir := t.TempDir()
 		e, tp, _ := remoteRetention(t, testConfig(dir))
@@ -456,7 +455,6 @@ func TestRemoteRestartKeepsSafeDefault(t *testing.T) {
 }
 
 func TestRemoteLogStartsAndErrOffsetRemote(t *testing.T) {
-	t.Parallel()
 	e, tp, plain := remoteRetention(t, testConfig(t.TempDir()))
 	defer e.Close()
 	bases := segBases(tp)

@@ -122,7 +122,6 @@ func TestRestartFromRemote(t *testing.T) {
 // prefix of the old one (possibly empty) or the restarted one with its
 // producer state, never a mix, and a second restart must then succeed.
 func TestRestartFromRemoteCrash(t *testing.T) {
-	t.Parallel()
 	ops := []struct {
 		op   vfs.Op
 		name string

@@ -117,7 +117,6 @@ func uringManyPartitions(t *testing.T, cfg Config) {
 
 // Every write path and fsync policy, with segment rolls and a restart.
 func TestBothPathsRoundTrip(t *testing.T) {
-	t.Parallel()
 	for _, mode := range []string{"sync", "uring"} {
 		for _, policy := range []FsyncPolicy{FsyncAlways, FsyncInterval, FsyncNever} {
 			t.Run(mode+"/"+policy.String(), func(t *testing.T) {
