@@ -126,14 +126,11 @@ func produceRecords(c *cli.Context) error {
 
 // recordClient is a kgo client with the connection flags and opts.
 func recordClient(c *cli.Context, opts ...kgo.Opt) (*kgo.Client, error) {
-	_, base, err := adminClient(c)
+	base, err := clientOpts(c)
 	if err != nil {
 		return nil, err
 	}
-	// adminClient's options (seeds, TLS, SASL) plus these.
-	all := append(base.Opts(), opts...)
-	base.Close()
-	return kgo.NewClient(all...)
+	return kgo.NewClient(append(base, opts...)...)
 }
 
 func consumeCommand() *cli.Command {

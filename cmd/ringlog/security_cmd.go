@@ -39,21 +39,34 @@ func clientFlags() []cli.Flag {
 
 // adminClient builds a kadm client from clientFlags.
 func adminClient(c *cli.Context) (*kadm.Client, *kgo.Client, error) {
+	opts, err := clientOpts(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return kadm.NewClient(cl), cl, nil
+}
+
+// clientOpts are the kgo options clientFlags ask for: seeds, TLS, SASL.
+func clientOpts(c *cli.Context) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(c.StringSlice("bootstrap")...)}
 	if ca := c.String("tls-ca"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("%s: no certificate", ca)
+			return nil, fmt.Errorf("%s: no certificate", ca)
 		}
 		cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 		if cert := c.String("tls-cert"); cert != "" {
 			pair, err := tls.LoadX509KeyPair(cert, c.String("tls-key"))
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			cfg.Certificates = []tls.Certificate{pair}
 		}
@@ -69,14 +82,10 @@ func adminClient(c *cli.Context) (*kadm.Client, *kgo.Client, error) {
 		case "PLAIN":
 			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
 		default:
-			return nil, nil, fmt.Errorf("--sasl-mechanism %q", c.String("sasl-mechanism"))
+			return nil, fmt.Errorf("--sasl-mechanism %q", c.String("sasl-mechanism"))
 		}
 	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return kadm.NewClient(cl), cl, nil
+	return opts, nil
 }
 
 func usersCommand() *cli.Command {
