@@ -96,10 +96,24 @@ func (c *conn) useSendfile() bool {
 // writeSendfile sends byte parts with writev and file parts with sendfile,
 // in order. Ranges without an OS file (in-memory test file systems) are
 // copied.
-func (c *conn) writeSendfile(head []byte, body []responsePart) error {
+func (c *conn) writeSendfile(head []byte, body []responsePart) (err error) {
 	sc := c.nc.(*sockio.Conn)
 	bufs := append(c.iovs[:0], head)
 	defer func() { clear(bufs); c.iovs = bufs[:0] }()
+	// A response with file parts takes several calls; corked, it leaves
+	// in as few segments as its size allows (sockio.Conn.Cork says why).
+	if hasFilePart(body) {
+		if err := sc.Cork(true); err != nil {
+			return err
+		}
+		// Uncorking sends the response's last partial segment: if it
+		// fails the response may be stuck, so the connection closes.
+		defer func() {
+			if uerr := sc.Cork(false); err == nil {
+				err = uerr
+			}
+		}()
+	}
 	for _, p := range body {
 		if p.file == nil {
 			if len(p.buf) > 0 {
@@ -142,6 +156,16 @@ func (c *conn) writeSendfile(head []byte, body []responsePart) error {
 		}
 	}
 	return nil
+}
+
+// hasFilePart says whether body has a file range sendfile will send.
+func hasFilePart(body []responsePart) bool {
+	for _, p := range body {
+		if p.file != nil && p.file.Len() > 0 && p.file.Fd() >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // writeCopy is the user-space path (TLS, --fetch-copy): every part,

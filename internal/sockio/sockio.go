@@ -45,6 +45,11 @@ type Conn struct {
 	sfEOF  bool
 	sendFn func(uintptr) bool
 	oneBuf [1][]byte
+
+	// Cork's state, under wmu like the writes it brackets.
+	corkOn  int32
+	corkErr syscall.Errno
+	corkFn  func(uintptr)
 }
 
 // Wrap returns nc as a *Conn when it is a TCP connection, else nc itself.
@@ -60,6 +65,7 @@ func Wrap(nc net.Conn) net.Conn {
 	c := &Conn{TCPConn: tc, rc: rc, r: rawio.NewReader(rc)}
 	c.writeFn = c.writeSome
 	c.sendFn = c.sendSome
+	c.corkFn = c.setCork
 	return c
 }
 
@@ -209,6 +215,34 @@ func (c *Conn) Sendfile(fd int, off int64, n int) (int, error) {
 		return sent, io.ErrUnexpectedEOF
 	}
 	return sent, nil
+}
+
+// Cork sets or clears TCP_CORK. While corked, the kernel sends only full
+// segments, so a response written in several calls (writev, sendfile,
+// writev) leaves as one segment instead of one per call: under
+// TCP_NODELAY each call was pushed on its own, and on loopback every
+// segment runs the receiver's TCP path and may wake it. Clearing the cork
+// pushes what is pending. A raw call, like the writes (rawio says why).
+func (c *Conn) Cork(on bool) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.corkOn = 0
+	if on {
+		c.corkOn = 1
+	}
+	c.corkErr = 0
+	if err := c.rc.Control(c.corkFn); err != nil {
+		return c.opError("setsockopt", err)
+	}
+	if c.corkErr != 0 {
+		return c.opError("setsockopt", c.corkErr)
+	}
+	return nil
+}
+
+func (c *Conn) setCork(fd uintptr) {
+	_, _, c.corkErr = unix.RawSyscall6(unix.SYS_SETSOCKOPT, fd, unix.IPPROTO_TCP, unix.TCP_CORK,
+		uintptr(unsafe.Pointer(&c.corkOn)), 4, 0)
 }
 
 // opError wraps err as the net package does, so errors.Is finds

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pair returns a wrapped client connection and the accepted peer, on
@@ -169,5 +171,83 @@ func TestSendfile(t *testing.T) {
 	sent, err = c.Sendfile(int(f.Fd()), int64(len(data)-10), 100)
 	if !errors.Is(err, io.ErrUnexpectedEOF) || sent != 10 {
 		t.Fatalf("Sendfile past EOF = %d, %v; want 10, ErrUnexpectedEOF", sent, err)
+	}
+}
+
+// dataSegsOut is the count of data segments the socket has sent.
+func dataSegsOut(t *testing.T, c *Conn) uint32 {
+	t.Helper()
+	var segs uint32
+	rc, err := c.TCP().SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	rc.Control(func(fd uintptr) {
+		var info *unix.TCPInfo
+		info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if serr == nil {
+			segs = info.Data_segs_out
+		}
+	})
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	return segs
+}
+
+// A response written as writev, sendfile, write (a fetch response: header,
+// record bytes, trailer) leaves as (at least) three segments under TCP_NODELAY and
+// as one while corked, with the same bytes arriving.
+func TestCorkOneSegment(t *testing.T) {
+	c, peer := pair(t)
+	path := filepath.Join(t.TempDir(), "f")
+	file := bytes.Repeat([]byte("record"), 200)
+	if err := os.WriteFile(path, file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head, tail := []byte("head:"), []byte(":tail")
+	want := append(append(append([]byte{}, head...), file...), tail...)
+	send := func(cork bool) uint32 {
+		before := dataSegsOut(t, c)
+		if cork {
+			if err := c.Cork(true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.Writev([][]byte{head[:2], head[2:]}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Sendfile(int(f.Fd()), 0, len(file)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(tail); err != nil {
+			t.Fatal(err)
+		}
+		if cork {
+			if err := c.Cork(false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]byte, len(want))
+		peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(peer, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("cork %v: bytes differ", cork)
+		}
+		return dataSegsOut(t, c) - before
+	}
+	if n := send(false); n < 3 {
+		t.Fatalf("uncorked: %d data segments, want at least 3 (one per call under TCP_NODELAY)", n)
+	}
+	if n := send(true); n != 1 {
+		t.Fatalf("corked: %d data segments, want 1", n)
 	}
 }
