@@ -20,10 +20,7 @@ import (
 
 func (n *Node) controllerLoop() {
 	defer n.wg.Done()
-	// Fencing is checked at a twentieth of the session, so a silent broker
-	// is fenced within 5% of its session's end (at half the heartbeat
-	// interval it could take a sixth of a 3 s session longer).
-	tick := time.NewTicker(max(min(n.cfg.HeartbeatInterval/2, n.cfg.BrokerSessionTimeout/20), 10*time.Millisecond))
+	tick := time.NewTicker(fenceTick(n.cfg.HeartbeatInterval, n.cfg.BrokerSessionTimeout))
 	defer tick.Stop()
 	var rebalance <-chan time.Time // nil: disabled
 	if n.cfg.LeaderRebalanceInterval > 0 {
@@ -36,21 +33,11 @@ func (n *Node) controllerLoop() {
 		case <-n.ctx.Done():
 			return
 		case leading := <-n.notifyCh:
-			n.lmu.Lock()
-			// A new controller knows nothing of past heartbeats: every
-			// broker gets a full session from now (see fenceExpired).
-			// Started here, not at the next tick, so a broker cut off
-			// with the old controller is fenced a session after the
-			// election, not up to a tick or two later; a broker the
-			// image does not show yet starts at its first tick.
-			n.lastSeen, n.catchUp, n.shutdown = map[int32]time.Time{}, map[int32]uint64{}, map[int32]uint64{}
+			var brokers []metadata.Broker
 			if leading {
-				now := time.Now()
-				for _, b := range n.fsm.Image().Brokers() {
-					n.lastSeen[b.ID] = now
-				}
+				brokers = n.fsm.Image().Brokers()
 			}
-			n.lmu.Unlock()
+			n.startSessions(brokers, time.Now())
 			if leading {
 				n.log.Info("became active controller")
 				n.wg.Add(1)
@@ -103,16 +90,50 @@ func (n *Node) initCluster() {
 // fenceExpired fences unfenced brokers whose last heartbeat is older than
 // BrokerSessionTimeout.
 func (n *Node) fenceExpired() {
-	img := n.fsm.Image()
-	now := time.Now()
+	expired := n.expiredSessions(n.fsm.Image().Brokers(), time.Now())
+	for _, b := range expired {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
+		_, _, err := n.propose(ctx, metadata.Command{FenceBroker: &metadata.FenceBroker{ID: b.ID, Epoch: b.Epoch}})
+		cancel()
+		n.log.Info("fenced broker after missed heartbeats", "broker", b.ID, "err", err)
+	}
+}
+
+// fenceTick is how often the active controller looks for ended sessions:
+// at a twentieth of the session, a silent broker is fenced within 5% of
+// its session's end (at half the heartbeat interval, a sixth of a 3 s
+// session could pass first).
+func fenceTick(heartbeat, session time.Duration) time.Duration {
+	return max(min(heartbeat/2, session/20), 10*time.Millisecond)
+}
+
+// startSessions resets the session state on a leadership change. A new
+// controller knows nothing of past heartbeats, so every broker in
+// brokers (the image's, when this node now leads; none when it stopped)
+// gets a full session from now. Started at the election, not at the next
+// tick, so a broker cut off with the old controller is fenced a session
+// after the election, not up to a tick or two later; a broker the image
+// does not show yet starts its session at the first check that sees it.
+func (n *Node) startSessions(brokers []metadata.Broker, now time.Time) {
+	n.lmu.Lock()
+	defer n.lmu.Unlock()
+	n.lastSeen, n.catchUp, n.shutdown = map[int32]time.Time{}, map[int32]uint64{}, map[int32]uint64{}
+	for _, b := range brokers {
+		n.lastSeen[b.ID] = now
+	}
+}
+
+// expiredSessions returns the unfenced brokers of brokers whose last
+// heartbeat (or session start) is more than a session before now.
+func (n *Node) expiredSessions(brokers []metadata.Broker, now time.Time) []metadata.Broker {
 	var expired []metadata.Broker
 	n.lmu.Lock()
+	defer n.lmu.Unlock()
 	if n.lastSeen == nil {
 		// Leading, but the leadership notification is not handled yet.
-		n.lmu.Unlock()
-		return
+		return nil
 	}
-	for _, b := range img.Brokers() {
+	for _, b := range brokers {
 		if b.Fenced {
 			continue
 		}
@@ -125,13 +146,7 @@ func (n *Node) fenceExpired() {
 			expired = append(expired, b)
 		}
 	}
-	n.lmu.Unlock()
-	for _, b := range expired {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
-		_, _, err := n.propose(ctx, metadata.Command{FenceBroker: &metadata.FenceBroker{ID: b.ID, Epoch: b.Epoch}})
-		cancel()
-		n.log.Info("fenced broker after missed heartbeats", "broker", b.ID, "err", err)
-	}
+	return expired
 }
 
 func (n *Node) touch(id int32) {
