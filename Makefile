@@ -18,7 +18,7 @@ FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20
 
-.PHONY: help build cross test e2e test-sync test-loadgen test-faults test-admin test-groups test-tiered test-netfaults chaos-net test-short run cluster bench bench-engine fuzz chaos faults vet clean profile
+.PHONY: help build cross test e2e test-sync test-loadgen test-faults test-admin test-groups test-tiered test-netfaults test-docs chaos-net test-short run cluster bench bench-engine fuzz chaos faults vet clean profile
 
 help:
 	@echo "make build        build $(BIN) and bin/fakebroker (franz-go's kfake, the in-memory baseline for bench)"
@@ -32,6 +32,7 @@ help:
 	@echo "make test-groups  e2e/groups: classic and KIP-848 consumer groups with franz-go, kcat and librdkafka"
 	@echo "make test-tiered  e2e/tiered: 3 brokers, S3 server process, kill -9, object-store outage"
 	@echo "make test-netfaults e2e/netfaults: brokers in netns, nftables cuts and loss, history checker, both write paths"
+	@echo "make test-docs    e2e/docs: the command blocks of README.md and docs/*.md, read from the files, run on fresh brokers"
 	@echo "make chaos-net    that schedule NETFAULT_RUNS times in a row (default 20) on NETFAULT_IO (uring|sync); NETFAULT_SEED=N|random: randomized schedules"
 	@echo "make run          run a single broker on 127.0.0.1:9092 with data in ./data"
 	@echo "make cluster      run a 3-node cluster on 127.0.0.1:9092-9094 (data in ./cluster-data) until Ctrl-C"
@@ -70,7 +71,7 @@ test: vet build
 	RINGLOG_TEST_IO=uring $(E2E) -timeout 15m $(E2E_FAST)
 
 # Every end-to-end suite; CI runs it after `make test`.
-e2e: test-sync test-faults test-admin test-loadgen test-groups test-tiered test-netfaults
+e2e: test-sync test-faults test-admin test-loadgen test-groups test-tiered test-docs test-netfaults
 
 # The core and replication suites on the pwrite/fdatasync fallback, so
 # every broker test passes on both write paths.
@@ -108,6 +109,14 @@ test-groups: build
 # remote tier (the benchmark is behind RINGLOG_TIERED_BENCH=1).
 test-tiered: build
 	RINGLOG_TEST_IO=uring $(E2E) -timeout 20m ./e2e/tiered
+
+# The documentation's commands: every shell block of README.md and
+# docs/*.md is run (read from the file at test time, on the ports it names,
+# so nothing else may hold 9092-9095, 9192-9195 or 9644-9647) or skipped
+# with a reason in a doc-test marker; an unmarked block fails
+# (docs/TESTING.md). Needs kcat and curl.
+test-docs: build
+	$(E2E) -timeout 10m ./e2e/docs
 
 # Network partitions and the network-fault schedule (brokers in network
 # namespaces, nftables partitions, one-way cuts, loss, kill -9 and SIGSTOP

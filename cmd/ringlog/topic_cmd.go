@@ -36,14 +36,25 @@ func withOps(c *cli.Context, f func(ctx context.Context, adm *kadm.Client) error
 }
 
 // parseKVs reads key=value pairs (-c retention.ms=60000).
+//
+// The flag library splits each value at commas, so a value that holds
+// commas (follower.replication.throttled.replicas=0:2,1:3) arrives in
+// pieces: a piece without "=" continues the value before it.
 func parseKVs(flag string, kvs []string) (map[string]*string, error) {
 	out := make(map[string]*string, len(kvs))
+	last := ""
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
+		if !ok && last != "" {
+			joined := *out[last] + "," + kv
+			out[last] = &joined
+			continue
+		}
 		if !ok || k == "" {
 			return nil, fmt.Errorf("--%s %q: want key=value", flag, kv)
 		}
 		out[k] = &v
+		last = k
 	}
 	return out, nil
 }
