@@ -406,11 +406,62 @@ func TestCheckNetHistoryDetects(t *testing.T) {
 // read_committed and counts each value seen.
 func readCommitted(t *testing.T, c *harness.Cluster, topic string, partitions int32) map[string]int {
 	t.Helper()
+	seen, _ := readTx(t, c, topic, partitions, kgo.ReadCommitted())
+	return seen
+}
+
+// explainTxLoss says, for each record of a committed transaction that
+// read_committed did not return, where a read_uncommitted read finds it
+// (partition, offset, producer id and epoch) and what lies around it, or
+// that it is in no log: the difference between a lost write and a record
+// hidden by a wrong abort or last stable offset.
+func explainTxLoss(t *testing.T, c *harness.Cluster, topic string, partitions int32, txns []netTxn, seen map[string]int) {
+	t.Helper()
+	_, raw := readTx(t, c, topic, partitions, kgo.ReadUncommitted())
+	at := map[string]*kgo.Record{}
+	byPart := map[int32][]*kgo.Record{}
+	for _, r := range raw {
+		at[string(r.Value)] = r
+		byPart[r.Partition] = append(byPart[r.Partition], r)
+	}
+	desc := func(r *kgo.Record) string {
+		return fmt.Sprintf("%d-%d %s pid %d epoch %d", r.Partition, r.Offset, r.Value, r.ProducerID, r.ProducerEpoch)
+	}
+	for _, tx := range txns {
+		if tx.outcome != "committed" {
+			continue
+		}
+		for _, v := range tx.values {
+			if seen[v] > 0 {
+				continue
+			}
+			r, ok := at[v]
+			if !ok {
+				t.Logf("committed transaction %d: %s is in no log (read_uncommitted)", tx.id, v)
+				continue
+			}
+			var near []string
+			for _, o := range byPart[r.Partition] {
+				if o.Offset >= r.Offset-4 && o.Offset <= r.Offset+4 {
+					near = append(near, desc(o))
+				}
+			}
+			t.Logf("committed transaction %d: %s hidden from read_committed, in the log at %s; around it: %s",
+				tx.id, v, desc(r), strings.Join(near, "; "))
+		}
+	}
+}
+
+// readTx reads topic from the start to its end offsets at the given
+// isolation level, counting each value seen and keeping the records.
+func readTx(t *testing.T, c *harness.Cluster, topic string, partitions int32, iso kgo.IsolationLevel) (map[string]int, []*kgo.Record) {
+	t.Helper()
 	adm := kadm.NewClient(c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...)))
 	ends := harness.ListedEnds(t, adm, topic)
 	cons := c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso))
 	seen := map[string]int{}
+	var all []*kgo.Record
 	next := map[int32]int64{}
 	ctx := harness.Context(t, 60*time.Second)
 	done := func() bool {
@@ -436,6 +487,7 @@ func readCommitted(t *testing.T, c *harness.Cluster, topic string, partitions in
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) {
 			seen[string(r.Value)]++
+			all = append(all, r)
 			next[r.Partition] = r.Offset + 1
 			n++
 		})
@@ -448,7 +500,7 @@ func readCommitted(t *testing.T, c *harness.Cluster, topic string, partitions in
 			quiet = 0
 		}
 	}
-	return seen
+	return seen, all
 }
 
 // TestNetworkFaults runs the fixed schedule of network faults against
@@ -869,6 +921,9 @@ func TestNetworkFaults(t *testing.T) {
 		chk.txCommitted, chk.txAborted, chk.txUnknown, chk.txLost, chk.txAbortedVisible, chk.txPartial, chk.txDuplicated, errs)
 	for _, p := range chk.problems {
 		t.Error(p)
+	}
+	if chk.txLost > 0 {
+		explainTxLoss(t, c, txTopic, txPartitions, h.txns, seen)
 	}
 	if chk.bad() {
 		t.Fatal("the checker found anomalies")
