@@ -129,8 +129,8 @@ func writeRatios(w io.Writer, runs []*Run) {
 // what each run was measured against, and the overlaid percentile plot.
 func RenderCompareHTML(runs []*Run) []byte {
 	var b bytes.Buffer
-	pageStart(&b, "ringlog comparison", nil)
 	names := runNames(runs)
+	pageStart(&b, "ringlog comparison", strings.Join(names, " vs "), nil)
 	b.WriteString(`<table id="compare"><tr><th></th>`)
 	for _, n := range names {
 		fmt.Fprintf(&b, "<th>%s</th>", html.EscapeString(n))

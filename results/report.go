@@ -22,7 +22,9 @@ func Report(w io.Writer, dir string, top int) error {
 	if err != nil {
 		return err
 	}
-	WriteSummary(w, &run.Result)
+	res := run.Result
+	res.Label = RunName(&res, dir) // an unlabelled run by its directory's name
+	WriteSummary(w, &res)
 	WriteEnvironment(w, &run.Result)
 	WriteProfiles(w, run.Dir, &run.Result, nil, top)
 	return nil

@@ -16,10 +16,7 @@ func WriteSummary(w io.Writer, r *Result) {
 		writeSweepSummary(w, r)
 		return
 	}
-	label := r.Label
-	if label == "" {
-		label = "(unlabelled)"
-	}
+	label := RunName(r, "")
 	// Outside the table: a long label would widen every row's column.
 	fmt.Fprintf(w, "run %s: started %s, %.1f s measured after %.1f s warmup\n",
 		label, r.StartedAt.Format("2006-01-02 15:04:05"), r.DurationS, r.WarmupS)

@@ -162,7 +162,7 @@ func TestCompareRatios(t *testing.T) {
 func TestSweepPageVerdictAndEnvironment(t *testing.T) {
 	res := &Result{Label: "s", SLA: SLA{TargetP99Ms: 5}, Environment: Environment{Partitions: 8, Acks: "all"},
 		Sweep: []SweepRow{{Partitions: 8, Pass: true, AckLatencyMs: Percentiles{P99: 2}}, {Partitions: 64, AckLatencyMs: Percentiles{P99: 7}}}}
-	page := string(renderSweepHTML(res))
+	page := string(renderSweepPage(res, ""))
 	for _, want := range []string{`<div id="verdict" class="fail" data-verdict="FAIL">FAIL<ul><li>64 partitions: ack p99 7.000 ms`,
 		`<tr data-field="partitions"><th>partitions</th><td>one row per count, below</td></tr>`, `data-chart="p99-vs-partitions"`, `>target 5</text>`} {
 		if !strings.Contains(page, want) {
