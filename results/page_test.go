@@ -230,3 +230,93 @@ func TestSummaryTables(t *testing.T) {
 		t.Error("find-max run lacks its step table or chart")
 	}
 }
+
+// TestCompareLabelsEveryColumn: unlabelled runs are named by their
+// directories, two directories of one name by their paths, and no
+// column head is blank, in the terminal or in compare.html; compare says
+// where it wrote the page, and when it replaced one.
+func TestCompareLabelsEveryColumn(t *testing.T) {
+	tmp := t.TempDir()
+	base := time.Now().Truncate(time.Second)
+	a := filepath.Join(tmp, "ringlog-run")
+	b1, b2 := filepath.Join(tmp, "x", "kafka"), filepath.Join(tmp, "y", "kafka")
+	for _, d := range []string{a, b1, b2} {
+		writeRun(t, d, base, 1, func(r *Result) { r.Label = "" })
+	}
+	runs, err := LoadAll([]string{a, b1, b2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := runNames(runs)
+	if names[0] != "ringlog-run" || names[1] != b1 || names[2] != b2 {
+		t.Fatalf("names %q", names)
+	}
+	if got := runNames([]*Run{{Result: Result{Label: "same"}, Dir: "p/one"}, {Result: Result{Label: "same"}, Dir: "p/two"}, {}}); got[0] != "same (p/one)" ||
+		got[1] != "same (p/two)" || got[2] != "run 3" {
+		t.Fatalf("names %q", got)
+	}
+
+	var out bytes.Buffer
+	if err := CompareDirs(&out, "", []string{a, b1, b2}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	if f := strings.Fields(lines[0]); len(f) != 4 || f[0] != "run" || f[1] != "ringlog-run" || f[2] != b1 || f[3] != b2 {
+		t.Fatalf("header %q\n%s", lines[0], out.String())
+	}
+	page := filepath.Join(a, "compare.html")
+	if !strings.HasSuffix(out.String(), "\nwrote comparison page: "+page+"\n") {
+		t.Fatalf("compare does not say where it wrote:\n%s", out.String())
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(html, []byte("<th></th>")) || !bytes.Contains(html, []byte(`<th class="head">run</th><th class="head run">ringlog-run</th><th class="head run">`+b1+`</th>`)) {
+		t.Errorf("compare.html column heads:\n%.600s", html)
+	}
+	if !bytes.Contains(html, []byte(`<h1 id="run-name">ringlog-run vs `+b1+` vs `+b2+`</h1>`)) {
+		t.Error("compare.html title does not name the runs")
+	}
+	out.Reset()
+	if err := CompareDirs(&out, "", []string{a, b1}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(out.String(), "\noverwrote the earlier comparison page: "+page+"\n") {
+		t.Fatalf("compare does not say it replaced the page:\n%s", out.String())
+	}
+}
+
+// TestOldResultRenders: a result.json from before the title block (no
+// cluster_brokers, no client, no environment partitions) still loads,
+// renders and re-renders with RenderDir.
+func TestOldResultRenders(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "old-run")
+	writeRun(t, dir, time.Now().Truncate(time.Second), 1, nil)
+	old := `{"label": "", "started_at": "2025-01-02T03:04:05Z", "duration_s": 3, "warmup_s": 1, "target_rate": 1000,
+"achieved_rate": 998, "throughput_mb_s": 1, "message_size": 1000, "messages_sent": 3000, "messages_acked": 2994, "errors": 0,
+"ack_latency_ms": {"p50": 1, "p90": 2, "p99": 3, "p999": 4, "max": 5}, "send_delay_ms": {"p50": 0.1, "p90": 0.2, "p99": 0.3, "p999": 0.4, "max": 0.5},
+"generator_saturated": false, "sla": {"target_p99_ms": 10, "pass": true},
+"workload": {"topic": "t1", "partitions": "6", "client": "franz-go"}, "environment": {"hostname": "h"}}`
+	if err := os.WriteFile(filepath.Join(dir, ResultFile), []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := RenderDir(&out, dir, ""); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "overwrote the earlier report page: "+filepath.Join(dir, HTMLFile)+"\n" {
+		t.Errorf("RenderDir said %q", out.String())
+	}
+	page, err := os.ReadFile(filepath.Join(dir, HTMLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<h1 id="run-name">old-run</h1>`, `<dd>t1</dd>`, `<div data-fact="partitions"><dt>partitions</dt><dd>6</dd></div>`,
+		`<div data-fact="client"><dt>client</dt><dd>franz-go</dd></div>`, `<div data-fact="brokers"><dt>brokers</dt><dd>unknown</dd></div>`,
+		`<td class="n">3.000</td>`} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("old run's report.html lacks %s", want)
+		}
+	}
+}
