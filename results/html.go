@@ -102,7 +102,11 @@ func (c chart) svg() string {
 	fmt.Fprintf(&b, `<text x="16" y="%.1f" text-anchor="middle" transform="rotate(-90 16 %.1f)">%s</text>`, padTop+plotH/2, padTop+plotH/2, html.EscapeString(c.YLabel))
 	if c.TargetY > 0 {
 		fmt.Fprintf(&b, `<line x1="%d" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#000" stroke-dasharray="6,4"/>`, padL, padL+plotW, sy(c.TargetY), sy(c.TargetY))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">target %s</text>`, padL+plotW-4, sy(c.TargetY)-4, fmtNum(c.TargetY))
+		unit := ""
+		if c.YLabel == "ms" || c.YLabel == "msg/s" {
+			unit = " " + c.YLabel
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">target %s%s</text>`, padL+plotW-4, sy(c.TargetY)-4, fmtNum(c.TargetY), unit)
 	}
 	// The legend sits above the plot, right-aligned, where it covers no
 	// line; when the title leaves no room there, it is a column in the
@@ -207,7 +211,7 @@ func ratePerSecond(h *hdr.Histogram) float64 {
 	return float64(h.TotalCount()) / d
 }
 
-// fullSeconds is the intervals the throughput chart plots: hs less the
+// fullSeconds is the intervals the charts over time plot: hs less the
 // leading and trailing ones that are partial, shorter than the usual
 // interval (a warm-up that ends mid-second, the cut at the end of the
 // run) or reaching past the end of the measured window (windowEndMs, 0:
@@ -275,23 +279,28 @@ func RenderHTML(r *Run) ([]byte, error) {
 	pct.Lines = append(pct.Lines, percentileLine("send delay", MergeAll(r.SendDelay)))
 	b.WriteString(pct.figure("percentiles"))
 
+	// Both charts over time plot whole seconds: a partial interval at
+	// either end holds a fraction of a second's acknowledgements (the
+	// throughput seems to crash) or only the last few in flight (latency
+	// seems to recover). The percentiles above count every one.
 	base := r.startUnixMs()
-	lat := chart{Title: "Ack latency over time", XLabel: "seconds into the measured window", YLabel: "ms", TargetY: res.SLA.TargetP99Ms}
+	full, dropped := fullSeconds(r.Ack, windowEndMs(res))
+	caption := ""
+	if dropped > 0 {
+		caption = fmt.Sprintf("Whole seconds only: %d partial interval(s) at the start or the end of the window (the warm-up's last fraction, the last acknowledgements after the schedule stopped) are left out; the percentiles count them.", dropped)
+	}
+	lat := chart{Title: "Ack latency over time", XLabel: "seconds into the measured window", YLabel: "ms", TargetY: res.SLA.TargetP99Ms, Caption: caption}
 	lat.Lines = []line{
-		overTime("p50", base, r.Ack, quantileMs(50)),
-		overTime("p99", base, r.Ack, quantileMs(99)),
-		overTime("max", base, r.Ack, func(h *hdr.Histogram) float64 { return float64(h.Max()) / 1000 }),
+		overTime("p50", base, full, quantileMs(50)),
+		overTime("p99", base, full, quantileMs(99)),
+		overTime("max", base, full, func(h *hdr.Histogram) float64 { return float64(h.Max()) / 1000 }),
 	}
 	b.WriteString(lat.figure("latency-over-time"))
 
-	full, dropped := fullSeconds(r.Ack, windowEndMs(res))
-	thr := chart{Title: "Acknowledged throughput over time", XLabel: "seconds into the measured window", YLabel: "msg/s"}
+	thr := chart{Title: "Acknowledged throughput over time", XLabel: "seconds into the measured window", YLabel: "msg/s", Caption: caption}
 	thr.Lines = []line{overTime("acked msg/s", base, full, ratePerSecond)}
 	if res.TargetRate > 0 {
 		thr.TargetY = res.TargetRate
-	}
-	if dropped > 0 {
-		thr.Caption = fmt.Sprintf("Whole seconds only: %d partial interval(s) at the start or the end of the window (the warm-up's last fraction, the last acknowledgements after the schedule stopped) are left out.", dropped)
 	}
 	b.WriteString(thr.figure("throughput-over-time"))
 

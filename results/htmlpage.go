@@ -35,7 +35,7 @@ td.bad{color:#b00;font-weight:bold}
 td.note{font-size:12px;color:#555;white-space:normal}
 .tables{display:flex;flex-wrap:wrap;gap:0 24px;align-items:flex-start}
 .tables table{flex:0 1 auto}
-#summary{max-width:560px}#latency{max-width:520px}#environment{max-width:520px}
+#summary{max-width:460px}#latency{max-width:480px}#environment{max-width:440px}
 #notes{color:#b00}
 figure.chart{margin:12px 0;width:100%%}
 figure.chart svg{width:100%%;height:auto;display:block}
@@ -123,8 +123,8 @@ func writeBrokerCountersHTML(b *bytes.Buffer, res *Result) {
 	if c == nil || c.MessagesAcked <= 0 {
 		return
 	}
-	fmt.Fprintf(b, `<h2>Broker cost per acknowledged message</h2><p>Over the %.1f s window, %d messages acknowledged; everything the broker did in the window counts.</p>`,
-		c.WindowS, c.MessagesAcked)
+	fmt.Fprintf(b, `<h2>Broker cost per acknowledged message</h2><p>Over the %.1f s window, %s messages acknowledged; everything the broker did in the window counts.</p>`,
+		c.WindowS, groupDigits(float64(c.MessagesAcked)))
 	b.WriteString(`<table id="broker-counters"><tr><th>broker</th><th>CPU-s</th><th>CPU-µs/msg</th><th>ctx switches/msg</th><th>voluntary/msg</th><th>involuntary/msg</th><th>switches/msg by thread</th><th>threads</th></tr>`)
 	row := func(key, name string, secs, us float64, sw *CtxSwitches) {
 		fmt.Fprintf(b, `<tr data-broker="%s"><td class="id">%s</td><td class="n">%.2f</td><td class="n">%.1f</td>`,

@@ -25,7 +25,7 @@ func hist(startMs, endMs int64, n int) *hdr.Histogram {
 	return h
 }
 
-// TestFullSecondsTrimsPartialEdges: the throughput chart leaves out a
+// TestFullSecondsTrimsPartialEdges: the charts over time leave out a
 // partial first interval (the warm-up's last fraction), a partial last
 // one (the drain after the schedule stopped) and one past the end of the
 // measured window, and keeps everything when nothing else is left.
@@ -69,6 +69,13 @@ func TestFullSecondsTrimsPartialEdges(t *testing.T) {
 	}
 	if !strings.Contains(fig, "<figcaption>Whole seconds only: 2 partial interval(s)") {
 		t.Errorf("throughput chart does not say what it left out:\n%s", fig)
+	}
+	// The latency over time plots the same whole seconds.
+	lat := regexp.MustCompile(`<figure class="chart" id="chart-latency-over-time".*?</figure>`).FindString(page)
+	for _, m := range regexp.MustCompile(`<polyline [^>]*points="([^"]*)"`).FindAllStringSubmatch(lat, -1) {
+		if len(strings.Fields(m[1])) != 5 {
+			t.Errorf("latency over time: %d points, want 5", len(strings.Fields(m[1])))
+		}
 	}
 	for _, v := range tickValues(t, fig, "ytick") {
 		if v > 2500 {
