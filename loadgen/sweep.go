@@ -38,7 +38,10 @@ func runSweep(ctx context.Context, cfg Config, counts []int32, dir string, out i
 		step := cfg
 		step.Partitions = n
 		step.Topic = fmt.Sprintf("%s-p%d", cfg.Topic, n)
-		step.Label = fmt.Sprintf("%s, %d partitions", cfg.Label, n)
+		step.Label = fmt.Sprintf("%d partitions", n) // never ", 8 partitions"
+		if cfg.Label != "" {
+			step.Label = cfg.Label + ", " + step.Label
+		}
 		fmt.Fprintf(out, "sweep: %d of %d: %d partitions (topic %s)\n", i+1, len(counts), n, step.Topic)
 		run, err := Run(ctx, step, out)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 )
@@ -80,22 +81,28 @@ func valueCell(m compareMetric, r *Result) string {
 	return fmt.Sprintf("%.3f", v)
 }
 
-// runNames labels each run by its label, falling back to its directory,
-// and by directory too where two labels are the same.
+// runNames labels each run for the column heads of `report compare`: by
+// its label, else its workload's or its directory's name (RunName), and,
+// where two runs would read the same, by the directory as given too. No
+// name is ever blank.
 func runNames(runs []*Run) []string {
-	seen := map[string]int{}
-	for _, r := range runs {
-		seen[r.Result.Label]++
-	}
 	names := make([]string, len(runs))
+	seen := map[string]int{}
 	for i, r := range runs {
-		switch l := r.Result.Label; {
-		case l == "":
-			names[i] = r.Dir
-		case seen[l] > 1 && r.Dir != "":
-			names[i] = l + " (" + r.Dir + ")"
+		names[i] = RunName(&r.Result, r.Dir)
+		if r.Dir == "" && strings.TrimSpace(r.Result.Label) == "" && names[i] == "unlabelled run" {
+			names[i] = fmt.Sprintf("run %d", i+1)
+		}
+		seen[names[i]]++
+	}
+	for i, r := range runs {
+		switch {
+		case seen[names[i]] < 2 || r.Dir == "":
+		case dirName(r.Dir) == names[i]:
+			// Two directories of one name (x/run, y/run): the paths tell them apart.
+			names[i] = filepath.Clean(r.Dir)
 		default:
-			names[i] = l
+			names[i] += " (" + r.Dir + ")"
 		}
 	}
 	return names
@@ -129,11 +136,11 @@ func writeRatios(w io.Writer, runs []*Run) {
 // what each run was measured against, and the overlaid percentile plot.
 func RenderCompareHTML(runs []*Run) []byte {
 	var b bytes.Buffer
-	pageStart(&b, "ringlog comparison", nil)
 	names := runNames(runs)
-	b.WriteString(`<table id="compare"><tr><th></th>`)
+	pageStart(&b, "ringlog comparison", strings.Join(names, " vs "), nil)
+	b.WriteString(`<table id="compare"><tr><th class="head">run</th>`)
 	for _, n := range names {
-		fmt.Fprintf(&b, "<th>%s</th>", html.EscapeString(n))
+		fmt.Fprintf(&b, `<th class="head run">%s</th>`, html.EscapeString(n))
 	}
 	b.WriteString("</tr><tr><th>verdict</th>")
 	for _, r := range runs {

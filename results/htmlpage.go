@@ -14,17 +14,32 @@ import (
 const htmlHead = `<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>%s</title>
 <style>
 *{box-sizing:border-box}
-body{font-family:sans-serif;margin:16px auto;padding:0 16px;max-width:1100px;line-height:1.35}
-h1{font-size:22px;overflow-wrap:anywhere}h2{font-size:17px;margin-top:22px}
+body{font-family:sans-serif;margin:16px auto;padding:0 16px;max-width:1600px;line-height:1.35;color:#222}
+h1{font-size:24px;margin:2px 0 8px;overflow-wrap:anywhere}h2{font-size:17px;margin-top:24px}
+.kicker{margin:0;color:#666;font-size:13px;text-transform:uppercase;letter-spacing:.05em}
+#title-block{border-bottom:1px solid #ddd;padding-bottom:8px;margin-bottom:12px}
+#run-facts{display:flex;flex-wrap:wrap;gap:6px 28px;margin:6px 0}
+#run-facts div{min-width:0}
+#run-facts dt{font-size:12px;color:#666}
+#run-facts dd{margin:0;font-size:16px;font-weight:bold;overflow-wrap:anywhere}
+#run-window,#workload{margin:6px 0;font-size:14px}
 pre{background:#f6f6f6;padding:8px;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:8px 0;font-size:13px;max-width:100%%}
 th,td{border:1px solid #ccc;padding:3px 6px;overflow-wrap:anywhere;vertical-align:top}
 th{text-align:left;background:#f3f3f3;font-weight:normal;overflow-wrap:normal}
+th.head{font-weight:bold}th.q{text-align:right;font-weight:bold}
 td.id{overflow-wrap:normal}
 @media (max-width:900px){th,td.id{overflow-wrap:anywhere}}
-td.n{text-align:right;white-space:nowrap}
-figure.chart{margin:12px 0;max-width:760px}
+td.n{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+td.bad{color:#b00;font-weight:bold}
+td.note{font-size:12px;color:#555;white-space:normal}
+.tables{display:flex;flex-wrap:wrap;gap:0 24px;align-items:flex-start}
+.tables table{flex:0 1 auto}
+#summary{max-width:460px}#latency{max-width:480px}#environment{max-width:440px}
+#notes{color:#b00}
+figure.chart{margin:12px 0;width:100%%}
 figure.chart svg{width:100%%;height:auto;display:block}
+figure.chart figcaption{font-size:12px;color:#555;margin-left:5.5%%}
 #verdict{padding:10px 14px;border-radius:4px;font-size:18px;font-weight:bold;overflow-wrap:anywhere}
 #verdict.pass{background:#e3f5e1;border:2px solid #2ca02c}
 #verdict.fail{background:#fde4e4;border:2px solid #d62728}
@@ -57,13 +72,17 @@ window.addEventListener('load', function () {
 });
 </script>`
 
-// pageStart writes the head, the title and the verdict.
-func pageStart(b *bytes.Buffer, title string, res *Result) {
-	fmt.Fprintf(b, htmlHead, html.EscapeString(title))
-	fmt.Fprintf(b, "<h1>%s</h1>", html.EscapeString(title))
-	if res != nil {
-		writeVerdictHTML(b, res)
+// pageStart writes the head, the title block (kind of report, name, and
+// for one run what it measured) and the verdict.
+func pageStart(b *bytes.Buffer, kind, name string, res *Result) {
+	fmt.Fprintf(b, htmlHead, html.EscapeString(name+" · "+kind))
+	if res == nil {
+		fmt.Fprintf(b, `<header id="title-block"><p class="kicker">%s</p><h1 id="run-name">%s</h1></header>`,
+			html.EscapeString(kind), html.EscapeString(name))
+		return
 	}
+	writeTitleBlock(b, kind, name, res)
+	writeVerdictHTML(b, res)
 }
 
 // pageEnd closes the page after the layout self-check.
@@ -104,8 +123,8 @@ func writeBrokerCountersHTML(b *bytes.Buffer, res *Result) {
 	if c == nil || c.MessagesAcked <= 0 {
 		return
 	}
-	fmt.Fprintf(b, `<h2>Broker cost per acknowledged message</h2><p>Over the %.1f s window, %d messages acknowledged; everything the broker did in the window counts.</p>`,
-		c.WindowS, c.MessagesAcked)
+	fmt.Fprintf(b, `<h2>Broker cost per acknowledged message</h2><p>Over the %.1f s window, %s messages acknowledged; everything the broker did in the window counts.</p>`,
+		c.WindowS, groupDigits(float64(c.MessagesAcked)))
 	b.WriteString(`<table id="broker-counters"><tr><th>broker</th><th>CPU-s</th><th>CPU-µs/msg</th><th>ctx switches/msg</th><th>voluntary/msg</th><th>involuntary/msg</th><th>switches/msg by thread</th><th>threads</th></tr>`)
 	row := func(key, name string, secs, us float64, sw *CtxSwitches) {
 		fmt.Fprintf(b, `<tr data-broker="%s"><td class="id">%s</td><td class="n">%.2f</td><td class="n">%.1f</td>`,
@@ -134,7 +153,17 @@ func writeBrokerCountersHTML(b *bytes.Buffer, res *Result) {
 // writeEnvironmentHTML is the environment table: what the numbers were
 // measured against. Each row carries its field key for tests and scripts.
 func writeEnvironmentHTML(b *bytes.Buffer, e Environment, sweep bool) {
-	b.WriteString(`<h2>Environment</h2><table id="environment">`)
+	b.WriteString(`<h2>Environment</h2>`)
+	writeEnvironmentTable(b, e, sweep, false)
+}
+
+// writeEnvironmentTable is the environment table alone, with a heading
+// row when it stands beside the summary's tables.
+func writeEnvironmentTable(b *bytes.Buffer, e Environment, sweep, head bool) {
+	b.WriteString(`<table id="environment">`)
+	if head {
+		b.WriteString(`<tr><th colspan="2" class="head">environment</th></tr>`)
+	}
 	for _, f := range environmentFields(e) {
 		if sweep && f.Key == "partitions" {
 			f.Value = "one row per count, below" // the environment is the first row's
@@ -171,5 +200,9 @@ func writeAgentsHTML(b *bytes.Buffer, agents []AgentResult) {
 // figure wraps a chart so the page can size it and the layout check can
 // find it by id.
 func (c chart) figure(id string) string {
-	return fmt.Sprintf(`<figure class="chart" id="chart-%s" data-chart="%s">%s</figure>`, id, id, c.svg())
+	caption := ""
+	if c.Caption != "" {
+		caption = "<figcaption>" + html.EscapeString(c.Caption) + "</figcaption>"
+	}
+	return fmt.Sprintf(`<figure class="chart" id="chart-%s" data-chart="%s">%s%s</figure>`, id, id, c.svg(), caption)
 }

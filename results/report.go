@@ -22,7 +22,9 @@ func Report(w io.Writer, dir string, top int) error {
 	if err != nil {
 		return err
 	}
-	WriteSummary(w, &run.Result)
+	res := run.Result
+	res.Label = RunName(&res, dir) // an unlabelled run by its directory's name
+	WriteSummary(w, &res)
 	WriteEnvironment(w, &run.Result)
 	WriteProfiles(w, run.Dir, &run.Result, nil, top)
 	return nil
@@ -53,8 +55,8 @@ func MergeDirs(w, warn io.Writer, out, label string, dirs []string) (*Run, error
 }
 
 // CompareDirs puts the runs in dirs side by side on w and writes the
-// overlaid percentile plot to html ("": compare.html in the first
-// directory).
+// comparison page to html ("": compare.html in the first directory),
+// saying where, and whether it replaced an earlier page there.
 func CompareDirs(w io.Writer, html string, dirs []string) error {
 	runs, err := LoadAll(dirs)
 	if err != nil {
@@ -64,10 +66,47 @@ func CompareDirs(w io.Writer, html string, dirs []string) error {
 	if html == "" {
 		html = filepath.Join(runs[0].Dir, "compare.html")
 	}
+	_, statErr := os.Stat(html)
 	if err := os.WriteFile(html, RenderCompareHTML(runs), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "overlay: %s\n", html)
+	fmt.Fprintln(w, wroteLine("comparison page", html, statErr == nil))
+	return nil
+}
+
+// wroteLine says what was written where: "wrote NAME: PATH", or
+// "overwrote the earlier NAME: PATH". The path is absolute when it can
+// be, so it can be opened from anywhere.
+func wroteLine(what, path string, existed bool) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	if existed {
+		return fmt.Sprintf("overwrote the earlier %s: %s", what, path)
+	}
+	return fmt.Sprintf("wrote %s: %s", what, path)
+}
+
+// RenderDir writes report.html of the result directory dir again, with
+// this version's report (html "": dir/report.html), and says where on w.
+// Result directories of earlier versions render too.
+func RenderDir(w io.Writer, dir, html string) error {
+	run, err := Load(dir)
+	if err != nil {
+		return err
+	}
+	page, err := RenderHTML(run)
+	if err != nil {
+		return err
+	}
+	if html == "" {
+		html = filepath.Join(dir, HTMLFile)
+	}
+	_, statErr := os.Stat(html)
+	if err := os.WriteFile(html, page, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, wroteLine("report page", html, statErr == nil))
 	return nil
 }
 

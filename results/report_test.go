@@ -116,8 +116,8 @@ func TestCompareCommandOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if f := strings.Fields(lines[0]); len(f) != 2 || f[0] != "run-a" || f[1] != "run-b" {
-		t.Fatalf("header %q, want the two labels\n%s", lines[0], stdout)
+	if f := strings.Fields(lines[0]); len(f) != 3 || f[0] != "run" || f[1] != "run-a" || f[2] != "run-b" {
+		t.Fatalf("header %q, want run and the two labels\n%s", lines[0], stdout)
 	}
 	rows := map[string][]string{}
 	for _, line := range lines[1:] {
@@ -136,7 +136,7 @@ func TestCompareCommandOutput(t *testing.T) {
 			t.Errorf("row %q = %v, want %v\n%s", row, got, want, stdout)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^\s*io path\s+uring\s*$`).MatchString(stdout) {
+	if !regexp.MustCompile(`(?m)^\s*io path\s+uring\s+-\s*$`).MatchString(stdout) {
 		t.Errorf("io path row wrong:\n%s", stdout)
 	}
 	for _, row := range []string{"ack p50 ms", "ack p99 ms", "ack p99.9 ms", "send delay p99 ms", "saturated"} {
@@ -150,8 +150,8 @@ func TestCompareCommandOutput(t *testing.T) {
 			t.Errorf("compare lacks %q:\n%s", want, stdout)
 		}
 	}
-	if !strings.Contains(stdout, "overlay: "+html) {
-		t.Fatalf("no overlay line:\n%s", stdout)
+	if !strings.HasSuffix(stdout, "wrote comparison page: "+html+"\n") {
+		t.Fatalf("no line saying where the page went:\n%s", stdout)
 	}
 	page, err := os.ReadFile(html)
 	if err != nil || !bytes.Contains(page, []byte("<polyline")) {

@@ -16,10 +16,7 @@ func WriteSummary(w io.Writer, r *Result) {
 		writeSweepSummary(w, r)
 		return
 	}
-	label := r.Label
-	if label == "" {
-		label = "(unlabelled)"
-	}
+	label := RunName(r, "")
 	// Outside the table: a long label would widen every row's column.
 	fmt.Fprintf(w, "run %s: started %s, %.1f s measured after %.1f s warmup\n",
 		label, r.StartedAt.Format("2006-01-02 15:04:05"), r.DurationS, r.WarmupS)
@@ -192,7 +189,10 @@ func WriteCompare(w io.Writer, runs []*Run) {
 		}
 		fmt.Fprintln(tw, strings.Join(parts, "\t")+"\t")
 	}
-	cells("", func(r *Result) string { return r.Label })
+	// Every column is named: an unlabelled run by its directory.
+	names := runNames(runs)
+	head := append([]string{"run"}, names...)
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	cells("workload", func(r *Result) string { return spreadCell(r.Spread, true) })
 	cells("target msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.TargetRate) })
 	cells("achieved msg/s", func(r *Result) string { return fmt.Sprintf("%.0f", r.AchievedRate) })
@@ -229,26 +229,22 @@ func WriteCompare(w io.Writer, runs []*Run) {
 		}
 		return "fail"
 	})
-	cells("io path", func(r *Result) string { return r.Environment.BrokerIOPath })
-	cells("fsync", func(r *Result) string { return r.Environment.BrokerFsync })
+	cells("io path", func(r *Result) string { return orDash(r.Environment.BrokerIOPath) })
+	cells("fsync", func(r *Result) string { return orDash(r.Environment.BrokerFsync) })
 	cells("broker GOMAXPROCS", func(r *Result) string { return maxProcs(r.Environment) })
-	cells("broker version", func(r *Result) string { return r.Environment.BrokerVersion })
+	cells("broker version", func(r *Result) string { return orDash(r.Environment.BrokerVersion) })
 	cells("partitions", func(r *Result) string { return fmt.Sprint(r.Environment.Partitions) })
 	cells("RF / min ISR", func(r *Result) string {
 		return fmt.Sprintf("%d/%d", r.Environment.ReplicationFactor, r.Environment.MinISR)
 	})
-	cells("acks", func(r *Result) string { return r.Environment.Acks })
+	cells("acks", func(r *Result) string { return orDash(r.Environment.Acks) })
 	cells("client hosts", func(r *Result) string { return fmt.Sprint(r.Environment.ClientHosts) })
 	tw.Flush()
 	writeRatios(w, runs)
 	// The mixes are too wide for a column each.
-	for _, r := range runs {
+	for i, r := range runs {
 		if len(r.Result.ErrorMix) > 0 {
-			name := r.Result.Label
-			if name == "" {
-				name = r.Dir
-			}
-			fmt.Fprintf(w, "error mix %s: %s\n", name, FormatErrorMix(r.Result.ErrorMix))
+			fmt.Fprintf(w, "error mix %s: %s\n", names[i], FormatErrorMix(r.Result.ErrorMix))
 		}
 	}
 }

@@ -59,10 +59,7 @@ func cpuCell(c *BrokerCPU) string {
 }
 
 func writeSweepSummary(w io.Writer, r *Result) {
-	label := r.Label
-	if label == "" {
-		label = "(unlabelled)"
-	}
+	label := RunName(r, "")
 	workload := "keyed over all partitions"
 	if r.Workload["keys"] == "0" {
 		workload = "sticky (null keys)"
@@ -98,14 +95,42 @@ func countList(s []string) string {
 	return strings.Join(s, ", ") + " partitions"
 }
 
-// renderSweepHTML is report.html of a sweep: the table, ack latency by
+// renderSweepPage is report.html of a sweep (in dir): the table, ack latency by
 // partition count (log x) and broker CPU per GB by partition count.
-func renderSweepHTML(res *Result) []byte {
+func renderSweepPage(res *Result, dir string) []byte {
 	var b bytes.Buffer
-	pageStart(&b, "ringlog partition sweep: "+res.Label, res)
-	var sum bytes.Buffer
-	writeSweepSummary(&sum, res)
-	fmt.Fprintf(&b, `<pre id="summary">%s</pre>`, html.EscapeString(sum.String()))
+	pageStart(&b, "ringlog partition sweep", RunName(res, dir), res)
+	workload := "keyed over all partitions"
+	if res.Workload["keys"] == "0" {
+		workload = "sticky (null keys)"
+	}
+	var pass, fail []string
+	for _, row := range res.Sweep {
+		if row.Pass {
+			pass = append(pass, fmt.Sprint(row.Partitions))
+		} else {
+			fail = append(fail, fmt.Sprint(row.Partitions))
+		}
+	}
+	fmt.Fprintf(&b, `<div id="summary"><p>%s, %s msg/s of %d-byte messages, %s measured after %s warm-up per partition count, on a fresh topic each.</p>`+
+		`<p>Ack p99 within %s ms and no errors: pass at %s; fail at %s.</p>`,
+		html.EscapeString(workload), groupDigits(res.TargetRate), res.MessageSize, html.EscapeString(orUnknown(res.Workload["duration"])),
+		html.EscapeString(orUnknown(res.Workload["warmup"])), trimFloat(res.SLA.TargetP99Ms, 3), countList(pass), countList(fail))
+	var notes []string
+	if res.Interrupted {
+		notes = append(notes, "INTERRUPTED: the sweep stopped early; the last row covers the time measured before the signal")
+	}
+	for _, w := range res.Warnings {
+		notes = append(notes, "WARNING: "+w)
+	}
+	if len(notes) > 0 {
+		b.WriteString(`<ul id="notes">`)
+		for _, n := range notes {
+			fmt.Fprintf(&b, "<li>%s</li>", html.EscapeString(n))
+		}
+		b.WriteString("</ul>")
+	}
+	b.WriteString("</div>")
 	writeEnvironmentHTML(&b, res.Environment, true)
 	b.WriteString(`<table id="sweep" border="1" cellspacing="0" cellpadding="3"><tr><th>partitions</th><th>workload</th><th>partitions written</th><th>share min / max</th>` +
 		`<th>achieved msg/s</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>errors</th><th>broker CPU-s/GB</th>` +
@@ -176,5 +201,5 @@ func WriteSweepDir(dir string, res *Result) error {
 	if err := WriteJSON(dir, res); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, HTMLFile), renderSweepHTML(res), 0o644)
+	return os.WriteFile(filepath.Join(dir, HTMLFile), renderSweepPage(res, dir), 0o644)
 }

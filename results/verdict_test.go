@@ -162,9 +162,11 @@ func TestCompareRatios(t *testing.T) {
 func TestSweepPageVerdictAndEnvironment(t *testing.T) {
 	res := &Result{Label: "s", SLA: SLA{TargetP99Ms: 5}, Environment: Environment{Partitions: 8, Acks: "all"},
 		Sweep: []SweepRow{{Partitions: 8, Pass: true, AckLatencyMs: Percentiles{P99: 2}}, {Partitions: 64, AckLatencyMs: Percentiles{P99: 7}}}}
-	page := string(renderSweepHTML(res))
+	page := string(renderSweepPage(res, ""))
 	for _, want := range []string{`<div id="verdict" class="fail" data-verdict="FAIL">FAIL<ul><li>64 partitions: ack p99 7.000 ms`,
-		`<tr data-field="partitions"><th>partitions</th><td>one row per count, below</td></tr>`, `data-chart="p99-vs-partitions"`, `>target 5</text>`} {
+		`<tr data-field="partitions"><th>partitions</th><td>one row per count, below</td></tr>`, `data-chart="p99-vs-partitions"`, `>target 5 ms</text>`,
+		`<div data-fact="partitions"><dt>partitions</dt><dd>8, 64 (one run each)</dd></div>`, `<h1 id="run-name">s</h1>`,
+		`<p>Ack p99 within 5 ms and no errors: pass at 8 partitions; fail at 64 partitions.</p>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("sweep page lacks %s", want)
 		}

@@ -193,8 +193,9 @@ func TestLoadgenRetryFlags(t *testing.T) {
 }
 
 // TestReportCommands runs the binary: two null-sink loadgen runs, then
-// `report`, `report merge` and `report compare` on their directories, and
-// the usage errors (exit status 2).
+// `report`, `report merge`, `report compare` (twice: it says where it
+// wrote, then that it replaced the page) and `report html` on their
+// directories, and the usage errors (exit status 2).
 func TestReportCommands(t *testing.T) {
 	ctx := harness.Context(t, 2*time.Minute)
 	dir := t.TempDir()
@@ -223,10 +224,20 @@ func TestReportCommands(t *testing.T) {
 	}
 	html := filepath.Join(dir, "cmp.html")
 	out, err = run("report", "compare", "--html", html, a, b)
-	if err != nil || !strings.Contains(out, "overlay: "+html) || !strings.HasPrefix(strings.TrimSpace(out), "a") {
+	// Every column is named (the corner too), and the last line says where the page went.
+	if f := strings.Fields(out); err != nil || len(f) < 3 || f[0] != "run" || f[1] != "a" || f[2] != "b" ||
+		!strings.HasSuffix(out, "wrote comparison page: "+html+"\n") {
 		t.Fatalf("report compare: %v\n%s", err, out)
 	}
-	for _, args := range [][]string{{"report"}, {"report", "compare"}, {"report", "merge", "--out", merged}} {
+	// A second compare says it replaced the first one's page.
+	if out, err = run("report", "compare", "--html", html, a, b); err != nil || !strings.HasSuffix(out, "overwrote the earlier comparison page: "+html+"\n") {
+		t.Fatalf("report compare again: %v\n%s", err, out)
+	}
+	// report html writes report.html again, saying where.
+	if out, err = run("report", "html", a); err != nil || out != "overwrote the earlier report page: "+filepath.Join(a, results.HTMLFile)+"\n" {
+		t.Fatalf("report html: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"report"}, {"report", "compare"}, {"report", "merge", "--out", merged}, {"report", "html"}} {
 		out, err := run(args...)
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 {

@@ -7,8 +7,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// reportCommand returns `ringlog report` with its `merge`, `window` and
-// `compare` subcommands (package results does the work).
+// reportCommand returns `ringlog report` with its `html`, `merge`,
+// `window` and `compare` subcommands (package results does the work).
 func reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "report",
@@ -19,11 +19,25 @@ func reportCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return cli.Exit("usage: ringlog report DIR (or report merge|compare)", 2)
+				return cli.Exit("usage: ringlog report DIR (or report html|merge|window|compare)", 2)
 			}
 			return results.Report(c.App.Writer, c.Args().First(), c.Int("top"))
 		},
 		Subcommands: []*cli.Command{
+			{
+				Name:      "html",
+				Usage:     "write report.html of a result directory again with this version's report (older runs included)",
+				ArgsUsage: "DIR",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "out", Usage: "write the page here (default report.html in DIR)", EnvVars: env("out")},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return cli.Exit("usage: ringlog report html [--out FILE] DIR", 2)
+					}
+					return usageExit(results.RenderDir(c.App.Writer, c.Args().First(), c.String("out")))
+				},
+			},
 			{
 				Name:      "merge",
 				Usage:     "merge the histograms of runs made by several generator processes",
@@ -55,10 +69,10 @@ func reportCommand() *cli.Command {
 			},
 			{
 				Name:      "compare",
-				Usage:     "put runs side by side (table, plus an overlaid percentile plot)",
+				Usage:     "put runs side by side (table, plus an overlaid percentile plot); prints where it wrote the page",
 				ArgsUsage: "DIR DIR...",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "html", Usage: "write the overlay page here (default compare.html in the first DIR)", EnvVars: env("html")},
+					&cli.StringFlag{Name: "html", Usage: "write the comparison page here (default compare.html in the first DIR, replaced if there)", EnvVars: env("html")},
 				},
 				Action: func(c *cli.Context) error {
 					return usageExit(results.CompareDirs(c.App.Writer, c.String("html"), c.Args().Slice()))

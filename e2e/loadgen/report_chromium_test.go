@@ -87,10 +87,12 @@ func pageLayout(t *testing.T, dom []byte) (charts []chartBox, clipped []string) 
 }
 
 // TestHarnessReportChromium: a real broker and a real `ringlog loadgen
-// --find-max --out`; report.html opened in headless Chromium shows the
-// verdict, the environment table and every chart (p99 against rate
-// included), with no element whose text overflows its box; the
-// screenshot has drawn lines in every chart's area. The same run with a
+// --find-max --out`; report.html opened in headless Chromium at 1,400 px
+// shows the title block (label, topic, partitions, brokers, client), the
+// verdict, the summary and latency tables, the environment table and
+// every chart (p99 against rate included) at the page's width, with no
+// element whose text overflows its box; the screenshot is the page's
+// size and has drawn lines in every chart's area. The same run with a
 // per-agent breakdown, and the compare page of the run against itself,
 // are checked for clipping at narrower widths.
 func TestHarnessReportChromium(t *testing.T) {
@@ -116,7 +118,29 @@ func TestHarnessReportChromium(t *testing.T) {
 	}
 	page := filepath.Join(out, results.HTMLFile)
 
-	dom := chromium(t, browser, page, "--window-size=1280,1000", "--virtual-time-budget=3000", "--dump-dom")
+	const width = 1400
+	dom := chromium(t, browser, page, fmt.Sprintf("--window-size=%d,1000", width), "--virtual-time-budget=3000", "--dump-dom")
+	// The title block says what was measured; the summary is tables with
+	// their headings, not terminal text.
+	for _, want := range []string{
+		`<h1 id="run-name">` + html.EscapeString(res.Label) + `</h1>`,
+		`<div data-fact="topic"><dt>topic</dt><dd>chromium</dd></div>`,
+		`<div data-fact="partitions"><dt>partitions</dt><dd>2</dd></div>`,
+		`<div data-fact="brokers"><dt>brokers</dt><dd>1</dd></div>`,
+		`<div data-fact="client"><dt>client</dt><dd>lean</dd></div>`,
+		`<table id="summary">`, `<th>target rate</th>`, `<th>achieved rate</th>`, `<th>messages acknowledged</th>`, `<th>errors (messages failed)</th>`,
+		`<th>broker CPU</th>`, `<th>broker CPU-µs per acked msg</th>`, `<th>broker context switches per acked msg</th>`,
+		`<th class="head">latency (ms)</th><th class="q">p50</th><th class="q">p90</th><th class="q">p99</th><th class="q">p99.9</th><th class="q">max</th>`,
+		`<tr data-latency="ack"><th>ack</th>`, `<tr data-latency="e2e"><th>end-to-end</th>`, `<tr data-latency="send_delay"><th>send delay</th>`,
+		`<table id="find-max">`,
+	} {
+		if !bytes.Contains(dom, []byte(want)) {
+			t.Errorf("DOM lacks %s", want)
+		}
+	}
+	if bytes.Contains(dom, []byte(`<pre id="summary">`)) {
+		t.Error("the summary is still terminal text in a <pre>")
+	}
 	word := "FAIL"
 	if results.VerdictOf(res).Pass {
 		word = "PASS"
@@ -144,13 +168,15 @@ func TestHarnessReportChromium(t *testing.T) {
 	}
 	charts, clipped := pageLayout(t, dom)
 	if len(clipped) > 0 {
-		t.Errorf("clipped at 1280 px: %v", clipped)
+		t.Errorf("clipped at %d px: %v", width, clipped)
 	}
 	wantCharts := []string{"percentiles", "latency-over-time", "throughput-over-time", "p99-vs-rate"}
 	bottom := 0
 	for i, id := range wantCharts {
-		if i >= len(charts) || charts[i].ID != id || charts[i].W < 300 || charts[i].H < 100 {
-			t.Fatalf("charts %+v, want %v, each at least 300x100", charts, wantCharts)
+		// At the page's width: the body's 16 px margins aside, no chart
+		// leaves part of a 1,400 px page empty beside it.
+		if i >= len(charts) || charts[i].ID != id || charts[i].W < width-2*16-8 || charts[i].H < 300 || charts[i].X > 24 {
+			t.Fatalf("charts %+v, want %v, each across the page (%d px wide or more) and 300 px tall", charts, wantCharts, width-40)
 		}
 		bottom = max(bottom, charts[i].Y+charts[i].H)
 	}
@@ -158,7 +184,7 @@ func TestHarnessReportChromium(t *testing.T) {
 	// A viewport tall enough for the whole page: the screenshot is the
 	// viewport, and the layout does not depend on its height.
 	shot := filepath.Join(t.TempDir(), "report.png")
-	chromium(t, browser, page, fmt.Sprintf("--window-size=1280,%d", bottom+40), "--screenshot="+shot)
+	chromium(t, browser, page, fmt.Sprintf("--window-size=%d,%d", width, bottom+40), "--screenshot="+shot)
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +193,17 @@ func TestHarnessReportChromium(t *testing.T) {
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := img.Bounds().Size(); got.X != width || got.Y != bottom+40 {
+		t.Fatalf("screenshot is %v, want %dx%d (the whole page)", got, width, bottom+40)
+	}
+	// The title block and tables are drawn at the top: ink in the top
+	// band, across more than half the width (facts, then three tables).
+	if ink, _ := inkIn(img, image.Rect(0, 0, width, 200)); ink < width*200/100 {
+		t.Errorf("the top of the page looks blank: %d non-white pixels", ink)
+	}
+	if ink, _ := inkIn(img, image.Rect(width/2, charts[0].Y-400, width, charts[0].Y-20)); ink < 2000 {
+		t.Errorf("the right half above the charts is empty (%d non-white pixels): the tables do not use the page's width", ink)
 	}
 	for _, c := range charts {
 		ink, color := inkIn(img, image.Rect(c.X, c.Y, c.X+c.W, c.Y+c.H))
@@ -212,6 +249,11 @@ func TestHarnessReportChromium(t *testing.T) {
 	charts, clipped = pageLayout(t, dom)
 	if len(clipped) > 0 || len(charts) != 1 || charts[0].ID != "compare-percentiles" || charts[0].W < 300 {
 		t.Errorf("compare.html at 720 px: clipped %v, charts %+v", clipped, charts)
+	}
+	// Every run column has a head: the run's label (the same run twice,
+	// so with its directory).
+	if bytes.Contains(dom, []byte("<th></th>")) || bytes.Count(dom, []byte(`<th class="head run">`+html.EscapeString(res.Label)+" (")) != 2 {
+		t.Errorf("compare.html column heads missing or blank")
 	}
 }
 
