@@ -56,6 +56,7 @@ type netHistory struct {
 	errs     map[string]int
 	attempts atomic.Int64
 	txns     []netTxn
+	txErrs   []string // each failed transaction's error, with its time
 	stopped  atomic.Bool
 	wg       sync.WaitGroup
 }
@@ -151,7 +152,10 @@ func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			err := cl.BeginTransaction()
 			for p := 0; err == nil && p < partitions; p++ {
-				for k := range 2 {
+				// Stops at the first failed record: a later success must
+				// not hide it (it did: a transaction whose first record
+				// failed was committed and counted as losing it).
+				for k := 0; err == nil && k < 2; k++ {
 					v := fmt.Sprintf("t%06d-%d-%d", id, p, k)
 					tx.values = append(tx.values, v)
 					err = cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(p), Value: []byte(v)}).FirstErr()
@@ -165,6 +169,9 @@ func (h *netHistory) runTransactional(t *testing.T, seeds []string, topic string
 			}
 			if err != nil {
 				h.fail(fmt.Errorf("transaction: %w", err))
+				h.mu.Lock()
+				h.txErrs = append(h.txErrs, fmt.Sprintf("transaction %d at %s: %v", id, time.Now().Format("15:04:05.000"), err))
+				h.mu.Unlock()
 				// Abort what is left; a producer that cannot is
 				// replaced, and the new one's InitProducerID fences
 				// and aborts the old one's transaction.
@@ -919,6 +926,11 @@ func TestNetworkFaults(t *testing.T) {
 	fmt.Printf("netfaults: io=%s attempts=%d acknowledged=%d in_log=%d lost=%d moved=%d duplicated=%d reordered=%d offset_conflicts=%d txns_committed=%d txns_aborted=%d txns_unknown=%d tx_lost=%d tx_aborted_visible=%d tx_partial=%d tx_duplicated=%d errors=%s\n",
 		harness.IOMode(), h.attempts.Load(), chk.acked, chk.inLog, chk.lost, chk.moved, chk.duplicated, chk.reordered, chk.offsetConflicts,
 		chk.txCommitted, chk.txAborted, chk.txUnknown, chk.txLost, chk.txAbortedVisible, chk.txPartial, chk.txDuplicated, errs)
+	h.mu.Lock()
+	for _, e := range h.txErrs {
+		t.Log(e)
+	}
+	h.mu.Unlock()
 	for _, p := range chk.problems {
 		t.Error(p)
 	}
