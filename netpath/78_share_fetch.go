@@ -35,7 +35,8 @@ import (
 //     go back with the acquired ranges and their delivery counts.
 //     Control batches, aborted transactions' records and offsets the log
 //     does not hold are archived, never acquired. max_records (v1+) caps
-//     the records acquired over the request, aligned to batches;
+//     the records acquired over the request exactly (a large batch is
+//     split among consumers, each skipping what it did not acquire);
 //     max_bytes the bytes. Partitions are served round-robin, so one
 //     busy partition does not starve the others.
 //   - Long poll: with nothing acquired the request waits, up to max_wait
@@ -44,7 +45,8 @@ import (
 //   - AcquisitionLockTimeoutMillis is the group's lock duration
 //     (share.record.lock.duration.ms).
 //   - v0 (Kafka 4.0 early access) is not served; franz-go needs v2.
-//     share_acquire_mode 1 (record-limit) is honoured as batch mode.
+//     share_acquire_mode (v2) needs nothing: both modes get the exact
+//     record limit.
 //   - READ on the group (top-level GROUP_AUTHORIZATION_FAILED) and on
 //     each topic (TOPIC_AUTHORIZATION_FAILED for that partition).
 

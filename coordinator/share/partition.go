@@ -173,9 +173,11 @@ func (p *Partition) NextOffset(limit int64, maxLocks int) (int64, bool) {
 // in the window, and new ones past its end while the window holds fewer
 // than maxLocks and they are below limit. Offsets between spans past the
 // end do not exist in the log and are archived, as are non-deliverable
-// spans. It stops after the batch in which maxRecords records were
-// acquired (a batch is not split, as Kafka aligns to batches) and returns
-// the acquired runs in offset order.
+// spans. It acquires at most maxRecords records, splitting a batch if
+// need be (consumers skip a batch's records outside their ranges): one
+// large producer batch is then shared among the consumers instead of
+// going to the first that asks, which Kafka's batch-aligned mode allows
+// too. It returns the acquired runs in offset order.
 func (p *Partition) Acquire(member string, spans []Span, maxRecords int, limit int64, maxLocks int, lock time.Duration, now time.Time) []Lease {
 	var out []Lease
 	n := 0
@@ -196,11 +198,8 @@ func (p *Partition) Acquire(member string, spans []Span, maxRecords int, limit i
 	}
 spans:
 	for _, s := range spans {
-		if n >= maxRecords {
-			break
-		}
 		for o := max(s.First, p.start); o <= s.Last; o++ {
-			if o >= limit {
+			if o >= limit || n >= maxRecords {
 				break spans
 			}
 			if o >= p.End() {

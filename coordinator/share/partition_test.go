@@ -184,11 +184,17 @@ func TestWindowBoundedByMaxLocks(t *testing.T) {
 	}
 }
 
-func TestMaxRecordsAlignsToBatches(t *testing.T) {
+func TestMaxRecordsSplitsBatches(t *testing.T) {
 	p := NewPartition(0)
 	got := p.Acquire("a", batches(0, 100, 30), 40, 100, locks, lock, t0)
-	if want := []Lease{{0, 59, 1}}; !slices.Equal(got, want) {
-		t.Fatalf("acquired %v, want %v (whole batches)", got, want)
+	if want := []Lease{{0, 39, 1}}; !slices.Equal(got, want) {
+		t.Fatalf("acquired %v, want %v", got, want)
+	}
+	// The rest of the split batch goes to the next consumer.
+	off, _ := p.NextOffset(100, locks)
+	got = p.Acquire("b", batches(30, 100, 30), 40, 100, locks, lock, t0)
+	if want := []Lease{{40, 79, 1}}; off != 40 || !slices.Equal(got, want) {
+		t.Fatalf("next %d, acquired %v, want 40 %v", off, got, want)
 	}
 }
 
