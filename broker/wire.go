@@ -15,6 +15,7 @@ import (
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/netpath"
@@ -30,6 +31,9 @@ type WireConfig struct {
 	Wire netpath.Config
 	// Groups configures the consumer group coordinator (groups.go).
 	Groups group.Config
+	// Shares configures the partition-leader side of share groups
+	// (shares.go).
+	Shares share.Config
 	// Transactions configures the transaction coordinator (txn.go). Its
 	// OffsetsTopicPartitions is taken from Groups by newWireServer.
 	Transactions txn.Config
@@ -57,6 +61,7 @@ func DefaultWireConfig() WireConfig {
 	return WireConfig{
 		Wire:                         netpath.DefaultConfig(),
 		Groups:                       group.DefaultConfig(),
+		Shares:                       share.DefaultConfig(),
 		Transactions:                 txn.DefaultConfig(),
 		OffsetsTopicSegmentBytes:     100 << 20,
 		TransactionStateSegmentBytes: 100 << 20,
@@ -76,6 +81,9 @@ func (c WireConfig) Validate() error {
 		return fmt.Errorf("transaction state segment bytes %d must be in [14, %d]", c.TransactionStateSegmentBytes, math.MaxInt32)
 	}
 	if err := c.Groups.Validate(); err != nil {
+		return err
+	}
+	if err := c.Shares.Validate(); err != nil {
 		return err
 	}
 	return c.Transactions.Validate()
@@ -101,6 +109,8 @@ type wireServer struct {
 	recMu sync.Mutex
 	// groups is the consumer group coordinator and its offsets topic.
 	groups *groupBridge
+	// shares is the leader side of share groups (shares.go).
+	shares *share.Manager
 	// txns is the transaction coordinator, its __transaction_state topic
 	// and the transaction marker writer.
 	txns *txnBridge
@@ -160,6 +170,10 @@ func newWireServer(cfg WireConfig, eng *engine.Engine, remote netpath.RemoteTier
 		cancel()
 		return nil, err
 	}
+	if s.shares, err = newShares(s); err != nil {
+		cancel()
+		return nil, err
+	}
 	s.srv, err = netpath.New(cfg.Wire, netpath.Deps{
 		Engine:       eng,
 		Cluster:      s,
@@ -167,6 +181,7 @@ func newWireServer(cfg WireConfig, eng *engine.Engine, remote netpath.RemoteTier
 		Transactions: s.txns,
 		ProducerIDs:  s.pids,
 		Remote:       remote,
+		Shares:       s.shares,
 	})
 	if err != nil {
 		cancel()
@@ -213,6 +228,7 @@ func (s *wireServer) Start(node *controller.Node) error {
 	}()
 	s.groups.start()
 	s.txns.start()
+	s.startShares()
 	var repl netpath.Replicas
 	if s.repl != nil {
 		repl = s.repl

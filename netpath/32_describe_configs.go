@@ -7,6 +7,7 @@ import (
 
 	"github.com/ringlog/ringlog/controller/metadata"
 
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/ringlog/ringlog/engine"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +29,8 @@ import (
 //     clients commonly look at (read-only) and the dynamic broker configs
 //     with their sources; the empty name lists the cluster-wide dynamic
 //     defaults only, as Kafka does. Another broker's id is INVALID_REQUEST.
+//   - Group resources (share groups' settings, GROUP_CONFIG when set on
+//     the group, else the broker's default) list share.GroupConfigKeys.
 //   - config_names filters; null means all.
 //   - Other resource types get INVALID_REQUEST.
 
@@ -137,6 +140,23 @@ func handleDescribeConfigs(s *Server, r *request) reply {
 				tk, _ := engine.TopicKeyFor(bk)
 				syns := s.brokerKeySynonyms(img, bk, tk)
 				add(bk, syns[0].value, syns[0].source == kmsg.ConfigSourceDefaultConfig, false, false, syns[0].source, syns)
+			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if !s.authorize(r, metadata.OpDescribeConfigs, metadata.ResourceGroup, rr.ResourceName) {
+				sr.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				break
+			}
+			dyn := img.GroupConfigs(rr.ResourceName)
+			gc := s.shares.GroupConfig(rr.ResourceName)
+			for _, k := range share.GroupConfigKeys() {
+				v, set := dyn[k], false
+				src := kmsg.ConfigSourceDefaultConfig
+				if _, set = dyn[k]; set {
+					src = kmsg.ConfigSourceGroupConfig
+				} else {
+					v = gc.Value(k)
+				}
+				add(k, v, !set, false, false, src, []configSynonym{{k, v, src}})
 			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code

@@ -42,6 +42,9 @@ func handleDeleteGroups(s *Server, r *request) reply {
 			return nil
 		}
 		for _, d := range res {
+			if d.Err == nil {
+				s.shares.Delete(d.Group, nil) // a share group's partition state
+			}
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group, g.ErrorCode = d.Group, errorCode(d.Err)
 			resp.Groups = append(resp.Groups, g)

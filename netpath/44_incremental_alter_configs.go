@@ -10,7 +10,8 @@ import (
 //   - TOPIC resources change the topic's dynamic configs; BROKER resources
 //     (a broker id, or "" for the cluster-wide default) change the dynamic
 //     broker configs (engine.DynamicBrokerKeys: the cluster-wide topic
-//     defaults and the replication throttle rates). Other types get
+//     defaults and the replication throttle rates); GROUP resources the
+//     share-group settings (share.GroupConfigKeys). Other types get
 //     INVALID_REQUEST.
 //   - SET, DELETE, and APPEND/SUBTRACT for list configs (cleanup.policy,
 //     leader/follower.replication.throttled.replicas);

@@ -167,8 +167,25 @@ func (s *Server) alterConfigResource(r *request, typ kmsg.ConfigResourceType, na
 			return cfgErr(errorCode(err), "%v", err)
 		}
 		cmd.Set, cmd.Delete = diffConfigs(current, next, replace)
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !s.authorize(r, metadata.OpAlterConfigs, metadata.ResourceGroup, name) {
+			return cfgErr(kerr.GroupAuthorizationFailed.Code, "not authorized to alter the configs of group %q", name)
+		}
+		if name == "" {
+			return cfgErr(kerr.InvalidRequest.Code, "empty group id")
+		}
+		cmd.Kind, current = metadata.ConfigGroup, img.GroupConfigs(name)
+		defaults := s.shares.GroupConfig("") // the broker's: "" has no configs
+		next, cerr := applyConfigOps(current, ops, replace, defaults.Value)
+		if cerr != nil {
+			return cerr
+		}
+		if _, err := s.shares.Config().ParseGroupConfig(next); err != nil {
+			return cfgErr(kerr.InvalidConfig.Code, "%v", err)
+		}
+		cmd.Set, cmd.Delete = diffConfigs(current, next, replace)
 	default:
-		return cfgErr(kerr.InvalidRequest.Code, "resource type %d cannot be altered (TOPIC and BROKER can)", typ)
+		return cfgErr(kerr.InvalidRequest.Code, "resource type %d cannot be altered (TOPIC, BROKER and GROUP can)", typ)
 	}
 	if validateOnly {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
@@ -34,6 +35,9 @@ type Deps struct {
 	// Remote reads the remote tier (tiered storage); nil when the broker
 	// has no object store configured.
 	Remote RemoteTier
+	// Shares is the partition-leader side of share groups; nil gets an
+	// in-memory one with Kafka's defaults (tests).
+	Shares Shares
 }
 
 // Storage is the local log store (*engine.Engine): the partitions
@@ -185,7 +189,36 @@ type Groups interface {
 	ConsumerHeartbeat(req group.ConsumerHeartbeatRequest) *group.Future[group.ConsumerHeartbeatResponse]
 	ConsumerDescribe(groupIDs []string) []group.ConsumerGroupDescription
 	ListFiltered(states, types []string) ([]group.GroupListing, error)
+
+	// Share groups (KIP-932): membership, and the checks of the
+	// share-group offset APIs.
+	ShareHeartbeat(req group.ShareHeartbeatRequest) group.ShareHeartbeatResponse
+	ShareDescribe(groupIDs []string) []group.ShareGroupDescription
+	ShareGroupEmpty(groupID string, needEmpty, create bool) error
+	IsShareGroup(groupID string) bool
 }
+
+// Shares is the partition-leader side of share groups (*share.Manager):
+// share sessions, acquisition and acknowledgement of records, and the
+// share-partition start offsets the offset APIs read and move.
+type Shares interface {
+	Session(req share.SessionRequest, now time.Time) (share.SessionResult, error)
+	CloseSession(group, member string, tps []share.TP)
+	CloseMember(group, member string)
+	NextOffset(k share.Key, b share.Bounds) (offset, limit int64, ok bool)
+	Acquire(k share.Key, member string, spans []share.Span, maxRecords int, limit int64, now time.Time) []share.Lease
+	Acknowledge(k share.Key, member string, acks []share.Ack, now time.Time) error
+	LockDuration(group string) time.Duration
+	GroupConfig(group string) share.GroupConfig
+	Config() share.Config
+	Changed() <-chan struct{}
+	Offsets(group string, topics map[[16]byte]bool) []share.PartitionOffset
+	Offset(k share.Key) (share.PartitionOffset, bool)
+	SetOffset(k share.Key, offset int64)
+	Delete(group string, topics map[[16]byte]bool)
+}
+
+var _ Shares = (*share.Manager)(nil)
 
 // Transactions is the transaction coordinator (txn.Manager), its
 // __transaction_state partitions, and the leader side of markers.

@@ -8,6 +8,7 @@ import (
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/ringlog/ringlog/coordinator/txn"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/producerstate"
@@ -41,6 +42,9 @@ func errorCode(err error) int16 {
 		return code
 	}
 	if code := txnCoordErrorCode(err); code != 0 {
+		return code
+	}
+	if code := shareErrorCode(err); code != 0 {
 		return code
 	}
 	if code := producerErrorCode(err); code != 0 {
@@ -320,4 +324,23 @@ func replErrorCode(err error) int16 {
 		}
 	}
 	return errorCode(err)
+}
+
+// shareErrorCode maps coordinator/share errors; 0 for any other error.
+func shareErrorCode(err error) int16 {
+	switch {
+	case errors.Is(err, share.ErrInvalidRecordState):
+		return kerr.InvalidRecordState.Code
+	case errors.Is(err, share.ErrInvalidRequest):
+		return kerr.InvalidRequest.Code
+	case errors.Is(err, share.ErrSessionNotFound):
+		return kerr.ShareSessionNotFound.Code
+	case errors.Is(err, share.ErrInvalidSessionEpoch):
+		return kerr.InvalidShareSessionEpoch.Code
+	case errors.Is(err, share.ErrSessionLimitReached):
+		return kerr.ShareSessionLimitReached.Code
+	case errors.Is(err, share.ErrInvalidConfig):
+		return kerr.InvalidConfig.Code
+	}
+	return 0
 }

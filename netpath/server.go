@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/ringlog/ringlog/internal/sockio"
 )
 
@@ -213,6 +214,8 @@ type Server struct {
 	// remote reads the remote tier (Deps.Remote); nil without an object
 	// store.
 	remote RemoteTier
+	// shares is the leader side of share groups (Deps.Shares).
+	shares Shares
 	// noRemoteWarned is when the last "no object store" warning was
 	// logged (unix ns), to log it once a minute at most.
 	noRemoteWarned atomic.Int64
@@ -301,6 +304,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		txns:    deps.Transactions,
 		pids:    deps.ProducerIDs,
 		remote:  deps.Remote,
+		shares:  deps.Shares,
 
 		ctx:    ctx,
 		cancel: cancel,
@@ -310,6 +314,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 		sessions: newFetchSessions(cfg.FetchSessionSlots, cfg.FetchSessionEvictionAge),
 		quotas:   quotaManager{window: cfg.QuotaWindow},
+	}
+	if s.shares == nil {
+		m, err := share.NewManager(share.DefaultConfig(), nil)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		s.shares = m
 	}
 	return s, nil
 }

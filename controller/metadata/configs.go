@@ -20,6 +20,7 @@ import (
 const (
 	ConfigTopic  = "topic"
 	ConfigBroker = "broker"
+	ConfigGroup  = "group"
 )
 
 // AlterConfigs changes the dynamic configs of one resource. With Replace
@@ -27,9 +28,9 @@ const (
 // (IncrementalAlterConfigs) Set is merged in and Delete removed. APPEND and
 // SUBTRACT are resolved by the proposer into Set values.
 type AlterConfigs struct {
-	Kind string // ConfigTopic or ConfigBroker
-	// Name is the topic name, or the broker id in decimal ("" = the
-	// cluster-wide default for every broker).
+	Kind string // ConfigTopic, ConfigBroker or ConfigGroup
+	// Name is the topic name, the broker id in decimal ("" = the
+	// cluster-wide default for every broker), or the group id.
 	Name string
 	// TopicID, when set, must be the topic's id: a change computed against
 	// a topic that was deleted and re-created meanwhile is rejected.
@@ -43,6 +44,12 @@ type AlterConfigs struct {
 // cluster-wide default); nil when none are set. Do not modify the map.
 func (im *Image) BrokerConfigs(name string) map[string]string {
 	return im.brokerConfigs[name]
+}
+
+// GroupConfigs returns the dynamic configs of group id; nil when none are
+// set. Do not modify the map.
+func (im *Image) GroupConfigs(id string) map[string]string {
+	return im.groupConfigs[id]
 }
 
 // BrokerConfigNames returns the resource names that have dynamic broker
@@ -108,6 +115,22 @@ func (t *txn) alterConfigs(c *AlterConfigs) Result {
 		}
 		t.im.brokerConfigs = bc
 		return Result{}
+	case ConfigGroup:
+		if c.Name == "" {
+			return Result{Err: fmt.Errorf("%w: empty group id", ErrInvalidCommand)}
+		}
+		next := mergeConfigs(t.im.groupConfigs[c.Name], c)
+		gc := maps.Clone(t.im.groupConfigs)
+		if gc == nil {
+			gc = map[string]map[string]string{}
+		}
+		if len(next) == 0 {
+			delete(gc, c.Name)
+		} else {
+			gc[c.Name] = next
+		}
+		t.im.groupConfigs = gc
+		return Result{}
 	}
 	return Result{Err: fmt.Errorf("%w: config resource kind %q", ErrInvalidCommand, c.Kind)}
 }
@@ -122,6 +145,14 @@ func (im *Image) brokerConfigSets() []BrokerConfigSet {
 	var out []BrokerConfigSet
 	for _, n := range im.BrokerConfigNames() {
 		out = append(out, BrokerConfigSet{Name: n, Configs: im.brokerConfigs[n]})
+	}
+	return out
+}
+
+func (im *Image) groupConfigSets() []BrokerConfigSet {
+	var out []BrokerConfigSet
+	for _, n := range slices.Sorted(maps.Keys(im.groupConfigs)) {
+		out = append(out, BrokerConfigSet{Name: n, Configs: im.groupConfigs[n]})
 	}
 	return out
 }

@@ -30,7 +30,7 @@ func TestAlterTopicConfigs(t *testing.T) {
 	m.reject(alter(AlterConfigs{Name: "nope", Set: map[string]string{"retention.ms": "1"}}), ErrUnknownTopic)
 	m.reject(alter(AlterConfigs{Name: "a", TopicID: NewUUID(), Set: map[string]string{"retention.ms": "1"}}), ErrUnknownTopic)
 	m.reject(alter(AlterConfigs{Name: "a", Set: map[string]string{"": "1"}}), ErrInvalidCommand)
-	m.reject(Command{AlterConfigs: &AlterConfigs{Kind: "group", Name: "g"}}, ErrInvalidCommand)
+	m.reject(Command{AlterConfigs: &AlterConfigs{Kind: "client", Name: "g"}}, ErrInvalidCommand)
 
 	// A deleted topic takes its configs along; the re-created one starts
 	// clean.
@@ -80,5 +80,32 @@ func TestAlterBrokerConfigsAndSnapshot(t *testing.T) {
 	old := []byte(`{"Version":1,"Index":3,"ClusterID":"c1","NextProducerID":0,"Brokers":[],"Topics":[]}`)
 	if im, err := DecodeImage(bytes.NewReader(old)); err != nil || len(im.BrokerConfigNames()) != 0 {
 		t.Fatalf("old snapshot: %v", err)
+	}
+}
+
+func TestAlterGroupConfigs(t *testing.T) {
+	m, _, _, _ := newMachineWithTopicA(t)
+	alter := func(c AlterConfigs) Command { c.Kind = ConfigGroup; return Command{AlterConfigs: &c} }
+	m.ok(alter(AlterConfigs{Name: "g", Set: map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "15000"}}))
+	m.ok(alter(AlterConfigs{Name: "g", Delete: []string{"share.record.lock.duration.ms"}}))
+	if got := m.img.GroupConfigs("g"); !maps.Equal(got, map[string]string{"share.auto.offset.reset": "earliest"}) {
+		t.Fatalf("group configs %v", got)
+	}
+	m.reject(alter(AlterConfigs{Name: ""}), ErrInvalidCommand)
+	// Group configs survive a snapshot.
+	var b bytes.Buffer
+	if err := m.img.Encode(&b); err != nil {
+		t.Fatal(err)
+	}
+	im, err := DecodeImage(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !im.Equal(m.img) || !maps.Equal(im.GroupConfigs("g"), m.img.GroupConfigs("g")) {
+		t.Fatal("group configs lost in the snapshot")
+	}
+	m.ok(alter(AlterConfigs{Name: "g", Replace: true}))
+	if m.img.GroupConfigs("g") != nil {
+		t.Fatal("empty replace kept the group's configs")
 	}
 }

@@ -91,6 +91,9 @@ type snapshotV1 struct {
 	ACLs  []ACL             `json:",omitempty"`
 	// Dynamic broker configs (configs.go); absent in older snapshots.
 	BrokerConfigs []BrokerConfigSet `json:",omitempty"`
+	// Dynamic group configs (configs.go; Name is the group id); absent
+	// in older snapshots.
+	GroupConfigs []BrokerConfigSet `json:",omitempty"`
 	// Client quotas; absent in older snapshots.
 	Quotas []ClientQuota `json:",omitempty"`
 	// Remote-log metadata (remote.go); version 2 on.
@@ -110,6 +113,7 @@ func (im *Image) Encode(w io.Writer) error {
 		Scram:          im.ScramCredentials(),
 		ACLs:           im.acls,
 		BrokerConfigs:  im.brokerConfigSets(),
+		GroupConfigs:   im.groupConfigSets(),
 		Quotas:         im.ClientQuotas(),
 		Remote:         im.remoteSnap(),
 		RemotePurge:    im.remotePurge,
@@ -142,6 +146,12 @@ func DecodeImage(r io.Reader) (*Image, error) {
 			bc.Configs = map[string]string{}
 		}
 		im.brokerConfigs[bc.Name] = bc.Configs
+	}
+	for _, gc := range s.GroupConfigs {
+		if im.groupConfigs == nil {
+			im.groupConfigs = map[string]map[string]string{}
+		}
+		im.groupConfigs[gc.Name] = gc.Configs
 	}
 	if len(s.Quotas) > 0 {
 		im.quotas = make(map[QuotaEntity]map[string]float64, len(s.Quotas))
@@ -209,7 +219,7 @@ func (im *Image) Equal(o *Image) bool {
 	if im.index != o.index || im.clusterID != o.clusterID || im.nextProducerID != o.nextProducerID ||
 		len(im.brokers) != len(o.brokers) || len(im.topics) != len(o.topics) ||
 		len(im.scram) != len(o.scram) || !slices.Equal(im.acls, o.acls) || len(im.quotas) != len(o.quotas) ||
-		!equalBrokerConfigs(im.brokerConfigs, o.brokerConfigs) || !equalRemote(im, o) {
+		!equalBrokerConfigs(im.brokerConfigs, o.brokerConfigs) || !equalBrokerConfigs(im.groupConfigs, o.groupConfigs) || !equalRemote(im, o) {
 		return false
 	}
 	for e, v := range im.quotas {

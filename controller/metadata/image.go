@@ -24,6 +24,9 @@ type Image struct {
 	// brokerConfigs are the dynamic broker configs by broker id ("" =
 	// cluster-wide default), replaced whole on change (configs.go).
 	brokerConfigs map[string]map[string]string
+	// groupConfigs are the dynamic group configs (Kafka's GROUP config
+	// resource) by group id, replaced whole on change (configs.go).
+	groupConfigs map[string]map[string]string
 	// quotas is replaced whole on change (quotas.go).
 	quotas map[QuotaEntity]map[string]float64
 	// remote is the remote-log metadata by topic id, one entry per

@@ -125,7 +125,7 @@ func (m *Manager) ConsumerHeartbeat(req ConsumerHeartbeatRequest) *Future[Consum
 func (g *group) consumerHeartbeat(req *ConsumerHeartbeatRequest, topics Topics, now time.Time) *Future[ConsumerHeartbeatResponse] {
 	var kvs []statelog.KV
 	if g.consumer == nil {
-		if len(g.members) > 0 || len(g.pending) > 0 || g.state != Empty {
+		if len(g.members) > 0 || len(g.pending) > 0 || g.state != Empty || g.share != nil {
 			return hbFail(fmt.Errorf("%w: %s is not a consumer group", ErrGroupIDNotFound, g.id), req)
 		}
 		if req.MemberEpoch != JoinEpoch {

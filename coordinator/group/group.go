@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -61,6 +62,7 @@ type group struct {
 	txns      map[int64]*openTxn        // transactional offsets awaiting a marker, by producer id
 
 	consumer *cgroup // non-nil for a consumer (KIP-848) group
+	share    *sgroup // non-nil for a share (KIP-932) group
 
 	mu sync.Mutex
 }
@@ -295,6 +297,9 @@ func (m *Manager) Join(req JoinRequest) *Future[JoinResponse] {
 		return failJoin(ErrUnknownMemberID, req.MemberID)
 	}
 	defer g.mu.Unlock()
+	if g.share != nil {
+		return failJoin(fmt.Errorf("%w: %s is a share group", ErrInconsistentGroupProtocol, g.id), req.MemberID)
+	}
 	if g.consumer != nil {
 		if err := g.toClassic(req.MemberID); err != nil {
 			return failJoin(err, req.MemberID)
@@ -805,6 +810,10 @@ func (m *Manager) Leave(groupID string, members []LeaveMember) ([]LeaveResult, e
 
 // tick fires the group's due deadlines.
 func (g *group) tick(now time.Time) {
+	if g.share != nil {
+		g.shareTick(now)
+		return
+	}
 	if g.consumer != nil {
 		g.consumerTick(now)
 		return
@@ -846,6 +855,9 @@ func (g *group) tick(now time.Time) {
 }
 
 func (g *group) describe() GroupDescription {
+	if g.share != nil {
+		return g.describeShareClassic()
+	}
 	if g.consumer != nil {
 		return g.describeConsumerClassic()
 	}

@@ -46,6 +46,9 @@ type Manager struct {
 	topics      atomic.Pointer[topicsBox]
 	assignorFor func(name string) (Assignor, bool)
 	crec        consumerRecords
+
+	// shareGone is told of share members that left (SetShareMemberGone).
+	shareGone atomic.Pointer[func(group, member string)]
 }
 
 type marker struct {
@@ -242,7 +245,7 @@ func (m *Manager) Tick(now time.Time) {
 		g.mu.Lock()
 		if g.state != Dead {
 			g.tick(now)
-			if expire {
+			if expire && g.share == nil { // share groups hold no offsets here
 				g.expireOffsets(now)
 			}
 		}
@@ -308,6 +311,9 @@ func (m *Manager) List(states []string) ([]GroupListing, error) {
 		if g.consumer != nil {
 			l.State, l.GroupType = string(g.consumer.state()), GroupTypeConsumer
 		}
+		if g.share != nil {
+			l.State, l.GroupType = g.share.state(), GroupTypeShare
+		}
 		dead := g.state == Dead
 		g.mu.Unlock()
 		if dead {
@@ -341,7 +347,7 @@ func (m *Manager) DeleteGroups(groupIDs []string) *Future[[]DeleteGroupResult] {
 		case g == nil:
 			res[i].Err = ErrGroupIDNotFound
 		default:
-			if g.state != Empty {
+			if g.state != Empty || g.share != nil && len(g.share.members) > 0 {
 				res[i].Err = ErrNonEmptyGroup
 			} else {
 				waits[i] = g.delete()

@@ -41,6 +41,9 @@ func (m *Manager) CommitOffsets(req OffsetCommitRequest) *Future[OffsetCommitRes
 }
 
 func (g *group) commit(req *OffsetCommitRequest, now time.Time) *Future[OffsetCommitResponse] {
+	if g.share != nil {
+		return commitFail(req, fmt.Errorf("%w: %s is a share group", ErrGroupIDNotFound, g.id))
+	}
 	if g.consumer != nil {
 		if err := g.checkConsumerCommit(req, now); err != nil {
 			return commitFail(req, err)

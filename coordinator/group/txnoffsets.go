@@ -57,6 +57,9 @@ func (m *Manager) CommitTxnOffsets(req TxnOffsetCommitRequest) *Future[TxnOffset
 }
 
 func (g *group) commitTxn(req *TxnOffsetCommitRequest, now time.Time) *Future[TxnOffsetCommitResponse] {
+	if g.share != nil {
+		return txnCommitFail(req, fmt.Errorf("%w: %s is a share group", ErrGroupIDNotFound, g.id))
+	}
 	if g.consumer != nil {
 		// KIP-848: the generation is the member epoch, which must be the
 		// member's current one (Kafka is as strict for transactions).

@@ -1,0 +1,85 @@
+package netpath
+
+import (
+	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/coordinator/share"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// AlterShareGroupOffsets: v0
+//
+// Behavior:
+//   - Sets the share-partition start offset of each named partition,
+//     forgetting its in-flight records: consumption resumes there. The
+//     group must have no members (NON_EMPTY_GROUP); an unknown group
+//     becomes an empty share group (so offsets can be set before any
+//     consumer joins), a consumer or classic group is GROUP_ID_NOT_FOUND.
+//   - An offset below the log start or above the high watermark of a
+//     partition led here is clamped to them, as a fetch would; -1 is
+//     the high watermark (latest), -2 the log start (earliest).
+//   - Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION. The
+//     state is this broker's (not durable yet, GROUPS.md).
+//   - READ on the group, READ on each topic.
+
+func init() { register(91, 0, 0, handleAlterShareGroupOffsets) }
+
+func handleAlterShareGroupOffsets(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.AlterShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+	var err error
+	switch {
+	case s.groups.Stale() != nil:
+		err = s.groups.Stale()
+	case !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.GroupID):
+		err = errGroupAuthz
+	default:
+		err = s.groups.ShareGroupEmpty(req.GroupID, true, true)
+	}
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		resp.ErrorMessage = groupErrorMessage(err, resp.ErrorCode)
+		return immediate(resp)
+	}
+	img := s.node.MetadataImage()
+	for _, rt := range req.Topics {
+		t := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		mt, ok := img.Topic(rt.Topic)
+		authz := s.authorize(r, metadata.OpRead, metadata.ResourceTopic, rt.Topic)
+		if ok {
+			t.TopicID = [16]byte(mt.ID)
+		}
+		for _, rp := range rt.Partitions {
+			p := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+			p.Partition = rp.Partition
+			switch {
+			case !authz:
+				p.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case !ok || rp.Partition < 0 || int(rp.Partition) >= len(mt.Partitions):
+				p.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			default:
+				off := rp.StartOffset
+				if part, err := s.engine.Partition(mt.Name, rp.Partition); err == nil && mt.Partitions[rp.Partition].Leader == s.cfg.NodeID {
+					info := part.Info()
+					switch {
+					case off == -1:
+						off = info.HighWatermark
+					case off == -2:
+						off = info.LogStartOffset
+					default:
+						off = min(max(off, info.LogStartOffset), info.HighWatermark)
+					}
+				}
+				if off < 0 {
+					p.ErrorCode = kerr.InvalidRequest.Code
+					break
+				}
+				s.shares.SetOffset(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: rp.Partition}, off)
+			}
+			t.Partitions = append(t.Partitions, p)
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return immediate(resp)
+}

@@ -1,0 +1,55 @@
+package netpath
+
+import (
+	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DeleteShareGroupOffsets: v0
+//
+// Behavior:
+//   - Drops the share group's state for each named topic (all its
+//     partitions): a consumer that comes back starts over as
+//     share.auto.offset.reset says. The group must be a share group
+//     (GROUP_ID_NOT_FOUND) without members (NON_EMPTY_GROUP); unknown
+//     topics are UNKNOWN_TOPIC_OR_PARTITION.
+//   - DELETE on the group, READ on each topic.
+
+func init() { register(92, 0, 0, handleDeleteShareGroupOffsets) }
+
+func handleDeleteShareGroupOffsets(s *Server, r *request) reply {
+	req := r.kreq.(*kmsg.DeleteShareGroupOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+	var err error
+	switch {
+	case s.groups.Stale() != nil:
+		err = s.groups.Stale()
+	case !s.authorize(r, metadata.OpDelete, metadata.ResourceGroup, req.GroupID):
+		err = errGroupAuthz
+	default:
+		err = s.groups.ShareGroupEmpty(req.GroupID, true, false)
+	}
+	if err != nil {
+		resp.ErrorCode = errorCode(err)
+		resp.ErrorMessage = groupErrorMessage(err, resp.ErrorCode)
+		return immediate(resp)
+	}
+	img := s.node.MetadataImage()
+	for _, rt := range req.Topics {
+		t := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		t.Topic = rt.Topic
+		mt, ok := img.Topic(rt.Topic)
+		switch {
+		case !s.authorize(r, metadata.OpRead, metadata.ResourceTopic, rt.Topic):
+			t.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		case !ok:
+			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		default:
+			t.TopicID = [16]byte(mt.ID)
+			s.shares.Delete(req.GroupID, map[[16]byte]bool{[16]byte(mt.ID): true})
+		}
+		resp.Topics = append(resp.Topics, t)
+	}
+	return immediate(resp)
+}
