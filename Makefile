@@ -29,7 +29,7 @@ help:
 	@echo "make test-faults  e2e/faults: leader kills, full and failing disks, slow fsyncs, on both write paths"
 	@echo "make test-admin   e2e/admin: configs, records, transactions, quotas, reassignment, throttle, joins, scale-out"
 	@echo "make test-loadgen e2e/loadgen: the load harness against real brokers (agents, workloads, reports, SASL)"
-	@echo "make test-groups  e2e/groups: classic and KIP-848 consumer groups with franz-go, kcat and librdkafka"
+	@echo "make test-groups  e2e/groups and e2e/share: classic, KIP-848 and share groups with franz-go, kcat and librdkafka"
 	@echo "make test-tiered  e2e/tiered: 3 brokers, S3 server process, kill -9, object-store outage"
 	@echo "make test-netfaults e2e/netfaults: brokers in netns, nftables cuts and loss, history checker, both write paths"
 	@echo "make test-docs    e2e/docs: the command blocks of README.md and docs/*.md, read from the files, run on fresh brokers"
@@ -101,7 +101,7 @@ test-loadgen: build
 # members through leaves, kills, joins and coordinator failover (the
 # side-by-side rebalance benchmark is behind RINGLOG_GROUP848_BENCH=1).
 test-groups: build
-	RINGLOG_TEST_IO=uring $(E2E) -timeout 15m ./e2e/groups
+	RINGLOG_TEST_IO=uring $(E2E) -timeout 15m ./e2e/groups ./e2e/share
 
 # Tiered storage: 3 brokers and the test S3 server as its own process, 2 GiB
 # through a 30 s local window with a leader kill -9 and an object-store
