@@ -137,8 +137,9 @@ func StartBroker(t *testing.T, dataDir string, extra ...string) *BrokerProc {
 		"--io", IOMode(),
 		"--log-level", "debug",
 	}, extra...)
-	b.Start()
+	// Stopped at cleanup even when it never becomes ready.
 	t.Cleanup(func() { b.Stop() })
+	b.Start()
 	return b
 }
 

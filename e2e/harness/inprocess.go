@@ -3,8 +3,11 @@ package harness
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +79,38 @@ func inProcessFor(t *testing.T) bool {
 	}
 }
 
+// inProcessStarted: a broker ran in the test process, so Main checks
+// that none left goroutines behind.
+var inProcessStarted atomic.Bool
+
+// serverCode matches a goroutine of the broker's packages, by a frame or
+// the frame that created it.
+var serverCode = regexp.MustCompile(`github\.com/ringlog/ringlog/(broker|engine|netpath|controller|coordinator|replication|tiered|iouring)[/.]`)
+
+// brokerGoroutinesGone waits up to limit for the goroutines of the
+// brokers that ran in the test process to end: a closed broker must
+// leave nothing running in a process that goes on to start others.
+func brokerGoroutinesGone(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		buf := make([]byte, 16<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var left []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if serverCode.MatchString(g) {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d goroutines of closed in-process brokers still run after the tests:\n\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // inProcBroker is a broker running in the test process.
 type inProcBroker struct {
 	b      *broker.Broker
@@ -118,6 +153,7 @@ func (b *BrokerProc) launchInProcess() {
 		close(ip.started)
 	}()
 	b.inproc = ip
+	inProcessStarted.Store(true)
 }
 
 // waitReadyInProcess polls /healthz as for a process, and fails when Start
