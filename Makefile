@@ -8,9 +8,11 @@ LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # tests under the race detector.
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e/)
 # The end-to-end suites (e2e/<area>, one package each, on the shared
-# e2e/harness) run the real binary. `make test` runs the fast ones on the
-# io_uring write path; `make e2e` runs every suite, on both write paths
-# where the outcome depends on the write path. -p 1: one suite's brokers at a
+# e2e/harness) run real brokers: the binary, or in the test process where
+# a test never kills, pauses or restarts one (docs/TESTING.md). `make
+# test` runs the fast ones on the io_uring write path; `make e2e` runs
+# every suite, on both write paths where the outcome depends on the write
+# path. -p 1: one suite's brokers at a
 # time, as the timings in the tests assume on a 2-core machine.
 E2E_FAST := ./e2e/core ./e2e/replication
 E2E = RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -p 1 -count=1

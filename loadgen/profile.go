@@ -22,7 +22,7 @@ import (
 
 // Profiling runs (--profile-broker): for every named broker admin address
 // the generator asks the broker for a profiling window
-// (/debug/ringlog/profile, cmd/ringlog/admin_profile.go) that starts when
+// (/debug/ringlog/profile, broker/serveflags/profile.go) that starts when
 // the measured window starts and lasts exactly as long, so the CPU
 // profile explains the latency report it sits next to. With --perf it
 // also runs `perf record -g` on each broker's process for the window.

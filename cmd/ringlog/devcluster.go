@@ -21,6 +21,7 @@ import (
 	"github.com/ringlog/ringlog/internal/launch"
 
 	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/broker/serveflags"
 	"github.com/urfave/cli/v2"
 )
 
@@ -329,25 +330,13 @@ func checkServeArgs(args []string) error {
 	return cfg.Validate()
 }
 
-// parseServeArgs runs serve's flag parsing (environment included) and
-// configFromFlags on args, without starting anything.
+// parseServeArgs parses a serve command line ("serve" and its flags, the
+// environment included) as the child will, without starting anything.
 func parseServeArgs(args []string) (broker.Config, error) {
-	var cfg broker.Config
-	parse := serveCommand()
-	parse.Action = func(c *cli.Context) (err error) {
-		cfg, err = configFromFlags(c)
-		return err
+	if len(args) == 0 || args[0] != "serve" {
+		return broker.Config{}, fmt.Errorf("not a serve command line: %q", args)
 	}
-	// Flag errors come back as the error, not as a help page.
-	parse.OnUsageError = func(_ *cli.Context, err error, _ bool) error { return err }
-	app := &cli.App{
-		Name:     "ringlog",
-		Commands: []*cli.Command{parse},
-		Writer:   io.Discard, ErrWriter: io.Discard,
-		OnUsageError: parse.OnUsageError,
-	}
-	err := app.Run(append([]string{"ringlog"}, args...))
-	return cfg, err
+	return serveflags.Parse(args[1:], serveOptions())
 }
 
 // stopDevNodes sends SIGTERM to every running node, then waits up to 30 s

@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"testing"
 
+	"github.com/ringlog/ringlog/broker/serveflags"
 	"github.com/ringlog/ringlog/e2e/harness"
 )
 
@@ -17,8 +18,8 @@ func TestGCPercentDefault(t *testing.T) {
 		t.Skip("GOGC is set in the test environment; it overrides the default")
 	}
 	b := harness.StartBroker(t, t.TempDir())
-	if got := harness.Scrape(t, b.Admin)["go_gc_gogc_percent"]; got != defaultGCPercent {
-		t.Fatalf("go_gc_gogc_percent %v, want %v", got, defaultGCPercent)
+	if got := harness.Scrape(t, b.Admin)["go_gc_gogc_percent"]; got != serveflags.DefaultGCPercent {
+		t.Fatalf("go_gc_gogc_percent %v, want %v", got, serveflags.DefaultGCPercent)
 	}
 }
 

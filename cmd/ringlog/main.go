@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
-	"strings"
 
+	"github.com/ringlog/ringlog/broker/serveflags"
 	"github.com/ringlog/ringlog/loadgen"
 	"github.com/urfave/cli/v2"
 )
@@ -26,7 +26,7 @@ func main() {
 	// does per request: the same GC target for every command (serve's
 	// --gc-percent then sets its own), unless GOGC says otherwise.
 	if _, ok := os.LookupEnv("GOGC"); !ok {
-		debug.SetGCPercent(defaultGCPercent)
+		debug.SetGCPercent(serveflags.DefaultGCPercent)
 	}
 	app := &cli.App{
 		Name:     "ringlog",
@@ -62,14 +62,6 @@ func allCommands() []*cli.Command {
 	}
 }
 
-// defaultGCPercent: the broker's live heap is small (metadata, indexes,
-// producer state) next to the request bodies that pass through it, so a
-// collection every 100% of growth ran many times a second under load.
-// Request memory stays bounded by --queued-max-request-bytes either way.
-const defaultGCPercent = 400
-
 // env returns the environment variable names for a flag: every flag is
 // also readable from RINGLOG_<NAME>, dashes as underscores.
-func env(flag string) []string {
-	return []string{"RINGLOG_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
-}
+var env = serveflags.EnvVars

@@ -65,12 +65,6 @@ func TestOperatorCommandsCheckArgumentsFirst(t *testing.T) {
 	}
 }
 
-func TestServeRejectsUnknownIOMode(t *testing.T) {
-	if _, err := parseServeArgs([]string{"serve", "--io", "foo"}); err == nil || !strings.Contains(err.Error(), `--io "foo": want auto, uring or sync`) {
-		t.Fatalf("--io foo: %v", err)
-	}
-}
-
 // Every flag's help line says its default once and has no placeholder
 // taken from a backquoted phrase.
 func TestHelpLinesReadOnce(t *testing.T) {
@@ -96,21 +90,6 @@ func TestHelpLinesReadOnce(t *testing.T) {
 	walk(cmds)
 	if n < 100 {
 		t.Fatalf("only %d flags seen", n)
-	}
-}
-
-func TestBootstrapUserNeedsItsPassword(t *testing.T) {
-	if got := bootstrapPasswordVar("ops-admin.1"); got != "RINGLOG_BOOTSTRAP_PASSWORD_OPS_ADMIN_1" {
-		t.Fatalf("variable %q", got)
-	}
-	t.Setenv("RINGLOG_BOOTSTRAP_PASSWORD_ADMIN", "")
-	if _, err := parseServeArgs([]string{"serve", "--bootstrap-user", "admin"}); err == nil || !strings.Contains(err.Error(), "RINGLOG_BOOTSTRAP_PASSWORD_ADMIN") {
-		t.Fatalf("no password: %v", err)
-	}
-	t.Setenv("RINGLOG_BOOTSTRAP_PASSWORD_ADMIN", "s3cret")
-	cfg, err := parseServeArgs([]string{"serve", "--bootstrap-user", "admin"})
-	if err != nil || len(cfg.BootstrapUsers) != 1 || cfg.BootstrapUsers[0].Password != "s3cret" {
-		t.Fatalf("cfg %+v err %v", cfg.BootstrapUsers, err)
 	}
 }
 

@@ -48,6 +48,7 @@ func checkNumbered(t *testing.T, b *harness.BrokerProc, topic string, n int) {
 // and ListPartitionReassignments (45/46) on the brokers, and skips where
 // they are not served.
 func TestAdminRebalanceApply(t *testing.T) {
+	harness.Processes(t) // StartJoinedCluster restarts broker 4
 	harness.SkipWithoutReassign(t)
 	c, adm := harness.StartJoinedCluster(t, "apply", 12)
 	boot := c.Node(1).Addr
@@ -87,6 +88,7 @@ func TestAdminRebalanceApply(t *testing.T) {
 // UnregisterBroker needs ALTER on the cluster; `ringlog admin` passes the
 // SASL connection flags through.
 func TestAdminUnregisterAuthorization(t *testing.T) {
+	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	b, as := startAuthorizedBroker(t, nil, "--fsync", "never")
 	unregister := func(cl *kgo.Client, id int32) error {
 		req := kmsg.NewPtrUnregisterBrokerRequest()

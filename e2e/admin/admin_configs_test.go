@@ -86,6 +86,7 @@ func appendCfg(k, v string) kadm.AlterConfig {
 func deleteCfg(k string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k} }
 
 func TestAdminConfigs(t *testing.T) {
+	harness.Processes(t) // restarted
 	c := harness.StartClusterAt(t, harness.FreshNodeSpecs(t, 3), 3, func(int) []string {
 		return []string{"--fsync", "never", "--retention-check-interval", "200ms"}
 	})
@@ -303,6 +304,7 @@ func TestAdminConfigsConfluent(t *testing.T) {
 // topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker configs
 // (CLUSTER_AUTHORIZATION_FAILED).
 func TestAdminConfigsACL(t *testing.T) {
+	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	b, as := startAuthorizedBroker(t, []string{"orders"}, "--fsync", "never")
 	alice, admin := kadm.NewClient(as("alice")), kadm.NewClient(as("admin"))
 	ctx := harness.Context(t, 30*time.Second)

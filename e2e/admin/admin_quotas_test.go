@@ -39,6 +39,7 @@ func sp(s string) *string { return &s }
 // Kafka's refusals, validate_only, and quotas surviving a restart (they
 // are in the controller's raft log).
 func TestAdminClientQuotas(t *testing.T) {
+	harness.Processes(t) // restarted
 	b := harness.StartBroker(t, t.TempDir())
 	adm := kadm.NewClient(b.Client(t))
 	user, client := sp("user"), sp("client-id")
@@ -445,6 +446,7 @@ func TestAdminClientQuotaIgnoredHint(t *testing.T) {
 // broker's image, and quotas survive the loss of the active controller
 // (they are raft log entries).
 func TestAdminClientQuotasCluster(t *testing.T) {
+	harness.Processes(t) // kill -9
 	c := harness.StartCluster(t, 3)
 	ctx := harness.Context(t, 90*time.Second)
 	ctrl := c.Controller(30 * time.Second)

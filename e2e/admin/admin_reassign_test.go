@@ -314,6 +314,7 @@ func TestAdminReassignMove(t *testing.T) {
 // a 0 B/s replication throttle holding the move back, a cancel deletes
 // the log the adding replica had started.
 func TestAdminReassignCancel(t *testing.T) {
+	harness.Processes(t) // kill -9 and restart
 	c := harness.StartVoterCluster(t, 3, []string{"", "", "", ""})
 	cl := c.Node(1).Client(t, harness.FreshMetadata)
 	adm := kadm.NewClient(cl)
@@ -543,6 +544,7 @@ func TestAdminReassignRefusals(t *testing.T) {
 // TestAdminReassignAuthorization: with the authorizer on, both APIs need
 // their cluster operation (ALTER, DESCRIBE); a super user passes.
 func TestAdminReassignAuthorization(t *testing.T) {
+	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	_, as := startAuthorizedBroker(t, []string{"az"})
 	ctx := harness.Context(t, 30*time.Second)
 	alice, admin := kadm.NewClient(as("alice")), kadm.NewClient(as("admin"))

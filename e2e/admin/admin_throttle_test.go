@@ -197,6 +197,7 @@ func waitThrottleRate(t *testing.T, b *harness.BrokerProc, side string, want flo
 }
 
 func TestAdminReplicationThrottle(t *testing.T) {
+	harness.Processes(t) // SIGSTOP
 	const topic = "thr"
 	c, cl, adm, leader, lagger := throttleTopic(t, topic)
 	ctx := harness.Context(t, 120*time.Second)
@@ -274,6 +275,7 @@ func TestAdminReplicationThrottle(t *testing.T) {
 // follower.replication.throttled.rate on the lagger itself, whose fetcher
 // leaves the throttled partition out of its fetches meanwhile.
 func TestAdminReplicationThrottleFollower(t *testing.T) {
+	harness.Processes(t) // SIGSTOP
 	const topic = "thrf"
 	c, cl, adm, leader, lagger := throttleTopic(t, topic)
 	ctx := harness.Context(t, 120*time.Second)

@@ -14,6 +14,7 @@ import (
 // an anonymous `users set` is refused with the way to do it; and a restart
 // with another bootstrap password leaves the existing credential alone.
 func TestBootstrapUserWithAuthorizer(t *testing.T) {
+	harness.Processes(t) // restarted
 	t.Setenv("RINGLOG_BOOTSTRAP_PASSWORD_ADMIN", "first secret")
 	b, certs := harness.StartTLSBroker(t, t.TempDir(), false, "--sasl-listeners", "tls",
 		"--sasl-mechanisms", "SCRAM-SHA-512", "--authorizer", "--super-users", "User:admin", "--bootstrap-user", "admin")

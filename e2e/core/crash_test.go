@@ -24,6 +24,7 @@ import (
 // and checks that every acknowledged record is read back exactly once and
 // in order within its partition.
 func TestKill9UnderAcksAllLoad(t *testing.T) {
+	harness.Processes(t) // kill -9 and restart
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir, "--fsync", "always")
 	ctx := harness.Context(t, 120*time.Second)
@@ -153,6 +154,7 @@ func drain(t *testing.T, addr, topic string, already []*kgo.Record) []*kgo.Recor
 // the byte position of the damaged batch, instead of truncating there and
 // dropping every acknowledged record after it.
 func TestCorruptSealedSegmentRefusesStart(t *testing.T) {
+	harness.Processes(t) // restarted on a corrupt segment, must exit
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir, "--fsync", "always")
 	ctx := harness.Context(t, 60*time.Second)

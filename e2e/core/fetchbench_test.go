@@ -37,6 +37,7 @@ import (
 //
 // RINGLOG_FETCH_BENCH_MB sets the data size (default 2048).
 func TestFetchBench(t *testing.T) {
+	harness.Processes(t) // a benchmark: the broker's own CPU time, restarted
 	if os.Getenv("RINGLOG_FETCH_BENCH") != "1" {
 		t.Skip("set RINGLOG_FETCH_BENCH=1 to run the fetch benchmark")
 	}

@@ -222,6 +222,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 }
 
 func TestRestartKeepsDataAndClusterID(t *testing.T) {
+	harness.Processes(t) // restarted, serve's shutdown log
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir)
 	ctx := harness.Context(t, 60*time.Second)

@@ -110,6 +110,7 @@ func vmHWM(pid int) (int64, error) {
 }
 
 func TestHostileClients(t *testing.T) {
+	harness.Processes(t) // the broker's peak RSS (VmHWM)
 	if testing.Short() {
 		t.Skip("process-level test")
 	}

@@ -178,6 +178,7 @@ func TestPprofOffWithFlag(t *testing.T) {
 // and the acks=all produce held while the paused follower is still in the
 // ISR shows in ringlog_produce_oldest_wait_seconds until the ISR shrinks.
 func TestReplicationMetrics(t *testing.T) {
+	harness.Processes(t) // SIGSTOP
 	c := harness.StartReplCluster(t, 3)
 	adm := kadm.NewClient(c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...)))
 	const topic = "obs-repl"

@@ -127,6 +127,7 @@ func TestIOFlagWithoutIOUring(t *testing.T) {
 // TestServeMaxProcs: --max-procs sets the broker's GOMAXPROCS, /healthz
 // reports it beside the CPUs, and a negative count is refused by name.
 func TestServeMaxProcs(t *testing.T) {
+	harness.Processes(t) // --max-procs sets GOMAXPROCS, process-wide
 	b := harness.StartBroker(t, t.TempDir(), "--max-procs", "1")
 	h, err := b.Health()
 	if err != nil {

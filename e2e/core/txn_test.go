@@ -264,6 +264,7 @@ func TestTxnProducerFencing(t *testing.T) {
 // transaction is all or nothing for a read_committed consumer, and every
 // acknowledged commit is visible.
 func TestTxnCoordinatorFailover(t *testing.T) {
+	harness.Processes(t) // kill -9
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}

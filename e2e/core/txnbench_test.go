@@ -27,6 +27,7 @@ import (
 // Each case runs for RINGLOG_TXN_BENCH_SECONDS (default 10) after a warmup
 // unit. Results go to stdout as a table (BENCHMARKS.md section 10).
 func TestTxnBench(t *testing.T) {
+	harness.Processes(t) // a benchmark of broker processes
 	if os.Getenv("RINGLOG_TXN_BENCH") != "1" {
 		t.Skip("benchmark: set RINGLOG_TXN_BENCH=1")
 	}

@@ -38,6 +38,7 @@ import (
 //	make build && RINGLOG_GROUP848_BENCH=1 RINGLOG_TEST_IO=uring RINGLOG_TEST_BIN=$PWD/bin/ringlog \
 //	  go test -count=1 -timeout 30m -run '^TestConsumerProtoBench$' -v ./cmd/ringlog
 func TestConsumerProtoBench(t *testing.T) {
+	harness.Processes(t) // a benchmark of broker processes
 	if os.Getenv("RINGLOG_GROUP848_BENCH") != "1" {
 		t.Skip("set RINGLOG_GROUP848_BENCH=1")
 	}

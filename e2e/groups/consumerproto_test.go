@@ -32,6 +32,7 @@ const (
 // member ids across the coordinator failover (the group state reloaded
 // from __consumer_offsets).
 func TestConsumerProtoFranzMembership(t *testing.T) {
+	harness.Processes(t) // kill -9 and restart
 	proto := cpProto()
 	// A longer session than the other tests: franz-go 1.22.3 retries an
 	// 848 heartbeat against the coordinator it knows, with a backoff

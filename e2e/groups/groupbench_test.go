@@ -22,6 +22,7 @@ import (
 //
 //	RINGLOG_GROUP_BENCH=1 go test -run TestGroupBench -v ./cmd/ringlog
 func TestGroupBench(t *testing.T) {
+	harness.Processes(t) // a benchmark of broker processes
 	if os.Getenv("RINGLOG_GROUP_BENCH") != "1" {
 		t.Skip("set RINGLOG_GROUP_BENCH=1")
 	}

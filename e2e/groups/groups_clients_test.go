@@ -680,6 +680,7 @@ func topicsSet(pairs ...any) kadm.TopicsSet {
 // unsubscribed topic's offsets go; once the group is empty both succeed.
 // The deletions survive a restart, and a new member starts from scratch.
 func TestGroupsDeleteGroupsAndOffsets(t *testing.T) {
+	harness.Processes(t) // restarted
 	b, cl, adm := startGroupBroker(t)
 	ctx := harness.Context(t, 60*time.Second)
 	const group, sub, other, missing = "del-g", "del-sub", "del-other", "del-missing"

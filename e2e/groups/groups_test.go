@@ -144,6 +144,7 @@ func maps(m map[int32]int64) map[int32]int64 {
 // independently; offsets survive a broker restart; producing to the
 // offsets topic is refused.
 func TestGroupsTwoGroupsAndRestart(t *testing.T) {
+	harness.Processes(t) // restarted
 	b, cl, adm := startGroupBroker(t)
 	ctx := harness.Context(t, 60*time.Second)
 	const topic = "two-groups"
@@ -195,6 +196,7 @@ func TestGroupsTwoGroupsAndRestart(t *testing.T) {
 // reads and commits; confluent_kafka with subscribe and synchronous manual
 // commits resumes at its committed offset after a restart.
 func TestGroupsKcatAndConfluent(t *testing.T) {
+	harness.Processes(t) // restarted
 	harness.NeedTool(t, "/usr/bin/kcat")
 	harness.NeedConfluentKafka(t)
 	b, cl, adm := startGroupBroker(t)
@@ -240,6 +242,7 @@ func TestGroupsKcatAndConfluent(t *testing.T) {
 // replicated path (kill -9 of the coordinator, another replica takes
 // over) is TestGroupsCoordinatorFailover.
 func TestGroupsCoordinatorRestartCluster(t *testing.T) {
+	harness.Processes(t) // a node restarted
 	t.Setenv("RINGLOG_GROUP_INITIAL_REBALANCE_DELAY", "100ms")
 	t.Setenv("RINGLOG_OFFSETS_TOPIC_PARTITIONS", "5")
 	t.Setenv("RINGLOG_OFFSETS_REPLICATION_FACTOR", "1")

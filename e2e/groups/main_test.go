@@ -6,4 +6,4 @@ import (
 	"github.com/ringlog/ringlog/e2e/harness"
 )
 
-func TestMain(m *testing.M) { harness.Main(m) }
+func TestMain(m *testing.M) { harness.MainInProcess(m) }

@@ -25,6 +25,9 @@ import (
 
 // Running reports whether the process was launched and has not exited.
 func (b *BrokerProc) Running() bool {
+	if b.InProcess {
+		return b.inproc != nil && !b.inproc.stopped
+	}
 	if b.Proc == nil || !b.Proc.Started() {
 		return false
 	}
@@ -92,8 +95,13 @@ type BrokerProc struct {
 	Out *SyncBuffer
 	// Proc is the running process (internal/launch, the launcher
 	// `ringlog bench` and `ringlog dev cluster` use too); a restart
-	// replaces it.
+	// replaces it. Nil for a broker in the test process.
 	Proc *launch.Broker
+	// InProcess: the broker runs in the test process (inprocess.go), not
+	// as a `ringlog serve` process; set from the test's mode by the
+	// Start functions.
+	InProcess bool
+	inproc    *inProcBroker
 }
 
 // FreePort is an unused loopback address no other test of this process
@@ -116,11 +124,12 @@ func IOMode() string {
 	return "auto"
 }
 
-// StartBroker starts `ringlog serve` on free loopback ports over dataDir
-// and waits until /healthz answers.
+// StartBroker starts a broker (`ringlog serve`, or in the test process:
+// see inprocess.go) on free loopback ports over dataDir and waits until
+// /healthz answers.
 func StartBroker(t *testing.T, dataDir string, extra ...string) *BrokerProc {
 	t.Helper()
-	b := &BrokerProc{T: t, DataDir: dataDir, Addr: FreePort(t), Admin: FreePort(t)}
+	b := &BrokerProc{T: t, DataDir: dataDir, Addr: FreePort(t), Admin: FreePort(t), InProcess: inProcessFor(t)}
 	b.Args = append([]string{"serve",
 		"--listen", b.Addr,
 		"--admin-listen", b.Admin,
@@ -128,8 +137,9 @@ func StartBroker(t *testing.T, dataDir string, extra ...string) *BrokerProc {
 		"--io", IOMode(),
 		"--log-level", "debug",
 	}, extra...)
-	b.Start()
+	// Stopped at cleanup even when it never becomes ready.
 	t.Cleanup(func() { b.Stop() })
+	b.Start()
 	return b
 }
 
@@ -144,6 +154,10 @@ func (b *BrokerProc) Start() {
 // ready until a quorum of them runs.
 func (b *BrokerProc) Launch() {
 	b.T.Helper()
+	if b.InProcess {
+		b.launchInProcess()
+		return
+	}
 	b.Out = &SyncBuffer{}
 	b.Proc = &launch.Broker{Bin: RinglogBin, Args: b.Args, Addr: b.Addr, Admin: b.Admin,
 		Env: b.Env, Prefix: b.Prefix, Output: b.Out,
@@ -159,9 +173,14 @@ func (b *BrokerProc) Launch() {
 // Kafka listeners accepting) and checks the write path in use.
 func (b *BrokerProc) WaitReady(limit time.Duration) {
 	b.T.Helper()
-	h, err := b.Proc.WaitReady(context.Background(), limit)
-	if err != nil {
-		b.T.Fatalf("%v\n%s", err, b.Out.String())
+	var h map[string]any
+	if b.InProcess {
+		h = b.waitReadyInProcess(limit)
+	} else {
+		var err error
+		if h, err = b.Proc.WaitReady(context.Background(), limit); err != nil {
+			b.T.Fatalf("%v\n%s", err, b.Out.String())
+		}
 	}
 	// A requested write path must be the one in use, so the suite really
 	// runs once per path.
@@ -194,25 +213,50 @@ func (b *BrokerProc) WaitHealth(limit time.Duration, what string, ok func(h map[
 func Active(h map[string]any) bool { return h["broker_state"] == "active" }
 
 // Exited is closed when the process has exited.
-func (b *BrokerProc) Exited() <-chan struct{} { return b.Proc.Exited() }
+func (b *BrokerProc) Exited() <-chan struct{} {
+	b.T.Helper()
+	b.needProcess("Exited")
+	return b.Proc.Exited()
+}
 
 // ExitErr is the exit status; it waits for the exit.
-func (b *BrokerProc) ExitErr() error { return b.Proc.ExitErr() }
+func (b *BrokerProc) ExitErr() error {
+	b.T.Helper()
+	b.needProcess("ExitErr")
+	return b.Proc.ExitErr()
+}
 
 // Pid is the process id.
-func (b *BrokerProc) Pid() int { return b.Proc.Pid() }
+func (b *BrokerProc) Pid() int {
+	b.T.Helper()
+	b.needProcess("Pid")
+	return b.Proc.Pid()
+}
 
 // Signal sends sig to the broker.
-func (b *BrokerProc) Signal(sig os.Signal) error { return b.Proc.Signal(sig) }
+func (b *BrokerProc) Signal(sig os.Signal) error {
+	b.T.Helper()
+	b.needProcess("Signal " + sig.String())
+	return b.Proc.Signal(sig)
+}
 
 // Kill9 sends SIGKILL and waits for the process to exit.
-func (b *BrokerProc) Kill9() { b.Proc.Kill() }
+func (b *BrokerProc) Kill9() {
+	b.T.Helper()
+	b.needProcess("Kill9")
+	b.Proc.Kill()
+}
 
-// Stop sends SIGTERM and waits for a clean exit. With
+// Stop sends SIGTERM and waits for a clean exit (in the test process:
+// drains and closes the broker as serve does on SIGTERM). With
 // RINGLOG_TEST_KEEP_LOGS=DIR, the broker's output of a failed test is
 // written to DIR (the data directories are test temp dirs and go away).
 func (b *BrokerProc) Stop() {
 	defer b.keepLog()
+	if b.InProcess {
+		b.stopInProcess()
+		return
+	}
 	if b.Proc == nil || !b.Proc.Started() {
 		return
 	}
@@ -245,6 +289,7 @@ func (b *BrokerProc) keepLog() {
 // running for a moment could still fetch what a test means it to miss.
 func (b *BrokerProc) Pause() {
 	b.T.Helper()
+	b.needProcess("Pause")
 	b.Proc.Signal(syscall.SIGSTOP)
 	pid := b.Proc.Pid()
 	// Looked at every millisecond: what the caller times starts here.
@@ -254,7 +299,11 @@ func (b *BrokerProc) Pause() {
 }
 
 // Resume continues a paused broker.
-func (b *BrokerProc) Resume() { b.Proc.Signal(syscall.SIGCONT) }
+func (b *BrokerProc) Resume() {
+	b.T.Helper()
+	b.needProcess("Resume")
+	b.Proc.Signal(syscall.SIGCONT)
+}
 
 // AllThreadsStopped reports whether every thread of pid is in the stopped
 // state (the field after the command name in /proc/PID/task/TID/stat).
@@ -279,6 +328,7 @@ func AllThreadsStopped(pid int) bool {
 // Restart starts the broker again on the same ports and data dir.
 func (b *BrokerProc) Restart() {
 	b.T.Helper()
+	b.needProcess("Restart")
 	b.Start()
 }
 

@@ -125,7 +125,7 @@ func StartClusterAt(t *testing.T, specs []NodeSpec, voters int, nodeFlags func(i
 // c.voters names it, otherwise a broker following the metadata log as a
 // raft non-voter. extra flags go after the common ones.
 func (c *Cluster) NewNode(id int32, s NodeSpec, extra []string) *BrokerProc {
-	b := &BrokerProc{T: c.T, DataDir: c.T.TempDir(), Addr: s.Addr, Admin: s.admin, Prefix: s.prefix}
+	b := &BrokerProc{T: c.T, DataDir: c.T.TempDir(), Addr: s.Addr, Admin: s.admin, Prefix: s.prefix, InProcess: inProcessFor(c.T)}
 	b.Args = []string{"serve",
 		"--node-id", fmt.Sprint(id),
 		"--listen", b.Addr,

@@ -1,7 +1,9 @@
 // Package harness is what the end-to-end suites under e2e/ share: it runs
-// the real `ringlog serve` binary on loopback (single brokers, clusters,
-// brokers in network namespaces), drives it with real clients (franz-go,
-// kcat, confluent_kafka over librdkafka), and checks what comes back.
+// brokers on loopback (single brokers, clusters, brokers in network
+// namespaces), as `ringlog serve` processes or in the test process from
+// the same serve arguments (inprocess.go), drives them with real clients
+// (franz-go, kcat, confluent_kafka over librdkafka), and checks what comes
+// back.
 package harness
 
 import (
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -21,8 +24,9 @@ import (
 // Main builds for the test run.
 var RinglogBin string
 
-// Main is every e2e package's TestMain: it builds the binary (unless
-// RINGLOG_TEST_BIN names one), runs the tests and cleans up. A test binary
+// Main is every e2e package's TestMain (or MainInProcess is): it builds
+// the binary (unless RINGLOG_TEST_BIN names one; the client commands run
+// it in every suite), runs the tests and cleans up. A test binary
 // started with NoURingEnv set is a wrapper that execs the broker with
 // io_uring refused instead (see ExecWithoutIOUring).
 func Main(m *testing.M) {
@@ -55,6 +59,12 @@ func Main(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if code == 0 && inProcessStarted.Load() {
+		if err := brokerGoroutinesGone(10 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 

@@ -181,6 +181,7 @@ func TestLeaderRebalanceAfterRestart(t *testing.T) {
 // metadata log as a raft non-voter, serves Metadata like any broker, and
 // RF=3 replicas span three racks.
 func TestNonVoterBrokerRackPlacement(t *testing.T) {
+	harness.InProcess(t)
 	racks := []string{"a", "b", "c", "a"}
 	c := harness.StartVoterCluster(t, 3, racks)
 	nv := c.Node(4)
@@ -248,6 +249,7 @@ func TestNonVoterBrokerRackPlacement(t *testing.T) {
 // TestElectLeadersNeedsClusterAlter: with the authorizer on, a principal
 // without ALTER on the cluster gets CLUSTER_AUTHORIZATION_FAILED.
 func TestElectLeadersNeedsClusterAlter(t *testing.T) {
+	harness.InProcess(t)
 	b := harness.StartBroker(t, t.TempDir(), "--authorizer")
 	_, err := kadm.NewClient(b.Client(t, kgo.RequestRetries(1))).ElectLeaders(harness.Context(t, 20*time.Second), kadm.ElectPreferredReplica, kadm.TopicsSet{"t": {0: {}}})
 	if !errors.Is(err, kerr.ClusterAuthorizationFailed) {

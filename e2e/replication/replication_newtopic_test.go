@@ -35,6 +35,7 @@ import (
 // kcat's start and connection out) and every kcat run ends within 250 ms.
 // The 10 kcat wall times are logged; the aim is under 100 ms.
 func TestReplicationNewTopicFirstProduce(t *testing.T) {
+	harness.InProcess(t)
 	harness.NeedTool(t, "/usr/bin/kcat")
 	c := harness.StartReplCluster(t, 3)
 	adm := kadm.NewClient(c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...)))

@@ -430,6 +430,7 @@ func TestTieredIntegration(t *testing.T) {
 }
 
 func TestTieredReadErrors(t *testing.T) {
+	harness.InProcess(t)
 	const (
 		topic     = "tiered-errs"
 		delTopic  = "tiered-del"

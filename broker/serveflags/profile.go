@@ -1,13 +1,12 @@
 //go:build linux
 
-package main
+package serveflags
 
 import (
 	"archive/zip"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	httppprof "net/http/pprof"
@@ -45,27 +44,33 @@ import (
 // broker's setting afterwards; --mutex-profile-fraction and
 // --block-profile-rate turn them on for the broker's whole life instead.
 
+// profilingFlags are serve's flags of the profiling endpoints.
 func profilingFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.BoolFlag{Name: "pprof", Value: true, Usage: "serve /debug/pprof/ and profiling windows (/debug/ringlog/profile) on the admin listener", EnvVars: env("pprof")},
-		&cli.BoolFlag{Name: "pprof-remote", Usage: "answer profiling requests from non-loopback clients too (default: loopback only)", EnvVars: env("pprof-remote")},
-		&cli.IntFlag{Name: "mutex-profile-fraction", Usage: "always-on mutex profiling: sample 1/N of contention events (0: off; profiling windows enable it for their duration)", EnvVars: env("mutex-profile-fraction")},
-		&cli.DurationFlag{Name: "block-profile-rate", Usage: "always-on block profiling: sample one blocking event per this much time blocked (0: off; profiling windows enable it for their duration)", EnvVars: env("block-profile-rate")},
+		&cli.BoolFlag{Name: "pprof", Value: true, Usage: "serve /debug/pprof/ and profiling windows (/debug/ringlog/profile) on the admin listener", EnvVars: EnvVars("pprof")},
+		&cli.BoolFlag{Name: "pprof-remote", Usage: "answer profiling requests from non-loopback clients too (default: loopback only)", EnvVars: EnvVars("pprof-remote")},
+		&cli.IntFlag{Name: "mutex-profile-fraction", Usage: "always-on mutex profiling: sample 1/N of contention events (0: off; profiling windows enable it for their duration)", EnvVars: EnvVars("mutex-profile-fraction")},
+		&cli.DurationFlag{Name: "block-profile-rate", Usage: "always-on block profiling: sample one blocking event per this much time blocked (0: off; profiling windows enable it for their duration)", EnvVars: EnvVars("block-profile-rate")},
 	}
 }
 
-// setupProfiling applies the always-on profile rates and, with --pprof,
-// registers the profiling endpoints on mux (broker.Config.AdminHandlers).
-func setupProfiling(c *cli.Context, mux *http.ServeMux, nodeID int32, b *broker.Broker, log *slog.Logger) {
+// setupProfiling applies the always-on profile rates (when setRates: they
+// are the process's) and, with --pprof, registers the profiling endpoints
+// on mux (broker.Config.AdminHandlers).
+func setupProfiling(c *cli.Context, mux *http.ServeMux, cfg broker.Config, b *broker.Broker, setRates bool) {
+	log := cfg.Logger
 	pw := &profileWindows{
 		mutexFraction: c.Int("mutex-profile-fraction"),
 		blockRate:     c.Duration("block-profile-rate"),
-		nodeID:        nodeID,
+		nodeID:        cfg.NodeID,
+		version:       cfg.Version,
 		srv:           b,
 		eng:           b.Engine(),
 	}
-	runtime.SetMutexProfileFraction(pw.mutexFraction)
-	runtime.SetBlockProfileRate(int(pw.blockRate.Nanoseconds()))
+	if setRates {
+		runtime.SetMutexProfileFraction(pw.mutexFraction)
+		runtime.SetBlockProfileRate(int(pw.blockRate.Nanoseconds()))
+	}
 	if !c.Bool("pprof") {
 		log.Info("profiling endpoints off (--pprof=false)")
 		return
@@ -107,6 +112,7 @@ type profileWindows struct {
 	mutexFraction int           // the broker's own setting, restored after a window
 	blockRate     time.Duration // likewise
 	nodeID        int32
+	version       string
 	srv           statsSource // nil in tests that serve no broker
 	eng           *engine.Engine
 }
@@ -188,7 +194,7 @@ type namedFile struct {
 }
 
 func (pw *profileWindows) capture(r *http.Request, d time.Duration, mutexFrac int, blockRate time.Duration) (windowDoc, []namedFile, error) {
-	win := windowDoc{NodeID: pw.nodeID, PID: os.Getpid(), Version: fmt.Sprintf("%s (%s)", version, commit),
+	win := windowDoc{NodeID: pw.nodeID, PID: os.Getpid(), Version: pw.version,
 		NumCPU: runtime.NumCPU(), MaxProcs: runtime.GOMAXPROCS(0), MutexFrac: pw.mutexFraction, BlockRate: pw.blockRate.Nanoseconds()}
 	if pw.eng != nil {
 		win.IOPath = pw.eng.IOPath()
