@@ -75,7 +75,9 @@ func handleAlterShareGroupOffsets(s *Server, r *request) reply {
 					p.ErrorCode = kerr.InvalidRequest.Code
 					break
 				}
-				s.shares.SetOffset(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: rp.Partition}, off)
+				if err := s.shares.SetOffset(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: rp.Partition}, off); err != nil {
+					p.ErrorCode, p.ErrorMessage = errorCode(err), errorMessage(err)
+				}
 			}
 			t.Partitions = append(t.Partitions, p)
 		}

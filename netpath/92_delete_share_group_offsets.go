@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -47,7 +48,11 @@ func handleDeleteShareGroupOffsets(s *Server, r *request) reply {
 			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		default:
 			t.TopicID = [16]byte(mt.ID)
-			s.shares.Delete(req.GroupID, map[[16]byte]bool{[16]byte(mt.ID): true})
+			for i := range mt.Partitions {
+				if err := s.shares.DeletePartition(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: int32(i)}); err != nil {
+					t.ErrorCode, t.ErrorMessage = errorCode(err), errorMessage(err)
+				}
+			}
 		}
 		resp.Topics = append(resp.Topics, t)
 	}
