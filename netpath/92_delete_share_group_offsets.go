@@ -15,6 +15,9 @@ import (
 //     share.auto.offset.reset says. The group must be a share group
 //     (GROUP_ID_NOT_FOUND) without members (NON_EMPTY_GROUP); unknown
 //     topics are UNKNOWN_TOPIC_OR_PARTITION.
+//   - Each partition's state is marked deleted in __share_group_state
+//     (at the next state epoch, which fences a leader elsewhere that
+//     still holds it) before the answer; a failure is the topic's error.
 //   - DELETE on the group, READ on each topic.
 
 func init() { register(92, 0, 0, handleDeleteShareGroupOffsets) }

@@ -20,7 +20,8 @@ import (
 // killed with SIGKILL. Consumers on the new leader get every other
 // record: none that was acknowledged comes back, the ones acquired but
 // not acknowledged come back at once (not after their lock) with
-// delivery count 2, and every record is accepted.
+// delivery count 2, and every record is accepted; the start offset
+// DescribeShareGroupOffsets reports ends at the log end.
 func TestShareGroupLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process-level fault test")
@@ -170,4 +171,8 @@ func TestShareGroupLeaderKill(t *testing.T) {
 		t.Errorf("%d of %d held keys redelivered", len(heldSeen), len(held))
 	}
 	t.Logf("after the kill: %d deliveries, %d held records redelivered", len(got), len(heldSeen))
+	// The group coordinator reads the start offset wherever the state is.
+	if got := startOffset(t, adm, group, topic); got != n {
+		t.Errorf("share-partition start offset %d, want %d (every record finished)", got, n)
+	}
 }
