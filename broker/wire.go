@@ -111,6 +111,8 @@ type wireServer struct {
 	groups *groupBridge
 	// shares is the leader side of share groups (shares.go).
 	shares *share.Manager
+	// shareState is __share_group_state and the Manager's Persister.
+	shareState *shareStateBridge
 	// txns is the transaction coordinator, its __transaction_state topic
 	// and the transaction marker writer.
 	txns *txnBridge
@@ -182,6 +184,7 @@ func newWireServer(cfg WireConfig, eng *engine.Engine, remote netpath.RemoteTier
 		ProducerIDs:  s.pids,
 		Remote:       remote,
 		Shares:       s.shares,
+		ShareState:   s.shareState.store,
 	})
 	if err != nil {
 		cancel()

@@ -19,9 +19,11 @@ import (
 //     group has state for when topics is null. A partition without
 //     state has start offset -1 and no error; an unknown topic is
 //     UNKNOWN_TOPIC_OR_PARTITION.
-//   - The state is read from this broker's share-partitions: on one
-//     broker that is all of them; with several, only partitions led here
-//     (the share coordinator that collects them is the next slice).
+//   - The state is this broker's for partitions it leads, else read
+//     from __share_group_state (ReadShareGroupState to the leader of
+//     the key's partition there). Null topics: every partition with
+//     state of the topics the group's members subscribe to, and of
+//     those this broker holds state of.
 //   - v1's lag is the high watermark minus the start offset minus the
 //     records finished above it, for partitions led here; -1 otherwise.
 //   - DESCRIBE on the group; topics the client may not DESCRIBE are left
@@ -70,9 +72,32 @@ func handleDescribeShareGroupOffsets(s *Server, r *request) reply {
 			return rp
 		}
 		if rg.Topics == nil {
-			byTopic := map[[16]byte][]share.PartitionOffset{}
+			// The topics with state here, and those the members
+			// subscribe to, whose state may be anywhere.
+			ids := map[[16]byte]bool{}
 			for _, po := range s.shares.Offsets(rg.GroupID, nil) {
-				byTopic[po.TopicID] = append(byTopic[po.TopicID], po)
+				ids[po.TopicID] = true
+			}
+			for _, d := range s.groups.ShareDescribe([]string{rg.GroupID}) {
+				for _, m := range d.Members {
+					for _, name := range m.SubscribedTopicNames {
+						if t, ok := img.Topic(name); ok {
+							ids[[16]byte(t.ID)] = true
+						}
+					}
+				}
+			}
+			byTopic := map[[16]byte][]share.PartitionOffset{}
+			for id := range ids {
+				t, ok := img.TopicByID(metadata.UUID(id))
+				if !ok {
+					continue
+				}
+				for p := range int32(len(t.Partitions)) {
+					if po, ok := s.shares.Offset(share.Key{Group: rg.GroupID, TopicID: id, Partition: p}); ok {
+						byTopic[id] = append(byTopic[id], po)
+					}
+				}
 			}
 			for id, pos := range byTopic {
 				t, ok := img.TopicByID(metadata.UUID(id))

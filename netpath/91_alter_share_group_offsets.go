@@ -18,8 +18,12 @@ import (
 //   - An offset below the log start or above the high watermark of a
 //     partition led here is clamped to them, as a fetch would; -1 is
 //     the high watermark (latest), -2 the log start (earliest).
+//     On a partition led elsewhere -1 and -2 are not resolved yet
+//     (INVALID_REQUEST) and other offsets are taken as they are.
 //   - Unknown topics and partitions are UNKNOWN_TOPIC_OR_PARTITION. The
-//     state is this broker's (not durable yet, GROUPS.md).
+//     new state is written to __share_group_state at the next state
+//     epoch before the answer; a leader elsewhere that still holds the
+//     partition is fenced at its next write and reads the new state.
 //   - READ on the group, READ on each topic.
 
 func init() { register(91, 0, 0, handleAlterShareGroupOffsets) }
@@ -75,7 +79,9 @@ func handleAlterShareGroupOffsets(s *Server, r *request) reply {
 					p.ErrorCode = kerr.InvalidRequest.Code
 					break
 				}
-				s.shares.SetOffset(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: rp.Partition}, off)
+				if err := s.shares.SetOffset(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: rp.Partition}, off); err != nil {
+					p.ErrorCode, p.ErrorMessage = errorCode(err), errorMessage(err)
+				}
 			}
 			t.Partitions = append(t.Partitions, p)
 		}

@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -14,6 +15,9 @@ import (
 //     share.auto.offset.reset says. The group must be a share group
 //     (GROUP_ID_NOT_FOUND) without members (NON_EMPTY_GROUP); unknown
 //     topics are UNKNOWN_TOPIC_OR_PARTITION.
+//   - Each partition's state is marked deleted in __share_group_state
+//     (at the next state epoch, which fences a leader elsewhere that
+//     still holds it) before the answer; a failure is the topic's error.
 //   - DELETE on the group, READ on each topic.
 
 func init() { register(92, 0, 0, handleDeleteShareGroupOffsets) }
@@ -47,7 +51,11 @@ func handleDeleteShareGroupOffsets(s *Server, r *request) reply {
 			t.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		default:
 			t.TopicID = [16]byte(mt.ID)
-			s.shares.Delete(req.GroupID, map[[16]byte]bool{[16]byte(mt.ID): true})
+			for i := range mt.Partitions {
+				if err := s.shares.DeletePartition(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: int32(i)}); err != nil {
+					t.ErrorCode, t.ErrorMessage = errorCode(err), errorMessage(err)
+				}
+			}
 		}
 		resp.Topics = append(resp.Topics, t)
 	}

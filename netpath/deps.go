@@ -38,6 +38,11 @@ type Deps struct {
 	// Shares is the partition-leader side of share groups; nil gets an
 	// in-memory one with Kafka's defaults (tests).
 	Shares Shares
+	// ShareState is the owner side of __share_group_state
+	// (*share.Store): ReadShareGroupState and WriteShareGroupState from
+	// the other brokers' share-partition leaders. Nil answers
+	// NOT_COORDINATOR.
+	ShareState ShareState
 }
 
 // Storage is the local log store (*engine.Engine): the partitions
@@ -214,11 +219,23 @@ type Shares interface {
 	Changed() <-chan struct{}
 	Offsets(group string, topics map[[16]byte]bool) []share.PartitionOffset
 	Offset(k share.Key) (share.PartitionOffset, bool)
-	SetOffset(k share.Key, offset int64)
+	SetOffset(k share.Key, offset int64) error
+	DeletePartition(k share.Key) error
 	Delete(group string, topics map[[16]byte]bool)
 }
 
 var _ Shares = (*share.Manager)(nil)
+
+// ShareState is the share-partition state this broker keeps on the
+// __share_group_state partitions it leads (*share.Store); errors are
+// share.ErrNotCoordinator, share.ErrLoadInProgress,
+// share.ErrFencedStateEpoch, or an append's failure.
+type ShareState interface {
+	Read(k share.Key) (share.Snapshot, bool, error)
+	Write(k share.Key, s share.Snapshot) error
+}
+
+var _ ShareState = (*share.Store)(nil)
 
 // Transactions is the transaction coordinator (txn.Manager), its
 // __transaction_state partitions, and the leader side of markers.

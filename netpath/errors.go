@@ -341,6 +341,14 @@ func shareErrorCode(err error) int16 {
 		return kerr.ShareSessionLimitReached.Code
 	case errors.Is(err, share.ErrInvalidConfig):
 		return kerr.InvalidConfig.Code
+	case errors.Is(err, share.ErrStateUnavailable):
+		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, share.ErrFencedStateEpoch):
+		return kerr.FencedStateEpoch.Code
+	case errors.Is(err, share.ErrNotCoordinator):
+		return kerr.NotCoordinator.Code
+	case errors.Is(err, share.ErrLoadInProgress):
+		return kerr.CoordinatorLoadInProgress.Code
 	}
 	return 0
 }

@@ -216,6 +216,8 @@ type Server struct {
 	remote RemoteTier
 	// shares is the leader side of share groups (Deps.Shares).
 	shares Shares
+	// state is the owner side of __share_group_state (Deps.ShareState).
+	state ShareState
 	// noRemoteWarned is when the last "no object store" warning was
 	// logged (unix ns), to log it once a minute at most.
 	noRemoteWarned atomic.Int64
@@ -305,6 +307,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		pids:    deps.ProducerIDs,
 		remote:  deps.Remote,
 		shares:  deps.Shares,
+		state:   deps.ShareState,
 
 		ctx:    ctx,
 		cancel: cancel,

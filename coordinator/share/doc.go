@@ -33,7 +33,9 @@
 // Persister hook: each change a client must not lose (an acknowledgement,
 // a start offset moved by an admin) is handed to Persister.Write as a
 // Snapshot, and Restore rebuilds a partition from one (acquired records
-// come back Available, as their locks did not survive). This slice's
-// Persister keeps snapshots in memory; the replicated __share_group_state
-// topic plugs in behind the same interface.
+// come back Available, as their locks did not survive). A failed write
+// drops the Manager's copy, so the stored state stays the truth. Store is
+// the owner side of the __share_group_state topic the broker implements
+// the Persister on (store.go has the record format); MemoryPersister
+// keeps snapshots in memory (tests, netpath without a broker).
 package share

@@ -19,4 +19,18 @@ var (
 	ErrSessionLimitReached = errors.New("share: share session limit reached")
 	// ErrInvalidConfig: INVALID_CONFIG (40). A bad group config.
 	ErrInvalidConfig = errors.New("share: invalid config")
+	// ErrFencedStateEpoch: FENCED_STATE_EPOCH (124). A write of state
+	// older than an admin reset or delete of it.
+	ErrFencedStateEpoch = errors.New("share: state epoch fenced")
+	// ErrStateUnavailable: COORDINATOR_NOT_AVAILABLE (15) to clients. The
+	// share state could not be read or written durably now (its
+	// __share_group_state partition is loading, moving, or short of
+	// in-sync replicas); the client retries.
+	ErrStateUnavailable = errors.New("share: share state not available")
+	// ErrNotCoordinator: NOT_COORDINATOR (16). This broker does not own
+	// the __share_group_state partition of a key (the store side).
+	ErrNotCoordinator = errors.New("share: not the share coordinator")
+	// ErrLoadInProgress: COORDINATOR_LOAD_IN_PROGRESS (14). The store
+	// is still reading the key's __share_group_state partition.
+	ErrLoadInProgress = errors.New("share: share state loading")
 )

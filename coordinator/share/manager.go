@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -35,6 +36,11 @@ func compareTP(a, b TP) int {
 type entry struct {
 	mu sync.Mutex
 	p  *Partition
+	// epoch is the state epoch p was read or created at; writes carry it.
+	epoch int32
+	// dead: the entry left the map (a failed write, a leader move);
+	// whoever finds it so looks the key up again.
+	dead bool
 }
 
 // Manager holds the share-partitions this broker leads and the share
@@ -114,33 +120,117 @@ func (m *Manager) notify() {
 }
 
 // lookup returns k's entry locked: the one held, else one restored from
-// the Persister's snapshot, else (when create is set) a new one at
-// start(); nil when there is none.
-func (m *Manager) lookup(k Key, create bool, start func() int64) *entry {
-	m.mu.Lock()
-	e := m.parts[k]
-	if e == nil {
-		if _, stored := m.persist.Read(k); !create && !stored {
-			m.mu.Unlock()
-			return nil
+// the Persister's snapshot, else (when start is set) a new one at start(),
+// written before it is used; nil (and no error) when there is none. An
+// error is the Persister's: nothing is created then.
+func (m *Manager) lookup(k Key, start func() int64) (*entry, error) {
+	for {
+		m.mu.Lock()
+		e := m.parts[k]
+		if e == nil {
+			e = &entry{}
+			m.parts[k] = e
 		}
-		e = &entry{}
-		m.parts[k] = e
+		m.mu.Unlock()
+		e.mu.Lock()
+		if e.dead {
+			e.mu.Unlock()
+			continue
+		}
+		if e.p != nil {
+			return e, nil
+		}
+		s, ok, err := m.persist.Read(k)
+		switch {
+		case err != nil:
+			m.drop(k, e)
+			e.mu.Unlock()
+			return nil, fmt.Errorf("%w: reading %v: %w", ErrStateUnavailable, k, err)
+		case ok:
+			e.p, e.epoch = Restore(s), s.Epoch
+		case start == nil:
+			m.drop(k, e)
+			e.mu.Unlock()
+			return nil, nil
+		default:
+			e.p, e.epoch = NewPartition(start()), s.Epoch
+			if err := m.save(k, e); err != nil {
+				e.mu.Unlock()
+				return nil, err
+			}
+		}
+		return e, nil
+	}
+}
+
+// drop takes e, locked, out of the map for good.
+func (m *Manager) drop(k Key, e *entry) {
+	e.dead, e.p = true, nil
+	m.mu.Lock()
+	if m.parts[k] == e {
+		delete(m.parts, k)
 	}
 	m.mu.Unlock()
-	e.mu.Lock()
-	if e.p == nil {
-		if s, ok := m.persist.Read(k); ok {
-			e.p = Restore(s)
-		} else if start == nil {
-			e.mu.Unlock()
-			return nil
-		} else {
-			e.p = NewPartition(start())
-			m.persist.Write(k, e.p.Snapshot())
+}
+
+// save writes e's state, e locked. On failure the entry is dropped: what
+// the store holds is the state (acquired records there are available
+// again), and the next use reads it back.
+func (m *Manager) save(k Key, e *entry) error {
+	s := e.p.Snapshot()
+	s.Epoch = e.epoch
+	err := m.persist.Write(k, s)
+	if err == nil {
+		return nil
+	}
+	m.drop(k, e)
+	if errors.Is(err, ErrFencedStateEpoch) {
+		return fmt.Errorf("%w: the share state was reset or deleted: %w", ErrInvalidRecordState, err)
+	}
+	return fmt.Errorf("%w: writing %v: %w", ErrStateUnavailable, k, err)
+}
+
+// Forget drops what this broker holds of tp's share-partitions (every
+// group's): its leadership of tp ended, or moved to a new epoch, so
+// another leader may have changed the state since. A later use reads
+// the state from the Persister again.
+func (m *Manager) Forget(tp TP) {
+	m.mu.Lock()
+	var gone []*entry
+	var keys []Key
+	for k, e := range m.parts {
+		if k.TopicID == tp.TopicID && k.Partition == tp.Partition {
+			gone = append(gone, e)
+			keys = append(keys, k)
 		}
 	}
-	return e
+	m.mu.Unlock()
+	for i, e := range gone {
+		e.mu.Lock()
+		if !e.dead {
+			m.drop(keys[i], e)
+		}
+		e.mu.Unlock()
+	}
+	if len(gone) > 0 {
+		m.notify()
+	}
+}
+
+// Held returns the topic partitions this broker holds share state of.
+func (m *Manager) Held() []TP {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := map[TP]bool{}
+	var out []TP
+	for k := range m.parts {
+		tp := TP{k.TopicID, k.Partition}
+		if !seen[tp] {
+			seen[tp] = true
+			out = append(out, tp)
+		}
+	}
+	return out
 }
 
 // Bounds are a partition's log offsets a share fetch reads within.
@@ -164,16 +254,21 @@ func (b Bounds) limit(gc GroupConfig) int64 {
 // nothing can be acquired now. The limit to read up to is returned too.
 func (m *Manager) NextOffset(k Key, b Bounds) (offset, limit int64, ok bool) {
 	gc := m.GroupConfig(k.Group)
-	e := m.lookup(k, true, func() int64 {
+	e, err := m.lookup(k, func() int64 {
 		if gc.Earliest {
 			return b.LogStart
 		}
 		return b.HighWatermark
 	})
+	if err != nil {
+		return 0, 0, false
+	}
 	defer e.mu.Unlock()
 	if b.LogStart > e.p.Start() {
 		e.p.Trim(b.LogStart)
-		m.persist.Write(k, e.p.Snapshot())
+		if m.save(k, e) != nil {
+			return 0, 0, false
+		}
 	}
 	limit = b.limit(gc)
 	offset, ok = e.p.NextOffset(limit, m.cfg.MaxRecordLocks)
@@ -181,19 +276,23 @@ func (m *Manager) NextOffset(k Key, b Bounds) (offset, limit int64, ok bool) {
 }
 
 // Acquire locks records of spans for member (Partition.Acquire with the
-// group's lock duration and the broker's window).
+// group's lock duration and the broker's window). The new delivery
+// counts are written before the records are handed out, so a failover
+// redelivers them with the count they had; nothing is acquired when the
+// write fails.
 func (m *Manager) Acquire(k Key, member string, spans []Span, maxRecords int, limit int64, now time.Time) []Lease {
 	gc := m.GroupConfig(k.Group)
-	e := m.lookup(k, false, nil)
-	if e == nil {
+	e, err := m.lookup(k, nil)
+	if e == nil || err != nil {
 		return nil
 	}
 	defer e.mu.Unlock()
 	before := e.p.Start()
 	out := e.p.Acquire(member, spans, maxRecords, limit, m.cfg.MaxRecordLocks, gc.RecordLockDuration, now)
-	if e.p.Start() != before {
-		// Archived offsets (control batches, compaction gaps) moved it.
-		m.persist.Write(k, e.p.Snapshot())
+	if len(out) > 0 || e.p.Start() != before {
+		if m.save(k, e) != nil {
+			return nil
+		}
 	}
 	return out
 }
@@ -207,14 +306,19 @@ func (m *Manager) LockDuration(group string) time.Duration {
 // without state has nothing acquired (ErrInvalidRecordState).
 func (m *Manager) Acknowledge(k Key, member string, acks []Ack, now time.Time) error {
 	gc := m.GroupConfig(k.Group)
-	e := m.lookup(k, false, nil)
+	e, err := m.lookup(k, nil)
+	if err != nil {
+		return err
+	}
 	if e == nil {
 		return fmt.Errorf("%w: no share state for the partition", ErrInvalidRecordState)
 	}
-	err := e.p.Acknowledge(member, acks, gc.DeliveryCountLimit, gc.RecordLockDuration, now)
+	err = e.p.Acknowledge(member, acks, gc.DeliveryCountLimit, gc.RecordLockDuration, now)
+	if err == nil && !onlyRenew(acks) {
+		err = m.save(k, e)
+	}
 	released := false
 	if err == nil {
-		m.persist.Write(k, e.p.Snapshot())
 		released = slices.ContainsFunc(acks, func(a Ack) bool { return slices.Contains(a.Types, AckRelease) })
 	}
 	e.mu.Unlock()
@@ -230,12 +334,12 @@ func (m *Manager) release(group, member string, tps []TP) {
 	changed := false
 	for _, tp := range tps {
 		k := Key{group, tp.TopicID, tp.Partition}
-		e := m.lookup(k, false, nil)
+		e := m.held(k)
 		if e == nil {
 			continue
 		}
 		if e.p.ReleaseMember(member, gc.DeliveryCountLimit) {
-			m.persist.Write(k, e.p.Snapshot())
+			m.save(k, e)
 			changed = true
 		}
 		e.mu.Unlock()
@@ -269,12 +373,12 @@ func (m *Manager) Tick(now time.Time) {
 			limit = m.GroupConfig(k.Group).DeliveryCountLimit
 			limits[k.Group] = limit
 		}
-		e := m.lookup(k, false, nil)
+		e := m.held(k)
 		if e == nil {
 			continue
 		}
 		if e.p.Tick(now, limit) {
-			m.persist.Write(k, e.p.Snapshot())
+			m.save(k, e)
 			changed = true
 		}
 		e.mu.Unlock()
@@ -323,52 +427,104 @@ func (m *Manager) Offsets(group string, topics map[[16]byte]bool) []PartitionOff
 	m.mu.Unlock()
 	var out []PartitionOffset
 	for _, k := range keys {
-		e := m.lookup(k, false, nil)
-		if e == nil {
-			continue
+		if po, ok := m.Offset(k); ok {
+			out = append(out, po)
 		}
-		out = append(out, PartitionOffset{TP: TP{k.TopicID, k.Partition}, Start: e.p.Start(), InFlightDone: e.p.Done()})
-		e.mu.Unlock()
 	}
 	slices.SortFunc(out, func(a, b PartitionOffset) int { return compareTP(a.TP, b.TP) })
 	return out
 }
 
-// Offset returns k's start offset; ok is false when k has no state.
-func (m *Manager) Offset(k Key) (PartitionOffset, bool) {
-	e := m.lookup(k, false, nil)
+// held returns k's entry locked when this broker holds its state, else
+// nil.
+func (m *Manager) held(k Key) *entry {
+	m.mu.Lock()
+	e := m.parts[k]
+	m.mu.Unlock()
 	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	if e.dead || e.p == nil {
+		e.mu.Unlock()
+		return nil
+	}
+	return e
+}
+
+// Offset returns k's start offset: from the state this broker holds
+// (it leads the partition), else as the Persister has it, without
+// taking the partition up here. ok is false when k has no state or it
+// cannot be read now.
+func (m *Manager) Offset(k Key) (PartitionOffset, bool) {
+	if e := m.held(k); e != nil {
+		defer e.mu.Unlock()
+		return PartitionOffset{TP: TP{k.TopicID, k.Partition}, Start: e.p.Start(), InFlightDone: e.p.Done()}, true
+	}
+	s, ok, err := m.persist.Read(k)
+	if err != nil || !ok {
 		return PartitionOffset{}, false
 	}
-	defer e.mu.Unlock()
-	return PartitionOffset{TP: TP{k.TopicID, k.Partition}, Start: e.p.Start(), InFlightDone: e.p.Done()}, true
+	done := 0
+	for _, b := range s.Batches {
+		if b.State == Acknowledged || b.State == Archived {
+			done += int(b.Last - b.First + 1)
+		}
+	}
+	return PartitionOffset{TP: TP{k.TopicID, k.Partition}, Start: s.StartOffset, InFlightDone: done}, true
+}
+
+// reset stores k's state anew at the next state epoch: a start offset
+// with nothing in flight, or deleted (offset < 0). Whatever this broker
+// holds of k is dropped; a leader elsewhere that still holds it is
+// fenced at its next write and reads the new state.
+func (m *Manager) reset(k Key, offset int64) error {
+	e := m.held(k)
+	old, _, err := m.persist.Read(k)
+	if err == nil {
+		err = m.persist.Write(k, Snapshot{Epoch: old.Epoch + 1, StartOffset: offset})
+	}
+	if e != nil {
+		if err == nil && offset >= 0 {
+			e.p.Reset(offset)
+			e.epoch = old.Epoch + 1
+		} else {
+			m.drop(k, e)
+		}
+		e.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("%w: resetting %v: %w", ErrStateUnavailable, k, err)
+	}
+	m.notify()
+	return nil
 }
 
 // SetOffset moves k's start to offset, forgetting its in-flight records
 // (AlterShareGroupOffsets; the coordinator checks the group has no
 // members).
-func (m *Manager) SetOffset(k Key, offset int64) {
-	e := m.lookup(k, true, func() int64 { return offset })
-	e.p.Reset(offset)
-	m.persist.Write(k, e.p.Snapshot())
-	e.mu.Unlock()
-	m.notify()
+func (m *Manager) SetOffset(k Key, offset int64) error {
+	return m.reset(k, max(offset, 0))
+}
+
+// DeletePartition drops k's state (DeleteShareGroupOffsets).
+func (m *Manager) DeletePartition(k Key) error {
+	return m.reset(k, -1)
 }
 
 // Delete drops the state of group's share-partitions of topics (all
-// when nil): DeleteShareGroupOffsets, DeleteGroups.
+// when nil) that this broker holds: DeleteGroups.
 func (m *Manager) Delete(group string, topics map[[16]byte]bool) {
 	m.mu.Lock()
 	var gone []Key
 	for k := range m.parts {
 		if k.Group == group && (topics == nil || topics[k.TopicID]) {
-			delete(m.parts, k)
 			gone = append(gone, k)
 		}
 	}
 	m.mu.Unlock()
 	for _, k := range gone {
-		m.persist.Delete(k)
+		m.reset(k, -1)
 	}
 }
 
@@ -377,7 +533,7 @@ func (m *Manager) Delete(group string, topics map[[16]byte]bool) {
 func (m *Manager) InFlight(group string, s RecordState) int {
 	n := 0
 	for _, po := range m.Offsets(group, nil) {
-		e := m.lookup(Key{group, po.TopicID, po.Partition}, false, nil)
+		e := m.held(Key{group, po.TopicID, po.Partition})
 		if e == nil {
 			continue
 		}
@@ -385,4 +541,17 @@ func (m *Manager) InFlight(group string, s RecordState) int {
 		e.mu.Unlock()
 	}
 	return n
+}
+
+// onlyRenew reports whether acks only extend locks (nothing durable
+// changes).
+func onlyRenew(acks []Ack) bool {
+	for _, a := range acks {
+		for _, t := range a.Types {
+			if t != AckRenew {
+				return false
+			}
+		}
+	}
+	return true
 }

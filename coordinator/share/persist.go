@@ -1,7 +1,7 @@
 package share
 
 import (
-	"maps"
+	"cmp"
 	"slices"
 	"sync"
 )
@@ -10,10 +10,20 @@ import (
 // value: the start offset and the window's records as runs of one state
 // and delivery count. Acquired records are written Available with their
 // delivery count: a lock does not survive a failover, the count does.
+//
+// Epoch is the state epoch: an admin reset or delete (Alter/Delete
+// ShareGroupOffsets, DeleteGroups) stores the next one, and a store
+// refuses a write of an older epoch (ErrFencedStateEpoch), so a leader
+// that still holds the state from before learns that it is gone. A
+// StartOffset below 0 marks deleted state (Deleted).
 type Snapshot struct {
+	Epoch       int32
 	StartOffset int64
 	Batches     []StateBatch
 }
+
+// Deleted reports whether s marks state that was deleted.
+func (s Snapshot) Deleted() bool { return s.StartOffset < 0 }
 
 // StateBatch is a run of offsets First to Last in one state.
 type StateBatch struct {
@@ -44,7 +54,8 @@ func (p *Partition) Snapshot() Snapshot {
 	return s
 }
 
-// Restore rebuilds a partition from a snapshot.
+// Restore rebuilds a partition from a snapshot (its Epoch is the
+// caller's to keep).
 func Restore(s Snapshot) *Partition {
 	p := NewPartition(s.StartOffset)
 	for _, b := range s.Batches {
@@ -65,14 +76,18 @@ func Restore(s Snapshot) *Partition {
 
 // Persister makes share-partition state durable. Write is called under
 // the partition's lock after every change a client must not lose (an
-// acknowledgement, a release, an archive, an admin move of the start),
-// so writes of one partition arrive in state order; Delete when the
-// state goes (group or offsets deleted). Read returns what Write last
-// stored, for a leader taking a partition over.
+// acquisition's delivery count, an acknowledgement, a release, an
+// archive, an admin move of the start), so writes of one partition
+// arrive in state order, and returns once the snapshot is durable; an
+// error means it may not be, and the Manager forgets its copy (the next
+// use reads what the store holds). Read returns what Write last stored:
+// ok is false when there is none or it is Deleted, and the snapshot
+// still carries the last epoch then (0 when there was never any).
+// Errors are ErrFencedStateEpoch, or anything else for "not now" (the
+// store is loading, moved, unreachable).
 type Persister interface {
-	Write(k Key, s Snapshot)
-	Delete(k Key)
-	Read(k Key) (Snapshot, bool)
+	Write(k Key, s Snapshot) error
+	Read(k Key) (s Snapshot, ok bool, err error)
 }
 
 // MemoryPersister keeps the latest snapshot per key in memory: state
@@ -81,6 +96,8 @@ type Persister interface {
 type MemoryPersister struct {
 	mu    sync.Mutex
 	snaps map[Key]Snapshot
+	// Fail, when set, is returned by every Write (tests).
+	Fail error
 }
 
 // NewMemoryPersister returns an empty MemoryPersister.
@@ -88,28 +105,41 @@ func NewMemoryPersister() *MemoryPersister {
 	return &MemoryPersister{snaps: make(map[Key]Snapshot)}
 }
 
-func (m *MemoryPersister) Write(k Key, s Snapshot) {
+func (m *MemoryPersister) Write(k Key, s Snapshot) error {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Fail != nil {
+		return m.Fail
+	}
+	if old, ok := m.snaps[k]; ok && s.Epoch < old.Epoch {
+		return ErrFencedStateEpoch
+	}
 	m.snaps[k] = s
-	m.mu.Unlock()
+	return nil
 }
 
-func (m *MemoryPersister) Delete(k Key) {
-	m.mu.Lock()
-	delete(m.snaps, k)
-	m.mu.Unlock()
-}
-
-func (m *MemoryPersister) Read(k Key) (Snapshot, bool) {
+func (m *MemoryPersister) Read(k Key) (Snapshot, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.snaps[k]
-	return s, ok
+	return s, ok && !s.Deleted(), nil
 }
 
-// Keys returns the stored keys (tests).
+// Keys returns the stored keys with live state (tests).
 func (m *MemoryPersister) Keys() []Key {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Collect(maps.Keys(m.snaps))
+	var out []Key
+	for k, s := range m.snaps {
+		if !s.Deleted() {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b Key) int {
+		if c := cmp.Compare(a.Group, b.Group); c != 0 {
+			return c
+		}
+		return compareTP(TP{a.TopicID, a.Partition}, TP{b.TopicID, b.Partition})
+	})
+	return out
 }

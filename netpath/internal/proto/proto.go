@@ -21,6 +21,10 @@ const (
 // brokers; the WriteTxnMarkers handler accepts no other.
 const MarkerClientID = "ringlog-txn-markers"
 
+// ShareStateClientID is the client id of Read/WriteShareGroupState
+// requests between brokers; their handlers accept no other.
+const ShareStateClientID = "ringlog-share-state"
+
 // ErrBadTags is wrapped by SkipTags' errors.
 var ErrBadTags = errors.New("bad tagged fields")
 
