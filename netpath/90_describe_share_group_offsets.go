@@ -78,6 +78,14 @@ func handleDescribeShareGroupOffsets(s *Server, r *request) reply {
 			for _, po := range s.shares.Offsets(rg.GroupID, nil) {
 				ids[po.TopicID] = true
 			}
+			// State stored here without a live share partition (an
+			// empty group whose offsets were altered, or whose members
+			// left).
+			if s.state != nil {
+				for _, k := range s.state.Keys(rg.GroupID) {
+					ids[k.TopicID] = true
+				}
+			}
 			for _, d := range s.groups.ShareDescribe([]string{rg.GroupID}) {
 				for _, m := range d.Members {
 					for _, name := range m.SubscribedTopicNames {

@@ -232,6 +232,7 @@ var _ Shares = (*share.Manager)(nil)
 // share.ErrFencedStateEpoch, or an append's failure.
 type ShareState interface {
 	Read(k share.Key) (share.Snapshot, bool, error)
+	Keys(group string) []share.Key
 	Write(k share.Key, s share.Snapshot) error
 }
 

@@ -216,6 +216,29 @@ func (st *Store) part(k Key) (*storePart, error) {
 	return sp, nil
 }
 
+// Keys returns the keys of group with live state on the partitions led
+// and loaded here: what a describe of all the group's partitions can
+// list without members to name their topics.
+func (st *Store) Keys(group string) []Key {
+	st.mu.Lock()
+	parts := make([]*storePart, 0, len(st.parts))
+	for _, sp := range st.parts {
+		parts = append(parts, sp)
+	}
+	st.mu.Unlock()
+	var out []Key
+	for _, sp := range parts {
+		sp.mu.Lock()
+		for k, s := range sp.snaps {
+			if k.Group == group && !s.Deleted() {
+				out = append(out, k)
+			}
+		}
+		sp.mu.Unlock()
+	}
+	return out
+}
+
 // Read implements Persister for keys on partitions led here.
 func (st *Store) Read(k Key) (Snapshot, bool, error) {
 	sp, err := st.part(k)

@@ -94,6 +94,14 @@ func TestStoreLoadWriteFence(t *testing.T) {
 	if err := m.Acknowledge(k, "a", []Ack{{2, 3, []AckType{AckAccept}}}, t0); err != nil {
 		t.Fatal(err) // st (the first store) has not seen the reset
 	}
+	// Keys lists the group's stored keys (a describe of all its
+	// partitions without members to name them), not another group's.
+	if got := st2.Keys("g"); !slices.Equal(got, []Key{k}) {
+		t.Fatalf("Keys(g) = %v, want [%v]", got, k)
+	}
+	if got := st2.Keys("other"); len(got) != 0 {
+		t.Fatalf("Keys(other) = %v", got)
+	}
 }
 
 // A failed write loses nothing that was answered: the acknowledgement
