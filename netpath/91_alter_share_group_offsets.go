@@ -28,19 +28,24 @@ import (
 
 func init() { register(91, 0, 0, handleAlterShareGroupOffsets) }
 
+// checkEmptyShareGroup is what AlterShareGroupOffsets and
+// DeleteShareGroupOffsets check of the group before touching its state:
+// fresh metadata, op on the group, and an empty share group (an unknown
+// one is created as such when create is set).
+func (s *Server) checkEmptyShareGroup(r *request, op int8, group string, create bool) error {
+	if err := s.groups.Stale(); err != nil {
+		return err
+	}
+	if !s.authorize(r, op, metadata.ResourceGroup, group) {
+		return errGroupAuthz
+	}
+	return s.groups.ShareGroupEmpty(group, true, create)
+}
+
 func handleAlterShareGroupOffsets(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
-	var err error
-	switch {
-	case s.groups.Stale() != nil:
-		err = s.groups.Stale()
-	case !s.authorize(r, metadata.OpRead, metadata.ResourceGroup, req.GroupID):
-		err = errGroupAuthz
-	default:
-		err = s.groups.ShareGroupEmpty(req.GroupID, true, true)
-	}
-	if err != nil {
+	if err := s.checkEmptyShareGroup(r, metadata.OpRead, req.GroupID, true); err != nil {
 		resp.ErrorCode = errorCode(err)
 		resp.ErrorMessage = groupErrorMessage(err, resp.ErrorCode)
 		return immediate(resp)

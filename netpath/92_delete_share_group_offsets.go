@@ -25,16 +25,7 @@ func init() { register(92, 0, 0, handleDeleteShareGroupOffsets) }
 func handleDeleteShareGroupOffsets(s *Server, r *request) reply {
 	req := r.kreq.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
-	var err error
-	switch {
-	case s.groups.Stale() != nil:
-		err = s.groups.Stale()
-	case !s.authorize(r, metadata.OpDelete, metadata.ResourceGroup, req.GroupID):
-		err = errGroupAuthz
-	default:
-		err = s.groups.ShareGroupEmpty(req.GroupID, true, false)
-	}
-	if err != nil {
+	if err := s.checkEmptyShareGroup(r, metadata.OpDelete, req.GroupID, false); err != nil {
 		resp.ErrorCode = errorCode(err)
 		resp.ErrorMessage = groupErrorMessage(err, resp.ErrorCode)
 		return immediate(resp)

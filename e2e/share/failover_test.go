@@ -148,7 +148,19 @@ func TestShareGroupLeaderKill(t *testing.T) {
 		}
 		return left == 0, fmt.Sprintf("%d records not yet accepted", left)
 	})
-	time.Sleep(time.Second) // an acknowledged record delivered again would show now
+	// An acknowledged record delivered again would show within a second:
+	// the consumers poll continuously and every record is available or
+	// done by now, so a wrong redelivery is the next fetch's.
+	harness.Holds(t, time.Second, "no record acknowledged before the kill delivered again", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range got {
+			if done[d.key] {
+				return false, fmt.Sprintf("key %d delivered again (delivery %d)", d.key, d.dc)
+			}
+		}
+		return true, ""
+	})
 	cancel()
 	wg.Wait()
 
