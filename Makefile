@@ -12,10 +12,12 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e/)
 # a test never kills, pauses or restarts one (docs/TESTING.md). `make
 # test` runs the fast ones on the io_uring write path; `make e2e` runs
 # every suite, on both write paths where the outcome depends on the write
-# path. -p 1: one suite's brokers at a
-# time, as the timings in the tests assume on a 2-core machine.
+# path. -p 1: one suite at a time. Within a suite, tests that only wait
+# on their own brokers (elections, session timeouts, long polls) call
+# t.Parallel and run four at a time; tests that measure latency, rates,
+# memory or timing bounds do not, and run alone before them.
 E2E_FAST := ./e2e/core ./e2e/replication
-E2E = RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -p 1 -count=1
+E2E = RINGLOG_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -p 1 -parallel 4 -count=1
 FUZZTIME  ?= 30s
 CHAOS_ROUNDS ?= 5
 FAULT_RUNS ?= 20

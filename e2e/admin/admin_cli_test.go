@@ -48,6 +48,7 @@ func checkNumbered(t *testing.T, b *harness.BrokerProc, topic string, n int) {
 // and ListPartitionReassignments (45/46) on the brokers, and skips where
 // they are not served.
 func TestAdminRebalanceApply(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // StartJoinedCluster restarts broker 4
 	harness.SkipWithoutReassign(t)
 	c, adm := harness.StartJoinedCluster(t, "apply", 12)
@@ -88,6 +89,7 @@ func TestAdminRebalanceApply(t *testing.T) {
 // UnregisterBroker needs ALTER on the cluster; `ringlog admin` passes the
 // SASL connection flags through.
 func TestAdminUnregisterAuthorization(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	b, as := startAuthorizedBroker(t, nil, "--fsync", "never")
 	unregister := func(cl *kgo.Client, id int32) error {
@@ -130,6 +132,7 @@ func TestAdminUnregisterAuthorization(t *testing.T) {
 // checks that it is unregistered, the others hold its replicas evenly and
 // every record is still there. Needs 45/46 like TestAdminRebalanceApply.
 func TestAdminDecommissionApply(t *testing.T) {
+	t.Parallel()
 	harness.SkipWithoutReassign(t)
 	c := harness.StartClusterAt(t, harness.FreshNodeSpecs(t, 4), 3, nil)
 	adm := kadm.NewClient(c.Node(1).Client(t))

@@ -86,6 +86,7 @@ func appendCfg(k, v string) kadm.AlterConfig {
 func deleteCfg(k string) kadm.AlterConfig { return kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k} }
 
 func TestAdminConfigs(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted
 	c := harness.StartClusterAt(t, harness.FreshNodeSpecs(t, 3), 3, func(int) []string {
 		return []string{"--fsync", "never", "--retention-check-interval", "200ms"}
@@ -280,6 +281,7 @@ for res, f in a.describe_configs([ConfigResource("topic", topic)], request_timeo
 `
 
 func TestAdminConfigsConfluent(t *testing.T) {
+	t.Parallel()
 	harness.NeedConfluentKafka(t)
 	b := harness.StartBroker(t, t.TempDir(), "--fsync", "never")
 	adm := kadm.NewClient(b.Client(t))
@@ -304,6 +306,7 @@ func TestAdminConfigsConfluent(t *testing.T) {
 // topic (TOPIC_AUTHORIZATION_FAILED) or on the cluster for broker configs
 // (CLUSTER_AUTHORIZATION_FAILED).
 func TestAdminConfigsACL(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	b, as := startAuthorizedBroker(t, []string{"orders"}, "--fsync", "never")
 	alice, admin := kadm.NewClient(as("alice")), kadm.NewClient(as("admin"))

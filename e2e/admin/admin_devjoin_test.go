@@ -94,6 +94,7 @@ func (d *devProc) interrupt(limit time.Duration) error {
 // broker alone (the cluster drops it from its live brokers) and then the
 // cluster.
 func TestAdminDevJoin(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // dev join's serve processes
 	kafka, ctrl, admin := harness.FreePortRun(t, 4), harness.FreePortRun(t, 4), harness.FreePortRun(t, 4)
 	base := t.TempDir()

@@ -22,6 +22,7 @@ import (
 // replicas on it. Stopped and restarted, it rejoins with the data it has.
 // The load sees no error and the checker finds no loss.
 func TestAdminBrokerJoins(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // broker 4 restarted
 	c := harness.StartCluster(t, 3)
 	cl := c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...))

@@ -39,6 +39,7 @@ func sp(s string) *string { return &s }
 // Kafka's refusals, validate_only, and quotas surviving a restart (they
 // are in the controller's raft log).
 func TestAdminClientQuotas(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted
 	b := harness.StartBroker(t, t.TempDir())
 	adm := kadm.NewClient(b.Client(t))

@@ -104,6 +104,7 @@ func notIn(reps []int32, n int32) int32 {
 // equal the old ones offset by offset; the old replicas' directories are
 // deleted.
 func TestAdminReassignMove(t *testing.T) {
+	t.Parallel()
 	c := harness.StartVoterCluster(t, 3, []string{"", "", "", ""})
 	cl := c.Node(1).Client(t, harness.FreshMetadata)
 	adm := kadm.NewClient(cl)
@@ -314,6 +315,7 @@ func TestAdminReassignMove(t *testing.T) {
 // a 0 B/s replication throttle holding the move back, a cancel deletes
 // the log the adding replica had started.
 func TestAdminReassignCancel(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9 and restart
 	c := harness.StartVoterCluster(t, 3, []string{"", "", "", ""})
 	cl := c.Node(1).Client(t, harness.FreshMetadata)
@@ -445,6 +447,7 @@ func TestAdminReassignCancel(t *testing.T) {
 
 // TestAdminReassignRefusals checks the per-partition errors Kafka gives.
 func TestAdminReassignRefusals(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir())
 	adm := kadm.NewClient(b.Client(t))
 	harness.CreateTopic(t, adm, "rf", 1, 1)
@@ -544,6 +547,7 @@ func TestAdminReassignRefusals(t *testing.T) {
 // TestAdminReassignAuthorization: with the authorizer on, both APIs need
 // their cluster operation (ALTER, DESCRIBE); a super user passes.
 func TestAdminReassignAuthorization(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	_, as := startAuthorizedBroker(t, []string{"az"})
 	ctx := harness.Context(t, 30*time.Second)

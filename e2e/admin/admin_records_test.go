@@ -69,6 +69,7 @@ func firstOffset(t *testing.T, c *harness.Cluster, topic string, at kgo.Offset) 
 }
 
 func TestAdminDeleteRecords(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9, SIGSTOP
 	c := harness.StartCluster(t, 3)
 	cl := c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(kgo.NoCompression()))
@@ -290,6 +291,7 @@ func logSegmentBytes(t *testing.T, dir string) int64 {
 }
 
 func TestAdminDescribeLogDirs(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, 3)
 	cl := c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	adm := kadm.NewClient(cl)
@@ -381,6 +383,7 @@ func TestAdminDescribeLogDirs(t *testing.T) {
 // needs DELETE on the topic and DescribeLogDirs DESCRIBE on the cluster.
 // Also the single-broker (RF=1, not replicated) DeleteRecords path.
 func TestAdminRecordsAuthorization(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	b, as := startAuthorizedBroker(t, []string{"orders"})
 	admin, alice := kadm.NewClient(as("admin")), kadm.NewClient(as("alice"))

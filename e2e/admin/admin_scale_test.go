@@ -161,6 +161,7 @@ func abs(x int) int {
 }
 
 func TestAdminScaleOutUnderLoad(t *testing.T) {
+	t.Parallel()
 	const topic, partitions, producers = "scale", 64, 16
 	c := harness.StartCluster(t, 3)
 	adm := kadm.NewClient(c.Node(2).Client(t, kgo.SeedBrokers(c.Addrs()...)))

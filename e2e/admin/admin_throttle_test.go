@@ -337,6 +337,7 @@ for res, key in ((ConfigResource("topic", topic), "leader.replication.throttled.
 `
 
 func TestAdminReplicationThrottleConfluent(t *testing.T) {
+	t.Parallel()
 	harness.NeedConfluentKafka(t)
 	b := harness.StartBroker(t, t.TempDir(), "--fsync", "never")
 	adm := kadm.NewClient(b.Client(t))

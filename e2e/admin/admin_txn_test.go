@@ -25,6 +25,7 @@ func producerOn(dps kadm.DescribedProducersTopics, topic string, p int32, pid in
 }
 
 func TestAdminTransactions(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9
 	c := harness.StartClusterAt(t, harness.FreshNodeSpecs(t, 3), 3, func(int) []string { return harness.TxnBrokerArgs })
 	seeds := c.Addrs()
@@ -311,6 +312,7 @@ func TestAdminTransactions(t *testing.T) {
 // DESCRIBE on the id and shows only partitions of topics the caller may
 // DESCRIBE, and DescribeProducers needs READ on the topic.
 func TestAdminTransactionsACL(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // startAuthorizedBroker restarts the broker
 	b, as := startAuthorizedBroker(t, []string{"ta"}, harness.TxnBrokerArgs...)
 	ctx := harness.Context(t, 40*time.Second)

@@ -19,6 +19,7 @@ import (
 // 3-broker ringlog cluster, and the same against franz-go's kfake, so the
 // commands are known to work on a Kafka cluster that is not ringlog.
 func TestOperatorCommands(t *testing.T) {
+	t.Parallel()
 	t.Run("ringlog", func(t *testing.T) {
 		c := harness.StartReplCluster(t, 3)
 		operatorScenario(t, c.Node(1).Addr, true)

@@ -20,6 +20,7 @@ import (
 // denied by default with the right error codes and allowed once an ACL
 // says so, that DENY wins, and that a forged replica fetch is refused.
 func TestACLs(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted with new flags
 	if testing.Short() {
 		t.Skip("process-level test")
@@ -152,6 +153,7 @@ func TestACLs(t *testing.T) {
 // inter-broker user, and acks=all produces by an ordinary user (with
 // ACLs) and transactions must still complete across brokers.
 func TestSecureCluster(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // nodes restarted with new flags
 	if testing.Short() {
 		t.Skip("process-level test")

@@ -83,6 +83,7 @@ func checkCodec(t *testing.T, codec string, counts map[int8]int) {
 }
 
 func TestKcatProduceConsume(t *testing.T) {
+	t.Parallel()
 	harness.NeedTool(t, "/usr/bin/kcat")
 	b := harness.StartBroker(t, t.TempDir())
 	cl := b.Client(t)
@@ -122,6 +123,7 @@ func TestKcatProduceConsume(t *testing.T) {
 }
 
 func TestConfluentKafkaPython(t *testing.T) {
+	t.Parallel()
 	harness.NeedConfluentKafka(t)
 	b := harness.StartBroker(t, t.TempDir())
 	ctx := harness.Context(t, 60*time.Second)

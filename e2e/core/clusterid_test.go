@@ -35,6 +35,7 @@ func readIdentity(t *testing.T, dir string) layout.Meta {
 // internal/layout TestClusterIDSurvivesPowerCutAfterFirstStart.) A data
 // dir of an older version, with the id in cluster.id, keeps its id.
 func TestClusterIDSurvivesKill9AfterFirstStart(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9 and restart
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir)

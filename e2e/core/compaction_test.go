@@ -75,6 +75,7 @@ func consumePartition0(t *testing.T, b *harness.BrokerProc, topic string, end in
 // were committed many times resumes at its last commit after a restart
 // that reloads a compacted __consumer_offsets.
 func TestLogCompaction(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir, "--log-cleaner-interval", "200ms", "--offsets-topic-partitions", "1",

@@ -24,6 +24,7 @@ import (
 // and checks that every acknowledged record is read back exactly once and
 // in order within its partition.
 func TestKill9UnderAcksAllLoad(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9 and restart
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir, "--fsync", "always")
@@ -154,6 +155,7 @@ func drain(t *testing.T, addr, topic string, already []*kgo.Record) []*kgo.Recor
 // the byte position of the damaged batch, instead of truncating there and
 // dropping every acknowledged record after it.
 func TestCorruptSealedSegmentRefusesStart(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted on a corrupt segment, must exit
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir, "--fsync", "always")

@@ -14,6 +14,7 @@ import (
 // broker and consumer processes, and SIGKILLs one between its database
 // write and its commit) and checks what it reports.
 func TestOffsetsExample(t *testing.T) {
+	t.Parallel()
 	ctx := harness.Context(t, 2*time.Minute)
 	cmd := exec.CommandContext(ctx, harness.RinglogBin, "example", "offsets", "--dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "RINGLOG_IO="+harness.IOMode())

@@ -15,6 +15,7 @@ import (
 // --max-incremental-fetch-session-cache-slots 0 the same consumer works
 // on full fetches and no session exists.
 func TestFetchSessionsConsumer(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name  string
 		extra []string

@@ -15,6 +15,7 @@ import (
 // sendfile) and TLS (copy) listeners, and the splice counter proves the
 // route was taken.
 func TestFetchLargeRangesSplice(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	b, certs := harness.StartTLSBroker(t, dataDir, false, "--fsync", "never")
 	ctx := harness.Context(t, 180*time.Second)

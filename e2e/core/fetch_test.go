@@ -107,6 +107,7 @@ func countSegments(t *testing.T, dataDir, topic string) int {
 }
 
 func TestFetchByteExactAcrossSegmentsConcurrentConsumers(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	b, certs := harness.StartTLSBroker(t, dataDir, false, "--fsync", "never")
 	ctx := harness.Context(t, 120*time.Second)
@@ -239,6 +240,7 @@ func consumeExact(ctx context.Context, listener string, id int, want map[int32]m
 // each partition must hold either whole, CRC-valid, contiguous batches or
 // OFFSET_OUT_OF_RANGE: never a short or torn body.
 func TestFetchRacingRetention(t *testing.T) {
+	t.Parallel()
 	b, certs := harness.StartTLSBroker(t, t.TempDir(), false, "--fsync", "never", "--retention-check-interval", "20ms")
 	ctx := harness.Context(t, 60*time.Second)
 	const topic = "race"
@@ -425,6 +427,7 @@ func checkBatches(b []byte, offset int64) (int64, int, error) {
 // TestFetchPathCounters is the zero-copy proof without strace: the broker
 // counts bytes sent with sendfile and bytes copied through user space.
 func TestFetchPathCounters(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name       string
 		extra      []string
@@ -605,6 +608,7 @@ func batchSizes(t *testing.T, b []byte) []int {
 // it is answered after max_wait_ms; max_bytes and partition_max_bytes
 // bound the response, except that the first batch comes whole (KIP-74).
 func TestFetchLongPoll(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir())
 	ctx := harness.Context(t, 60*time.Second)
 	cl := b.Client(t)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestFranzGoProduceConsumeAllCodecs(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir(), "--fsync", "always")
 	ctx := harness.Context(t, 90*time.Second)
 
@@ -103,6 +104,7 @@ func TestFranzGoProduceConsumeAllCodecs(t *testing.T) {
 }
 
 func TestAdminTopicLifecycle(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir(), "--auto-create-topics=false")
 	ctx := harness.Context(t, 30*time.Second)
 	adm := kadm.NewClient(b.Client(t))
@@ -222,6 +224,7 @@ func TestAdminTopicLifecycle(t *testing.T) {
 }
 
 func TestRestartKeepsDataAndClusterID(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted, serve's shutdown log
 	dir := t.TempDir()
 	b := harness.StartBroker(t, dir)

@@ -68,6 +68,7 @@ func initProducerID(t *testing.T, cl *kgo.Client) (int64, int16) {
 // clean restart and a kill -9: each retry gets the original offset and the
 // log holds the records once.
 func TestIdempotentRetryIsDeduplicated(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9 and restart
 	b := harness.StartBroker(t, t.TempDir(), "--segment-bytes", "2048")
 	cl := b.Client(t, kgo.DisableIdempotentWrite())
@@ -124,6 +125,7 @@ func TestIdempotentRetryIsDeduplicated(t *testing.T) {
 // recognize the batches the old leader had already replicated. Every
 // (key, sequence) must be in the log exactly once, in order per key.
 func TestIdempotentProducerAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9 and restart
 	if testing.Short() {
 		t.Skip("process-level fault test")

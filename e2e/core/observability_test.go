@@ -39,6 +39,7 @@ func obsLoadConfig(b *harness.BrokerProc, topic string) loadgen.Config {
 // move: request latency per API, per-topic produce and fetch, bytes,
 // fsyncs and their latency, the ring's batching counters, connections.
 func TestMetricsMoveUnderLoad(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir())
 	const topic = "obs-metrics"
 	before := harness.Scrape(t, b.Admin)
@@ -155,6 +156,7 @@ func TestMetricsMoveUnderLoad(t *testing.T) {
 // TestPprofOffWithFlag: --pprof=false removes the profiling endpoints and
 // keeps /metrics.
 func TestPprofOffWithFlag(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir(), "--pprof=false")
 	c := http.Client{Timeout: 5 * time.Second}
 	for path, want := range map[string]int{"/debug/pprof/": http.StatusNotFound, "/debug/ringlog/profile?seconds=1": http.StatusNotFound, "/metrics": http.StatusOK} {
@@ -178,6 +180,7 @@ func TestPprofOffWithFlag(t *testing.T) {
 // and the acks=all produce held while the paused follower is still in the
 // ISR shows in ringlog_produce_oldest_wait_seconds until the ISR shrinks.
 func TestReplicationMetrics(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // SIGSTOP
 	c := harness.StartReplCluster(t, 3)
 	adm := kadm.NewClient(c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...)))

@@ -19,6 +19,7 @@ import (
 )
 
 func TestSASLScramOverTLS(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
@@ -96,6 +97,7 @@ func TestSASLScramOverTLS(t *testing.T) {
 // TestPreAuthRequestLimit sends a 1 MiB frame before authenticating: the
 // broker must close the connection without reading (or allocating) it.
 func TestPreAuthRequestLimit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process-level test")
 	}

@@ -19,6 +19,7 @@ import (
 // TestServeConfiguredByEnv starts a broker whose listeners, data dir,
 // fsync policy, io path and node id come only from RINGLOG_* variables.
 func TestServeConfiguredByEnv(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	b := &harness.BrokerProc{T: t, DataDir: dir, Addr: harness.FreePort(t), Admin: harness.FreePort(t)}
 	b.Args = []string{"serve"}
@@ -67,6 +68,7 @@ func TestServeConfiguredByEnv(t *testing.T) {
 // Config.IOMode), and --io auto must fall back to sync and say why in
 // /healthz io_reason.
 func TestIOFlagWithoutIOUring(t *testing.T) {
+	t.Parallel()
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("the seccomp filter is written for amd64, not %s", runtime.GOARCH)
 	}
@@ -127,6 +129,7 @@ func TestIOFlagWithoutIOUring(t *testing.T) {
 // TestServeMaxProcs: --max-procs sets the broker's GOMAXPROCS, /healthz
 // reports it beside the CPUs, and a negative count is refused by name.
 func TestServeMaxProcs(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // --max-procs sets GOMAXPROCS, process-wide
 	b := harness.StartBroker(t, t.TempDir(), "--max-procs", "1")
 	h, err := b.Health()

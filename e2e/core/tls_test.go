@@ -35,6 +35,7 @@ func kcatRoundTrip(t *testing.T, addr, topic string, ssl []string) {
 }
 
 func TestTLSListenerKcat(t *testing.T) {
+	t.Parallel()
 	harness.NeedTool(t, "/usr/bin/kcat")
 	// The TLS listener advertises its own address, here under a DNS name
 	// the dev certificate covers, so librdkafka's hostname check applies.
@@ -58,6 +59,7 @@ func TestTLSListenerKcat(t *testing.T) {
 }
 
 func TestMutualTLS(t *testing.T) {
+	t.Parallel()
 	harness.NeedTool(t, "/usr/bin/kcat")
 	b, certs := harness.StartTLSBroker(t, t.TempDir(), true)
 

@@ -133,6 +133,7 @@ func checkTxnVisibility(t *testing.T, seeds []string, topic string, partitions i
 // read_uncommitted ones. On one broker (markers appended locally) and on
 // three (markers sent to other leaders with WriteTxnMarkers).
 func TestTxnCommitAbortVisibility(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}
@@ -153,6 +154,7 @@ func TestTxnCommitAbortVisibility(t *testing.T) {
 // EndTxn fails with a fencing error; old-version requests get
 // INVALID_PRODUCER_EPOCH.
 func TestTxnProducerFencing(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}
@@ -264,6 +266,7 @@ func TestTxnProducerFencing(t *testing.T) {
 // transaction is all or nothing for a read_committed consumer, and every
 // acknowledged commit is visible.
 func TestTxnCoordinatorFailover(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9
 	if testing.Short() {
 		t.Skip("starts brokers")
@@ -373,6 +376,7 @@ const txnHelperEnv = "RINGLOG_TXN_HELPER"
 // It copies every record of the input topic to the output topic, value
 // "<partition>/<offset>", one transaction per poll, until SIGTERM.
 func TestTxnHelperProcess(t *testing.T) {
+	t.Parallel()
 	spec := os.Getenv(txnHelperEnv)
 	if spec == "" {
 		t.Skip("helper process only")
@@ -462,6 +466,7 @@ func startTxnHelper(t *testing.T, spec string) *txnHelper {
 // read_committed consumer, and the group's committed offsets must be the
 // input's end offsets.
 func TestTxnGroupTransactSession(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}
@@ -572,6 +577,7 @@ func TestTxnGroupTransactSession(t *testing.T) {
 // TestTxnConfluentKafka: librdkafka's transactional producer (python
 // confluent_kafka) commits and aborts; read_committed sees the commit only.
 func TestTxnConfluentKafka(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts brokers")
 	}

@@ -21,6 +21,7 @@ func produceRaw(t *testing.T, cl *kgo.Client, topic string, records []byte) int1
 }
 
 func TestMalformedBatchesRefused(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir())
 	cl := b.Client(t)
 	good := harness.EncodeBatch(3, []byte("hello"))
@@ -99,6 +100,7 @@ func rawRoundTrip(t *testing.T, addr string, frame []byte) ([]byte, error) {
 }
 
 func TestApiVersionsAndBadFrames(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir())
 
 	// KIP-511: an ApiVersions version we don't know gets a v0 response

@@ -36,6 +36,7 @@ func startDiskCluster(t *testing.T) (*harness.Cluster, *kadm.Client) {
 // replica stays out of the ISR until its broker restarts; no acknowledged
 // record is lost.
 func TestDiskErrorMovesLeadership(t *testing.T) {
+	t.Parallel()
 	c, adm := startDiskCluster(t)
 	const topic, partitions = "diskerr", 3
 	m := harness.CreateRF3Topic(t, adm, topic, partitions)

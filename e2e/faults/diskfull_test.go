@@ -387,6 +387,7 @@ func batchTail(path string) (int64, int64, error) {
 // write, engine/uring_undo.go) and no acknowledged record is lost, before
 // and after a crash (docs/disk-full.md).
 func TestDiskFullTornTail(t *testing.T) {
+	t.Parallel()
 	mnt := mountSmallFS(t, 64)
 	b := harness.StartBroker(t, filepath.Join(mnt, "data"),
 		"--disk-check-interval", "3s",

@@ -57,6 +57,7 @@ const (
 //
 // Every acknowledged record survives both phases (checkFailover).
 func TestRestartedLeaderHW(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process-level fault test")
 	}

@@ -17,6 +17,7 @@ import (
 // first record stamped at or after it, inside a compressed batch too,
 // plus earliest, latest and max-timestamp (-3).
 func TestListOffsetsByTimestamp(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir())
 	ctx := harness.Context(t, 30*time.Second)
 	adm := kadm.NewClient(b.Client(t))
@@ -87,6 +88,7 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 // full end once its followers have fetched from it. The log start (-2)
 // and a timestamp lookup matching below the HW are answered throughout.
 func TestListOffsetsAfterLeaderChange(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process-level fault test")
 	}

@@ -32,6 +32,7 @@ const (
 // member ids across the coordinator failover (the group state reloaded
 // from __consumer_offsets).
 func TestConsumerProtoFranzMembership(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9 and restart
 	proto := cpProto()
 	// A longer session than the other tests: franz-go 1.22.3 retries an
@@ -235,6 +236,7 @@ func startCPInProc(t *testing.T, addrs []string, name, group string, proto strin
 // classic commits, and back; while 848 members are in a group a classic
 // JoinGroup for it is refused with INCONSISTENT_GROUP_PROTOCOL.
 func TestConsumerProtoLibrdkafka(t *testing.T) {
+	t.Parallel()
 	harness.NeedConfluentKafka(t)
 	proto := cpProto()
 	b := harness.StartBroker(t, t.TempDir(), append(slices.Clone(groupBrokerArgs), consumerFlags(t, cpSession, cpHeartbeat)...)...)
@@ -432,6 +434,7 @@ except KafkaException as e:
 // other members' assignments do not change; a regex subscription picks up
 // a topic created later.
 func TestConsumerProtoStaticAndRegex(t *testing.T) {
+	t.Parallel()
 	proto := cpProto()
 	b := harness.StartBroker(t, t.TempDir(), append(slices.Clone(groupBrokerArgs), consumerFlags(t, cpSession, cpHeartbeat)...)...)
 	cl := b.Client(t)

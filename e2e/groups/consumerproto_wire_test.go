@@ -18,6 +18,7 @@ import (
 // and ConsumerGroupDescribe and ListGroups v5 show the group as a
 // consumer group.
 func TestConsumerProtoWireSmoke(t *testing.T) {
+	t.Parallel()
 	b, cl, adm := startGroupBroker(t, "--group-consumer-session-timeout", "6s", "--group-consumer-heartbeat-interval", "1s")
 	ctx := harness.Context(t, 60*time.Second)
 	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "smoke848"); err != nil {

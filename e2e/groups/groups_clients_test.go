@@ -143,6 +143,7 @@ func splitOver(asg map[string][]int32, members, n int) bool {
 // owning, the group commits the end, and after all three leave a new kcat
 // resumes exactly at the committed offsets.
 func TestGroupsKcatBalanced(t *testing.T) {
+	t.Parallel()
 	harness.NeedTool(t, "/usr/bin/kcat")
 	b := harness.StartBroker(t, t.TempDir(), groupBrokerArgs...)
 	for _, strategy := range []string{"roundrobin", "range"} {
@@ -340,6 +341,7 @@ func (l *pyLog) ownedList() []int32 {
 // between them the two read every record, twice only where a commit was
 // not confirmed.
 func TestGroupsConfluentCrashTakeover(t *testing.T) {
+	t.Parallel()
 	harness.NeedConfluentKafka(t)
 	b := harness.StartBroker(t, t.TempDir(), groupBrokerArgs...)
 	for _, strategy := range []string{"roundrobin", "cooperative-sticky"} {
@@ -540,6 +542,7 @@ const crashSession = 2 * time.Second
 // remaining member owns every partition, and it starts each one exactly
 // at the committed offset, reading everything after it.
 func TestGroupsFranzMemberKilled(t *testing.T) {
+	t.Parallel()
 	b := harness.StartBroker(t, t.TempDir(), append(slices.Clone(groupBrokerArgs), "--group-min-session-timeout", "1s")...)
 	for _, bal := range []kgo.GroupBalancer{kgo.RangeBalancer(), kgo.CooperativeStickyBalancer()} {
 		t.Run(bal.ProtocolName(), func(t *testing.T) {
@@ -680,6 +683,7 @@ func topicsSet(pairs ...any) kadm.TopicsSet {
 // unsubscribed topic's offsets go; once the group is empty both succeed.
 // The deletions survive a restart, and a new member starts from scratch.
 func TestGroupsDeleteGroupsAndOffsets(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted
 	b, cl, adm := startGroupBroker(t)
 	ctx := harness.Context(t, 60*time.Second)
@@ -782,6 +786,7 @@ func TestGroupsDeleteGroupsAndOffsets(t *testing.T) {
 // record; group B then stops halfway while A goes on, and B's committed
 // offsets stay where B left them, not where A is, until B resumes there.
 func TestGroupsIndependentGroups(t *testing.T) {
+	t.Parallel()
 	b, cl, adm := startGroupBroker(t)
 	const topic, ga, gb, parts = "indep", "indep-a", "indep-b", 4
 	harness.CreateTopic(t, adm, topic, parts, 1)

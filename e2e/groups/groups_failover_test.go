@@ -87,6 +87,7 @@ func merged(cs []*collector) map[int32]map[int64]int {
 // offset exactly, and new consumers of the group resume exactly there:
 // nothing below the committed offsets is redelivered, nothing skipped.
 func TestGroupsCoordinatorFailover(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // kill -9
 	c := harness.StartReplCluster(t, 3, groupBrokerArgs...)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))

@@ -16,6 +16,7 @@ import (
 // durable (tombstones in __consumer_offsets): a restart does not bring the
 // offsets back.
 func TestGroupsOffsetsRetention(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted
 	const retention = 2 * time.Second
 	b, cl, adm := startGroupBroker(t, "--offsets-retention", retention.String(), "--offsets-retention-check-interval", "200ms")

@@ -62,6 +62,7 @@ func waitBalanced(t *testing.T, ms []*harness.Member, n int, limit time.Duration
 }
 
 func TestGroupsFranzRebalanceCommitResume(t *testing.T) {
+	t.Parallel()
 	b, cl, adm := startGroupBroker(t)
 	// A short heartbeat interval: eager members learn of a rebalance from
 	// a heartbeat, and franz-go's default (3s) would dominate the runtime.
@@ -144,6 +145,7 @@ func maps(m map[int32]int64) map[int32]int64 {
 // independently; offsets survive a broker restart; producing to the
 // offsets topic is refused.
 func TestGroupsTwoGroupsAndRestart(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted
 	b, cl, adm := startGroupBroker(t)
 	ctx := harness.Context(t, 60*time.Second)
@@ -196,6 +198,7 @@ func TestGroupsTwoGroupsAndRestart(t *testing.T) {
 // reads and commits; confluent_kafka with subscribe and synchronous manual
 // commits resumes at its committed offset after a restart.
 func TestGroupsKcatAndConfluent(t *testing.T) {
+	t.Parallel()
 	harness.Processes(t) // restarted
 	harness.NeedTool(t, "/usr/bin/kcat")
 	harness.NeedConfluentKafka(t)

@@ -22,6 +22,7 @@ import (
 )
 
 func TestClusterPlacementRedirectDelete(t *testing.T) {
+	t.Parallel()
 	harness.NeedTool(t, "/usr/bin/kcat")
 	c := harness.StartCluster(t, 3)
 
@@ -183,6 +184,7 @@ func TestClusterPlacementRedirectDelete(t *testing.T) {
 }
 
 func TestClusterFailover(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, 3)
 	adm := kadm.NewClient(c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...)))
 	harness.CreateTopic(t, adm, "fo", 6, 3)
@@ -285,6 +287,7 @@ func TestClusterFailover(t *testing.T) {
 // whose metadata still names it: the old leader answers
 // NOT_LEADER_OR_FOLLOWER and franz-go recovers by itself.
 func TestClusterStaleLeaderRedirect(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, 3)
 	cl := c.Node(1).Client(t, kgo.SeedBrokers(c.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(time.Second))

@@ -16,6 +16,7 @@ import (
 const failoverLag = 2 * time.Second
 
 func TestCheckFailoverDetects(t *testing.T) {
+	t.Parallel()
 	acked := map[string]harness.AckedRecord{
 		"a": {Producer: 0, Seq: 0, Partition: 0}, "b": {Producer: 0, Seq: 1, Partition: 0}, "c": {Producer: 0, Seq: 2, Partition: 0}, "d": {Producer: 1, Seq: 0, Partition: 1},
 	}

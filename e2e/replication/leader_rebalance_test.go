@@ -35,6 +35,7 @@ func preferredLed(m kadm.Metadata, topic string, partitions, rf int) bool {
 // replica, with no acknowledged record lost; and that ElectLeaders answers
 // as Kafka does.
 func TestLeaderRebalanceAfterRestart(t *testing.T) {
+	t.Parallel()
 	const (
 		topic    = "rebal"
 		parts    = 6
@@ -181,6 +182,7 @@ func TestLeaderRebalanceAfterRestart(t *testing.T) {
 // metadata log as a raft non-voter, serves Metadata like any broker, and
 // RF=3 replicas span three racks.
 func TestNonVoterBrokerRackPlacement(t *testing.T) {
+	t.Parallel()
 	harness.InProcess(t)
 	racks := []string{"a", "b", "c", "a"}
 	c := harness.StartVoterCluster(t, 3, racks)
@@ -249,6 +251,7 @@ func TestNonVoterBrokerRackPlacement(t *testing.T) {
 // TestElectLeadersNeedsClusterAlter: with the authorizer on, a principal
 // without ALTER on the cluster gets CLUSTER_AUTHORIZATION_FAILED.
 func TestElectLeadersNeedsClusterAlter(t *testing.T) {
+	t.Parallel()
 	harness.InProcess(t)
 	b := harness.StartBroker(t, t.TempDir(), "--authorizer")
 	_, err := kadm.NewClient(b.Client(t, kgo.RequestRetries(1))).ElectLeaders(harness.Context(t, 20*time.Second), kadm.ElectPreferredReplica, kadm.TopicsSet{"t": {0: {}}})

@@ -52,6 +52,7 @@ func askMetadata(ctx context.Context, cl *kgo.Client, topic string) ([]kmsg.Meta
 // its ISR other than the victim no later than the victim's exit, and that
 // no produce failed for good.
 func TestControlledShutdown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
@@ -419,6 +420,7 @@ func TestUncleanLeaderElection(t *testing.T) {
 // after the drain began, which franz-go would otherwise treat as a missing
 // SASL setup and not retry) and are closed cleanly once quiet.
 func TestShutdownDrainsConnections(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("process-level test")
 	}
