@@ -77,7 +77,8 @@ func newShares(s *wireServer) (*share.Manager, error) {
 }
 
 // do runs f against k's owner until it succeeds, fails for good
-// (ErrFencedStateEpoch) or shareStateTimeout passes.
+// (ErrFencedStateEpoch, ErrFencedLeaderEpoch) or shareStateTimeout
+// passes.
 func (b *shareStateBridge) do(k share.Key, f func(ctx context.Context, owner int32) error) error {
 	deadline := time.Now().Add(shareStateTimeout)
 	backoff := 20 * time.Millisecond
@@ -88,7 +89,7 @@ func (b *shareStateBridge) do(k share.Key, f func(ctx context.Context, owner int
 			err = f(ctx, owner)
 		}
 		cancel()
-		if err == nil || errors.Is(err, share.ErrFencedStateEpoch) || b.s.ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || errors.Is(err, share.ErrFencedStateEpoch) || errors.Is(err, share.ErrFencedLeaderEpoch) || b.s.ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -111,13 +112,13 @@ func (b *shareStateBridge) Write(k share.Key, s share.Snapshot) error {
 }
 
 // Read implements share.Persister.
-func (b *shareStateBridge) Read(k share.Key) (snap share.Snapshot, ok bool, err error) {
+func (b *shareStateBridge) Read(k share.Key, leaderEpoch int32) (snap share.Snapshot, ok bool, err error) {
 	err = b.do(k, func(ctx context.Context, owner int32) error {
 		var err error
 		if owner == b.s.nodeID {
-			snap, ok, err = b.store.Read(k)
+			snap, ok, err = b.store.Read(k, leaderEpoch)
 		} else {
-			snap, ok, err = b.s.peers.ReadShareState(ctx, owner, k)
+			snap, ok, err = b.s.peers.ReadShareState(ctx, owner, k, leaderEpoch)
 		}
 		return err
 	})

@@ -14,7 +14,10 @@ import (
 //   - A share-partition leader reads the durable state of each named
 //     share-partition from this broker, which leads its
 //     __share_group_state partition: state epoch, start offset (-1 with
-//     no state, or deleted state) and state batches. NOT_COORDINATOR
+//     no state, or deleted state) and state batches. A leader epoch
+//     newer than the stored one takes the state over (stored before the
+//     answer; later writes of older epochs are refused), an older one is
+//     FENCED_LEADER_EPOCH; -1 reads without either. NOT_COORDINATOR
 //     when this broker does not lead that partition,
 //     COORDINATOR_LOAD_IN_PROGRESS while it reads it.
 //   - CLUSTER_ACTION on the cluster, the plaintext listener and the
@@ -42,7 +45,7 @@ func handleReadShareGroupState(s *Server, r *request) reply {
 			case s.state == nil:
 				err = share.ErrNotCoordinator
 			default:
-				snap, ok, err = s.state.Read(share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition})
+				snap, ok, err = s.state.Read(share.Key{Group: req.GroupID, TopicID: t.TopicID, Partition: p.Partition}, p.LeaderEpoch)
 			}
 			if err != nil {
 				rp.ErrorCode, rp.ErrorMessage = errorCode(err), errorMessage(err)

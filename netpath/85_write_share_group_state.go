@@ -16,7 +16,9 @@ import (
 //     offset -1 deletes it) on this broker, which leads its
 //     __share_group_state partition. Each partition is answered once its
 //     record is durable (replicated to the ISR). FENCED_STATE_EPOCH when
-//     the stored state has a newer epoch (an admin reset or delete);
+//     the stored state has a newer epoch (an admin reset or delete),
+//     FENCED_LEADER_EPOCH when a newer leader of the data partition took
+//     it over (leader epoch -1, an admin write, is not checked);
 //     NOT_COORDINATOR and COORDINATOR_LOAD_IN_PROGRESS as for
 //     ReadShareGroupState. v1's delivery complete count is not used.
 //   - CLUSTER_ACTION on the cluster, the plaintext listener and the
@@ -44,7 +46,7 @@ func handleWriteShareGroupState(s *Server, r *request) reply {
 				case s.state == nil:
 					err = share.ErrNotCoordinator
 				default:
-					snap := share.Snapshot{Epoch: p.StateEpoch, StartOffset: p.StartOffset}
+					snap := share.Snapshot{Epoch: p.StateEpoch, LeaderEpoch: p.LeaderEpoch, StartOffset: p.StartOffset}
 					for _, b := range p.StateBatches {
 						snap.Batches = append(snap.Batches, share.StateBatch{First: b.FirstOffset, Last: b.LastOffset, State: share.RecordState(b.DeliveryState), DeliveryCount: b.DeliveryCount})
 					}

@@ -210,6 +210,7 @@ type Shares interface {
 	Session(req share.SessionRequest, now time.Time) (share.SessionResult, error)
 	CloseSession(group, member string, tps []share.TP)
 	CloseMember(group, member string)
+	Lead(tp share.TP, leaderEpoch int32)
 	NextOffset(k share.Key, b share.Bounds) (offset, limit int64, ok bool)
 	Acquire(k share.Key, member string, spans []share.Span, maxRecords int, limit int64, now time.Time) []share.Lease
 	Acknowledge(k share.Key, member string, acks []share.Ack, now time.Time) error
@@ -229,9 +230,10 @@ var _ Shares = (*share.Manager)(nil)
 // ShareState is the share-partition state this broker keeps on the
 // __share_group_state partitions it leads (*share.Store); errors are
 // share.ErrNotCoordinator, share.ErrLoadInProgress,
-// share.ErrFencedStateEpoch, or an append's failure.
+// share.ErrFencedStateEpoch, share.ErrFencedLeaderEpoch, or an append's
+// failure.
 type ShareState interface {
-	Read(k share.Key) (share.Snapshot, bool, error)
+	Read(k share.Key, leaderEpoch int32) (share.Snapshot, bool, error)
 	Keys(group string) []share.Key
 	Write(k share.Key, s share.Snapshot) error
 }

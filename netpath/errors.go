@@ -345,6 +345,8 @@ func shareErrorCode(err error) int16 {
 		return kerr.CoordinatorNotAvailable.Code
 	case errors.Is(err, share.ErrFencedStateEpoch):
 		return kerr.FencedStateEpoch.Code
+	case errors.Is(err, share.ErrFencedLeaderEpoch):
+		return kerr.FencedLeaderEpoch.Code
 	case errors.Is(err, share.ErrNotCoordinator):
 		return kerr.NotCoordinator.Code
 	case errors.Is(err, share.ErrLoadInProgress):

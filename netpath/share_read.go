@@ -50,6 +50,9 @@ func (s *Server) shareTargetOf(r *request, img *metadata.Image, fresh error, gro
 		return t
 	}
 	t.part = lc.part
+	// The state is read and written at this epoch: a deposed leader's
+	// writes are refused once this one has taken it over.
+	s.shares.Lead(share.TP{TopicID: topicID, Partition: partition}, lc.info.LeaderEpoch)
 	return t
 }
 

@@ -38,4 +38,10 @@
 // the owner side of the __share_group_state topic the broker implements
 // the Persister on (store.go has the record format); MemoryPersister
 // keeps snapshots in memory (tests, netpath without a broker).
+//
+// Snapshots carry the data partition's leader epoch (Manager.Lead). A
+// new leader's first read of the state stores its epoch with it, and the
+// store refuses older epochs from then on: a deposed leader that has not
+// heard of its deposition cannot overwrite what the new leader wrote
+// (its acknowledgements fail with ErrFencedLeaderEpoch instead).
 package share

@@ -22,6 +22,10 @@ var (
 	// ErrFencedStateEpoch: FENCED_STATE_EPOCH (124). A write of state
 	// older than an admin reset or delete of it.
 	ErrFencedStateEpoch = errors.New("share: state epoch fenced")
+	// ErrFencedLeaderEpoch: FENCED_LEADER_EPOCH (74). A write or read of
+	// state by a data partition leader older than the one that took the
+	// state over: this broker was deposed and does not know it yet.
+	ErrFencedLeaderEpoch = errors.New("share: leader epoch fenced")
 	// ErrStateUnavailable: COORDINATOR_NOT_AVAILABLE (15) to clients. The
 	// share state could not be read or written durably now (its
 	// __share_group_state partition is loading, moving, or short of

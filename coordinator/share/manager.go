@@ -38,6 +38,9 @@ type entry struct {
 	p  *Partition
 	// epoch is the state epoch p was read or created at; writes carry it.
 	epoch int32
+	// leaderEpoch is the data partition's leader epoch p was taken over
+	// at (-1: unknown); writes carry it, so a newer leader fences them.
+	leaderEpoch int32
 	// dead: the entry left the map (a failed write, a leader move);
 	// whoever finds it so looks the key up again.
 	dead bool
@@ -56,6 +59,9 @@ type Manager struct {
 	mu       sync.Mutex
 	parts    map[Key]*entry
 	sessions map[SessionKey]*session
+	// leaders is the leader epoch of each data partition led here, as
+	// Lead was last told.
+	leaders map[TP]int32
 	// changed is closed (and replaced) when records may have become
 	// acquirable: released, expired, a start offset moved.
 	changed chan struct{}
@@ -75,6 +81,7 @@ func NewManager(cfg Config, p Persister) (*Manager, error) {
 		persist:  p,
 		parts:    make(map[Key]*entry),
 		sessions: make(map[SessionKey]*session),
+		leaders:  make(map[TP]int32),
 		changed:  make(chan struct{}),
 	}, nil
 }
@@ -131,6 +138,7 @@ func (m *Manager) lookup(k Key, start func() int64) (*entry, error) {
 			e = &entry{}
 			m.parts[k] = e
 		}
+		leaderEpoch, led := m.leaders[TP{k.TopicID, k.Partition}]
 		m.mu.Unlock()
 		e.mu.Lock()
 		if e.dead {
@@ -140,8 +148,16 @@ func (m *Manager) lookup(k Key, start func() int64) (*entry, error) {
 		if e.p != nil {
 			return e, nil
 		}
-		s, ok, err := m.persist.Read(k)
+		if !led {
+			leaderEpoch = -1
+		}
+		e.leaderEpoch = leaderEpoch
+		s, ok, err := m.persist.Read(k, leaderEpoch)
 		switch {
+		case errors.Is(err, ErrFencedLeaderEpoch):
+			m.drop(k, e)
+			e.mu.Unlock()
+			return nil, fmt.Errorf("reading %v: %w", k, err)
 		case err != nil:
 			m.drop(k, e)
 			e.mu.Unlock()
@@ -178,14 +194,17 @@ func (m *Manager) drop(k Key, e *entry) {
 // again), and the next use reads it back.
 func (m *Manager) save(k Key, e *entry) error {
 	s := e.p.Snapshot()
-	s.Epoch = e.epoch
+	s.Epoch, s.LeaderEpoch = e.epoch, e.leaderEpoch
 	err := m.persist.Write(k, s)
 	if err == nil {
 		return nil
 	}
 	m.drop(k, e)
-	if errors.Is(err, ErrFencedStateEpoch) {
+	switch {
+	case errors.Is(err, ErrFencedStateEpoch):
 		return fmt.Errorf("%w: the share state was reset or deleted: %w", ErrInvalidRecordState, err)
+	case errors.Is(err, ErrFencedLeaderEpoch):
+		return fmt.Errorf("writing %v: %w", k, err)
 	}
 	return fmt.Errorf("%w: writing %v: %w", ErrStateUnavailable, k, err)
 }
@@ -196,14 +215,7 @@ func (m *Manager) save(k Key, e *entry) error {
 // the state from the Persister again.
 func (m *Manager) Forget(tp TP) {
 	m.mu.Lock()
-	var gone []*entry
-	var keys []Key
-	for k, e := range m.parts {
-		if k.TopicID == tp.TopicID && k.Partition == tp.Partition {
-			gone = append(gone, e)
-			keys = append(keys, k)
-		}
-	}
+	keys, gone := m.entriesOf(tp)
 	m.mu.Unlock()
 	for i, e := range gone {
 		e.mu.Lock()
@@ -215,6 +227,46 @@ func (m *Manager) Forget(tp TP) {
 	if len(gone) > 0 {
 		m.notify()
 	}
+}
+
+// Lead tells the Manager that this broker leads tp at leaderEpoch (the
+// share requests' leader check calls it). State held from an older epoch
+// is dropped: another leader may have changed it since. State is read
+// and written at the newest epoch Lead was told, so the store fences a
+// deposed leader of tp (ErrFencedLeaderEpoch) once this one took the
+// state over.
+func (m *Manager) Lead(tp TP, leaderEpoch int32) {
+	m.mu.Lock()
+	if old, ok := m.leaders[tp]; ok && old >= leaderEpoch {
+		m.mu.Unlock()
+		return
+	}
+	m.leaders[tp] = leaderEpoch
+	keys, stale := m.entriesOf(tp)
+	m.mu.Unlock()
+	dropped := false
+	for i, e := range stale {
+		e.mu.Lock()
+		if !e.dead && e.p != nil && e.leaderEpoch < leaderEpoch {
+			m.drop(keys[i], e)
+			dropped = true
+		}
+		e.mu.Unlock()
+	}
+	if dropped {
+		m.notify()
+	}
+}
+
+// entriesOf returns tp's share-partitions (every group's); m.mu is held.
+func (m *Manager) entriesOf(tp TP) (keys []Key, es []*entry) {
+	for k, e := range m.parts {
+		if k.TopicID == tp.TopicID && k.Partition == tp.Partition {
+			keys = append(keys, k)
+			es = append(es, e)
+		}
+	}
+	return keys, es
 }
 
 // Held returns the topic partitions this broker holds share state of.
@@ -461,7 +513,7 @@ func (m *Manager) Offset(k Key) (PartitionOffset, bool) {
 		defer e.mu.Unlock()
 		return PartitionOffset{TP: TP{k.TopicID, k.Partition}, Start: e.p.Start(), InFlightDone: e.p.Done()}, true
 	}
-	s, ok, err := m.persist.Read(k)
+	s, ok, err := m.persist.Read(k, -1)
 	if err != nil || !ok {
 		return PartitionOffset{}, false
 	}
@@ -480,9 +532,9 @@ func (m *Manager) Offset(k Key) (PartitionOffset, bool) {
 // fenced at its next write and reads the new state.
 func (m *Manager) reset(k Key, offset int64) error {
 	e := m.held(k)
-	old, _, err := m.persist.Read(k)
+	old, _, err := m.persist.Read(k, -1)
 	if err == nil {
-		err = m.persist.Write(k, Snapshot{Epoch: old.Epoch + 1, StartOffset: offset})
+		err = m.persist.Write(k, Snapshot{Epoch: old.Epoch + 1, LeaderEpoch: -1, StartOffset: offset})
 	}
 	if e != nil {
 		if err == nil && offset >= 0 {

@@ -2,6 +2,7 @@ package share
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -16,8 +17,16 @@ import (
 // refuses a write of an older epoch (ErrFencedStateEpoch), so a leader
 // that still holds the state from before learns that it is gone. A
 // StartOffset below 0 marks deleted state (Deleted).
+//
+// LeaderEpoch is the leader epoch of the data partition whose leader
+// wrote the state, or last read it to take it over: a store refuses a
+// write or read at an older one (ErrFencedLeaderEpoch), so a deposed
+// leader that does not know it yet cannot overwrite what the new leader
+// wrote. Below 0 (admin writes, tests, records from before it was kept)
+// it is not checked, and a write keeps the stored one.
 type Snapshot struct {
 	Epoch       int32
+	LeaderEpoch int32
 	StartOffset int64
 	Batches     []StateBatch
 }
@@ -83,11 +92,15 @@ func Restore(s Snapshot) *Partition {
 // use reads what the store holds). Read returns what Write last stored:
 // ok is false when there is none or it is Deleted, and the snapshot
 // still carries the last epoch then (0 when there was never any).
-// Errors are ErrFencedStateEpoch, or anything else for "not now" (the
-// store is loading, moved, unreachable).
+// A Read at a leaderEpoch of 0 or more is the data partition's leader
+// taking the state over: the store fences older leaders from then on
+// (storing the epoch durably before it answers); -1 reads without
+// fencing (describes, admin resets). Errors are ErrFencedStateEpoch,
+// ErrFencedLeaderEpoch, or anything else for "not now" (the store is
+// loading, moved, unreachable).
 type Persister interface {
 	Write(k Key, s Snapshot) error
-	Read(k Key) (s Snapshot, ok bool, err error)
+	Read(k Key, leaderEpoch int32) (s Snapshot, ok bool, err error)
 }
 
 // MemoryPersister keeps the latest snapshot per key in memory: state
@@ -111,17 +124,57 @@ func (m *MemoryPersister) Write(k Key, s Snapshot) error {
 	if m.Fail != nil {
 		return m.Fail
 	}
-	if old, ok := m.snaps[k]; ok && s.Epoch < old.Epoch {
-		return ErrFencedStateEpoch
+	if old, ok := m.snaps[k]; ok {
+		var err error
+		if s, err = checkWrite(k, old, s); err != nil {
+			return err
+		}
 	}
 	m.snaps[k] = s
 	return nil
 }
 
-func (m *MemoryPersister) Read(k Key) (Snapshot, bool, error) {
+func (m *MemoryPersister) Read(k Key, leaderEpoch int32) (Snapshot, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.snaps[k]
+	return readAt(k, s, ok, leaderEpoch, func(s Snapshot) error {
+		m.snaps[k] = s
+		return nil
+	})
+}
+
+// checkWrite fences a write of s over the stored old (ErrFencedStateEpoch,
+// ErrFencedLeaderEpoch) and returns what to store: s, keeping old's
+// leader epoch when s has none.
+func checkWrite(k Key, old, s Snapshot) (Snapshot, error) {
+	switch {
+	case s.Epoch < old.Epoch:
+		return s, fmt.Errorf("%w: %v has epoch %d, the write %d", ErrFencedStateEpoch, k, old.Epoch, s.Epoch)
+	case s.LeaderEpoch < 0:
+		s.LeaderEpoch = old.LeaderEpoch
+	case s.LeaderEpoch < old.LeaderEpoch:
+		return s, fmt.Errorf("%w: %v was taken over at leader epoch %d, the write is of %d", ErrFencedLeaderEpoch, k, old.LeaderEpoch, s.LeaderEpoch)
+	}
+	return s, nil
+}
+
+// readAt is a Persister's Read of k at leaderEpoch, given the stored s
+// (ok: there is one): a leader older than the one that took s over is
+// fenced (ErrFencedLeaderEpoch); a newer one takes it over, its epoch
+// stored through put before the answer.
+func readAt(k Key, s Snapshot, ok bool, leaderEpoch int32, put func(Snapshot) error) (Snapshot, bool, error) {
+	if ok && leaderEpoch >= 0 {
+		if leaderEpoch < s.LeaderEpoch {
+			return Snapshot{}, false, fmt.Errorf("%w: %v was taken over at leader epoch %d, the read is of %d", ErrFencedLeaderEpoch, k, s.LeaderEpoch, leaderEpoch)
+		}
+		if leaderEpoch > s.LeaderEpoch {
+			s.LeaderEpoch = leaderEpoch
+			if err := put(s); err != nil {
+				return Snapshot{}, false, err
+			}
+		}
+	}
 	return s, ok && !s.Deleted(), nil
 }
 

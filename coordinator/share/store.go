@@ -20,12 +20,15 @@ const StateTopic = "__share_group_state"
 //
 //	key:   version int16 (0), group length int16, group bytes,
 //	       topic id [16]byte, partition int32
-//	value: version int16 (0), state epoch int32, start offset int64
+//	value: version int16 (0 or 1), state epoch int32, leader epoch
+//	       int32 (version 1 only; -1 in version 0), start offset int64
 //	       (-1: deleted), batch count int32, then per batch
 //	       first offset int64, last offset int64, state int8,
 //	       delivery count int16
 //
-// All big-endian. A null value (tombstone) is read as no state.
+// All big-endian. A null value (tombstone) is read as no state. A
+// snapshot without a leader epoch is written as version 0, which
+// brokers from before version 1 read.
 
 // EncodeKey returns k's record key.
 func EncodeKey(k Key) []byte {
@@ -39,9 +42,15 @@ func EncodeKey(k Key) []byte {
 
 // EncodeSnapshot returns s's record value.
 func EncodeSnapshot(s Snapshot) []byte {
-	b := make([]byte, 0, 18+len(s.Batches)*19)
-	b = binary.BigEndian.AppendUint16(b, 0)
-	b = binary.BigEndian.AppendUint32(b, uint32(s.Epoch))
+	b := make([]byte, 0, 22+len(s.Batches)*19)
+	if s.LeaderEpoch < 0 {
+		b = binary.BigEndian.AppendUint16(b, 0)
+		b = binary.BigEndian.AppendUint32(b, uint32(s.Epoch))
+	} else {
+		b = binary.BigEndian.AppendUint16(b, 1)
+		b = binary.BigEndian.AppendUint32(b, uint32(s.Epoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(s.LeaderEpoch))
+	}
 	b = binary.BigEndian.AppendUint64(b, uint64(s.StartOffset))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Batches)))
 	for _, sb := range s.Batches {
@@ -73,14 +82,24 @@ func DecodeKey(b []byte) (Key, error) {
 
 // DecodeSnapshot parses a record value.
 func DecodeSnapshot(b []byte) (Snapshot, error) {
-	var s Snapshot
-	if len(b) < 18 || binary.BigEndian.Uint16(b) != 0 {
+	s := Snapshot{LeaderEpoch: -1}
+	if len(b) < 2 {
 		return s, errBadRecord
 	}
-	s.Epoch = int32(binary.BigEndian.Uint32(b[2:]))
-	s.StartOffset = int64(binary.BigEndian.Uint64(b[6:]))
-	n := int(binary.BigEndian.Uint32(b[14:]))
-	b = b[18:]
+	switch v := binary.BigEndian.Uint16(b); {
+	case v == 0 && len(b) >= 18:
+		s.Epoch = int32(binary.BigEndian.Uint32(b[2:]))
+		b = b[6:]
+	case v == 1 && len(b) >= 22:
+		s.Epoch = int32(binary.BigEndian.Uint32(b[2:]))
+		s.LeaderEpoch = int32(binary.BigEndian.Uint32(b[6:]))
+		b = b[10:]
+	default:
+		return s, errBadRecord
+	}
+	s.StartOffset = int64(binary.BigEndian.Uint64(b))
+	n := int(binary.BigEndian.Uint32(b[8:]))
+	b = b[12:]
 	if n < 0 || len(b) != n*19 {
 		return s, errBadRecord
 	}
@@ -239,15 +258,16 @@ func (st *Store) Keys(group string) []Key {
 	return out
 }
 
-// Read implements Persister for keys on partitions led here.
-func (st *Store) Read(k Key) (Snapshot, bool, error) {
+// Read implements Persister for keys on partitions led here. A read
+// that takes the state over for a newer leader stores its epoch first.
+func (st *Store) Read(k Key, leaderEpoch int32) (Snapshot, bool, error) {
 	sp, err := st.part(k)
 	if err != nil {
 		return Snapshot{}, false, err
 	}
 	defer sp.mu.Unlock()
 	s, ok := sp.snaps[k]
-	return s, ok && !s.Deleted(), nil
+	return readAt(k, s, ok, leaderEpoch, func(s Snapshot) error { return st.put(sp, k, s) })
 }
 
 // Write implements Persister for keys on partitions led here: it returns
@@ -258,9 +278,16 @@ func (st *Store) Write(k Key, s Snapshot) error {
 		return err
 	}
 	defer sp.mu.Unlock()
-	if old, ok := sp.snaps[k]; ok && s.Epoch < old.Epoch {
-		return fmt.Errorf("%w: %v has epoch %d, the write %d", ErrFencedStateEpoch, k, old.Epoch, s.Epoch)
+	if old, ok := sp.snaps[k]; ok {
+		if s, err = checkWrite(k, old, s); err != nil {
+			return err
+		}
 	}
+	return st.put(sp, k, s)
+}
+
+// put appends s as k's state and keeps it once durable; sp is locked.
+func (st *Store) put(sp *storePart, k Key, s Snapshot) error {
 	if err := st.append(st.Partition(k), []statelog.KV{{Key: EncodeKey(k), Value: EncodeSnapshot(s)}}).Wait(); err != nil {
 		return err
 	}

@@ -10,9 +10,7 @@ import (
 
 	"github.com/ringlog/ringlog/e2e/harness"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestShareGroupLeaderKill: 3 brokers, one RF=3 partition. A share
@@ -188,28 +186,8 @@ func TestShareGroupLeaderKill(t *testing.T) {
 	// The group coordinator reads the start offset wherever the state is.
 	// (Asked through the survivors; the coordinator may have moved.)
 	live := harness.NewClient(t, c.Addrs(leader))
-	var last string
 	harness.Eventually(t, 20*time.Second, "start offset at the log end", func() (bool, string) {
-		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
-		rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
-		rg.GroupID = group
-		rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
-		rt.Topic, rt.Partitions = topic, []int32{0}
-		rg.Topics = append(rg.Topics, rt)
-		req.Groups = append(req.Groups, rg)
-		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := req.RequestWith(rctx, live)
-		switch {
-		case err != nil:
-			last = err.Error()
-		case resp.Groups[0].ErrorCode != 0:
-			last = kerr.ErrorForCode(resp.Groups[0].ErrorCode).Error()
-		default:
-			got := resp.Groups[0].Topics[0].Partitions[0].StartOffset
-			last = fmt.Sprintf("start offset %d, want %d (every record finished)", got, n)
-			return got == n, last
-		}
-		return false, last
+		got, err := describeStartOffset(live, group, topic)
+		return err == nil && got == n, fmt.Sprintf("start offset %d (%v), want %d (every record finished)", got, err, n)
 	})
 }

@@ -45,6 +45,16 @@ func setGroupConfigs(t *testing.T, cl *kgo.Client, group string, kvs ...string) 
 // startOffset is the share-partition start offset of group on topic/0.
 func startOffset(t *testing.T, cl *kgo.Client, group, topic string) int64 {
 	t.Helper()
+	so, err := describeStartOffset(cl, group, topic)
+	if err != nil {
+		t.Fatalf("describe share offsets: %v", err)
+	}
+	return so
+}
+
+// describeStartOffset is startOffset's request, its error returned (a
+// test waiting through a failover asks again).
+func describeStartOffset(cl *kgo.Client, group, topic string) (int64, error) {
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	rg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	rg.GroupID = group
@@ -52,15 +62,18 @@ func startOffset(t *testing.T, cl *kgo.Client, group, topic string) int64 {
 	rt.Topic, rt.Partitions = topic, []int32{0}
 	rg.Topics = append(rg.Topics, rt)
 	req.Groups = append(req.Groups, rg)
-	resp, err := req.RequestWith(harness.Context(t, 10*time.Second), cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		t.Fatal(err)
+		return -1, err
 	}
 	g := resp.Groups[0]
 	if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-		t.Fatalf("describe share offsets: %v", err)
+		return -1, err
 	}
-	return g.Topics[0].Partitions[0].StartOffset
+	p := g.Topics[0].Partitions[0]
+	return p.StartOffset, kerr.ErrorForCode(p.ErrorCode)
 }
 
 func shareClient(t *testing.T, addr, group, topic string, opts ...kgo.Opt) *kgo.Client {

@@ -18,15 +18,17 @@ const maxShareStateResponse = 16 << 20
 // ReadShareState reads k's share-partition state from broker owner, the
 // leader of its __share_group_state partition (ReadShareGroupState v0).
 // ok is false when there is no state (the snapshot still carries the
-// stored epoch). The owner's errors come back as share's:
-// ErrNotCoordinator, ErrLoadInProgress; others as kerr errors.
-func (c *Client) ReadShareState(ctx context.Context, owner int32, k share.Key) (share.Snapshot, bool, error) {
+// stored epoch). leaderEpoch (-1: none) is the reading data partition
+// leader's: a newer one takes the state over, an older one is fenced.
+// The owner's errors come back as share's: ErrNotCoordinator,
+// ErrLoadInProgress, ErrFencedLeaderEpoch; others as kerr errors.
+func (c *Client) ReadShareState(ctx context.Context, owner int32, k share.Key, leaderEpoch int32) (share.Snapshot, bool, error) {
 	req := kmsg.NewPtrReadShareGroupStateRequest()
 	req.GroupID = k.Group
 	rt := kmsg.NewReadShareGroupStateRequestTopic()
 	rt.TopicID = k.TopicID
 	rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
-	rp.Partition, rp.LeaderEpoch = k.Partition, -1
+	rp.Partition, rp.LeaderEpoch = k.Partition, leaderEpoch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	body, err := c.roundTrip(ctx, owner, shareStateFormatter, req, maxShareStateResponse, nil)
@@ -61,7 +63,7 @@ func (c *Client) WriteShareState(ctx context.Context, owner int32, k share.Key, 
 	rt := kmsg.NewWriteShareGroupStateRequestTopic()
 	rt.TopicID = k.TopicID
 	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
-	rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, s.Epoch, -1, s.StartOffset
+	rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = k.Partition, s.Epoch, s.LeaderEpoch, s.StartOffset
 	for _, b := range s.Batches {
 		kb := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
 		kb.FirstOffset, kb.LastOffset, kb.DeliveryState, kb.DeliveryCount = b.First, b.Last, int8(b.State), b.DeliveryCount
@@ -98,6 +100,8 @@ func shareStateCodeErr(code int16) error {
 		return fmt.Errorf("%w: %w", share.ErrLoadInProgress, kErr)
 	case kerr.FencedStateEpoch.Code:
 		return fmt.Errorf("%w: %w", share.ErrFencedStateEpoch, kErr)
+	case kerr.FencedLeaderEpoch.Code:
+		return fmt.Errorf("%w: %w", share.ErrFencedLeaderEpoch, kErr)
 	}
 	return kErr
 }
