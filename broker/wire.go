@@ -252,12 +252,13 @@ func (s *wireServer) Close() error {
 }
 
 // Collector returns the metrics of the wire server and of what runs
-// behind it (storage, replication).
+// behind it (storage, replication, share groups).
 func (s *wireServer) Collector() prometheus.Collector {
 	return collectorSet{s.srv.Collector(),
 		seriesCollector{storageDescs, s.collectStorage},
 		seriesCollector{replicationDescs, s.collectReplication},
-		seriesCollector{throttleDescs, s.collectThrottle}}
+		seriesCollector{throttleDescs, s.collectThrottle},
+		seriesCollector{shareDescs, (&shareMetrics{s: s}).collect}}
 }
 
 // seriesCollector is a fixed set of series computed at scrape time.

@@ -15,13 +15,13 @@ import (
 )
 
 // `ringlog group`: list, describe (members and lag per partition), seek and
-// delete consumer groups, classic and KIP-848 ("consumer") alike, over the
-// Kafka protocol.
+// delete consumer groups, classic and KIP-848 ("consumer") alike, and
+// share groups (KIP-932, group_share.go), over the Kafka protocol.
 
 func groupCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "group",
-		Usage: "list, describe, seek and delete consumer groups (classic and consumer protocol; any Kafka-compatible cluster)",
+		Usage: "list, describe, seek and delete consumer groups (classic and consumer protocol) and share groups (any Kafka-compatible cluster)",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "list",
@@ -55,18 +55,18 @@ func groupCommand() *cli.Command {
 			},
 			{
 				Name:      "describe",
-				Usage:     "show a group's state, members and, per partition, its committed offset, the log end and the lag",
+				Usage:     "show a group's state, members and, per partition, its committed offset (a share group: its start offset), the log end and the lag",
 				ArgsUsage: "GROUP...",
 				Flags:     opsFlags(),
 				Action:    groupDescribe,
 			},
 			{
 				Name:      "seek",
-				Usage:     "move an empty group's committed offsets (its consumers stopped)",
+				Usage:     "move an empty group's committed offsets, or a share group's start offsets (its consumers stopped)",
 				ArgsUsage: "GROUP",
 				Flags: opsFlags(
 					&cli.StringFlag{Name: "to", Required: true, Usage: "start | end | offset:N | timestamp:UNIX_MS (the first record at or after it)"},
-					&cli.StringSliceFlag{Name: "topic", Usage: "topics to move (repeatable; default: every topic the group has committed offsets for)"},
+					&cli.StringSliceFlag{Name: "topic", Usage: "topics to move (repeatable; default: every topic the group has committed offsets, or share state, for)"},
 				),
 				Action: groupSeek,
 			},
@@ -113,6 +113,10 @@ type groupMember struct {
 	ClientID   string `json:"client_id"`
 	ClientHost string `json:"client_host"`
 	Partitions int    `json:"partitions"`
+	// Share groups: the subscribed topics, and the assigned partitions
+	// per topic (members may share partitions).
+	Subscribed []string           `json:"subscribed_topics,omitempty"`
+	Assignment map[string][]int32 `json:"assignment,omitempty"`
 }
 
 func newGroupMember(id string, instance *string, clientID, host string) groupMember {
@@ -131,6 +135,10 @@ type groupPartition struct {
 	LogEnd    int64  `json:"log_end"`
 	Lag       int64  `json:"lag"` // -1: unknown (no commit)
 	MemberID  string `json:"member_id,omitempty"`
+	// StartOffset is a share group's share-partition start offset (its
+	// Committed is -1); nil for other groups, or before the group has
+	// state for the partition.
+	StartOffset *int64 `json:"start_offset,omitempty"`
 }
 
 type groupDescription struct {
@@ -161,6 +169,10 @@ func groupDescribe(c *cli.Context) error {
 					fmt.Fprintln(w)
 				}
 				fmt.Fprintf(w, "group %s  type %s  state %s  members %d  total lag %d\n", d.Group, d.Type, d.State, len(d.Members), d.TotalLag)
+				if d.Type == groupTypeShare {
+					printShareGroup(w, d)
+					continue
+				}
 				if len(d.Members) > 0 {
 					fmt.Fprintln(w, "MEMBER\tINSTANCE\tCLIENT-ID\tHOST\tPARTITIONS")
 					for _, m := range d.Members {
@@ -203,6 +215,9 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (groupDe
 	lg, listed := ls[group]
 	if listed {
 		d.Type = groupType(lg)
+	}
+	if d.Type == groupTypeShare {
+		return describeShareGroup(ctx, adm, d)
 	}
 	owner := map[string]map[int32]string{} // topic -> partition -> member
 	own := func(member, t string, p int32) {
@@ -274,46 +289,65 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (groupDe
 		topics = append(topics, t)
 	}
 	sort.Strings(topics)
+	d.Members = nonNilSlice(d.Members)
+	d.Partitions, err = partitionOffsets(ctx, adm, topics, func(gp *groupPartition) bool {
+		gp.MemberID = owner[gp.Topic][gp.Partition]
+		o, ok := committed.Lookup(gp.Topic, gp.Partition)
+		if !ok && gp.MemberID == "" {
+			return false // neither committed nor assigned
+		}
+		if ok && o.At >= 0 {
+			gp.Committed = o.At
+			gp.Lag = max(0, gp.LogEnd-o.At)
+		}
+		return true
+	})
+	d.TotalLag = totalLag(d.Partitions)
+	return d, err
+}
+
+// partitionOffsets lists the log start and end of every partition of
+// topics and keeps those fill accepts (fill sets the group's offset and
+// lag), sorted by topic and partition; never nil, for JSON's [].
+func partitionOffsets(ctx context.Context, adm *kadm.Client, topics []string, fill func(gp *groupPartition) bool) ([]groupPartition, error) {
+	out := []groupPartition{}
 	if len(topics) == 0 {
-		d.Members, d.Partitions = nonNilSlice(d.Members), []groupPartition{}
-		return d, nil
+		return out, nil
 	}
 	starts, err := adm.ListStartOffsets(ctx, topics...)
 	if err != nil {
-		return d, opsError("list start offsets", err)
+		return out, opsError("list start offsets", err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
-		return d, opsError("list end offsets", err)
+		return out, opsError("list end offsets", err)
 	}
 	ends.Each(func(e kadm.ListedOffset) {
 		if e.Err != nil {
 			return
 		}
-		gp := groupPartition{Topic: e.Topic, Partition: e.Partition, Committed: -1, LogStart: -1, LogEnd: e.Offset, Lag: -1, MemberID: owner[e.Topic][e.Partition]}
+		gp := groupPartition{Topic: e.Topic, Partition: e.Partition, Committed: -1, LogStart: -1, LogEnd: e.Offset, Lag: -1}
 		if s, ok := starts.Lookup(e.Topic, e.Partition); ok && s.Err == nil {
 			gp.LogStart = s.Offset
 		}
-		o, ok := committed.Lookup(e.Topic, e.Partition)
-		if !ok && gp.MemberID == "" {
-			return // neither committed nor assigned
+		if fill(&gp) {
+			out = append(out, gp)
 		}
-		if ok && o.At >= 0 {
-			gp.Committed = o.At
-			gp.Lag = max(0, e.Offset-o.At)
-			d.TotalLag += gp.Lag
-		}
-		d.Partitions = append(d.Partitions, gp)
 	})
-	sort.Slice(d.Partitions, func(i, j int) bool {
-		a, b := d.Partitions[i], d.Partitions[j]
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
 	})
-	d.Members = nonNilSlice(d.Members)
-	if d.Partitions == nil {
-		d.Partitions = []groupPartition{}
+	return out, nil
+}
+
+// totalLag sums the known lags.
+func totalLag(ps []groupPartition) int64 {
+	var n int64
+	for _, p := range ps {
+		n += max(0, p.Lag)
 	}
-	return d, nil
+	return n
 }
 
 func nonNilSlice(v []groupMember) []groupMember {
@@ -400,20 +434,30 @@ func groupSeek(c *cli.Context) error {
 			}
 			offsets.Add(kadm.Offset{Topic: l.Topic, Partition: l.Partition, At: at, LeaderEpoch: -1})
 		})
-		rs, err := adm.CommitOffsets(ctx, group, offsets)
-		if err == nil {
-			err = rs.Error()
-		}
-		if err != nil {
-			return opsError("seek "+group, err)
-		}
 		type moved struct {
 			Topic     string `json:"topic"`
 			Partition int32  `json:"partition"`
 			Offset    int64  `json:"offset"`
 		}
 		var out []moved
-		rs.Each(func(o kadm.OffsetResponse) { out = append(out, moved{o.Topic, o.Partition, o.At}) })
+		if d.Type == groupTypeShare {
+			set, err := alterShareStarts(ctx, adm, group, offsets)
+			if err != nil {
+				return err
+			}
+			for _, o := range set {
+				out = append(out, moved{o.Topic, o.Partition, o.At})
+			}
+		} else {
+			rs, err := adm.CommitOffsets(ctx, group, offsets)
+			if err == nil {
+				err = rs.Error()
+			}
+			if err != nil {
+				return opsError("seek "+group, err)
+			}
+			rs.Each(func(o kadm.OffsetResponse) { out = append(out, moved{o.Topic, o.Partition, o.At}) })
+		}
 		sort.Slice(out, func(i, j int) bool {
 			return out[i].Topic < out[j].Topic || out[i].Topic == out[j].Topic && out[i].Partition < out[j].Partition
 		})
