@@ -2,6 +2,8 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,6 +13,10 @@ import (
 //   - Bridged to group.Manager.DeleteGroups: only Empty groups are deleted
 //     (NON_EMPTY_GROUP otherwise, GROUP_ID_NOT_FOUND for unknown ones); the
 //     answer waits (in resolve) until the tombstones are durable.
+//   - A deleted share group's share-partition state is deleted too: of
+//     every partition of the topics its coordinator recorded as
+//     initialized (in __share_group_state, wherever it is held), and
+//     whatever this broker holds.
 
 func init() { register(42, 0, 2, handleDeleteGroups) }
 
@@ -43,7 +49,7 @@ func handleDeleteGroups(s *Server, r *request) reply {
 		}
 		for _, d := range res {
 			if d.Err == nil {
-				s.shares.Delete(d.Group, nil) // a share group's partition state
+				s.deleteShareState(d.Group, d.ShareTopics)
 			}
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group, g.ErrorCode = d.Group, errorCode(d.Err)
@@ -51,4 +57,22 @@ func handleDeleteGroups(s *Server, r *request) reply {
 		}
 		return &response{msg: resp}
 	}}
+}
+
+// deleteShareState drops a deleted share group's state: that of the
+// partitions of topics (its initialized topics) wherever it is stored,
+// and what this broker holds. The group is gone already, so a failure
+// only leaves state a new group of that name would resume from.
+func (s *Server) deleteShareState(groupID string, topics []group.TopicID) {
+	img := s.node.MetadataImage()
+	for _, id := range topics {
+		t, ok := img.TopicByID(metadata.UUID(id))
+		if !ok {
+			continue
+		}
+		for p := range int32(len(t.Partitions)) {
+			_ = s.shares.DeletePartition(share.Key{Group: groupID, TopicID: [16]byte(id), Partition: p})
+		}
+	}
+	s.shares.Delete(groupID, nil)
 }

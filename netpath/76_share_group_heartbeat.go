@@ -22,8 +22,11 @@ import (
 //     its epoch, and on a full heartbeat (subscription present).
 //   - A leaving member's share sessions on this broker are closed and
 //     the records it holds released at once.
+//   - The answer waits until the group's records in __consumer_offsets
+//     are durable, so members keep their epochs across a coordinator
+//     move.
 //   - v0 (Kafka 4.0's early access) is not served: franz-go and Kafka
-//     4.2 clients use v1. Membership is not durable yet (GROUPS.md).
+//     4.2 clients use v1.
 //   - READ on the group is required (GROUP_AUTHORIZATION_FAILED).
 
 func init() { register(76, 1, 1, handleShareGroupHeartbeat) }
@@ -53,10 +56,21 @@ func handleShareGroupHeartbeat(s *Server, r *request) reply {
 	if r.hdr.clientID != nil {
 		hr.ClientID = *r.hdr.clientID
 	}
-	res := s.groups.ShareHeartbeat(hr)
+	f := s.groups.ShareHeartbeat(hr)
 	if req.MemberEpoch == group.LeaveEpoch {
 		s.shares.CloseMember(req.GroupID, req.MemberID)
 	}
+	return reply{resolve: func(done <-chan struct{}) *response {
+		res, ok := waitFuture(r, f, done)
+		if !ok {
+			return nil
+		}
+		shareHeartbeatResponse(resp, res)
+		return &response{msg: resp}
+	}}
+}
+
+func shareHeartbeatResponse(resp *kmsg.ShareGroupHeartbeatResponse, res group.ShareHeartbeatResponse) {
 	resp.ErrorCode = errorCode(res.Err)
 	resp.ErrorMessage = groupErrorMessage(res.Err, resp.ErrorCode)
 	if res.MemberID != "" {
@@ -78,5 +92,4 @@ func handleShareGroupHeartbeat(s *Server, r *request) reply {
 		})
 		resp.Assignment = &a
 	}
-	return immediate(resp)
 }

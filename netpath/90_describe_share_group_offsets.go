@@ -22,7 +22,9 @@ import (
 //   - The state is this broker's for partitions it leads, else read
 //     from __share_group_state (ReadShareGroupState to the leader of
 //     the key's partition there). Null topics: every partition with
-//     state of the topics the group's members subscribe to, and of
+//     state of the topics the group coordinator records as initialized
+//     (offsets altered, or assigned to a member; durable in
+//     __consumer_offsets), of those the members subscribe to, and of
 //     those this broker holds state of.
 //   - v1's lag is the high watermark minus the start offset minus the
 //     records finished above it, for partitions led here; -1 otherwise.
@@ -87,6 +89,9 @@ func handleDescribeShareGroupOffsets(s *Server, r *request) reply {
 				}
 			}
 			for _, d := range s.groups.ShareDescribe([]string{rg.GroupID}) {
+				for _, id := range d.Initialized {
+					ids[id] = true
+				}
 				for _, m := range d.Members {
 					for _, name := range m.SubscribedTopicNames {
 						if t, ok := img.Topic(name); ok {

@@ -1,7 +1,10 @@
 package netpath
 
 import (
+	"slices"
+
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,6 +27,9 @@ import (
 //     new state is written to __share_group_state at the next state
 //     epoch before the answer; a leader elsewhere that still holds the
 //     partition is fenced at its next write and reads the new state.
+//     The topic joins the group's initialized topics (durable in
+//     __consumer_offsets) before the answer, so the all-topics
+//     DescribeShareGroupOffsets finds it from any coordinator.
 //   - READ on the group, READ on each topic.
 
 func init() { register(91, 0, 0, handleAlterShareGroupOffsets) }
@@ -89,6 +95,15 @@ func handleAlterShareGroupOffsets(s *Server, r *request) reply {
 				}
 			}
 			t.Partitions = append(t.Partitions, p)
+		}
+		if ok && slices.ContainsFunc(t.Partitions, func(p kmsg.AlterShareGroupOffsetsResponseTopicPartition) bool { return p.ErrorCode == 0 }) {
+			if err := s.groups.ShareInitialized(req.GroupID, []group.TopicID{group.TopicID(mt.ID)}, false); err != nil {
+				for i := range t.Partitions {
+					if t.Partitions[i].ErrorCode == 0 {
+						t.Partitions[i].ErrorCode, t.Partitions[i].ErrorMessage = errorCode(err), errorMessage(err)
+					}
+				}
+			}
 		}
 		resp.Topics = append(resp.Topics, t)
 	}

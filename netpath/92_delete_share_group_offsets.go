@@ -2,6 +2,7 @@ package netpath
 
 import (
 	"github.com/ringlog/ringlog/controller/metadata"
+	"github.com/ringlog/ringlog/coordinator/group"
 	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -18,6 +19,8 @@ import (
 //   - Each partition's state is marked deleted in __share_group_state
 //     (at the next state epoch, which fences a leader elsewhere that
 //     still holds it) before the answer; a failure is the topic's error.
+//     Then the topic leaves the group's initialized topics (durable in
+//     __consumer_offsets).
 //   - DELETE on the group, READ on each topic.
 
 func init() { register(92, 0, 0, handleDeleteShareGroupOffsets) }
@@ -44,6 +47,11 @@ func handleDeleteShareGroupOffsets(s *Server, r *request) reply {
 			t.TopicID = [16]byte(mt.ID)
 			for i := range mt.Partitions {
 				if err := s.shares.DeletePartition(share.Key{Group: req.GroupID, TopicID: [16]byte(mt.ID), Partition: int32(i)}); err != nil {
+					t.ErrorCode, t.ErrorMessage = errorCode(err), errorMessage(err)
+				}
+			}
+			if t.ErrorCode == 0 {
+				if err := s.groups.ShareInitialized(req.GroupID, []group.TopicID{group.TopicID(mt.ID)}, true); err != nil {
 					t.ErrorCode, t.ErrorMessage = errorCode(err), errorMessage(err)
 				}
 			}

@@ -197,9 +197,10 @@ type Groups interface {
 
 	// Share groups (KIP-932): membership, and the checks of the
 	// share-group offset APIs.
-	ShareHeartbeat(req group.ShareHeartbeatRequest) group.ShareHeartbeatResponse
+	ShareHeartbeat(req group.ShareHeartbeatRequest) *group.Future[group.ShareHeartbeatResponse]
 	ShareDescribe(groupIDs []string) []group.ShareGroupDescription
 	ShareGroupEmpty(groupID string, needEmpty, create bool) error
+	ShareInitialized(groupID string, topics []group.TopicID, drop bool) error
 	IsShareGroup(groupID string) bool
 }
 

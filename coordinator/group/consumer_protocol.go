@@ -315,15 +315,9 @@ func (g *group) answerAfter(kvs []statelog.KV, resp ConsumerHeartbeatResponse) *
 		d = watch(g.append(kvs))
 		cg.last = d
 	}
-	fut := newFuture[ConsumerHeartbeatResponse]()
-	go func() {
-		<-d.done
-		if err := d.err; err != nil {
-			resp = ConsumerHeartbeatResponse{Err: err, MemberID: resp.MemberID, MemberEpoch: resp.MemberEpoch}
-		}
-		fut.Resolve(resp)
-	}()
-	return fut
+	return whenDurable(d, resp, func(err error) ConsumerHeartbeatResponse {
+		return ConsumerHeartbeatResponse{Err: err, MemberID: resp.MemberID, MemberEpoch: resp.MemberEpoch}
+	})
 }
 
 // consumerLeave handles epochs -1 (leave) and -2 (static member away).

@@ -72,6 +72,20 @@ func watch(w statelog.Waiter) *durable {
 	return d
 }
 
+// whenDurable resolves to resp once d is done, or to failed(err) when its
+// append failed.
+func whenDurable[T any](d *durable, resp T, failed func(error) T) *Future[T] {
+	fut := newFuture[T]()
+	go func() {
+		<-d.done
+		if d.err != nil {
+			resp = failed(d.err)
+		}
+		fut.Resolve(resp)
+	}()
+	return fut
+}
+
 func (d *durable) pending() bool {
 	if d == nil {
 		return false
@@ -412,10 +426,14 @@ func (g *group) isClassicInUse() bool {
 
 // groupTombstones are the records that delete the group's own state (its
 // offsets have their own): a GroupMetadata tombstone for a classic group,
-// the consumer records' tombstones for a consumer group.
+// the consumer records' tombstones for a consumer group, the share
+// records' for a share group.
 func (g *group) groupTombstones() []statelog.KV {
 	if g.consumer != nil {
 		return g.consumerTombstones()
+	}
+	if g.share != nil {
+		return g.shareTombstones()
 	}
 	return []statelog.KV{{Key: EncodeGroupKey(g.id)}}
 }

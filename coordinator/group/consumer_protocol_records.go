@@ -79,10 +79,7 @@ func ConsumerMemberKV(group, memberID string, r *ConsumerMemberRecord) statelog.
 	b = appendCompactNullableString(b, r.RackID)
 	b = appendCompactString(b, r.ClientID)
 	b = appendCompactString(b, r.ClientHost)
-	b = binary.AppendUvarint(b, uint64(len(r.SubscribedTopicNames))+1)
-	for _, s := range r.SubscribedTopicNames {
-		b = appendCompactString(b, s)
-	}
+	b = appendCompactStrings(b, r.SubscribedTopicNames)
 	b = appendCompactNullableString(b, r.SubscribedTopicRegex)
 	b = binary.BigEndian.AppendUint32(b, uint32(r.RebalanceTimeoutMs))
 	b = appendCompactNullableString(b, r.ServerAssignor)
@@ -164,6 +161,15 @@ func appendCompactString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
+// appendCompactStrings writes a compact array of compact strings.
+func appendCompactStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss))+1)
+	for _, s := range ss {
+		b = appendCompactString(b, s)
+	}
+	return b
+}
+
 func appendCompactNullableString(b []byte, s *string) []byte {
 	if s == nil {
 		return append(b, 0)
@@ -215,13 +221,7 @@ func decodeConsumerValue(rec *Record, value []byte) error {
 		m.RackID = r.compactNullableString()
 		m.ClientID = r.compactString()
 		m.ClientHost = r.compactString()
-		n := r.compactArrayLen(1)
-		if n > 0 {
-			m.SubscribedTopicNames = make([]string, 0, n)
-		}
-		for i := 0; i < n && r.err == nil; i++ {
-			m.SubscribedTopicNames = append(m.SubscribedTopicNames, r.compactString())
-		}
+		m.SubscribedTopicNames = r.compactStrings()
 		m.SubscribedTopicRegex = r.compactNullableString()
 		m.RebalanceTimeoutMs = r.int32()
 		m.ServerAssignor = r.compactNullableString()
@@ -315,6 +315,20 @@ func (r *reader) compactNullableString() *string {
 	}
 	s := string(p)
 	return &s
+}
+
+// compactStrings reads a compact array of compact strings; an empty
+// array is nil.
+func (r *reader) compactStrings() []string {
+	n := r.compactArrayLen(1)
+	var ss []string
+	if n > 0 {
+		ss = make([]string, 0, n)
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		ss = append(ss, r.compactString())
+	}
+	return ss
 }
 
 // compactArrayLen reads the length of a non-nullable compact array whose

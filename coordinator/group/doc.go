@@ -66,6 +66,16 @@
 // member arrives and Config.MigrationPolicy allows it, writing tombstones
 // for the old protocol's records and keeping the offsets.
 //
+// # Share (KIP-932) groups
+//
+// A share group (share_protocol.go) assigns every member every partition
+// of its subscribed topics; the partition leaders divide the records.
+// Its epoch, members and initialized topics (those whose
+// share-partition state may exist on any broker) are records of
+// ringlog's own key versions (share_protocol_records.go), appended
+// before a heartbeat, AlterShareGroupOffsets or DeleteShareGroupOffsets
+// is answered; a loaded group's members carry on at their epochs.
+//
 // # Inputs and outputs
 //
 // The machine has no goroutines of its own and reads no clock by itself:

@@ -131,6 +131,10 @@ func (m *Manager) restore(id string, part int32, lg *LoadedGroup, now time.Time)
 		g.restoreConsumer(lg.Consumer, now)
 		return g
 	}
+	if lg.Share != nil {
+		g.restoreShare(lg.Share, now)
+		return g
+	}
 	md := lg.Metadata
 	if md == nil {
 		return g

@@ -13,7 +13,7 @@ import (
 type Snapshot struct {
 	Groups map[string]*LoadedGroup
 	// Skipped counts records with key or value versions we do not model
-	// (for example share-group records written by a newer Kafka).
+	// (for example Kafka's own share-group records).
 	Skipped int
 }
 
@@ -29,11 +29,15 @@ type LoadedGroup struct {
 	// Consumer is set for a KIP-848 consumer group (its records use key
 	// versions 3-8); Metadata is then nil.
 	Consumer *LoadedConsumerGroup
+	// Share is set for a share (KIP-932) group; Metadata and Consumer
+	// are then nil.
+	Share *LoadedShareGroup
 
-	// classicPos and consumerPos are the load positions of the last live
-	// classic metadata record and of the last live consumer record: if
-	// both kinds of group are still live at the end, the later one wins.
-	classicPos, consumerPos uint64
+	// classicPos, consumerPos and sharePos are the load positions of the
+	// last live classic metadata record, consumer record and share
+	// record: if more than one kind of group is still live at the end,
+	// the latest one wins.
+	classicPos, consumerPos, sharePos uint64
 	// orphanCurrent holds current-assignment records of consumer members
 	// whose metadata record has not come (yet); Members lists only
 	// members with metadata.
@@ -44,6 +48,14 @@ type LoadedGroup struct {
 	// compares it with the pending record's position: the later record
 	// wins, as in Kafka. A hand-built LoadedGroup leaves it nil (all 0).
 	pos map[TopicPartition]uint64
+}
+
+// LoadedShareGroup is a share group's last stored state: its epoch, its
+// members, and the topics whose share-partition state was initialized.
+type LoadedShareGroup struct {
+	Epoch       int32
+	Members     map[string]*ShareMemberRecord
+	Initialized []TopicID
 }
 
 // LoadedTxn is one producer's open transaction in a group: the offsets it
@@ -72,8 +84,8 @@ type LoadedTxn struct {
 // Transactions still open at the end stay in LoadedGroup.Pending.
 //
 // Consumer-group records (key versions 3-8) build LoadedGroup.Consumer;
-// see applyConsumer and settleType for creation, tombstones and
-// conversion between the classic and the consumer type.
+// share-group records build LoadedGroup.Share (applyShare); see
+// settleType for a log that holds more than one type of a group.
 func Load(records iter.Seq2[statelog.KV, error]) (*Snapshot, error) {
 	s := &Snapshot{Groups: make(map[string]*LoadedGroup)}
 	get := func(id string) *LoadedGroup {
@@ -152,13 +164,15 @@ func Load(records iter.Seq2[statelog.KV, error]) (*Snapshot, error) {
 				g.Metadata = rec.Group
 				g.classicPos = pos
 			}
+		case KindShareGroup, KindShareMember, KindShareInitialized:
+			g.applyShare(&rec, pos)
 		default:
 			g.applyConsumer(&rec, pos)
 		}
 	}
 	for id, g := range s.Groups {
 		g.settleType()
-		if g.Metadata == nil && g.Consumer == nil && len(g.Offsets) == 0 && len(g.Pending) == 0 {
+		if g.Metadata == nil && g.Consumer == nil && g.Share == nil && len(g.Offsets) == 0 && len(g.Pending) == 0 {
 			delete(s.Groups, id)
 		}
 	}
@@ -236,18 +250,64 @@ func (g *LoadedGroup) applyConsumer(rec *Record, pos uint64) {
 	}
 }
 
+// applyShare replays one share-group record. As for consumer groups, any
+// live record brings the group into being and only the group-epoch
+// tombstone (written last by DeleteGroups) ends it.
+func (g *LoadedGroup) applyShare(rec *Record, pos uint64) {
+	sg := g.Share
+	if rec.Tombstone {
+		if sg == nil {
+			return
+		}
+		switch rec.Kind {
+		case KindShareGroup:
+			g.Share, g.sharePos = nil, 0
+		case KindShareMember:
+			delete(sg.Members, rec.MemberID)
+		case KindShareInitialized:
+			sg.Initialized = nil
+		}
+		return
+	}
+	if sg == nil {
+		sg = &LoadedShareGroup{Members: make(map[string]*ShareMemberRecord)}
+		g.Share = sg
+	}
+	g.sharePos = pos
+	switch rec.Kind {
+	case KindShareGroup:
+		sg.Epoch = rec.ShareEpoch
+	case KindShareMember:
+		sg.Members[rec.MemberID] = rec.ShareMember
+	case KindShareInitialized:
+		sg.Initialized = rec.ShareTopics
+	}
+}
+
 // settleType leaves the group one type. Converting a group writes the old
 // type's tombstones before the new type's records, so normally at most one
-// is live; if a log holds both (a conversion cut short by a coordinator
-// crash between its batches), the type whose last live record came later
+// is live; if a log holds more (a conversion cut short by a coordinator
+// crash between its batches), the type whose last live record came last
 // wins, because that is the state the coordinator was moving to.
 func (g *LoadedGroup) settleType() {
-	if g.Metadata != nil && g.Consumer != nil {
-		if g.classicPos > g.consumerPos {
-			g.Consumer = nil
-		} else {
-			g.Metadata = nil
-		}
+	var last uint64
+	if g.Metadata != nil {
+		last = g.classicPos
+	}
+	if g.Consumer != nil {
+		last = max(last, g.consumerPos)
+	}
+	if g.Share != nil {
+		last = max(last, g.sharePos)
+	}
+	if g.Metadata != nil && g.classicPos < last {
+		g.Metadata = nil
+	}
+	if g.Consumer != nil && g.consumerPos < last {
+		g.Consumer = nil
+	}
+	if g.Share != nil && g.sharePos < last {
+		g.Share = nil
 	}
 	g.orphanCurrent = nil
 }

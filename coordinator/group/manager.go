@@ -350,6 +350,9 @@ func (m *Manager) DeleteGroups(groupIDs []string) *Future[[]DeleteGroupResult] {
 			if g.state != Empty || g.share != nil && len(g.share.members) > 0 {
 				res[i].Err = ErrNonEmptyGroup
 			} else {
+				if g.share != nil {
+					res[i].ShareTopics = g.share.initializedIDs()
+				}
 				waits[i] = g.delete()
 			}
 			g.mu.Unlock()

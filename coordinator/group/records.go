@@ -25,7 +25,8 @@ import (
 //	                        subscription:bytes assignment:bytes]
 //
 // Key versions 3-8 are the consumer (KIP-848) group records, in
-// consumer_protocol_records.go. A nil value is a tombstone: compaction removes the key,
+// consumer_protocol_records.go; 0x7201-0x7203 are ringlog's share-group
+// records, in share_protocol_records.go. A nil value is a tombstone: compaction removes the key,
 // and Load drops the state it named. We decode older value versions too (offset v0-v3,
 // group v0-v3) because a partition may hold records written by an older
 // Kafka; we always write the versions above.
@@ -96,6 +97,11 @@ const (
 	KindConsumerTarget            // 6: the target assignment epoch
 	KindConsumerTargetMember      // 7: a member's target assignment
 	KindConsumerCurrent           // 8: a member's current assignment
+	// The share (KIP-932) group records, ringlog's own key versions (see
+	// share_protocol_records.go).
+	KindShareGroup       // the group epoch
+	KindShareMember      // a member's subscription, epoch and assignment
+	KindShareInitialized // the topics with share-partition state
 )
 
 // Record is a decoded offsets-topic record. Unless the record is a
@@ -118,11 +124,17 @@ type Record struct {
 	ConsumerMember  *ConsumerMemberRecord
 	ConsumerTarget  Assignment // non-nil, possibly empty, for a KindConsumerTargetMember value
 	ConsumerCurrent *ConsumerAssignmentRecord
+	// ShareEpoch is KindShareGroup's group epoch; ShareMember and
+	// ShareTopics are the values of KindShareMember and
+	// KindShareInitialized.
+	ShareEpoch  int32
+	ShareMember *ShareMemberRecord
+	ShareTopics []TopicID
 }
 
 // ErrUnknownRecord marks a key or value whose schema version we do not
-// model (for example the share- or streams-group records, key versions
-// above 8, newer Kafka writes to the same topic). Load skips such records
+// model (for example Kafka's own share- and streams-group records, key
+// versions 9-21, which newer Kafka writes to the same topic). Load skips such records
 // instead of failing.
 var ErrUnknownRecord = errors.New("group: unknown __consumer_offsets record version")
 
@@ -198,7 +210,7 @@ func DecodeRecord(key, value []byte) (Record, error) {
 		rec.Kind = KindGroup
 		rec.GroupID = r.string()
 	default:
-		if !decodeConsumerKey(&r, ver, &rec) {
+		if !decodeConsumerKey(&r, ver, &rec) && !decodeShareKey(&r, ver, &rec) {
 			return Record{}, fmt.Errorf("%w: key version %d", ErrUnknownRecord, ver)
 		}
 	}
@@ -215,6 +227,8 @@ func DecodeRecord(key, value []byte) (Record, error) {
 		rec.Offset, err = decodeOffsetValue(value)
 	case KindGroup:
 		rec.Group, err = decodeGroupValue(value)
+	case KindShareGroup, KindShareMember, KindShareInitialized:
+		err = decodeShareValue(&rec, value)
 	default:
 		err = decodeConsumerValue(&rec, value)
 	}

@@ -1,10 +1,13 @@
 package group
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
 // Share groups (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe. A
@@ -13,9 +16,12 @@ import (
 // coordinator/share), so there is no revocation and no reconciliation:
 // every member is assigned every partition of the topics it subscribes
 // to, and its epoch moves to the group epoch when that assignment
-// changes. Membership is kept in memory only in this version (no
-// __consumer_offsets records): a coordinator move starts the group
-// afresh and members rejoin (their heartbeats get UNKNOWN_MEMBER_ID).
+// changes. The group's epoch, its members and the topics whose
+// share-partition state was initialized are written to
+// __consumer_offsets (share_protocol_records.go) before a heartbeat or
+// an offsets change is answered, so a new coordinator loads the group
+// and its members go on heartbeating at their epochs, each with a full
+// session from the load (as Kafka 4.2 does).
 
 // ShareProtocolType is the protocol type ListGroups and DescribeGroups
 // show for share groups, and GroupTypeShare their group type.
@@ -76,6 +82,10 @@ type ShareGroupDescription struct {
 	AssignmentEpoch int32
 	Assignor        string
 	Members         []ShareMemberDescription
+	// Initialized lists the topics whose share-partition state was
+	// initialized (offsets altered, or assigned to a member) and not
+	// deleted since, in id order.
+	Initialized []TopicID
 }
 
 // sgroup is a share group's membership; g.share != nil marks the group
@@ -83,6 +93,14 @@ type ShareGroupDescription struct {
 type sgroup struct {
 	epoch   int32
 	members map[string]*smember
+	// initialized is the set of topics whose share-partition state may
+	// exist: the all-topics DescribeShareGroupOffsets reads these, since
+	// the state may be held by any broker.
+	initialized map[TopicID]bool
+	// last is the group's latest append: an answer that writes nothing
+	// still waits for it, so no member acts on state a new coordinator
+	// might not load.
+	last *durable
 }
 
 type smember struct {
@@ -120,37 +138,75 @@ func shareFail(err error, req *ShareHeartbeatRequest) ShareHeartbeatResponse {
 	return ShareHeartbeatResponse{Err: err, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
 }
 
+func shareFailed(err error, req *ShareHeartbeatRequest) *Future[ShareHeartbeatResponse] {
+	return resolved(shareFail(err, req))
+}
+
 // ShareHeartbeat answers ShareGroupHeartbeat: epoch 0 joins (or rejoins
 // with the same member id), -1 leaves, any other epoch up to the
 // member's own heartbeats (a lower one is a member that missed an
-// answer: it gets its assignment again).
-func (m *Manager) ShareHeartbeat(req ShareHeartbeatRequest) ShareHeartbeatResponse {
+// answer: it gets its assignment again). The future resolves once the
+// records the heartbeat wrote are durable.
+func (m *Manager) ShareHeartbeat(req ShareHeartbeatRequest) *Future[ShareHeartbeatResponse] {
 	switch e := req.MemberEpoch; {
 	case req.Group == "":
-		return shareFail(ErrInvalidGroupID, &req)
+		return shareFailed(ErrInvalidGroupID, &req)
 	case req.MemberID == "":
-		return shareFail(fmt.Errorf("%w: member id must be set", ErrInvalidRequest), &req)
+		return shareFailed(fmt.Errorf("%w: member id must be set", ErrInvalidRequest), &req)
 	case e < LeaveEpoch:
-		return shareFail(fmt.Errorf("%w: member epoch %d", ErrInvalidRequest, e), &req)
+		return shareFailed(fmt.Errorf("%w: member epoch %d", ErrInvalidRequest, e), &req)
 	case e == JoinEpoch && req.SubscribedTopicNames == nil:
-		return shareFail(fmt.Errorf("%w: a joining member must subscribe to topic names", ErrInvalidRequest), &req)
+		return shareFailed(fmt.Errorf("%w: a joining member must subscribe to topic names", ErrInvalidRequest), &req)
 	}
 	topics := m.topicView()
 	if topics == nil {
-		return shareFail(fmt.Errorf("%w: topic metadata not available yet", ErrCoordinatorNotAvailable), &req)
+		return shareFailed(fmt.Errorf("%w: topic metadata not available yet", ErrCoordinatorNotAvailable), &req)
 	}
 	g, err := m.lockGroup(req.Group, req.MemberEpoch == JoinEpoch)
 	if err != nil {
-		return shareFail(err, &req)
+		return shareFailed(err, &req)
 	}
 	if g == nil {
 		if req.MemberEpoch == LeaveEpoch {
-			return ShareHeartbeatResponse{MemberID: req.MemberID, MemberEpoch: LeaveEpoch}
+			return resolved(ShareHeartbeatResponse{MemberID: req.MemberID, MemberEpoch: LeaveEpoch})
 		}
-		return shareFail(fmt.Errorf("%w: group %s", ErrGroupIDNotFound, req.Group), &req)
+		return shareFailed(fmt.Errorf("%w: group %s", ErrGroupIDNotFound, req.Group), &req)
 	}
 	defer g.mu.Unlock()
-	return g.shareHeartbeat(&req, topics, m.clock.Now())
+	var kvs []statelog.KV
+	resp := g.shareHeartbeat(&req, topics, m.clock.Now(), &kvs)
+	if resp.Err != nil {
+		// Nothing changed, or (a group that could not become a share
+		// group) nothing was created worth keeping.
+		return resolved(resp)
+	}
+	return g.shareAnswerAfter(kvs, resp)
+}
+
+// shareAnswerAfter resolves resp once kvs, and the group's earlier
+// appends, are durable; a failed append fails the answer.
+func (g *group) shareAnswerAfter(kvs []statelog.KV, resp ShareHeartbeatResponse) *Future[ShareHeartbeatResponse] {
+	d := g.shareAppend(kvs)
+	if d == nil {
+		return resolved(resp)
+	}
+	return whenDurable(d, resp, func(err error) ShareHeartbeatResponse {
+		return ShareHeartbeatResponse{Err: err, MemberID: resp.MemberID, MemberEpoch: resp.MemberEpoch}
+	})
+}
+
+// shareAppend appends kvs (if any) and returns what an answer must wait
+// for: this append, else the group's last one still pending, else nil.
+// Called with g.mu held.
+func (g *group) shareAppend(kvs []statelog.KV) *durable {
+	sg := g.share
+	if len(kvs) > 0 {
+		sg.last = watch(g.append(kvs))
+	}
+	if !sg.last.pending() {
+		return nil
+	}
+	return sg.last
 }
 
 // becomeShare makes an unused group a share group.
@@ -161,12 +217,85 @@ func (g *group) becomeShare() error {
 	if g.consumer != nil || len(g.members) > 0 || len(g.pending) > 0 || g.state != Empty || g.isClassicInUse() {
 		return fmt.Errorf("%w: %s is not a share group", ErrGroupIDNotFound, g.id)
 	}
-	g.share = &sgroup{members: make(map[string]*smember)}
+	g.share = &sgroup{members: make(map[string]*smember), initialized: make(map[TopicID]bool)}
 	g.protocolType = ShareProtocolType
 	return nil
 }
 
-func (g *group) shareHeartbeat(req *ShareHeartbeatRequest, topics Topics, now time.Time) ShareHeartbeatResponse {
+// restoreShare installs a loaded share group. Members keep their epochs
+// and assignments and get a full session from now, as after any
+// coordinator move; their first heartbeat carries on where it was.
+func (g *group) restoreShare(ls *LoadedShareGroup, now time.Time) {
+	sg := &sgroup{epoch: ls.Epoch, members: make(map[string]*smember, len(ls.Members)), initialized: make(map[TopicID]bool, len(ls.Initialized))}
+	for _, id := range ls.Initialized {
+		sg.initialized[id] = true
+	}
+	for id, r := range ls.Members {
+		names := slices.Clone(r.SubscribedTopicNames)
+		slices.Sort(names)
+		a := r.Assigned
+		if a == nil {
+			a = Assignment{}
+		}
+		sg.members[id] = &smember{
+			id: id, epoch: r.MemberEpoch, rackID: r.RackID, clientID: r.ClientID, clientHost: r.ClientHost,
+			names: slices.Compact(names), assigned: a, deadline: now.Add(g.m.cfg.ConsumerSessionTimeout),
+		}
+	}
+	g.share = sg
+	g.protocolType = ShareProtocolType
+	g.stateTime = now
+}
+
+// record is mem's __consumer_offsets record.
+func (mem *smember) record(group string) statelog.KV {
+	return ShareMemberKV(group, mem.id, &ShareMemberRecord{
+		MemberEpoch: mem.epoch, RackID: mem.rackID, ClientID: mem.clientID, ClientHost: mem.clientHost,
+		SubscribedTopicNames: mem.names, Assigned: mem.assigned,
+	})
+}
+
+func (sg *sgroup) initializedIDs() []TopicID {
+	ids := slices.Collect(maps.Keys(sg.initialized))
+	slices.SortFunc(ids, func(x, y TopicID) int { return bytes.Compare(x[:], y[:]) })
+	return ids
+}
+
+// initialize adds (or, with drop, removes) topic ids to the initialized
+// set and returns the set's record when it changed.
+func (g *group) initialize(ids []TopicID, drop bool) []statelog.KV {
+	sg := g.share
+	changed := false
+	for _, id := range ids {
+		if sg.initialized[id] == drop {
+			changed = true
+			if drop {
+				delete(sg.initialized, id)
+			} else {
+				sg.initialized[id] = true
+			}
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return []statelog.KV{ShareInitializedKV(g.id, sg.initializedIDs(), false)}
+}
+
+// shareTombstones deletes every record of the share group, the group's
+// epoch last so a load cut short still finds the group.
+func (g *group) shareTombstones() []statelog.KV {
+	var kvs []statelog.KV
+	for _, id := range slices.Sorted(maps.Keys(g.share.members)) {
+		kvs = append(kvs, ShareMemberKV(g.id, id, nil))
+	}
+	return append(kvs, ShareInitializedKV(g.id, nil, true), ShareGroupKV(g.id, 0, true))
+}
+
+// shareHeartbeat applies one heartbeat and adds the records it changed
+// to *kvs: the member's (or its tombstone), the initialized topics, then
+// the group epoch.
+func (g *group) shareHeartbeat(req *ShareHeartbeatRequest, topics Topics, now time.Time, kvs *[]statelog.KV) ShareHeartbeatResponse {
 	if g.share == nil {
 		if req.MemberEpoch != JoinEpoch {
 			if g.consumer != nil || g.isClassicInUse() {
@@ -179,12 +308,22 @@ func (g *group) shareHeartbeat(req *ShareHeartbeatRequest, topics Topics, now ti
 		}
 	}
 	sg := g.share
+	epoch := sg.epoch
+	defer func() {
+		if sg.epoch != epoch {
+			*kvs = append(*kvs, ShareGroupKV(g.id, sg.epoch, false))
+		}
+	}()
 	mem := sg.members[req.MemberID]
+	var before []byte
+	if mem != nil {
+		before = mem.record(g.id).Value
+	}
 	send := false
 	switch e := req.MemberEpoch; {
 	case e == LeaveEpoch:
 		if mem != nil {
-			g.removeShareMember(mem)
+			*kvs = append(*kvs, g.removeShareMember(mem)...)
 		}
 		return ShareHeartbeatResponse{MemberID: req.MemberID, MemberEpoch: LeaveEpoch}
 	case e == JoinEpoch:
@@ -223,6 +362,12 @@ func (g *group) shareHeartbeat(req *ShareHeartbeatRequest, topics Topics, now ti
 		mem.epoch, mem.assigned, send = sg.epoch, a, true
 	}
 	mem.deadline = now.Add(g.m.cfg.ConsumerSessionTimeout)
+	if rec := mem.record(g.id); !bytes.Equal(rec.Value, before) {
+		*kvs = append(*kvs, rec)
+	}
+	// The assigned topics' share-partitions get state once fetched from:
+	// remember them, whoever holds it.
+	*kvs = append(*kvs, g.initialize(slices.Collect(maps.Keys(mem.assigned)), false)...)
 	resp := ShareHeartbeatResponse{MemberID: mem.id, MemberEpoch: mem.epoch, HeartbeatInterval: g.m.cfg.ConsumerHeartbeatInterval}
 	if send {
 		resp.Assignment, resp.HasAssignment = cloneAssignment(mem.assigned), true
@@ -247,19 +392,28 @@ func shareAssignment(names []string, topics Topics) Assignment {
 	return a
 }
 
-func (g *group) removeShareMember(mem *smember) {
+// removeShareMember drops mem and bumps the group epoch; it returns the
+// member's tombstone (the caller writes the group epoch after it).
+func (g *group) removeShareMember(mem *smember) []statelog.KV {
 	delete(g.share.members, mem.id)
 	g.share.epoch++
 	g.stateTime = g.m.clock.Now()
 	g.m.shareMemberGone(g.id, mem.id)
+	return []statelog.KV{ShareMemberKV(g.id, mem.id, nil)}
 }
 
-// shareTick removes members whose session expired.
+// shareTick removes members whose session expired. Nobody waits for the
+// append, but the next heartbeat's answer does (sgroup.last).
 func (g *group) shareTick(now time.Time) {
+	var kvs []statelog.KV
 	for _, id := range slices.Sorted(maps.Keys(g.share.members)) {
 		if mem := g.share.members[id]; !now.Before(mem.deadline) {
-			g.removeShareMember(mem)
+			kvs = append(kvs, g.removeShareMember(mem)...)
 		}
+	}
+	if len(kvs) > 0 {
+		kvs = append(kvs, ShareGroupKV(g.id, g.share.epoch, false))
+		g.shareAppend(kvs)
 	}
 }
 
@@ -291,7 +445,7 @@ func (m *Manager) ShareDescribe(groupIDs []string) []ShareGroupDescription {
 
 func (g *group) describeShare() ShareGroupDescription {
 	sg := g.share
-	d := ShareGroupDescription{Group: g.id, State: sg.state(), GroupEpoch: sg.epoch, AssignmentEpoch: sg.epoch, Assignor: ShareAssignor}
+	d := ShareGroupDescription{Group: g.id, State: sg.state(), GroupEpoch: sg.epoch, AssignmentEpoch: sg.epoch, Assignor: ShareAssignor, Initialized: sg.initializedIDs()}
 	for _, id := range slices.Sorted(maps.Keys(sg.members)) {
 		mem := sg.members[id]
 		d.Members = append(d.Members, ShareMemberDescription{
@@ -317,31 +471,67 @@ func (g *group) describeShareClassic() GroupDescription {
 // must be a share group (ErrGroupIDNotFound otherwise) and, when
 // needEmpty, have no members (ErrNonEmptyGroup). With create an unknown
 // group becomes an empty share group (AlterShareGroupOffsets may set a
-// group's start offsets before any consumer joins).
+// group's start offsets before any consumer joins); it returns once the
+// new group's record is durable.
 func (m *Manager) ShareGroupEmpty(groupID string, needEmpty, create bool) error {
+	d, err := m.shareGroupEmpty(groupID, needEmpty, create)
+	if err == nil && d != nil {
+		<-d.done
+		err = d.err
+	}
+	return err
+}
+
+func (m *Manager) shareGroupEmpty(groupID string, needEmpty, create bool) (*durable, error) {
 	if groupID == "" {
-		return ErrInvalidGroupID
+		return nil, ErrInvalidGroupID
 	}
 	g, err := m.lockGroup(groupID, create)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if g == nil {
-		return fmt.Errorf("%w: group %s not found", ErrGroupIDNotFound, groupID)
+		return nil, fmt.Errorf("%w: group %s not found", ErrGroupIDNotFound, groupID)
 	}
 	defer g.mu.Unlock()
+	var kvs []statelog.KV
 	if g.share == nil {
 		if !create {
-			return fmt.Errorf("%w: %s is not a share group", ErrGroupIDNotFound, groupID)
+			return nil, fmt.Errorf("%w: %s is not a share group", ErrGroupIDNotFound, groupID)
 		}
 		if err := g.becomeShare(); err != nil {
-			return err
+			return nil, err
 		}
+		kvs = append(kvs, ShareGroupKV(g.id, g.share.epoch, false))
 	}
 	if needEmpty && len(g.share.members) > 0 {
-		return fmt.Errorf("%w: share group %s has %d members", ErrNonEmptyGroup, groupID, len(g.share.members))
+		return nil, fmt.Errorf("%w: share group %s has %d members", ErrNonEmptyGroup, groupID, len(g.share.members))
 	}
-	return nil
+	return g.shareAppend(kvs), nil
+}
+
+// ShareInitialized records that share-partition state of topics now
+// exists for groupID (AlterShareGroupOffsets), or, with drop, no longer
+// does (DeleteShareGroupOffsets). It returns once the change is durable;
+// a group that is not a share group is ErrGroupIDNotFound.
+func (m *Manager) ShareInitialized(groupID string, topics []TopicID, drop bool) error {
+	g, err := m.lockGroup(groupID, false)
+	if err != nil {
+		return err
+	}
+	if g == nil || g.share == nil {
+		if g != nil {
+			g.mu.Unlock()
+		}
+		return fmt.Errorf("%w: %s is not a share group", ErrGroupIDNotFound, groupID)
+	}
+	d := g.shareAppend(g.initialize(topics, drop))
+	g.mu.Unlock()
+	if d == nil {
+		return nil
+	}
+	<-d.done
+	return d.err
 }
 
 // IsShareGroup reports whether groupID is a share group here.

@@ -13,7 +13,7 @@ func (h *consumerHarness) shb(member string, epoch int32, topics ...string) Shar
 	if topics != nil {
 		req.SubscribedTopicNames = topics
 	}
-	return h.m.ShareHeartbeat(req)
+	return wait(h.t, h.m.ShareHeartbeat(req))
 }
 
 func TestShareGroupEveryMemberGetsEveryPartition(t *testing.T) {
@@ -136,7 +136,7 @@ func TestShareGroupTypesDoNotMix(t *testing.T) {
 	}
 	// A consumer group is not a share group.
 	h.hb(ConsumerHeartbeatRequest{Group: "c", MemberID: "m", SubscribedTopicNames: []string{"t"}, Owned: Assignment{}})
-	if r := h.m.ShareHeartbeat(ShareHeartbeatRequest{Group: "c", MemberID: "x", SubscribedTopicNames: []string{"t"}}); !errors.Is(r.Err, ErrGroupIDNotFound) {
+	if r := wait(t, h.m.ShareHeartbeat(ShareHeartbeatRequest{Group: "c", MemberID: "x", SubscribedTopicNames: []string{"t"}})); !errors.Is(r.Err, ErrGroupIDNotFound) {
 		t.Fatalf("share heartbeat to a consumer group: %v", r.Err)
 	}
 	if err := h.m.ShareGroupEmpty("c", true, true); !errors.Is(err, ErrGroupIDNotFound) {

@@ -259,4 +259,8 @@ type GroupListing struct {
 type DeleteGroupResult struct {
 	Group string
 	Err   error
+	// ShareTopics lists, for a deleted share group, the topics whose
+	// share-partition state was initialized: the caller deletes that
+	// state wherever it is held.
+	ShareTopics []TopicID
 }
