@@ -14,6 +14,7 @@ import (
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/coordinator/group"
+	"github.com/ringlog/ringlog/coordinator/share"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/internal/vfs"
 	"github.com/urfave/cli/v2"
@@ -224,6 +225,9 @@ func Config(c *cli.Context, opts Options) (broker.Config, error) {
 	if err := consumerGroupFlags(c, &cfg.Groups); err != nil {
 		return cfg, err
 	}
+	if err := shareGroupFlags(c, &cfg.Shares); err != nil {
+		return cfg, err
+	}
 	cfg.OffsetsReplicationFactor = int16(c.Int("offsets-replication-factor"))
 	cfg.OffsetsTopicSegmentBytes = c.Int64("offsets-topic-segment-bytes")
 	cfg.Transactions.TransactionLogPartitions = c.Int("transaction-state-partitions")
@@ -286,6 +290,31 @@ func consumerGroupFlags(c *cli.Context, g *group.Config) error {
 	g.MigrationPolicy = c.String("group-consumer-migration-policy")
 	if err := g.Validate(); err != nil {
 		return errors.New(consumerFlagNames.Replace(err.Error()))
+	}
+	return nil
+}
+
+// shareFlagNames renames share.Config's fields to their flags in its
+// validation errors.
+var shareFlagNames = strings.NewReplacer(
+	"RecordLockDuration", "--group-share-record-lock-duration",
+	"DeliveryCountLimit", "--group-share-delivery-count-limit",
+	"MaxRecordLocks", "--group-share-partition-max-record-locks",
+	"MaxSessions", "--group-share-max-sessions",
+)
+
+// shareGroupFlags reads the share group (KIP-932) flags into s and
+// validates them.
+func shareGroupFlags(c *cli.Context, s *share.Config) error {
+	s.RecordLockDuration = c.Duration("group-share-record-lock-duration")
+	s.DeliveryCountLimit = c.Int("group-share-delivery-count-limit")
+	s.MaxRecordLocks = c.Int("group-share-partition-max-record-locks")
+	s.MaxSessions = c.Int("group-share-max-sessions")
+	// An idle session is closed after some minutes; never before a lock
+	// it holds could have expired.
+	s.SessionIdle = max(s.SessionIdle, 2*s.RecordLockDuration)
+	if err := s.Validate(); err != nil {
+		return errors.New(shareFlagNames.Replace(err.Error()))
 	}
 	return nil
 }

@@ -108,6 +108,39 @@ func TestServeConsumerGroupFlags(t *testing.T) {
 	}
 }
 
+// TestServeShareGroupFlags: the share group flags reach share.Config,
+// their defaults are Kafka's, and bad values are refused naming the flag.
+func TestServeShareGroupFlags(t *testing.T) {
+	unsetEnv(t)
+	cfg, err := Parse(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Shares; s.RecordLockDuration != 30*time.Second || s.DeliveryCountLimit != 5 || s.MaxRecordLocks != 2000 {
+		t.Fatalf("default share config %+v", s)
+	}
+	cfg, err = Parse([]string{
+		"--group-share-record-lock-duration", "5s", "--group-share-delivery-count-limit", "3",
+		"--group-share-partition-max-record-locks", "500", "--group-share-max-sessions", "20"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cfg.Shares; s.RecordLockDuration != 5*time.Second || s.DeliveryCountLimit != 3 || s.MaxRecordLocks != 500 || s.MaxSessions != 20 {
+		t.Fatalf("share config %+v", s)
+	}
+	for _, args := range [][]string{
+		{"--group-share-record-lock-duration", "100ms"},
+		{"--group-share-delivery-count-limit", "11"},
+		{"--group-share-partition-max-record-locks", "10"},
+		{"--group-share-max-sessions", "0"},
+	} {
+		_, err := Parse(args, Options{})
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("%v: error %v does not name the flag", args, err)
+		}
+	}
+}
+
 func TestServeRejectsUnknownIOMode(t *testing.T) {
 	if _, err := Parse([]string{"--io", "foo"}, Options{}); err == nil || !strings.Contains(err.Error(), `--io "foo": want auto, uring or sync`) {
 		t.Fatalf("--io foo: %v", err)
