@@ -144,12 +144,11 @@ func (s *wireServer) startShares() {
 	}()
 	go func() {
 		defer s.wg.Done()
-		seen := map[share.TP]int32{}
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
 		for {
 			ch := s.node.Changed()
-			s.syncShareLeadership(seen)
+			s.syncShareLeadership()
 			select {
 			case <-ch:
 			case <-tick.C:
@@ -160,28 +159,22 @@ func (s *wireServer) startShares() {
 	}()
 }
 
-// syncShareLeadership forgets the share-partitions of data partitions
-// this broker no longer leads, or leads at another epoch than when it
-// first saw them held: another leader may have changed their state.
-func (s *wireServer) syncShareLeadership(seen map[share.TP]int32) {
+// syncShareLeadership tells the share Manager, for each data partition
+// it holds share state of, whether this broker still leads it and at
+// which epoch: a lost leadership forgets the state, a new epoch drops
+// what was read at an older one (Manager.Lead), as another leader may
+// have changed it since.
+func (s *wireServer) syncShareLeadership() {
 	img := s.node.MetadataImage()
-	held := map[share.TP]bool{}
 	for _, tp := range s.shares.Held() {
-		held[tp] = true
 		leader, epoch := int32(-1), int32(-1)
 		if t, ok := img.TopicByID(metadata.UUID(tp.TopicID)); ok && tp.Partition >= 0 && int(tp.Partition) < len(t.Partitions) {
 			leader, epoch = t.Partitions[tp.Partition].Leader, t.Partitions[tp.Partition].LeaderEpoch
 		}
-		if e, had := seen[tp]; leader != s.nodeID || (had && e != epoch) {
+		if leader != s.nodeID {
 			s.shares.Forget(tp)
-			delete(seen, tp)
 			continue
 		}
-		seen[tp] = epoch
-	}
-	for tp := range seen {
-		if !held[tp] {
-			delete(seen, tp)
-		}
+		s.shares.Lead(tp, epoch)
 	}
 }

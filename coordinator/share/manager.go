@@ -216,6 +216,7 @@ func (m *Manager) save(k Key, e *entry) error {
 func (m *Manager) Forget(tp TP) {
 	m.mu.Lock()
 	keys, gone := m.entriesOf(tp)
+	delete(m.leaders, tp) // not led here now: a later Lead starts afresh
 	m.mu.Unlock()
 	for i, e := range gone {
 		e.mu.Lock()
