@@ -146,9 +146,14 @@ type counterWindow struct {
 	done       chan struct{}
 	window     time.Duration
 	gen0, gen1 procstat.Usage
-	start, end []procstat.Snapshot
-	err        error // nothing measured: ctx ended before the window
-	srcErr     error // a broker could not be read
+	// mach0 and mach1 are the machine's CPU (/proc/stat); machOK says
+	// both were read.
+	mach0, mach1 procstat.MachineCPU
+	machWall     time.Duration
+	machOK       bool
+	start, end   []procstat.Snapshot
+	err          error // nothing measured: ctx ended before the window
+	srcErr       error // a broker could not be read
 }
 
 func startCounterWindow(ctx context.Context, sources []counterSource, sameHost bool, start time.Time, d time.Duration) *counterWindow {
@@ -159,6 +164,8 @@ func startCounterWindow(ctx context.Context, sources []counterSource, sameHost b
 			w.err = ctx.Err()
 			return
 		}
+		m0, err0 := procstat.FS{}.Machine()
+		mt0 := time.Now()
 		w.start, w.gen0, w.err = w.sample(ctx)
 		if w.err != nil {
 			return
@@ -169,6 +176,8 @@ func startCounterWindow(ctx context.Context, sources []counterSource, sameHost b
 		// cancelled, bounded by countersTimeout per read.
 		w.end, w.gen1, w.err = w.sample(context.WithoutCancel(ctx))
 		w.window = time.Since(t0)
+		m1, err1 := procstat.FS{}.Machine()
+		w.mach0, w.mach1, w.machWall, w.machOK = m0, m1, time.Since(mt0), err0 == nil && err1 == nil
 	}()
 	return w
 }
@@ -205,6 +214,9 @@ func (w *counterWindow) result(acked, bytes int64) (*results.BrokerCPU, *results
 	gen := &results.GeneratorCPU{WindowS: secs, Seconds: w.gen1.CPUSeconds() - w.gen0.CPUSeconds(),
 		Voluntary: int64(w.gen1.Voluntary - w.gen0.Voluntary), Involuntary: int64(w.gen1.Involuntary - w.gen0.Involuntary),
 		Cores: runtime.NumCPU(), Processes: 1}
+	if w.machOK {
+		gen.MachineBusyCores = procstat.BusyCores(w.mach0, w.mach1, w.machWall.Seconds(), gen.Cores)
+	}
 	if len(w.sources) == 0 {
 		return nil, gen, nil
 	}

@@ -73,7 +73,11 @@ func TestBrokerPidCounters(t *testing.T) {
 	if g == nil || g.Seconds <= 0 || g.Cores < 1 || g.WindowS < 1.5 {
 		t.Fatalf("generator_cpu %+v", g)
 	}
-	for _, want := range []string{"per acked msg", "ctx switches", "generator CPU"} {
+	// The whole machine ran at least the generator and the broker.
+	if busy := g.MachineBusyCores; busy > float64(g.Cores)+0.01 || busy < (g.Seconds+c.Seconds)/g.WindowS*0.8 {
+		t.Fatalf("machine busy %.2f cores, generator %.2f + broker %.2f CPU-s over %.1f s", busy, g.Seconds, c.Seconds, g.WindowS)
+	}
+	for _, want := range []string{"per acked msg", "ctx switches", "generator CPU", "machine CPU"} {
 		if !strings.Contains(summary, want) {
 			t.Fatalf("summary lacks %q:\n%s", want, summary)
 		}

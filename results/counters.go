@@ -96,6 +96,11 @@ type GeneratorCPU struct {
 	Cores int `json:"cores,omitempty"`
 	// Processes is how many generators are summed (1 but for merges).
 	Processes int `json:"processes"`
+	// MachineBusyCores is how many of Cores the whole machine kept busy
+	// over the window (/proc/stat): brokers and generator, and also the
+	// kernel's own threads (block completions, writeback, softirq) and
+	// any other process. 0 when not read, or for a merge.
+	MachineBusyCores float64 `json:"machine_busy_cores,omitempty"`
 }
 
 // NewBrokerCPU sums brokers measured over windowS seconds in which acked
@@ -206,26 +211,39 @@ func exitedNote(c *CtxSwitches) string {
 }
 
 // ContentionShare is the share of the machine's cores, brokers and
-// generator together, above which a run measured CPU contention.
+// generator together (or the whole machine, where read), above which a
+// run measured CPU contention.
 const ContentionShare = 0.9
 
 // Contention is the CPU the brokers and the generator used together over
 // the window, in cores, against the cores of the machine they share.
 type Contention struct {
 	Brokers, Generator float64 // cores used (CPU-s per second)
-	Cores              int
+	// Machine is the whole machine's busy cores (0: not read). Above
+	// brokers plus generator, the rest is the kernel's own threads and
+	// interrupt work (block I/O completions, writeback, softirq) and
+	// other processes, which the processes' own CPU times leave out.
+	Machine float64
+	Cores   int
 }
 
+// Used is the cores in use: the machine's where read.
+func (c Contention) Used() float64 { return max(c.Brokers+c.Generator, c.Machine) }
+
 // Share is the fraction of the machine's cores used.
-func (c Contention) Share() float64 { return (c.Brokers + c.Generator) / float64(c.Cores) }
+func (c Contention) Share() float64 { return c.Used() / float64(c.Cores) }
 
 // Contended says the run used more than ContentionShare of the cores.
 func (c Contention) Contended() bool { return c.Share() > ContentionShare }
 
 // Note is the verdict's explanation of a contended run.
 func (c Contention) Note() string {
-	return fmt.Sprintf("CPU contention: brokers %.2f + generator %.2f of %d cores (%.0f%%): this run measured the machine, not the broker",
-		c.Brokers, c.Generator, c.Cores, 100*c.Share())
+	other := ""
+	if o := c.Machine - c.Brokers - c.Generator; o > 0.005 {
+		other = fmt.Sprintf(" + the kernel's threads and other work %.2f", o)
+	}
+	return fmt.Sprintf("CPU contention: brokers %.2f + generator %.2f%s of %d cores (%.0f%%): this run measured the machine, not the broker",
+		c.Brokers, c.Generator, other, c.Cores, 100*c.Share())
 }
 
 // CPUContention is the CPU use of brokers and generator on their shared
@@ -235,7 +253,7 @@ func CPUContention(b *BrokerCPU, g *GeneratorCPU) (c Contention, ok bool) {
 	if b == nil || g == nil || !b.SameHost || g.Cores <= 0 || b.WindowS <= 0 || g.WindowS <= 0 {
 		return c, false
 	}
-	return Contention{Brokers: b.Seconds / b.WindowS, Generator: g.Seconds / g.WindowS, Cores: g.Cores}, true
+	return Contention{Brokers: b.Seconds / b.WindowS, Generator: g.Seconds / g.WindowS, Machine: g.MachineBusyCores, Cores: g.Cores}, true
 }
 
 // contentionNote is the note of a contended run, "" otherwise; a sweep
@@ -258,7 +276,7 @@ func contentionNote(r *Result) string {
 	if len(rows) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("CPU contention at %s of %d cores (brokers + generator): those rows measured the machine, not the broker",
+	return fmt.Sprintf("CPU contention at %s of %d cores (brokers, generator and, where read, the kernel's own work): those rows measured the machine, not the broker",
 		strings.Join(rows, ", "), cores)
 }
 

@@ -199,13 +199,35 @@ func TestContentionNote(t *testing.T) {
 			t.Errorf("%s: note %q", name, v.Note)
 		}
 	}
+	// Brokers and generator under 90%, but the whole machine over it: the
+	// kernel's own work (block completions, writeback, softirq) counts,
+	// and the note names it.
+	r = contended()
+	r.BrokerCPU.Seconds = 10.0 // 1.25 + 0.45 = 85%
+	r.GeneratorCPU.MachineBusyCores = 1.9
+	const kernelNote = "CPU contention: brokers 1.25 + generator 0.45 + the kernel's threads and other work 0.20 of 2 cores (95%): this run measured the machine, not the broker"
+	if v := VerdictOf(r); v.Note != kernelNote {
+		t.Fatalf("machine-wide contention: note %q, want %q", v.Note, kernelNote)
+	}
+	var sum bytes.Buffer
+	WriteSummary(&sum, r)
+	if !regexp.MustCompile(`machine CPU\s+1\.90 cores busy of 2`).MatchString(sum.String()) {
+		t.Fatalf("summary lacks the machine's CPU:\n%s", sum.String())
+	}
+	if page := string(RenderHTMLMust(t, &Run{Result: *r})); !strings.Contains(page, "1.90 cores busy of 2") {
+		t.Errorf("report.html lacks the machine's CPU")
+	}
+	r.GeneratorCPU.MachineBusyCores = 1.7 // 85%: no note
+	if v := VerdictOf(r); v.Note != "" {
+		t.Fatalf("machine at 85%%: note %q", v.Note)
+	}
 	// A sweep names its contended rows.
 	s := &Result{SLA: SLA{TargetP99Ms: 10}, Sweep: []SweepRow{
 		{Partitions: 8, Pass: true, BrokerCPU: contended().BrokerCPU, GeneratorCPU: &GeneratorCPU{WindowS: 8, Seconds: 0.1, Cores: 2}},
 		{Partitions: 64, BrokerCPU: contended().BrokerCPU, GeneratorCPU: contended().GeneratorCPU}}}
 	var out bytes.Buffer
 	WriteSummary(&out, s)
-	want := "CPU contention at 64 partitions (96%) of 2 cores (brokers + generator): those rows measured the machine, not the broker"
+	want := "CPU contention at 64 partitions (96%) of 2 cores (brokers, generator and, where read, the kernel's own work): those rows measured the machine, not the broker"
 	if VerdictOf(s).Note != want || !strings.Contains(out.String(), want) || !regexp.MustCompile(`(?m)^\s*64 .* 96% of 2 !`).MatchString(out.String()) ||
 		!regexp.MustCompile(`(?m)^\s*8 .* 75% of 2 `).MatchString(out.String()) {
 		t.Fatalf("sweep note %q:\n%s", VerdictOf(s).Note, out.String())

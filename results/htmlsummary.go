@@ -201,6 +201,9 @@ func writeSummaryHTML(b *bytes.Buffer, r *Result) {
 			what += fmt.Sprintf(", %d generators", g.Processes)
 		}
 		row("generator_cpu", "generator CPU", what+")", "")
+		if g.MachineBusyCores > 0 {
+			row("machine_cpu", "machine CPU", fmt.Sprintf("%.2f cores busy of %d (every process and the kernel's own threads)", g.MachineBusyCores, g.Cores), "")
+		}
 	}
 	b.WriteString("</table>")
 

@@ -45,6 +45,9 @@ func WriteSummary(w io.Writer, r *Result) {
 			what += fmt.Sprintf(", %d generators", g.Processes)
 		}
 		fmt.Fprintf(tw, "generator CPU\t%s\t%s\n", cores, what)
+		if g.MachineBusyCores > 0 {
+			fmt.Fprintf(tw, "machine CPU\t%.2f cores busy of %d\tevery process and the kernel's own threads\n", g.MachineBusyCores, g.Cores)
+		}
 	}
 	if r.Retries > 0 || r.MessagesRetried > 0 {
 		fmt.Fprintf(tw, "retries\t%d requests\t%d messages re-sent\n", r.Retries, r.MessagesRetried)

@@ -271,3 +271,46 @@ func GroupName(comm string) string {
 	}
 	return comm[:i] + "*"
 }
+
+// MachineCPU is the machine's time not spent running anything, from the
+// first line of /proc/stat: idle, iowait and steal, in clock ticks summed
+// over every CPU. Busy time is the wall-clock capacity less this: the
+// kernel counts idle time exactly (nohz), where the busy fields only
+// sample ticks and miss work done between two of them, which a broker
+// answering short requests mostly is.
+type MachineCPU struct {
+	Idle uint64
+}
+
+// userHZ is the clock tick of /proc/stat, fixed by the kernel's ABI.
+const userHZ = 100
+
+// Machine reads /proc/stat's cpu line.
+func (p FS) Machine() (MachineCPU, error) {
+	b, err := os.ReadFile(p.path("stat"))
+	if err != nil {
+		return MachineCPU{}, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return MachineCPU{}, fmt.Errorf("%s: no cpu line", p.path("stat"))
+	}
+	var v [8]uint64 // user nice system idle iowait irq softirq steal
+	for i := range v {
+		if v[i], err = strconv.ParseUint(f[i+1], 10, 64); err != nil {
+			return MachineCPU{}, fmt.Errorf("%s: %w", p.path("stat"), err)
+		}
+	}
+	return MachineCPU{Idle: v[3] + v[4] + v[7]}, nil
+}
+
+// BusyCores is how many of cores were busy on average between readings
+// a and b taken wall seconds apart.
+func BusyCores(a, b MachineCPU, wall float64, cores int) float64 {
+	if wall <= 0 || b.Idle < a.Idle {
+		return 0
+	}
+	idle := float64(b.Idle-a.Idle) / userHZ / wall
+	return min(float64(cores), max(0, float64(cores)-idle))
+}

@@ -175,3 +175,37 @@ func TestCPUSecondsFollowsRusage(t *testing.T) {
 		t.Fatal("no error for a process that does not exist")
 	}
 }
+
+// TestMachine reads /proc/stat's cpu line: idle, iowait and steal are
+// the time nothing ran; busy cores are the capacity less that.
+func TestMachine(t *testing.T) {
+	a := fakeProc(t, map[string]string{"stat": "cpu  100 10 50 800 20 5 15 0 7 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"})
+	b := fakeProc(t, map[string]string{"stat": "cpu  300 10 150 900 30 5 35 30 70 0\n"})
+	ma, err := a.Machine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := b.Machine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ma.Idle != 820 || mb.Idle != 960 {
+		t.Fatalf("idle %d and %d, want 820 and 960", ma.Idle, mb.Idle)
+	}
+	// 140 ticks (1.4 s) of nothing over 2 s on 2 cores: 1.3 busy.
+	if got := BusyCores(ma, mb, 2, 2); got < 1.299 || got > 1.301 {
+		t.Fatalf("busy cores %.3f, want 1.3", got)
+	}
+	if got := BusyCores(mb, ma, 2, 2); got != 0 {
+		t.Fatalf("backwards interval: %.3f busy cores, want 0", got)
+	}
+	if got := BusyCores(ma, ma, 2, 2); got != 2 {
+		t.Fatalf("no idle time: %.3f busy cores, want 2", got)
+	}
+	if _, err := fakeProc(t, map[string]string{"stat": "intr 1 2 3\n"}).Machine(); err == nil {
+		t.Fatal("no cpu line: no error")
+	}
+	if _, err := (FS{}).Machine(); err != nil {
+		t.Fatalf("this machine's /proc/stat: %v", err)
+	}
+}
