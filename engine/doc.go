@@ -184,10 +184,7 @@
 // Close, and before anything rewrites segment bytes other than by
 // appending (TruncateTo, TruncateFullyAndStartAt, topic and partition
 // deletion): every segment written by journaled appends is fdatasynced,
-// then the start moves past them (a slot write and fdatasync). On the
-// ring path with the OS file system those run on a ring of their own
-// (ckring.go), each segment's FSYNC(DATASYNC) on io-wq; elsewhere one
-// syncfs (or fdatasyncs in parallel goroutines) and system calls. A write
+// then the start moves past them (a slot write and fdatasync). A write
 // that would pass the start waits for a checkpoint. Open, before loading
 // partitions, replays the records from the start while their CRC is
 // right and their sequence continues, into their segment at their

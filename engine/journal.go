@@ -127,13 +127,6 @@ type journal struct {
 	wbuf  []byte
 	wrapB []byte
 
-	// ck, when set (the ring write path on the OS file system), runs the
-	// checkpoints' fdatasyncs and slot writes (ckring.go). Set before
-	// the first checkpoint; only checkpoints (ckMu) use it.
-	ck        *ckRing
-	ckDead    *ckRing // given up after an error, closed at Close
-	ckDeadOps []ckOp
-
 	// Writer-owned: where the next write goes.
 	head jcut
 
@@ -283,19 +276,7 @@ func (j *journal) writeSlot(c jcut) error {
 	be.PutUint64(b[28:], c.seq)
 	be.PutUint64(b[36:], uint64(j.size))
 	be.PutUint32(b[8:], crc32.Checksum(b[12:44], journalCRC))
-	off := int64(j.slotGen%2) * journalSlotSize
-	if j.ck != nil {
-		ops := []ckOp{{fd: j.f.Fd(), buf: b, off: off}}
-		err := j.ck.run(ops)
-		if err == nil && ops[0].err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrStorage, j.path, ops[0].err)
-		}
-		if err == nil {
-			return nil
-		}
-		j.ringFailed(err, ops)
-	}
-	if _, err := j.f.WriteAt(b, off); err != nil {
+	if _, err := j.f.WriteAt(b, int64(j.slotGen%2)*journalSlotSize); err != nil {
 		return fmt.Errorf("%w: writing %s: %v", ErrStorage, j.path, err)
 	}
 	if err := j.f.Datasync(); err != nil {
@@ -791,9 +772,6 @@ func (j *journal) checkpoint() error {
 		journalCheckpointHook()
 	}
 	t0 := time.Now()
-	if j.ck != nil && len(segs) > 0 {
-		segs = j.syncOnRing(segs)
-	}
 	if j.e.fs == vfs.Default && len(segs) > 1 && j.syncfs() == nil {
 		// One syncfs flushes every dirty segment with one file-system
 		// journal commit, where each fdatasync of a grown file commits
@@ -845,44 +823,6 @@ func (j *journal) checkpoint() error {
 	return nil
 }
 
-// syncOnRing fdatasyncs segs on the checkpoint ring, fails the
-// partition of any that failed, and returns what is left to sync: none,
-// or all of them when the ring itself failed (fdatasync again is
-// harmless).
-func (j *journal) syncOnRing(segs map[*segment]*Partition) map[*segment]*Partition {
-	list := make([]*segment, 0, len(segs))
-	ops := make([]ckOp, 0, len(segs))
-	for s := range segs {
-		list = append(list, s)
-		ops = append(ops, ckOp{fd: s.log.Fd()})
-	}
-	if err := j.ck.run(ops); err != nil {
-		j.ringFailed(err, ops)
-		return segs
-	}
-	for i, s := range list {
-		if err := ops[i].err; err != nil {
-			// As in the fallback below: fatal for the partition only.
-			err = fmt.Errorf("%w: %s: %v", ErrStorage, s.path(logSuffix), err)
-			if p := segs[s]; p != nil {
-				go p.failLocked(err)
-			}
-		}
-		j.e.stats.fdatasyncs.Add(1)
-		s.release()
-	}
-	return nil
-}
-
-// ringFailed gives up the checkpoint ring for system calls. The ring is
-// closed only at Close, and ops kept until then: operations may still be
-// in the kernel, reading their buffers.
-func (j *journal) ringFailed(err error, ops []ckOp) {
-	j.e.log.Warn("journal checkpoints fall back to system calls", "err", err)
-	j.ckDead, j.ckDeadOps = j.ck, ops
-	j.ck = nil
-}
-
 // close checkpoints what the last writes left and closes the file. The
 // write path is closed already.
 func (j *journal) close() error {
@@ -910,12 +850,6 @@ func (j *journal) doClose() error {
 	if j.sfErr == nil && j.sfFd > 0 {
 		unix.Close(j.sfFd)
 	}
-	for _, c := range []*ckRing{j.ck, j.ckDead} {
-		if c != nil {
-			c.close()
-		}
-	}
-	j.ckDeadOps = nil
 	return err
 }
 

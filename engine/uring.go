@@ -299,15 +299,6 @@ func newUringQueue(e *Engine) (*uringQueue, error) {
 		return nil, err
 	}
 	go q.complete()
-	if q.j != nil && e.fs == vfs.Default {
-		if ck, err := newCkRing(); err != nil {
-			e.log.Info("journal checkpoints use system calls", "err", err)
-		} else {
-			q.j.ckMu.Lock()
-			q.j.ck = ck
-			q.j.ckMu.Unlock()
-		}
-	}
 	if uringOpened != nil {
 		uringOpened(q)
 	}
