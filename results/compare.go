@@ -57,6 +57,14 @@ var compareMetrics = []compareMetric{
 		}
 		return 0, false
 	}},
+	// The whole machine, the kernel's own threads included: a change that
+	// moves work from the brokers into kernel threads shows here.
+	{"machine busy cores", func(r *Result) (float64, bool) {
+		if g := r.GeneratorCPU; g != nil && g.MachineBusyCores > 0 {
+			return g.MachineBusyCores, true
+		}
+		return 0, false
+	}},
 }
 
 // ratioCell is run's value of m divided by base's, "-" when either is

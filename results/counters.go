@@ -317,6 +317,15 @@ func switchesPerMsgCell(c *BrokerCPU) string {
 	return fmt.Sprintf("%.2f", c.CtxSwitches.PerMsg)
 }
 
+// machineCoresCell is the machine's busy cores over the window, "-"
+// when not read.
+func machineCoresCell(g *GeneratorCPU) string {
+	if g == nil || g.MachineBusyCores <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", g.MachineBusyCores)
+}
+
 func generatorCoresCell(g *GeneratorCPU) string {
 	if g == nil || g.WindowS <= 0 {
 		return "-"

@@ -128,26 +128,28 @@ func TestSummaryShowsCostPerMessage(t *testing.T) {
 }
 
 // TestCompareCostRows: report compare has a row each for CPU-µs and
-// context switches per message, values and ratios, "-" where a run has
-// no counters.
+// context switches per message and the machine's busy cores, values and
+// ratios, "-" where a run has no counters.
 func TestCompareCostRows(t *testing.T) {
-	a := Result{Label: "ringlog", MessagesAcked: 4000, BrokerCPU: twoBrokers()}
+	a := Result{Label: "ringlog", MessagesAcked: 4000, BrokerCPU: twoBrokers(), GeneratorCPU: &GeneratorCPU{WindowS: 8, Seconds: 1, Cores: 2, MachineBusyCores: 1.6}}
 	kfake := NewBrokerCPU(8, []BrokerProcess{{PID: 5, Name: "fakebroker", Seconds: 0.16, CtxSwitches: &CtxSwitches{Voluntary: 4000, Involuntary: 800}}}, 4000, 4e6, true)
-	b := Result{Label: "kfake", MessagesAcked: 4000, BrokerCPU: kfake}
+	b := Result{Label: "kfake", MessagesAcked: 4000, BrokerCPU: kfake, GeneratorCPU: &GeneratorCPU{WindowS: 8, Seconds: 1, Cores: 2, MachineBusyCores: 0.4}}
 	c := Result{Label: "remote"}
 	runs := []*Run{{Result: a}, {Result: b}, {Result: c}}
 	var out bytes.Buffer
 	WriteCompare(&out, runs)
 	text := out.String()
 	for _, re := range []string{`(?m)^\s*broker CPU-µs/msg\s+80\.0\s+40\.0\s+-\s*$`, `(?m)^\s*broker ctx switches/msg\s+2\.40\s+1\.20\s+-\s*$`,
-		`(?m)^\s*broker CPU-µs/msg\s+x0\.50\s+-\s*$`, `(?m)^\s*broker ctx switches/msg\s+x0\.50\s+-\s*$`} {
+		`(?m)^\s*broker CPU-µs/msg\s+x0\.50\s+-\s*$`, `(?m)^\s*broker ctx switches/msg\s+x0\.50\s+-\s*$`,
+		`(?m)^\s*machine busy cores\s+1\.60\s+0\.40\s+-\s*$`, `(?m)^\s*machine busy cores\s+x0\.25\s+-\s*$`} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("compare lacks %s:\n%s", re, text)
 		}
 	}
 	page := string(RenderCompareHTML(runs))
 	for _, want := range []string{`<tr data-metric="broker CPU-µs/msg"><th>broker CPU-µs/msg</th><td class="n">80.000</td><td class="n">40.000 (x0.50)</td><td class="n">-</td></tr>`,
-		`<tr data-metric="broker ctx switches/msg"><th>broker ctx switches/msg</th><td class="n">2.400</td><td class="n">1.200 (x0.50)</td><td class="n">-</td></tr>`} {
+		`<tr data-metric="broker ctx switches/msg"><th>broker ctx switches/msg</th><td class="n">2.400</td><td class="n">1.200 (x0.50)</td><td class="n">-</td></tr>`,
+		`<tr data-metric="machine busy cores"><th>machine busy cores</th><td class="n">1.600</td><td class="n">0.400 (x0.25)</td><td class="n">-</td></tr>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("compare.html lacks %s", want)
 		}

@@ -225,6 +225,7 @@ func WriteCompare(w io.Writer, runs []*Run) {
 	cells("broker CPU-µs/msg", func(r *Result) string { return cpuUsPerMsgCell(r.BrokerCPU) })
 	cells("broker ctx switches/msg", func(r *Result) string { return switchesPerMsgCell(r.BrokerCPU) })
 	cells("generator cores", func(r *Result) string { return generatorCoresCell(r.GeneratorCPU) })
+	cells("machine busy cores", func(r *Result) string { return machineCoresCell(r.GeneratorCPU) })
 	cells("saturated", func(r *Result) string { return fmt.Sprint(r.GeneratorSaturated) })
 	cells("SLA", func(r *Result) string {
 		if r.SLA.Pass {
