@@ -219,13 +219,20 @@ func ReadBackValues(t *testing.T, c *Cluster, adm *kadm.Client, topic string, pa
 // EnvRepeats reads a repetition count from the environment (default 1).
 func EnvRepeats(t *testing.T, name string) int {
 	t.Helper()
+	return EnvInt(t, name, 1)
+}
+
+// EnvInt reads a positive integer from the environment, def when unset;
+// anything else fails the test.
+func EnvInt(t *testing.T, name string, def int) int {
+	t.Helper()
 	s := os.Getenv(name)
 	if s == "" {
-		return 1
+		return def
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 {
-		t.Fatalf("%s=%q", name, s)
+		t.Fatalf("%s=%q: want a positive integer", name, s)
 	}
 	return n
 }

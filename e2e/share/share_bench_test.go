@@ -32,9 +32,9 @@ func TestShareBench(t *testing.T) {
 	if os.Getenv("RINGLOG_SHARE_BENCH") != "1" {
 		t.Skip("set RINGLOG_SHARE_BENCH=1")
 	}
-	n := envInt(t, "RINGLOG_SHARE_BENCH_RECORDS", 2000)
-	work := time.Duration(envInt(t, "RINGLOG_SHARE_BENCH_WORK_MS", 5)) * time.Millisecond
-	reps := envInt(t, "RINGLOG_SHARE_BENCH_REPS", 1)
+	n := harness.EnvInt(t, "RINGLOG_SHARE_BENCH_RECORDS", 2000)
+	work := time.Duration(harness.EnvInt(t, "RINGLOG_SHARE_BENCH_WORK_MS", 5)) * time.Millisecond
+	reps := harness.EnvInt(t, "RINGLOG_SHARE_BENCH_REPS", 1)
 
 	b := harness.StartBroker(t, filepath.Join(t.TempDir(), "data"))
 	const topic = "bench-queue"
@@ -172,17 +172,4 @@ func benchConsume(t *testing.T, addr, topic, group string, k, n int, work time.D
 		}
 	}
 	return r
-}
-
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }
