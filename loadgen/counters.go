@@ -146,14 +146,12 @@ type counterWindow struct {
 	done       chan struct{}
 	window     time.Duration
 	gen0, gen1 procstat.Usage
-	// mach0 and mach1 are the machine's CPU (/proc/stat); machOK says
-	// both were read.
-	mach0, mach1 procstat.MachineCPU
-	machWall     time.Duration
-	machOK       bool
-	start, end   []procstat.Snapshot
-	err          error // nothing measured: ctx ended before the window
-	srcErr       error // a broker could not be read
+	// machineBusy is the whole machine's busy cores over the window
+	// (/proc/stat), 0 when it could not be read.
+	machineBusy float64
+	start, end  []procstat.Snapshot
+	err         error // nothing measured: ctx ended before the window
+	srcErr      error // a broker could not be read
 }
 
 func startCounterWindow(ctx context.Context, sources []counterSource, sameHost bool, start time.Time, d time.Duration) *counterWindow {
@@ -164,7 +162,7 @@ func startCounterWindow(ctx context.Context, sources []counterSource, sameHost b
 			w.err = ctx.Err()
 			return
 		}
-		m0, err0 := procstat.FS{}.Machine()
+		m0, err0 := (procstat.FS{}).Machine()
 		mt0 := time.Now()
 		w.start, w.gen0, w.err = w.sample(ctx)
 		if w.err != nil {
@@ -176,8 +174,9 @@ func startCounterWindow(ctx context.Context, sources []counterSource, sameHost b
 		// cancelled, bounded by countersTimeout per read.
 		w.end, w.gen1, w.err = w.sample(context.WithoutCancel(ctx))
 		w.window = time.Since(t0)
-		m1, err1 := procstat.FS{}.Machine()
-		w.mach0, w.mach1, w.machWall, w.machOK = m0, m1, time.Since(mt0), err0 == nil && err1 == nil
+		if m1, err1 := (procstat.FS{}).Machine(); err0 == nil && err1 == nil {
+			w.machineBusy = procstat.BusyCores(m0, m1, time.Since(mt0).Seconds(), runtime.NumCPU())
+		}
 	}()
 	return w
 }
@@ -213,10 +212,7 @@ func (w *counterWindow) result(acked, bytes int64) (*results.BrokerCPU, *results
 	secs := w.window.Seconds()
 	gen := &results.GeneratorCPU{WindowS: secs, Seconds: w.gen1.CPUSeconds() - w.gen0.CPUSeconds(),
 		Voluntary: int64(w.gen1.Voluntary - w.gen0.Voluntary), Involuntary: int64(w.gen1.Involuntary - w.gen0.Involuntary),
-		Cores: runtime.NumCPU(), Processes: 1}
-	if w.machOK {
-		gen.MachineBusyCores = procstat.BusyCores(w.mach0, w.mach1, w.machWall.Seconds(), gen.Cores)
-	}
+		Cores: runtime.NumCPU(), Processes: 1, MachineBusyCores: w.machineBusy}
 	if len(w.sources) == 0 {
 		return nil, gen, nil
 	}

@@ -272,12 +272,14 @@ func GroupName(comm string) string {
 	return comm[:i] + "*"
 }
 
-// MachineCPU is the machine's time not spent running anything, from the
-// first line of /proc/stat: idle, iowait and steal, in clock ticks summed
-// over every CPU. Busy time is the wall-clock capacity less this: the
-// kernel counts idle time exactly (nohz), where the busy fields only
-// sample ticks and miss work done between two of them, which a broker
-// answering short requests mostly is.
+// MachineCPU is the machine's idle time from the first line of
+// /proc/stat: idle and iowait, in clock ticks summed over every CPU. Busy
+// time is the wall-clock capacity less this: the kernel counts idle time
+// exactly (nohz), where the busy fields only sample ticks and miss work
+// done between two of them, which a broker answering short requests
+// mostly is. Steal (a VM's CPU taken by the host) counts as busy: the
+// processes' own CPU times include it, and on our VM, left out, it put
+// the machine below the two processes it ran.
 type MachineCPU struct {
 	Idle uint64
 }
@@ -293,16 +295,16 @@ func (p FS) Machine() (MachineCPU, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
+	if len(f) < 6 || f[0] != "cpu" {
 		return MachineCPU{}, fmt.Errorf("%s: no cpu line", p.path("stat"))
 	}
-	var v [8]uint64 // user nice system idle iowait irq softirq steal
+	var v [5]uint64 // user nice system idle iowait
 	for i := range v {
 		if v[i], err = strconv.ParseUint(f[i+1], 10, 64); err != nil {
 			return MachineCPU{}, fmt.Errorf("%s: %w", p.path("stat"), err)
 		}
 	}
-	return MachineCPU{Idle: v[3] + v[4] + v[7]}, nil
+	return MachineCPU{Idle: v[3] + v[4]}, nil
 }
 
 // BusyCores is how many of cores were busy on average between readings

@@ -176,8 +176,8 @@ func TestCPUSecondsFollowsRusage(t *testing.T) {
 	}
 }
 
-// TestMachine reads /proc/stat's cpu line: idle, iowait and steal are
-// the time nothing ran; busy cores are the capacity less that.
+// TestMachine reads /proc/stat's cpu line: idle and iowait are the time
+// nothing ran; busy cores are the capacity less that, steal counted busy.
 func TestMachine(t *testing.T) {
 	a := fakeProc(t, map[string]string{"stat": "cpu  100 10 50 800 20 5 15 0 7 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"})
 	b := fakeProc(t, map[string]string{"stat": "cpu  300 10 150 900 30 5 35 30 70 0\n"})
@@ -189,12 +189,12 @@ func TestMachine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ma.Idle != 820 || mb.Idle != 960 {
-		t.Fatalf("idle %d and %d, want 820 and 960", ma.Idle, mb.Idle)
+	if ma.Idle != 820 || mb.Idle != 930 {
+		t.Fatalf("idle %d and %d, want 820 and 930 (steal not idle)", ma.Idle, mb.Idle)
 	}
-	// 140 ticks (1.4 s) of nothing over 2 s on 2 cores: 1.3 busy.
-	if got := BusyCores(ma, mb, 2, 2); got < 1.299 || got > 1.301 {
-		t.Fatalf("busy cores %.3f, want 1.3", got)
+	// 110 ticks (1.1 s) of nothing over 2 s on 2 cores: 1.45 busy.
+	if got := BusyCores(ma, mb, 2, 2); got < 1.449 || got > 1.451 {
+		t.Fatalf("busy cores %.3f, want 1.45", got)
 	}
 	if got := BusyCores(mb, ma, 2, 2); got != 0 {
 		t.Fatalf("backwards interval: %.3f busy cores, want 0", got)
