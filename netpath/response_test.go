@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ringlog/ringlog/internal/sockio"
 	"github.com/ringlog/ringlog/internal/testwait"
+	"golang.org/x/sys/unix"
 )
 
 // osRange is a FileRange over a real file, recording its release.
@@ -32,7 +34,7 @@ func (r *osRange) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAt(p
 func (r *osRange) Release()                                { r.released.Add(1) }
 
 // tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (server, client *net.TCPConn) {
+func tcpPair(t testing.TB) (server, client *net.TCPConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,11 +58,18 @@ func tcpPair(t *testing.T) (server, client *net.TCPConn) {
 // exits.
 func startWriter(t *testing.T, path string, nc net.Conn, fr *osRange, head []byte) (*Server, *conn, chan struct{}) {
 	t.Helper()
+	return startWriterBelow(t, path, 0, nc, fr, head)
+}
+
+// startWriterBelow is startWriter on a listener with the given
+// Config.FetchCopyBelow.
+func startWriterBelow(t *testing.T, path string, copyBelow int64, nc net.Conn, fr *osRange, head []byte) (*Server, *conn, chan struct{}) {
+	t.Helper()
 	s, err := New(DefaultConfig(), Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &listener{name: "plaintext", fetchPath: path}
+	l := &listener{name: "plaintext", fetchPath: path, copyBelow: copyBelow}
 	s.listeners = append(s.listeners, l)
 	c := newConn(s, l, sockio.Wrap(nc))
 	c.pending <- pendingReply{
@@ -100,30 +109,30 @@ func TestWriteResponseExact(t *testing.T) {
 	data := make([]byte, 3<<20)
 	rand.New(rand.NewSource(1)).Read(data)
 	// Below spliceMinBytes the zero-copy path uses sendfile, above it
-	// splice through a pipe: cover both.
+	// splice through a pipe: cover both. Below FetchCopyBelow a zero-copy
+	// listener copies (the range is in the page cache: just written).
 	for _, tc := range []struct {
-		path string
-		n    int32
-	}{{"sendfile", 100<<10 + 3}, {"sendfile", 2<<20 + 17}, {"copy", 2<<20 + 17}} {
+		path   string
+		below  int64
+		n      int32
+		copied bool // counted as copied, not zero-copy
+	}{
+		{"sendfile", 0, 100<<10 + 3, false},
+		{"sendfile", 0, 2<<20 + 17, false},
+		{"copy", 0, 2<<20 + 17, true},
+		{"sendfile", 0, 1000, false},
+		{"sendfile", 64 << 10, 1000, true},
+		{"sendfile", 64 << 10, 64 << 10, false},
+		{"sendfile", 1 << 20, 1<<20 - 100, true},
+	} {
 		path := tc.path
-		t.Run(fmt.Sprintf("%s-%d", path, tc.n), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-below%d-%d", path, tc.below, tc.n), func(t *testing.T) {
 			f := tempFile(t, data, int64(len(data)))
 			fr := &osRange{f: f, pos: 12345, n: tc.n}
 			sc, cc := tcpPair(t)
 			head := []byte("partition-headers")
-			s, c, done := startWriter(t, path, sc, fr, head)
-			want := binary.BigEndian.AppendUint32(nil, uint32(4+len(head)+int(fr.n)))
-			want = binary.BigEndian.AppendUint32(want, 7)
-			want = append(want, head...)
-			want = append(want, data[fr.pos:fr.pos+int64(fr.n)]...)
-			got := make([]byte, len(want))
-			cc.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(cc, got); err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatal("response bytes differ from the file range")
-			}
+			s, c, done := startWriterBelow(t, path, tc.below, sc, fr, head)
+			expectFrame(t, cc, head, data[fr.pos:fr.pos+int64(fr.n)])
 			close(c.pending)
 			<-done
 			if n := fr.released.Load(); n != 1 {
@@ -131,14 +140,80 @@ func TestWriteResponseExact(t *testing.T) {
 			}
 			st := s.Stats()
 			zc, cp := st.ZeroCopyBytes, st.CopiedBytes
-			if path == "copy" {
+			if tc.copied {
 				zc, cp = cp, zc
 			}
 			if zc != uint64(fr.n) || cp != 0 {
-				t.Fatalf("%s path counted %d/%d bytes, want %d/0", path, zc, cp, fr.n)
+				t.Fatalf("%s path counted %d/%d bytes (zero-copy/copied, swapped when copied=%v), want %d/0", path, st.ZeroCopyBytes, st.CopiedBytes, tc.copied, fr.n)
 			}
 		})
 	}
+}
+
+// expectFrame reads one response from cc and checks it is exactly the
+// frame startWriter's response makes: size, correlation id 7, head, then
+// the range's bytes.
+func expectFrame(t *testing.T, cc net.Conn, head, records []byte) {
+	t.Helper()
+	want := binary.BigEndian.AppendUint32(nil, uint32(4+len(head)+len(records)))
+	want = binary.BigEndian.AppendUint32(want, 7)
+	want = append(want, head...)
+	want = append(want, records...)
+	got := make([]byte, len(want))
+	cc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(cc, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("response bytes differ from the file range")
+	}
+}
+
+// TestSmallUncachedGoesZeroCopy: a small response whose records are not in
+// the page cache is not read with a blocking pread on the writer's thread:
+// RWF_NOWAIT refuses, and the response goes by sendfile, intact.
+func TestSmallUncachedGoesZeroCopy(t *testing.T) {
+	data := make([]byte, 1<<20)
+	rand.New(rand.NewSource(2)).Read(data)
+	f := tempFile(t, data, int64(len(data)))
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	if cachedPages(t, f, len(data)) > 0 {
+		t.Skip("the file system keeps the file in the page cache after FADV_DONTNEED (tmpfs?)")
+	}
+	fr := &osRange{f: f, pos: 300 << 10, n: 5000}
+	sc, cc := tcpPair(t)
+	head := []byte("hdr")
+	s, c, done := startWriterBelow(t, "sendfile", 64<<10, sc, fr, head)
+	expectFrame(t, cc, head, data[fr.pos:fr.pos+int64(fr.n)])
+	close(c.pending)
+	<-done
+	if st := s.Stats(); st.ZeroCopyBytes != uint64(fr.n) || st.CopiedBytes != 0 {
+		t.Fatalf("zero-copy/copied = %d/%d, want %d/0: an uncached range must not be copied", st.ZeroCopyBytes, st.CopiedBytes, fr.n)
+	}
+}
+
+// cachedPages counts the file's first n bytes' pages in the page cache.
+func cachedPages(t *testing.T, f *os.File, n int) int {
+	t.Helper()
+	m, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (n+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(n), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+		t.Fatal(e)
+	}
+	c := 0
+	for _, v := range vec {
+		c += int(v & 1)
+	}
+	return c
 }
 
 // TestRangeHeldUntilSendEnds: while a send is blocked on a client that
@@ -187,6 +262,57 @@ func TestRangeHeldUntilSendEnds(t *testing.T) {
 				if n := fr.released.Load(); n != 1 {
 					t.Fatalf("range released %d times, want 1", n)
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkFetchResponseWrite: one response of n record bytes from a
+// page-cached file written to a loopback socket, copied into one write
+// (FetchCopyBelow above n) against cork, sendfile and uncork, with the
+// process's CPU per response. Where copying stops paying is the
+// FetchCopyBelow default (BENCHMARKS.md §29).
+func BenchmarkFetchResponseWrite(b *testing.B) {
+	data := make([]byte, 1<<20)
+	rand.New(rand.NewSource(3)).Read(data)
+	for _, n := range []int32{1 << 10, 16 << 10, 64 << 10, 256 << 10} {
+		for _, route := range []string{"copy", "zero-copy"} {
+			b.Run(fmt.Sprintf("%dKiB/%s", n>>10, route), func(b *testing.B) {
+				f, err := os.Create(filepath.Join(b.TempDir(), "seg.log"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				if _, err := f.Write(data); err != nil {
+					b.Fatal(err)
+				}
+				sc, cc := tcpPair(b)
+				go io.Copy(io.Discard, cc)
+				below := int64(0)
+				if route == "copy" {
+					below = 1 << 20
+				}
+				s, err := New(DefaultConfig(), Deps{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				l := &listener{name: "plaintext", fetchPath: "sendfile", copyBelow: below}
+				c := newConn(s, l, sockio.Wrap(sc))
+				fr := &osRange{f: f, pos: 4096, n: n}
+				head := make([]byte, 120)
+				r := &response{parts: []responsePart{{buf: head}, {file: fr}}}
+				var ru0, ru1 unix.Rusage
+				unix.Getrusage(unix.RUSAGE_SELF, &ru0)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := c.writeResponse(requestHeader{key: 1, correlationID: 7}, r); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				unix.Getrusage(unix.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}

@@ -65,6 +65,15 @@ type Config struct {
 	// FetchCopy forces the user-space copy fetch path on plaintext
 	// listeners (for comparison benchmarks).
 	FetchCopy bool
+	// FetchCopyBelow: on a zero-copy listener, a response carrying fewer
+	// record bytes than this is copied into one write instead (records
+	// read with RWF_NOWAIT; a range not in the page cache still goes by
+	// sendfile). Zero copy costs a cork, a header writev, a sendfile and
+	// an uncork per response where the copy costs a pread and a write,
+	// and for a follower's or consumer's fetch at the log end, a few KiB,
+	// the calls cost more than the copy (BENCHMARKS.md §29). 0: always
+	// zero copy. At most copyBufSize.
+	FetchCopyBelow int
 	// IdleTimeout closes connections with no request for this long; 0
 	// disables (connections.max.idle.ms).
 	IdleTimeout time.Duration
@@ -116,6 +125,7 @@ func DefaultConfig() Config {
 		MaxConnectionsPerIP:   1000,
 		QueuedMaxRequestBytes: 512 << 20,
 
+		FetchCopyBelow:          64 << 10,
 		FetchSessionSlots:       1000,
 		FetchSessionEvictionAge: 2 * time.Minute,
 		QuotaWindow:             DefaultQuotaWindow(),
@@ -164,6 +174,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueuedMaxRequestBytes < int64(c.MaxRequestBytes) {
 		return fmt.Errorf("queued max request bytes %d must be at least the max request size %d", c.QueuedMaxRequestBytes, c.MaxRequestBytes)
+	}
+	if c.FetchCopyBelow < 0 || c.FetchCopyBelow > copyBufSize {
+		return fmt.Errorf("fetch copy below %d must be between 0 and %d bytes", c.FetchCopyBelow, copyBufSize)
 	}
 	if c.FetchSessionSlots < 0 || c.FetchSessionEvictionAge < 0 {
 		return fmt.Errorf("fetch session slots %d and eviction age %v must not be negative", c.FetchSessionSlots, c.FetchSessionEvictionAge)
@@ -274,6 +287,7 @@ type listener struct {
 	ln         net.Listener
 	name       string // "plaintext" or "tls"
 	fetchPath  string // "sendfile" or "copy"
+	copyBelow  int64  // Config.FetchCopyBelow, on a "sendfile" listener
 	advertised string // host:port for Metadata; "" = ln.Addr()
 	tls        *tls.Config
 
@@ -340,7 +354,7 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	if s.cfg.FetchCopy {
 		path = "copy"
 	}
-	s.serve(&listener{ln: ln, name: "plaintext", fetchPath: path, advertised: s.cfg.AdvertisedAddr})
+	s.serve(&listener{ln: ln, name: "plaintext", fetchPath: path, copyBelow: int64(s.cfg.FetchCopyBelow), advertised: s.cfg.AdvertisedAddr})
 	return ln.Addr(), nil
 }
 

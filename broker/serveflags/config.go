@@ -189,6 +189,7 @@ func Config(c *cli.Context, opts Options) (broker.Config, error) {
 	w.DefaultPartitions = int32(c.Int("default-partitions"))
 	w.MaxRequestBytes = int32(c.Int("max-request-bytes"))
 	w.FetchCopy = c.Bool("fetch-copy")
+	w.FetchCopyBelow = c.Int("fetch-copy-below")
 	w.MaxConnections = c.Int("max-connections")
 	w.MaxConnectionsPerIP = c.Int("max-connections-per-ip")
 	w.IdleTimeout = c.Duration("connections-max-idle")

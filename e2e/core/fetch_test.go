@@ -433,10 +433,14 @@ func TestFetchPathCounters(t *testing.T) {
 		extra      []string
 		listener   string
 		sent, idle string // path that must carry the records, path that must stay 0
+		small      bool   // records small enough that every response is under --fetch-copy-below
 	}{
-		{"plaintext", nil, "plaintext", "zero-copy", "copy"},
-		{"fetch-copy", []string{"--fetch-copy"}, "plaintext", "copy", "zero-copy"},
-		{"tls", nil, "tls", "copy", "zero-copy"},
+		{"plaintext", []string{"--fetch-copy-below", "0"}, "plaintext", "zero-copy", "copy", false},
+		// The default --fetch-copy-below (64 KiB): responses of a few KiB
+		// go as one copied write, from the page cache.
+		{"plaintext-small", nil, "plaintext", "copy", "zero-copy", true},
+		{"fetch-copy", []string{"--fetch-copy"}, "plaintext", "copy", "zero-copy", false},
+		{"tls", nil, "tls", "copy", "zero-copy", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,7 +453,14 @@ func TestFetchPathCounters(t *testing.T) {
 			prod := b.Client(t, kgo.DefaultProduceTopic(topic))
 			var recs []*kgo.Record
 			for i := 0; i < 500; i++ {
-				recs = append(recs, &kgo.Record{Value: testValue(i)})
+				v := testValue(i)
+				if tc.small {
+					if i == 20 {
+						break
+					}
+					v = v[:100]
+				}
+				recs = append(recs, &kgo.Record{Value: v})
 			}
 			if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				t.Fatal(err)
@@ -474,7 +485,7 @@ func TestFetchPathCounters(t *testing.T) {
 			}
 			// client_golang writes label pairs sorted by name.
 			infoPath := tc.sent // the listener's fetch_path names the zero-copy route "sendfile"
-			if infoPath == "zero-copy" {
+			if infoPath == "zero-copy" || tc.small {
 				infoPath = "sendfile"
 			}
 			info := `ringlog_listener_info{addr="` + addr + `",fetch_path="` + infoPath + `",listener="` + tc.listener + `"}`

@@ -41,3 +41,10 @@ func errno(err error) syscall.Errno {
 	}
 	return syscall.EIO
 }
+
+// PreadNowait is preadv2(2) with RWF_NOWAIT (race build: through
+// unix.Preadv2).
+func PreadNowait(fd int, p []byte, off int64) (int, syscall.Errno) {
+	n, err := unix.Preadv2(fd, [][]byte{p}, off, unix.RWF_NOWAIT)
+	return max(n, 0), errno(err)
+}

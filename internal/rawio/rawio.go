@@ -1,6 +1,7 @@
-// Package rawio issues read, write and pwritev as raw system calls, for
-// descriptors that do not block: non-blocking sockets and eventfds, and
-// page-cache writes of bounded size.
+// Package rawio issues read, write, pwritev and preadv2 as raw system
+// calls, for calls that do not block: non-blocking sockets and eventfds,
+// page-cache writes of bounded size, and page-cache reads that refuse to
+// wait for the disk (RWF_NOWAIT).
 //
 // Go's syscall.Syscall enters the runtime's "in a system call" state, and
 // when the process had gone idle that entry wakes the runtime's sysmon
