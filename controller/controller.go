@@ -20,7 +20,14 @@ import (
 
 func (n *Node) controllerLoop() {
 	defer n.wg.Done()
-	tick := time.NewTicker(fenceTick(n.cfg.HeartbeatInterval, n.cfg.BrokerSessionTimeout))
+	// The fence tick runs only while this node leads (the leadership
+	// notification starts and stops it): elsewhere there are no sessions
+	// to check, and it woke every idle follower twice a second for
+	// nothing. Until the notification the session state is not this
+	// leadership's (expiredSessions), so no tick is lost by waiting for it.
+	every := fenceTick(n.cfg.HeartbeatInterval, n.cfg.BrokerSessionTimeout)
+	tick := time.NewTicker(every)
+	tick.Stop()
 	defer tick.Stop()
 	var rebalance <-chan time.Time // nil: disabled
 	if n.cfg.LeaderRebalanceInterval > 0 {
@@ -39,9 +46,12 @@ func (n *Node) controllerLoop() {
 			}
 			n.startSessions(brokers, time.Now())
 			if leading {
+				tick.Reset(every)
 				n.log.Info("became active controller")
 				n.wg.Add(1)
 				go n.initCluster()
+			} else {
+				tick.Stop()
 			}
 		case <-tick.C:
 			if n.isController() {
@@ -213,7 +223,8 @@ func (n *Node) handleHeartbeat(ctx context.Context, req *heartbeatReq) (any, uin
 	if !n.isController() {
 		return nil, 0, ErrNotController
 	}
-	b, ok := n.fsm.Image().Broker(req.ID)
+	img := n.fsm.Image()
+	b, ok := img.Broker(req.ID)
 	switch {
 	case !ok:
 		return nil, 0, fmt.Errorf("%w: broker %d", metadata.ErrUnknownBroker, req.ID)
@@ -221,13 +232,17 @@ func (n *Node) handleHeartbeat(ctx context.Context, req *heartbeatReq) (any, uin
 		return nil, 0, fmt.Errorf("%w: broker %d epoch %d, heartbeat has %d", metadata.ErrStaleBrokerEpoch, req.ID, b.Epoch, req.Epoch)
 	}
 	n.touch(req.ID)
-	commit := n.raft.CommitIndex()
+	// The image's index, not raft's commit index: that one usually ends
+	// in the barrier entry propose appends (or the no-op a new leader
+	// does), which carry no metadata and whose commit followers learn of
+	// only at raft's next AppendEntries, CommitTimeout (node.go) later.
+	commit := img.Index()
 	if !b.Fenced {
 		return heartbeatResp{CommitIndex: commit}, 0, nil
 	}
 	// A fenced broker is unfenced once it has applied the log up to the
-	// commit index this controller saw at its first heartbeat while fenced.
-	// Fixing the target then keeps it from chasing a moving commit index.
+	// metadata this controller had applied at its first heartbeat while
+	// fenced. Fixing the target then keeps it from chasing a moving index.
 	n.lmu.Lock()
 	if e, ok := n.shutdown[req.ID]; ok && e == req.Epoch {
 		n.lmu.Unlock()
@@ -235,7 +250,7 @@ func (n *Node) handleHeartbeat(ctx context.Context, req *heartbeatReq) (any, uin
 	}
 	target, ok := n.catchUp[req.ID]
 	if !ok && n.catchUp != nil {
-		target = max(n.raft.CommitIndex(), b.Epoch)
+		target = max(commit, b.Epoch)
 		n.catchUp[req.ID] = target
 	}
 	n.lmu.Unlock()

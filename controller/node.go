@@ -47,6 +47,9 @@ const (
 	localRaftAddress = "local" // single-node mode's in-memory raft address
 )
 
+// idleCommitTimeout is raft's CommitTimeout (see start).
+const idleCommitTimeout = 250 * time.Millisecond
+
 // Node is one ringlog node's part of the cluster metadata: a raft voter
 // (controller) or non-voter, plus the broker-side registration and
 // heartbeats. All methods are safe for concurrent use.
@@ -212,6 +215,16 @@ func (n *Node) start(_ context.Context) error {
 	rc.Logger = newHCLog(cfg.Logger)
 	rc.NotifyCh = n.notifyCh
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = cfg.ElectionTimeout, cfg.ElectionTimeout, cfg.ElectionTimeout/2
+	// While idle, the leader sends every follower an empty AppendEntries
+	// each CommitTimeout (up to twice that) only to carry its commit
+	// index; liveness and the leader lease ride on raft's separate
+	// heartbeats (HeartbeatTimeout/10). Nothing waits for that any more
+	// (propose's barrier tells followers of a commit at once, and the
+	// heartbeat answers count metadata entries, not trailing barrier or
+	// no-op ones), so at raft's 50 ms it was half the quorum's idle RPCs
+	// for nothing. It still paces catching up a follower back from a
+	// restart or a cut while nothing is proposed, hence not longer.
+	rc.CommitTimeout = idleCommitTimeout
 	if len(cfg.Voters) <= 1 {
 		// Nobody to split votes with: elect at once so single-node mode
 		// starts fast.
@@ -415,9 +428,9 @@ func (n *Node) propose(ctx context.Context, cmd metadata.Command) (*metadata.Res
 	}
 	// Followers (voters and brokers) learn that an entry committed from
 	// the leader's next AppendEntries, which carries the commit index:
-	// with nothing more to send that is raft's CommitTimeout (50 ms, up
-	// to twice that) later, and brokers applied a topic created a moment
-	// ago that late (its first acks=all produce waited for it).
+	// with nothing more to send that is raft's CommitTimeout (up to twice
+	// idleCommitTimeout) later, and brokers applied a topic created a
+	// moment ago that late (its first acks=all produce waited for it).
 	// A barrier entry is that next AppendEntries, now. Its future is not
 	// waited for. Metadata changes are rare, so this costs one log entry
 	// each, where a shorter CommitTimeout would send an empty

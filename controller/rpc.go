@@ -93,9 +93,13 @@ type (
 	}
 	heartbeatResp struct {
 		Fenced bool
-		// CommitIndex is the controller's raft commit index when it
-		// handled the heartbeat: the broker's image is fresh as of the
-		// send time once it has applied that far.
+		// CommitIndex is the index of the last metadata entry the
+		// controller had applied when it handled the heartbeat (its
+		// image's, not raft's commit index; the name is the wire's): the
+		// broker's image is fresh as of the send time once it has applied
+		// that far. Raft's commit index may end in a barrier or no-op
+		// entry, whose commit followers hear of only at the next
+		// AppendEntries, up to twice raft's CommitTimeout later.
 		CommitIndex uint64
 	}
 	alterReq      struct{ metadata.AlterPartition }

@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/ringlog/ringlog/controller/metadata"
 )
@@ -90,5 +93,36 @@ func TestSessionsBeforeNotification(t *testing.T) {
 	n := &Node{cfg: Config{BrokerSessionTimeout: time.Second}}
 	if got := n.expiredSessions([]metadata.Broker{{ID: 1}}, time.Now().Add(time.Hour)); len(got) != 0 {
 		t.Fatalf("expired %v with no sessions started", ids(got))
+	}
+}
+
+// A fenced broker is unfenced without waiting for raft's CommitTimeout:
+// the catch-up target is the controller's last metadata entry, whose
+// commit the barrier after it carries at once, not raft's commit index,
+// which ends in that barrier (followers hear of its commit only at the
+// next AppendEntries, up to twice CommitTimeout later).
+func TestUnfenceNotPacedByCommitTimeout(t *testing.T) {
+	const commitTimeout = 5 * time.Second
+	_, nodes := memCluster(t, 3, func(c *Config) {
+		tune := c.raftTune
+		c.raftTune = func(rc *raft.Config) {
+			tune(rc)
+			rc.CommitTimeout = commitTimeout
+		}
+	})
+	l := leaderOf(t, nodes)
+	victim := otherThan(nodes, l)
+	victim.pauseHeartbeats.Store(true)
+	checkFor(t, victim.cfg.BrokerSessionTimeout+5*time.Second, func() error {
+		if b, _ := l.MetadataImage().Broker(victim.NodeID()); !b.Fenced {
+			return errors.New("not fenced yet")
+		}
+		return nil
+	})
+	victim.pauseHeartbeats.Store(false)
+	start := time.Now()
+	checkFor(t, 2*commitTimeout, func() error { return victim.Fresh() })
+	if took := time.Since(start); took > commitTimeout/2 {
+		t.Fatalf("unfenced %v after heartbeats resumed (CommitTimeout %v)", took, commitTimeout)
 	}
 }
