@@ -234,6 +234,8 @@ func TestConfigValidate(t *testing.T) {
 		{"replication sub-config", func(c *Config) { c.Replication.FetchMaxWait = c.Replication.ReplicaLagTimeMax }, "FetchMaxWait"},
 		{"groups sub-config", func(c *Config) { c.Groups.OffsetsTopicPartitions = 0 }, "OffsetsTopicPartitions"},
 		{"wire sub-config", func(c *Config) { c.Wire.AdvertisedAddr = "no-port" }, "advertised addr"},
+		{"fetch copy threshold over the copy buffer", func(c *Config) { c.Wire.FetchCopyBelow = 2 << 20 }, "fetch copy below"},
+		{"negative fetch copy threshold", func(c *Config) { c.Wire.FetchCopyBelow = -1 }, "fetch copy below"},
 	} {
 		c := DefaultConfig()
 		tc.edit(&c)
