@@ -59,13 +59,15 @@ func (c *conn) writeResponse(hdr requestHeader, r *response) error {
 		headerLen = 9
 	}
 	total := headerLen - 4
+	var records int64 // bytes of the file parts
 	for _, p := range body {
 		if p.file != nil {
-			total += int(p.file.Len())
+			records += int64(p.file.Len())
 		} else {
 			total += len(p.buf)
 		}
 	}
+	total += int(records)
 	head := make([]byte, headerLen)
 	binary.BigEndian.PutUint32(head[0:], uint32(total))
 	binary.BigEndian.PutUint32(head[4:], uint32(hdr.correlationID))
@@ -74,8 +76,8 @@ func (c *conn) writeResponse(hdr requestHeader, r *response) error {
 	var err error
 	if c.useSendfile() {
 		sent := false
-		if fileBytes(body) < c.l.copyBelow {
-			sent, err = c.writeSmall(head, body)
+		if records < c.l.copyBelow && total+4 <= copyBufSize {
+			sent, err = c.writeSmall(head, body, records)
 		}
 		if !sent && err == nil {
 			err = c.writeSendfile(head, body)
@@ -165,59 +167,37 @@ func (c *conn) writeSendfile(head []byte, body []responsePart) (err error) {
 	return nil
 }
 
-// writeSmall sends a small response of a zero-copy listener as one write
-// (Config.FetchCopyBelow says why): its record bytes are read into a
-// pooled buffer with RWF_NOWAIT, which never waits for the disk. When a
-// range is not all in the page cache (or the file system cannot read
-// without waiting) nothing has been written and it reports false, and the
-// caller sends the response with sendfile.
-func (c *conn) writeSmall(head []byte, body []responsePart) (bool, error) {
-	total := len(head)
-	for _, p := range body {
-		if p.file != nil {
-			if p.file.Fd() < 0 {
-				return false, nil
-			}
-			total += int(p.file.Len())
-		} else {
-			total += len(p.buf)
-		}
-	}
-	if total > copyBufSize {
-		return false, nil
-	}
+// writeSmall sends a small response of a zero-copy listener, which fits
+// the copy buffer, as one write (Config.FetchCopyBelow says why): its
+// records bytes are read into a pooled buffer with RWF_NOWAIT, which never
+// waits for the disk. When a range is not all in the page cache (or the
+// file system cannot read without waiting, or is not an OS file) nothing
+// has been written and it reports false, and the caller sends the
+// response with sendfile.
+func (c *conn) writeSmall(head []byte, body []responsePart, records int64) (bool, error) {
 	buf := getCopyBuf()
 	defer putCopyBuf(buf)
 	b := append((*buf)[:0], head...)
-	var records int
 	for _, p := range body {
 		if p.file == nil {
 			b = append(b, p.buf...)
 			continue
 		}
 		n := int(p.file.Len())
+		if p.file.Fd() < 0 {
+			return false, nil
+		}
 		m, e := rawio.PreadNowait(p.file.Fd(), b[len(b):len(b)+n], p.file.Pos())
 		if e != 0 || m != n {
 			return false, nil
 		}
 		b = b[:len(b)+n]
-		records += n
 	}
 	if _, err := c.nc.Write(b); err != nil {
 		return true, err
 	}
 	c.l.copiedBytes.Add(uint64(records))
 	return true, nil
-}
-
-// fileBytes is the record bytes of body's file parts.
-func fileBytes(body []responsePart) (n int64) {
-	for _, p := range body {
-		if p.file != nil {
-			n += int64(p.file.Len())
-		}
-	}
-	return n
 }
 
 // hasFilePart says whether body has a file range sendfile will send.
