@@ -58,6 +58,7 @@ func allCommands() []*cli.Command {
 		loadgenCommand(),
 		benchCommand(),
 		sizeCommand(),
+		floorCommand(),
 		reportCommand(),
 	}
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ringlog/ringlog/loadgen/floor"
+)
+
+// floorCommand is `ringlog floor`: the machine's own cost of a replicated
+// round, the yardstick for bench's per-message CPU and context switches.
+func floorCommand() *cli.Command {
+	d := floor.DefaultConfig()
+	return &cli.Command{
+		Name:  "floor",
+		Usage: "measure the cheapest replicated round this machine allows (minimal nodes on loopback: receive, durable write, forward, answer), to read bench's per-message CPU against",
+		Description: "Starts --replicas minimal processes (a leader and its followers) and sends them fixed-size messages at --rate, open loop.\n" +
+			"Per message each node writes it to its log (O_DIRECT|O_DSYNC with --fsync always) and the leader waits for every follower.\n" +
+			"Prints CPU-µs and context switches per message, summed over the nodes and per node, and the latency.\n" +
+			"--mode netpoll waits the way Go servers do (the netpoller); --mode thread blocks one thread per node in its own\n" +
+			"system calls, as a C server would; both runs the two back to back. Compare with\n" +
+			"`ringlog bench --brokers N --rate R --client kgo --linger 0` on the same machine.",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "replicas", Value: d.Replicas, Usage: "nodes in the round (1: a single durable server)", EnvVars: env("floor-replicas")},
+			&cli.IntFlag{Name: "rate", Value: d.Rate, Usage: "messages per second", EnvVars: env("floor-rate")},
+			&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "measured time", EnvVars: env("floor-duration")},
+			&cli.DurationFlag{Name: "warmup", Value: d.Warmup, Usage: "sent before measuring", EnvVars: env("floor-warmup")},
+			&cli.IntFlag{Name: "size", Value: d.Size, Usage: "message bytes", EnvVars: env("floor-size")},
+			&cli.StringFlag{Name: "mode", Value: "both", Usage: "netpoll | thread | both", EnvVars: env("floor-mode")},
+			&cli.StringFlag{Name: "fsync", Value: "always", Usage: "always (a durable write per message on every node) | never (a page-cache write)", EnvVars: env("floor-fsync")},
+			&cli.StringFlag{Name: "dir", Usage: "directory for the nodes' logs, on the disk to measure (default: a temporary directory)", EnvVars: env("floor-dir")},
+			&cli.IntFlag{Name: "max-procs", Value: d.MaxProcs, Usage: "GOMAXPROCS of each node: -1 splits the cores among the nodes as bench does for its brokers, 0 is Go's default", EnvVars: env("floor-max-procs")},
+			&cli.StringFlag{Name: "json", Usage: "also write the results to this file as JSON", EnvVars: env("floor-json")},
+		},
+		Action: func(c *cli.Context) error {
+			if runtime.GOOS != "linux" {
+				return cli.Exit("floor: Linux only", 1)
+			}
+			cfg := d
+			cfg.Replicas, cfg.Rate, cfg.Duration, cfg.Warmup = c.Int("replicas"), c.Int("rate"), c.Duration("duration"), c.Duration("warmup")
+			cfg.Size, cfg.Dir, cfg.MaxProcs = c.Int("size"), c.String("dir"), c.Int("max-procs")
+			switch c.String("fsync") {
+			case "always":
+				cfg.Fsync = true
+			case "never":
+				cfg.Fsync = false
+			default:
+				return cli.Exit(fmt.Sprintf("floor: --fsync %q is not always or never", c.String("fsync")), 2)
+			}
+			modes := []string{c.String("mode")}
+			if modes[0] == "both" {
+				modes = []string{floor.ModeNetpoll, floor.ModeThread}
+			}
+			var all []floor.Result
+			for _, m := range modes {
+				cfg.Mode = m
+				if err := cfg.Validate(); err != nil {
+					return cli.Exit(err.Error(), 2)
+				}
+				r, err := floor.Run(c.Context, cfg)
+				if err != nil {
+					return err
+				}
+				fmt.Print(r)
+				all = append(all, r)
+			}
+			if p := c.String("json"); p != "" {
+				b, err := json.MarshalIndent(all, "", "  ")
+				if err != nil {
+					return err
+				}
+				return os.WriteFile(p, append(b, '\n'), 0o644)
+			}
+			return nil
+		},
+		Subcommands: []*cli.Command{{
+			Name:            "node",
+			Usage:           "(internal) one node of the round",
+			Hidden:          true,
+			SkipFlagParsing: true,
+			Action: func(c *cli.Context) error {
+				return floor.NodeMain(c.Args().Slice(), os.Stdout)
+			},
+		}},
+	}
+}
