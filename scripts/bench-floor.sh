@@ -45,7 +45,7 @@ for i in $(seq 1 "$N"); do
 			--quiet --out "$OUT/bench-$r-$i" --client kgo --linger 0 >"$OUT/bench-$r-$i.log" 2>&1 || true
 		show bench "$OUT/bench-$r-$i/result.json" "$r" "$i"
 		timeout 300 "$BIN" floor --replicas "$r" --rate "$RATE" --duration "$DUR" --warmup 2s \
-			--json "$OUT/floor-$r-$i.json" >"$OUT/floor-$r-$i.log" 2>&1 || true
+			--json-file "$OUT/floor-$r-$i.json" >"$OUT/floor-$r-$i.log" 2>&1 || true
 		show floor "$OUT/floor-$r-$i.json" "$r" "$i"
 	done
 done

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,16 +26,16 @@ func floorCommand() *cli.Command {
 			"system calls, as a C server would; both runs the two back to back. Compare with\n" +
 			"`ringlog bench --brokers N --rate R --client kgo --linger 0` on the same machine.",
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "replicas", Value: d.Replicas, Usage: "nodes in the round (1: a single durable server)", EnvVars: env("floor-replicas")},
-			&cli.IntFlag{Name: "rate", Value: d.Rate, Usage: "messages per second", EnvVars: env("floor-rate")},
-			&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "measured time", EnvVars: env("floor-duration")},
-			&cli.DurationFlag{Name: "warmup", Value: d.Warmup, Usage: "sent before measuring", EnvVars: env("floor-warmup")},
-			&cli.IntFlag{Name: "size", Value: d.Size, Usage: "message bytes", EnvVars: env("floor-size")},
-			&cli.StringFlag{Name: "mode", Value: "both", Usage: "netpoll | thread | both", EnvVars: env("floor-mode")},
-			&cli.StringFlag{Name: "fsync", Value: "always", Usage: "always (a durable write per message on every node) | never (a page-cache write)", EnvVars: env("floor-fsync")},
-			&cli.StringFlag{Name: "dir", Usage: "directory for the nodes' logs, on the disk to measure (default: a temporary directory)", EnvVars: env("floor-dir")},
-			&cli.IntFlag{Name: "max-procs", Value: d.MaxProcs, Usage: "GOMAXPROCS of each node: -1 splits the cores among the nodes as bench does for its brokers, 0 is Go's default", EnvVars: env("floor-max-procs")},
-			&cli.StringFlag{Name: "json", Usage: "also write the results to this file as JSON", EnvVars: env("floor-json")},
+			&cli.IntFlag{Name: "replicas", Value: d.Replicas, Usage: "nodes in the round (1: a single durable server)", EnvVars: env("replicas")},
+			&cli.IntFlag{Name: "rate", Value: d.Rate, Usage: "messages per second", EnvVars: env("rate")},
+			&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "measured time", EnvVars: env("duration")},
+			&cli.DurationFlag{Name: "warmup", Value: d.Warmup, Usage: "sent before measuring", EnvVars: env("warmup")},
+			&cli.IntFlag{Name: "message-size", Value: d.Size, Usage: "bytes per message", EnvVars: env("message-size")},
+			&cli.StringFlag{Name: "mode", Value: "both", Usage: "netpoll | thread | both", EnvVars: env("mode")},
+			&cli.StringFlag{Name: "fsync", Value: "always", Usage: "always (a durable write per message on every node) | never (a page-cache write)", EnvVars: env("fsync")},
+			&cli.StringFlag{Name: "dir", Usage: "directory for the nodes' logs, on the disk to measure (default: a temporary directory)", EnvVars: env("dir")},
+			&cli.StringFlag{Name: "node-max-procs", Value: "auto", Usage: "GOMAXPROCS of each node: auto (the cores split among the nodes, as bench's --broker-max-procs) | N | 0 (Go's default)", EnvVars: env("node-max-procs")},
+			&cli.StringFlag{Name: "json-file", Usage: "also write the results to this file as JSON", EnvVars: env("json-file")},
 		},
 		Action: func(c *cli.Context) error {
 			if runtime.GOOS != "linux" {
@@ -42,7 +43,14 @@ func floorCommand() *cli.Command {
 			}
 			cfg := d
 			cfg.Replicas, cfg.Rate, cfg.Duration, cfg.Warmup = c.Int("replicas"), c.Int("rate"), c.Duration("duration"), c.Duration("warmup")
-			cfg.Size, cfg.Dir, cfg.MaxProcs = c.Int("size"), c.String("dir"), c.Int("max-procs")
+			cfg.Size, cfg.Dir = c.Int("message-size"), c.String("dir")
+			if v := c.String("node-max-procs"); v != "auto" {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return cli.Exit(fmt.Sprintf("floor: --node-max-procs %q: want auto, 0 (Go's default) or a count of threads", v), 2)
+				}
+				cfg.MaxProcs = n
+			}
 			switch c.String("fsync") {
 			case "always":
 				cfg.Fsync = true
@@ -55,20 +63,23 @@ func floorCommand() *cli.Command {
 			if modes[0] == "both" {
 				modes = []string{floor.ModeNetpoll, floor.ModeThread}
 			}
-			var all []floor.Result
 			for _, m := range modes {
 				cfg.Mode = m
 				if err := cfg.Validate(); err != nil {
 					return cli.Exit(err.Error(), 2)
 				}
+			}
+			var all []floor.Result
+			for _, m := range modes {
+				cfg.Mode = m
 				r, err := floor.Run(c.Context, cfg)
 				if err != nil {
 					return err
 				}
-				fmt.Print(r)
+				fmt.Fprint(c.App.Writer, r)
 				all = append(all, r)
 			}
-			if p := c.String("json"); p != "" {
+			if p := c.String("json-file"); p != "" {
 				b, err := json.MarshalIndent(all, "", "  ")
 				if err != nil {
 					return err

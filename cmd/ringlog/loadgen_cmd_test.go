@@ -40,7 +40,7 @@ func TestClientFlagsHaveEnvVars(t *testing.T) {
 			walk(name, c.Subcommands)
 		}
 	}
-	cmds := []*cli.Command{loadgenCommand(), benchCommand(), sizeCommand(), reportCommand()}
+	cmds := []*cli.Command{loadgenCommand(), benchCommand(), sizeCommand(), reportCommand(), floorCommand()}
 	walk("ringlog", cmds)
 	if n := len(cmds[0].Flags); n < 40 {
 		t.Fatalf("loadgen has only %d flags", n)
