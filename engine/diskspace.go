@@ -131,15 +131,22 @@ func (m *diskMonitor) admit(n int64) error {
 		// The estimate crossed the threshold: confirm with statfs.
 		m.sample()
 	}
-	if m.degraded.Load() {
-		m.refused.Add(1)
-		return fmt.Errorf("%w: %d bytes free, need %d", ErrDiskFull, max(m.free.Load()-m.since.Load(), 0), m.need.Load())
-	}
-	return nil
+	return m.refusing()
 }
 
 // note counts n bytes written since the last sample.
 func (m *diskMonitor) note(n int64) { m.since.Add(n) }
+
+// refusing is admit's verdict without a new estimate or sample: whether
+// client appends are refused now (Partition.append asks again under the
+// partition lock).
+func (m *diskMonitor) refusing() error {
+	if !m.enabled() || !m.degraded.Load() {
+		return nil
+	}
+	m.refused.Add(1)
+	return fmt.Errorf("%w: %d bytes free, need %d", ErrDiskFull, max(m.free.Load()-m.since.Load(), 0), m.need.Load())
+}
 
 // noSpace is the write path's report of an ENOSPC: degrade now, whatever
 // the last sample said (f_bavail can overstate what a write may use). A

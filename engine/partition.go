@@ -174,18 +174,27 @@ func (p *Partition) AppendParsed(set records.Set) (AppendWaiter, error) {
 	if err := p.e.disk.admit(int64(len(set.Raw))); err != nil {
 		return nil, err
 	}
-	return p.append(set)
+	if appendAdmitted != nil {
+		appendAdmitted(p)
+	}
+	return p.append(set, true)
 }
+
+// appendAdmitted, when set (tests only), runs between a client append's
+// free-space admission and its stamping under the partition lock.
+var appendAdmitted func(*Partition)
 
 // AppendInternal is Append for the broker's own records (group offsets,
 // transaction state): they are small and keep groups and transactions
 // working on a full disk, so they draw from the space the threshold
 // reserves instead of being refused.
 func (p *Partition) AppendInternal(b []byte) (AppendWaiter, error) {
-	return p.append(records.ParseSet(b))
+	return p.append(records.ParseSet(b), false)
 }
 
-func (p *Partition) append(set records.Set) (AppendWaiter, error) {
+// append stamps and queues set; client says the free-space threshold
+// applies (AppendParsed admitted it).
+func (p *Partition) append(set records.Set, client bool) (AppendWaiter, error) {
 	cfg := p.topic.config()
 	hs, err := validateSet(set, cfg.MaxMessageBytes)
 	if err != nil {
@@ -210,6 +219,16 @@ func (p *Partition) append(set records.Set) (AppendWaiter, error) {
 	defer p.mu.Unlock()
 	if err := p.appendableLocked(); err != nil {
 		return nil, err
+	}
+	if client {
+		// admit ran before the lock. A write that failed with ENOSPC
+		// since then degraded the monitor before its rollback took this
+		// lock; stamped after the rollback, the append would take the
+		// rolled-back offsets and be acknowledged while the appends sent
+		// before it failed, reordering a pipelined producer.
+		if err := p.e.disk.refusing(); err != nil {
+			return nil, err
+		}
 	}
 	if p.leaderEpoch >= 0 && p.epochs != nil && p.epochs.LatestEpoch() < p.leaderEpoch {
 		// Stamped with an epoch the cache has not seen (SetLeaderEpoch

@@ -304,3 +304,54 @@ func followReads(t *testing.T, p *Partition, from int64, stop <-chan struct{}, r
 		}
 	}
 }
+
+// An append admitted just before another append's write fails with
+// ENOSPC, and stamped only after that failure rolled the partition back,
+// is refused: it must not take the rolled-back offsets and be
+// acknowledged while an append sent before it failed (a pipelined
+// producer's batches would land out of order). appendAdmitted holds the
+// append between its admission and the partition lock while the failure
+// and the rollback happen.
+func TestAppendAdmittedBeforeENOSPCRefused(t *testing.T) {
+	forEachIOPath(t, func(t *testing.T, mode string) {
+		e, efs, _ := openRollback(t, t.TempDir(), mode, FsyncNever)
+		defer e.Close()
+		if _, err := e.CreateTopic("r", 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		p := mustPartition(t, e, "r", 0)
+		for i := int64(0); i < 5; i++ {
+			appendWait(t, p, batchOf(i, 1))
+		}
+		held := false
+		appendAdmitted = func(q *Partition) {
+			if q != p || held {
+				return
+			}
+			held = true
+			efs.Inject(vfs.Fault{Op: vfs.OpWrite, PathContains: p.dir + "/", Count: 1, Err: syscall.ENOSPC, Partial: 40})
+			w, err := p.Append(batchOf(5, 1)) // sent first; its write fails
+			if err == nil {
+				<-w.Done()
+				_, err = w.Result()
+			}
+			if !errors.Is(err, ErrStorage) {
+				t.Errorf("the append whose write failed: %v", err)
+			}
+			testwait.Until(10*time.Second, func() bool { return p.LogEndOffset() == 5 })
+		}
+		defer func() { appendAdmitted = nil }()
+		w, err := p.Append(batchOf(6, 1)) // admitted, then held
+		if err == nil {
+			<-w.Done()
+			res, rerr := w.Result()
+			t.Fatalf("an append admitted before the ENOSPC was acknowledged at %d (%v) after the append sent before it failed", res.BaseOffset, rerr)
+		}
+		if !errors.Is(err, ErrDiskFull) {
+			t.Fatalf("append admitted before the ENOSPC: %v, want ErrDiskFull", err)
+		}
+		if p.LogEndOffset() != 5 {
+			t.Fatalf("log end %d, want 5", p.LogEndOffset())
+		}
+	})
+}
