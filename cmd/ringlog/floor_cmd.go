@@ -69,10 +69,13 @@ func floorCommand() *cli.Command {
 					return cli.Exit(err.Error(), 2)
 				}
 			}
+			// Ctrl-C stops the nodes and removes their logs' directory.
+			ctx, cancel := signalContext(c.Context)
+			defer cancel()
 			var all []floor.Result
 			for _, m := range modes {
 				cfg.Mode = m
-				r, err := floor.Run(c.Context, cfg)
+				r, err := floor.Run(ctx, cfg)
 				if err != nil {
 					return err
 				}
