@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/ringlog/ringlog/internal/rawio"
 	"github.com/ringlog/ringlog/internal/sockio"
 	"github.com/ringlog/ringlog/internal/testwait"
 	"golang.org/x/sys/unix"
@@ -169,10 +171,41 @@ func expectFrame(t *testing.T, cc net.Conn, head, records []byte) {
 	}
 }
 
-// TestSmallUncachedGoesZeroCopy: a small response whose records are not in
-// the page cache is not read with a blocking pread on the writer's thread:
-// RWF_NOWAIT refuses, and the response goes by sendfile, intact.
-func TestSmallUncachedGoesZeroCopy(t *testing.T) {
+// TestSmallRefusedReadGoesZeroCopy: when the small path's non-blocking
+// read is refused (the range is not in the page cache), nothing has been
+// written and the response goes by sendfile, intact.
+func TestSmallRefusedReadGoesZeroCopy(t *testing.T) {
+	data := make([]byte, 1<<20)
+	rand.New(rand.NewSource(2)).Read(data)
+	f := tempFile(t, data, int64(len(data)))
+	asked := 0
+	preadNowait = func(fd int, p []byte, off int64) (int, syscall.Errno) {
+		asked++
+		return 0, syscall.EAGAIN
+	}
+	defer func() { preadNowait = rawio.PreadNowait }()
+	fr := &osRange{f: f, pos: 300 << 10, n: 5000}
+	sc, cc := tcpPair(t)
+	head := []byte("hdr")
+	s, c, done := startWriterBelow(t, "sendfile", 64<<10, sc, fr, head)
+	expectFrame(t, cc, head, data[fr.pos:fr.pos+int64(fr.n)])
+	close(c.pending)
+	<-done
+	if asked != 1 {
+		t.Fatalf("the small path read %d times, want once", asked)
+	}
+	if st := s.Stats(); st.ZeroCopyBytes != uint64(fr.n) || st.CopiedBytes != 0 {
+		t.Fatalf("zero-copy/copied = %d/%d, want %d/0: a refused read must fall back to sendfile", st.ZeroCopyBytes, st.CopiedBytes, fr.n)
+	}
+}
+
+// TestSmallUncachedIntact: a small response of a range evicted from the
+// page cache arrives intact, by whichever route the kernel allows. Which
+// one is not asserted: the read RWF_NOWAIT refuses starts readahead, and
+// on this project's VMs (the host caches the disk) that often completes
+// before the read looks at the pages, so the read succeeds without having
+// waited (TestSmallRefusedReadGoesZeroCopy covers the refusal).
+func TestSmallUncachedIntact(t *testing.T) {
 	data := make([]byte, 1<<20)
 	rand.New(rand.NewSource(2)).Read(data)
 	f := tempFile(t, data, int64(len(data)))
@@ -192,9 +225,11 @@ func TestSmallUncachedGoesZeroCopy(t *testing.T) {
 	expectFrame(t, cc, head, data[fr.pos:fr.pos+int64(fr.n)])
 	close(c.pending)
 	<-done
-	if st := s.Stats(); st.ZeroCopyBytes != uint64(fr.n) || st.CopiedBytes != 0 {
-		t.Fatalf("zero-copy/copied = %d/%d, want %d/0: an uncached range must not be copied", st.ZeroCopyBytes, st.CopiedBytes, fr.n)
+	st := s.Stats()
+	if st.ZeroCopyBytes+st.CopiedBytes != uint64(fr.n) || st.ZeroCopyBytes != 0 && st.CopiedBytes != 0 {
+		t.Fatalf("zero-copy/copied = %d/%d, want all of %d one way", st.ZeroCopyBytes, st.CopiedBytes, fr.n)
 	}
+	t.Logf("zero-copy/copied = %d/%d", st.ZeroCopyBytes, st.CopiedBytes)
 }
 
 // cachedPages counts the file's first n bytes' pages in the page cache.
