@@ -167,13 +167,6 @@ func (c *conn) writeSendfile(head []byte, body []responsePart) (err error) {
 	return nil
 }
 
-// writeSmall sends a small response of a zero-copy listener, which fits
-// the copy buffer, as one write (Config.FetchCopyBelow says why): its
-// records bytes are read into a pooled buffer with RWF_NOWAIT, which never
-// waits for the disk. When a range is not all in the page cache (or the
-// file system cannot read without waiting, or is not an OS file) nothing
-// has been written and it reports false, and the caller sends the
-// response with sendfile.
 // preadNowait is rawio.PreadNowait; tests replace it to refuse a read,
 // which a real page cache does only when the range is not cached and
 // the device is slower than the read's own path (on a VM whose host
@@ -181,6 +174,13 @@ func (c *conn) writeSendfile(head []byte, body []responsePart) (err error) {
 // before the read looks).
 var preadNowait = rawio.PreadNowait
 
+// writeSmall sends a small response of a zero-copy listener, which fits
+// the copy buffer, as one write (Config.FetchCopyBelow says why): its
+// record bytes are read into a pooled buffer with RWF_NOWAIT, which never
+// waits for the disk. When a range is not all in the page cache (or the
+// file system cannot read without waiting, or is not an OS file) nothing
+// has been written and it reports false, and the caller sends the
+// response with sendfile.
 func (c *conn) writeSmall(head []byte, body []responsePart, records int64) (bool, error) {
 	buf := getCopyBuf()
 	defer putCopyBuf(buf)

@@ -184,18 +184,12 @@ func TestSmallRefusedReadGoesZeroCopy(t *testing.T) {
 		return 0, syscall.EAGAIN
 	}
 	defer func() { preadNowait = rawio.PreadNowait }()
-	fr := &osRange{f: f, pos: 300 << 10, n: 5000}
-	sc, cc := tcpPair(t)
-	head := []byte("hdr")
-	s, c, done := startWriterBelow(t, "sendfile", 64<<10, sc, fr, head)
-	expectFrame(t, cc, head, data[fr.pos:fr.pos+int64(fr.n)])
-	close(c.pending)
-	<-done
+	st := sendSmallRange(t, f, data)
 	if asked != 1 {
 		t.Fatalf("the small path read %d times, want once", asked)
 	}
-	if st := s.Stats(); st.ZeroCopyBytes != uint64(fr.n) || st.CopiedBytes != 0 {
-		t.Fatalf("zero-copy/copied = %d/%d, want %d/0: a refused read must fall back to sendfile", st.ZeroCopyBytes, st.CopiedBytes, fr.n)
+	if st.ZeroCopyBytes != smallRangeLen || st.CopiedBytes != 0 {
+		t.Fatalf("zero-copy/copied = %d/%d, want %d/0: a refused read must fall back to sendfile", st.ZeroCopyBytes, st.CopiedBytes, smallRangeLen)
 	}
 }
 
@@ -218,18 +212,30 @@ func TestSmallUncachedIntact(t *testing.T) {
 	if cachedPages(t, f, len(data)) > 0 {
 		t.Skip("the file system keeps the file in the page cache after FADV_DONTNEED (tmpfs?)")
 	}
-	fr := &osRange{f: f, pos: 300 << 10, n: 5000}
+	st := sendSmallRange(t, f, data)
+	if st.ZeroCopyBytes+st.CopiedBytes != smallRangeLen || st.ZeroCopyBytes != 0 && st.CopiedBytes != 0 {
+		t.Fatalf("zero-copy/copied = %d/%d, want all of %d one way", st.ZeroCopyBytes, st.CopiedBytes, smallRangeLen)
+	}
+	t.Logf("zero-copy/copied = %d/%d", st.ZeroCopyBytes, st.CopiedBytes)
+}
+
+// smallRangeLen is the record bytes of sendSmallRange's response: under
+// the 64 KiB its listener copies below.
+const smallRangeLen = 5000
+
+// sendSmallRange sends one response of smallRangeLen bytes of f (which
+// holds data) through a zero-copy listener that copies below 64 KiB,
+// checks the frame on the wire, and returns the listener's byte counts.
+func sendSmallRange(t *testing.T, f *os.File, data []byte) Stats {
+	t.Helper()
+	fr := &osRange{f: f, pos: 300 << 10, n: smallRangeLen}
 	sc, cc := tcpPair(t)
 	head := []byte("hdr")
 	s, c, done := startWriterBelow(t, "sendfile", 64<<10, sc, fr, head)
 	expectFrame(t, cc, head, data[fr.pos:fr.pos+int64(fr.n)])
 	close(c.pending)
 	<-done
-	st := s.Stats()
-	if st.ZeroCopyBytes+st.CopiedBytes != uint64(fr.n) || st.ZeroCopyBytes != 0 && st.CopiedBytes != 0 {
-		t.Fatalf("zero-copy/copied = %d/%d, want all of %d one way", st.ZeroCopyBytes, st.CopiedBytes, fr.n)
-	}
-	t.Logf("zero-copy/copied = %d/%d", st.ZeroCopyBytes, st.CopiedBytes)
+	return s.Stats()
 }
 
 // cachedPages counts the file's first n bytes' pages in the page cache.

@@ -34,10 +34,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	hdr "github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/ringlog/ringlog/internal/launch"
 	"github.com/ringlog/ringlog/internal/procstat"
+	"github.com/ringlog/ringlog/results"
 )
 
 // The ways a node waits.
@@ -94,10 +93,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("floor: duration %v outside (0, 10m]", c.Duration)
 	case c.Warmup < 0 || c.Warmup > time.Minute:
 		return fmt.Errorf("floor: warmup %v outside [0, 1m]", c.Warmup)
-	case c.Size < minSize || c.Size > maxSize:
-		return fmt.Errorf("floor: size %d outside %d..%d", c.Size, minSize, maxSize)
-	case c.Mode != ModeNetpoll && c.Mode != ModeThread:
-		return fmt.Errorf("floor: mode %q is not %s or %s", c.Mode, ModeNetpoll, ModeThread)
+	}
+	return checkNode(c.Mode, c.Size)
+}
+
+// checkNode is the part of Validate a node checks again on its own
+// arguments.
+func checkNode(mode string, size int) error {
+	switch {
+	case size < minSize || size > maxSize:
+		return fmt.Errorf("floor: size %d outside %d..%d", size, minSize, maxSize)
+	case mode != ModeNetpoll && mode != ModeThread:
+		return fmt.Errorf("floor: mode %q is not %s or %s", mode, ModeNetpoll, ModeThread)
 	}
 	return nil
 }
@@ -299,7 +306,7 @@ func drive(ctx context.Context, cfg Config, conn net.Conn, nodes []*proc) (Resul
 	total := int64(cfg.Rate) * int64((cfg.Warmup+cfg.Duration)/time.Millisecond) / 1000
 	due := make([]int64, min(total, maxAhead)) // when message i was due, at i % len
 	var acked atomic.Int64
-	hist := hdr.New(1, int64(time.Minute/time.Microsecond), 3)
+	hist := results.NewHistogram()
 	t0 := time.Now()
 	mFrom := t0.Add(cfg.Warmup).UnixNano()
 	mTo := t0.Add(cfg.Warmup + cfg.Duration).UnixNano()
@@ -346,7 +353,7 @@ func drive(ctx context.Context, cfg Config, conn net.Conn, nodes []*proc) (Resul
 			now := time.Now().UnixNano()
 			at := due[i%int64(len(due))]
 			if at >= mFrom && at < mTo {
-				hist.RecordValue(max(1, (now-at)/1000))
+				results.RecordMicros(hist, (now-at)/1000)
 			}
 			acked.Store(i + 1)
 		}
@@ -411,7 +418,7 @@ func drive(ctx context.Context, cfg Config, conn net.Conn, nodes []*proc) (Resul
 		res.CPUUsPerMsg += cpu
 		res.CtxPerMsg += cs
 	}
-	res.P50Ms = float64(hist.ValueAtQuantile(50)) / 1000
-	res.P99Ms = float64(hist.ValueAtQuantile(99)) / 1000
+	lat := results.Summarize(hist)
+	res.P50Ms, res.P99Ms = lat.P50, lat.P99
 	return res, nil
 }

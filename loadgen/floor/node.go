@@ -36,11 +36,8 @@ func NodeMain(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *mode != ModeNetpoll && *mode != ModeThread {
-		return fmt.Errorf("floor node: unknown mode %q", *mode)
-	}
-	if *size < minSize || *size > maxSize {
-		return fmt.Errorf("floor node: size %d outside %d..%d", *size, minSize, maxSize)
+	if err := checkNode(*mode, *size); err != nil {
+		return err
 	}
 	if *file == "" {
 		return errors.New("floor node: -file is required")
