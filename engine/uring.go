@@ -105,9 +105,16 @@ type uringQueue struct {
 	j        *journal
 	jPending []*ioGroup
 	jio      *jwIO
-	jQueued  uint64
-	jDone    uint64
-	drains   []jdrain
+	// Group commit's pacing (holdJournal): when the last journal write
+	// started and how many records it carried; jWakeAt is when the armed
+	// jTimer wakes the owner.
+	jLastStart   time.Time
+	jLastRecords int
+	jWakeAt      time.Time
+	jTimer       *time.Timer
+	jQueued      uint64
+	jDone        uint64
+	drains       []jdrain
 }
 
 // Ring sizes. One round holds at most one chain (writev + fsync) per

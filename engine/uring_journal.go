@@ -110,6 +110,9 @@ func (q *uringQueue) fillJournal() {
 		q.deliver()
 		return
 	}
+	if q.holdJournal(time.Now()) {
+		return
+	}
 	var recs []jrec
 	var n int64
 	k := 0
@@ -134,6 +137,7 @@ func (q *uringQueue) fillJournal() {
 	jio := &jwIO{w: w, groups: append([]*ioGroup(nil), q.jPending[:k]...), sentAt: time.Now()}
 	q.jPending = append(q.jPending[:0:0], q.jPending[k:]...)
 	q.jio = jio
+	q.jLastStart, q.jLastRecords = jio.sentAt, len(recs)
 	fd := q.j.f.Fd()
 	if q.faults != nil {
 		// The journal file's own faults: a failed write fails the round.
@@ -180,6 +184,39 @@ func (q *uringQueue) fillJournal() {
 	}
 	iouring.PrepFsync(q.sqe(opRef{jw: jio, sync: true}), fd, true)
 	jio.pending++
+}
+
+// holdJournal reports whether the next journal write waits for more
+// appends (commitWait), and arms a timer that wakes the owner when the
+// wait ends. Closing never waits.
+func (q *uringQueue) holdJournal(now time.Time) bool {
+	if q.jLastRecords < journalBusyRecords || q.e.cfg.JournalCommitInterval <= 0 {
+		return false // the common case at light load, without the sum
+	}
+	var pending int64
+	for _, g := range q.jPending {
+		pending += g.n
+	}
+	d := commitWait(q.e.cfg.JournalCommitInterval, q.jLastStart, q.jLastRecords, pending, now)
+	if d <= 0 {
+		return false
+	}
+	q.mu.Lock()
+	closing := q.closing
+	q.mu.Unlock()
+	if closing {
+		return false
+	}
+	if now.Before(q.jWakeAt) {
+		return true // armed: the wait ends at the same time
+	}
+	q.jWakeAt = now.Add(d)
+	if q.jTimer == nil {
+		q.jTimer = time.AfterFunc(d, q.kick) // kick is a no-op once the ring is gone
+	} else {
+		q.jTimer.Reset(d)
+	}
+	return true
 }
 
 // journalCompleted applies one completion of the journal write in flight.

@@ -168,10 +168,24 @@ func (q *syncQueue) requestFlush(p *Partition) {
 
 func (q *syncQueue) run() {
 	defer close(q.done)
+	var lastStart time.Time
+	lastRecords := 0
+	pace := time.NewTimer(time.Hour)
+	pace.Stop()
 	for {
 		select {
 		case <-q.kick:
-			q.round()
+			if d := q.holdJournal(lastStart, lastRecords, time.Now()); d > 0 {
+				pace.Reset(d)
+				select {
+				case <-pace.C:
+				case <-q.stop:
+					q.round()
+					return
+				}
+			}
+			lastStart = time.Now()
+			lastRecords = q.round()
 		case <-q.stop:
 			q.round()
 			return
@@ -179,8 +193,24 @@ func (q *syncQueue) run() {
 	}
 }
 
-// round flushes every partition that asked since the previous round.
-func (q *syncQueue) round() {
+// holdJournal is how long the next round waits for more appends while
+// the journal is busy (commitWait).
+func (q *syncQueue) holdJournal(lastStart time.Time, lastRecords int, now time.Time) time.Duration {
+	if lastRecords < journalBusyRecords || q.e.cfg.JournalCommitInterval <= 0 {
+		return 0
+	}
+	var pending int64
+	q.mu.Lock()
+	for i := range q.jrecs {
+		pending += q.jrecs[i].dataSize
+	}
+	q.mu.Unlock()
+	return commitWait(q.e.cfg.JournalCommitInterval, lastStart, lastRecords, pending, now)
+}
+
+// round flushes every partition that asked since the previous round and
+// reports how many records its journal write carried.
+func (q *syncQueue) round() int {
 	q.mu.Lock()
 	batch := q.pending
 	q.pending = make(map[*Partition]struct{}, len(batch))
@@ -192,12 +222,13 @@ func (q *syncQueue) round() {
 		q.journalRound(recs, target)
 	}
 	if len(batch) == 0 {
-		return
+		return len(recs)
 	}
 	q.e.stats.flushRounds.Add(1)
 	for p := range batch {
 		flushPartition(q.e, p)
 	}
+	return len(recs)
 }
 
 // flushPartition fdatasyncs p's dirty segments and reports the result.

@@ -167,6 +167,7 @@ func Config(c *cli.Context, opts Options) (broker.Config, error) {
 	eng.Journal = c.Bool("journal")
 	eng.JournalBytes = c.Int64("journal-bytes")
 	eng.JournalBuffered = !c.Bool("journal-direct")
+	eng.JournalCommitInterval = c.Duration("journal-commit-interval")
 	eng.RetentionCheckInterval = c.Duration("retention-check-interval")
 	eng.CleanerInterval = c.Duration("log-cleaner-interval")
 	eng.Defaults.SegmentBytes = c.Int64("segment-bytes")
