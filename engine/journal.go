@@ -67,29 +67,49 @@ const (
 	// at once: parallel ones cost 23 ms for 256 files here, sequential
 	// ones 150 ms.
 	checkpointSyncers = 32
-	// Group commit's pacing (Config.JournalCommitInterval) applies once
-	// the last journal write carried journalBusyRecords records (one per
-	// segment write it made durable): fewer mean the load is light, and
-	// waiting would only add latency. Nor does a write wait that already
-	// carries journalPacedBytes.
-	journalBusyRecords       = 4
+	// Group commit's pacing (Config.JournalCommitInterval) applies while
+	// the journal is busy: journalBusyWrites writes in a row each carried
+	// journalBusyRecords records (one per segment write it made durable)
+	// and saw more arrive while in flight. A write of one record means the
+	// load is light; none arriving means the writers wait for this write's answer
+	// (a producer with one request in flight, whose request may straddle
+	// one write but not a row of them), and waiting would only add
+	// latency. Nor does a write wait that already carries
+	// journalPacedBytes.
+	journalBusyWrites        = 2
+	journalBusyRecords       = 2
 	journalPacedBytes        = 256 << 10
 	maxJournalCommitInterval = 100 * time.Millisecond
 )
 
 // commitWait is how long the next journal write waits for more appends:
 // until interval after the last write started, while the journal is busy
-// (the last write carried journalBusyRecords records or more) and what is
-// pending is under journalPacedBytes; else 0. At 20k msg/s on three brokers sharing
-// two cores, a write every 1 ms instead of back to back cost the brokers
-// about a fifth less CPU, at about 0.9 ms more ack p50 and the same p99
-// (BENCHMARKS.md section 31).
-func commitWait(interval time.Duration, lastStart time.Time, lastRecords int, pending int64, now time.Time) time.Duration {
-	if interval <= 0 || lastRecords < journalBusyRecords || pending >= journalPacedBytes {
+// and what is pending is under journalPacedBytes; else 0. At 20k msg/s on
+// three brokers sharing two cores, a write every 1 ms instead of back to
+// back cost the brokers about a fifth less CPU, at about 0.9 ms more ack
+// p50 and the same p99 (BENCHMARKS.md section 31).
+func commitWait(interval time.Duration, lastStart time.Time, busy bool, pending int64, now time.Time) time.Duration {
+	if interval <= 0 || !busy || pending >= journalPacedBytes {
 		return 0
 	}
 	return max(0, lastStart.Add(interval).Sub(now))
 }
+
+// commitPacer tells whether the journal is busy (journalBusyWrites busy
+// writes in a row). One per write path; its writer's goroutine only.
+type commitPacer struct{ streak int }
+
+// written notes a completed journal write of records records, with more
+// pending at its end or not.
+func (c *commitPacer) written(records int, morePending bool) {
+	if records >= journalBusyRecords && morePending {
+		c.streak++
+	} else {
+		c.streak = 0
+	}
+}
+
+func (c *commitPacer) busy() bool { return c.streak >= journalBusyWrites }
 
 var journalCRC = crc32.MakeTable(crc32.Castagnoli)
 

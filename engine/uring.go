@@ -106,15 +106,15 @@ type uringQueue struct {
 	jPending []*ioGroup
 	jio      *jwIO
 	// Group commit's pacing (holdJournal): when the last journal write
-	// started and how many records it carried; jWakeAt is when the armed
-	// jTimer wakes the owner.
-	jLastStart   time.Time
-	jLastRecords int
-	jWakeAt      time.Time
-	jTimer       *time.Timer
-	jQueued      uint64
-	jDone        uint64
-	drains       []jdrain
+	// started and whether the journal is busy (commitPacer); jWakeAt is
+	// when the armed jTimer wakes the owner.
+	jLastStart time.Time
+	jPacer     commitPacer
+	jWakeAt    time.Time
+	jTimer     *time.Timer
+	jQueued    uint64
+	jDone      uint64
+	drains     []jdrain
 }
 
 // Ring sizes. One round holds at most one chain (writev + fsync) per

@@ -137,7 +137,7 @@ func (q *uringQueue) fillJournal() {
 	jio := &jwIO{w: w, groups: append([]*ioGroup(nil), q.jPending[:k]...), sentAt: time.Now()}
 	q.jPending = append(q.jPending[:0:0], q.jPending[k:]...)
 	q.jio = jio
-	q.jLastStart, q.jLastRecords = jio.sentAt, len(recs)
+	q.jLastStart = jio.sentAt
 	fd := q.j.f.Fd()
 	if q.faults != nil {
 		// The journal file's own faults: a failed write fails the round.
@@ -186,18 +186,26 @@ func (q *uringQueue) fillJournal() {
 	jio.pending++
 }
 
+// intakeWaiting reports whether appends wait in the intake, not yet
+// drained by the owner.
+func (q *uringQueue) intakeWaiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.intake) > 0
+}
+
 // holdJournal reports whether the next journal write waits for more
 // appends (commitWait), and arms a timer that wakes the owner when the
 // wait ends. Closing never waits.
 func (q *uringQueue) holdJournal(now time.Time) bool {
-	if q.jLastRecords < journalBusyRecords || q.e.cfg.JournalCommitInterval <= 0 {
+	if !q.jPacer.busy() || q.e.cfg.JournalCommitInterval <= 0 {
 		return false // the common case at light load, without the sum
 	}
 	var pending int64
 	for _, g := range q.jPending {
 		pending += g.n
 	}
-	d := commitWait(q.e.cfg.JournalCommitInterval, q.jLastStart, q.jLastRecords, pending, now)
+	d := commitWait(q.e.cfg.JournalCommitInterval, q.jLastStart, true, pending, now)
 	if d <= 0 {
 		return false
 	}
@@ -247,6 +255,7 @@ func (q *uringQueue) journalCompleted(ref opRef, res int32) {
 	}
 	jio.pin.Unpin()
 	q.jio = nil
+	q.jPacer.written(len(jio.groups), len(q.jPending) > 0 || q.intakeWaiting())
 	if jio.err == nil && q.j.direct() {
 		// The writes were the barrier.
 		q.e.stats.fsyncLatency.observe(time.Since(jio.sentAt))

@@ -169,13 +169,13 @@ func (q *syncQueue) requestFlush(p *Partition) {
 func (q *syncQueue) run() {
 	defer close(q.done)
 	var lastStart time.Time
-	lastRecords := 0
+	var pacer commitPacer
 	pace := time.NewTimer(time.Hour)
 	pace.Stop()
 	for {
 		select {
 		case <-q.kick:
-			if d := q.holdJournal(lastStart, lastRecords, time.Now()); d > 0 {
+			if d := q.holdJournal(lastStart, pacer.busy(), time.Now()); d > 0 {
 				pace.Reset(d)
 				select {
 				case <-pace.C:
@@ -185,7 +185,10 @@ func (q *syncQueue) run() {
 				}
 			}
 			lastStart = time.Now()
-			lastRecords = q.round()
+			n := q.round()
+			q.mu.Lock()
+			pacer.written(n, len(q.jrecs) > 0)
+			q.mu.Unlock()
 		case <-q.stop:
 			q.round()
 			return
@@ -195,8 +198,8 @@ func (q *syncQueue) run() {
 
 // holdJournal is how long the next round waits for more appends while
 // the journal is busy (commitWait).
-func (q *syncQueue) holdJournal(lastStart time.Time, lastRecords int, now time.Time) time.Duration {
-	if lastRecords < journalBusyRecords || q.e.cfg.JournalCommitInterval <= 0 {
+func (q *syncQueue) holdJournal(lastStart time.Time, busy bool, now time.Time) time.Duration {
+	if !busy || q.e.cfg.JournalCommitInterval <= 0 {
 		return 0
 	}
 	var pending int64
@@ -205,7 +208,7 @@ func (q *syncQueue) holdJournal(lastStart time.Time, lastRecords int, now time.T
 		pending += q.jrecs[i].dataSize
 	}
 	q.mu.Unlock()
-	return commitWait(q.e.cfg.JournalCommitInterval, lastStart, lastRecords, pending, now)
+	return commitWait(q.e.cfg.JournalCommitInterval, lastStart, busy, pending, now)
 }
 
 // round flushes every partition that asked since the previous round and
