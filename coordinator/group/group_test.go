@@ -1,9 +1,12 @@
 package group
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 func TestHappyPathOneToTenMembers(t *testing.T) {
@@ -406,4 +409,35 @@ func TestDeleteGroups(t *testing.T) {
 	if tombs != 2 {
 		t.Fatalf("%d tombstones", tombs)
 	}
+}
+
+// TestRunWakesWhenAGroupAppears: Run, started with no group, sleeps (no
+// deadline to fire) and starts ticking once a group exists: a member
+// whose session ran out is removed without the test calling Tick.
+func TestRunWakesWhenAGroupAppears(t *testing.T) {
+	h := newHarness(t, nil)
+	asleep := make(chan struct{}, 1)
+	runAsleep = func() { asleep <- struct{}{} }
+	defer func() { runAsleep = nil }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.m.Run(ctx, time.Millisecond)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-asleep:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run, with no group, did not go to sleep")
+	}
+	sg := h.form("g", 1)
+	h.clock.Advance(testSession + time.Millisecond)
+	if !testwait.Until(10*time.Second, func() bool { return h.state("g") != "Stable" }) {
+		t.Fatalf("the group is still %s a session after its last heartbeat: Run never ticked", h.state("g"))
+	}
+	mustErr(t, h.heartbeat("g", sg.gen, sg.members[0]), ErrUnknownMemberID)
 }

@@ -28,8 +28,11 @@ type Manager struct {
 	txnPersist TxnPersister // nil when persist does not implement it
 	clock      Clock
 
-	mu         sync.Mutex
-	groups     map[string]*group
+	mu     sync.Mutex
+	groups map[string]*group
+	// busy carries a token when a group appears, so Run, asleep while
+	// there is none, starts ticking.
+	busy       chan struct{}
 	parts      map[int32]bool // owned partitions: false while loading
 	nextExpiry time.Time
 	// txnGroups indexes the groups with open transactional offsets by
@@ -75,6 +78,7 @@ func NewManager(cfg Config, p Persister, clock Clock) (*Manager, error) {
 		txnPersist:  tp,
 		clock:       clock,
 		groups:      make(map[string]*group),
+		busy:        make(chan struct{}, 1),
 		parts:       make(map[int32]bool),
 		txnGroups:   make(map[int64]map[string]struct{}),
 		loadMarkers: make(map[int32][]marker),
@@ -123,6 +127,9 @@ func (m *Manager) FinishLoad(p int32, snap *Snapshot) {
 		}
 	}
 	delete(m.loadMarkers, p)
+	if len(loaded) > 0 {
+		m.signalBusy()
+	}
 	for id, g := range loaded {
 		m.groups[id] = g
 		for pid := range g.txns {
@@ -198,6 +205,7 @@ func (m *Manager) lockGroup(groupID string, create bool) (*group, error) {
 			}
 			g = newGroup(m, groupID, p, m.clock.Now())
 			m.groups[groupID] = g
+			m.signalBusy()
 		}
 		m.mu.Unlock()
 		g.mu.Lock()
@@ -255,17 +263,49 @@ func (m *Manager) Tick(now time.Time) {
 
 // Run calls Tick every interval with the Manager's clock until ctx ends.
 // Session timeouts are seconds, so an interval of 100-500ms is plenty; the
-// cost per tick is one lock per group.
+// cost per tick is one lock per group. With no group there is no deadline
+// to fire, and Run sleeps until one appears: an idle broker's timer
+// wake-ups cost it CPU (BENCHMARKS.md section 31).
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		if !m.hasGroups() {
+			t.Stop()
+			if runAsleep != nil {
+				runAsleep()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.busy:
+			}
+			t.Reset(interval)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			m.Tick(m.clock.Now())
 		}
+	}
+}
+
+// runAsleep, when set (tests only), is called when Run goes to sleep for
+// want of a group.
+var runAsleep func()
+
+func (m *Manager) hasGroups() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.groups) > 0
+}
+
+func (m *Manager) signalBusy() {
+	select {
+	case m.busy <- struct{}{}:
+	default:
 	}
 }
 

@@ -65,6 +65,9 @@ type Manager struct {
 	// changed is closed (and replaced) when records may have become
 	// acquirable: released, expired, a start offset moved.
 	changed chan struct{}
+	// busy carries a token when a share-partition or session appears, so
+	// Run, asleep while there is none, starts ticking.
+	busy chan struct{}
 }
 
 // NewManager returns a Manager with no share-partitions; p nil keeps the
@@ -83,6 +86,7 @@ func NewManager(cfg Config, p Persister) (*Manager, error) {
 		sessions: make(map[SessionKey]*session),
 		leaders:  make(map[TP]int32),
 		changed:  make(chan struct{}),
+		busy:     make(chan struct{}, 1),
 	}, nil
 }
 
@@ -137,6 +141,7 @@ func (m *Manager) lookup(k Key, start func() int64) (*entry, error) {
 		if e == nil {
 			e = &entry{}
 			m.parts[k] = e
+			m.signalBusy()
 		}
 		leaderEpoch, led := m.leaders[TP{k.TopicID, k.Partition}]
 		m.mu.Unlock()
@@ -444,17 +449,42 @@ func (m *Manager) Tick(now time.Time) {
 	}
 }
 
-// Run calls Tick every interval until ctx ends.
+// Run calls Tick every interval until ctx ends. With no share-partition
+// and no session nothing can expire, and Run sleeps until one appears: an
+// idle broker's timer wake-ups cost it CPU.
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		if !m.hasWork() {
+			t.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.busy:
+			}
+			t.Reset(interval)
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			m.Tick(now)
 		}
+	}
+}
+
+func (m *Manager) hasWork() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.parts) > 0 || len(m.sessions) > 0
+}
+
+func (m *Manager) signalBusy() {
+	select {
+	case m.busy <- struct{}{}:
+	default:
 	}
 }
 
