@@ -39,11 +39,12 @@ type Config struct {
 	// for file systems that mishandle O_DIRECT.
 	JournalBuffered bool
 	// JournalCommitInterval paces group commit under load: while the
-	// journal is busy (its last write carried at least
-	// journalBusyRecords records), a journal write starts at most once
-	// per interval, so each barrier carries more appends and the broker
-	// runs fewer rounds (1ms). An idle journal writes at once, so a light
-	// load never waits; 0 never waits.
+	// journal is busy (commitPacer: two writes in a row each carried two
+	// records or more and saw more arrive while in flight), a journal
+	// write starts at most once per interval, so each barrier carries more
+	// appends and the broker runs fewer rounds (1ms). Otherwise the
+	// journal writes at once, so a light load, or a producer waiting for
+	// its answer, never waits; 0 never waits.
 	JournalCommitInterval time.Duration
 	// Defaults apply to topics that do not override them.
 	Defaults TopicConfig
