@@ -89,6 +89,12 @@ type Purgatory struct {
 	nLow      int // low waiters among deadlines
 	closed    bool
 	wake      chan struct{} // nudges Run when an earlier deadline arrives
+	// armed is the deadline Run's timer is set for (zero: none). A waiter
+	// due later needs no nudge: Run wakes at armed anyway and re-arms for
+	// the earliest then, so a steady stream of produce waiters, each done
+	// long before the request timeout, wakes Run once per timeout instead
+	// of once per request.
+	armed time.Time
 }
 
 // NewPurgatory returns an empty purgatory.
@@ -120,8 +126,8 @@ func (p *Purgatory) AddLow(tp TopicPartition, epoch int32, target int64, now, de
 
 // add answers w at once when it can (closed, its epoch ended, the progress
 // last reported covers it) and parks it otherwise: in its partition's heap
-// of its kind and in the deadline heap, nudging Run when its deadline is
-// the earliest.
+// of its kind and in the deadline heap, nudging Run when its deadline
+// comes before the one Run's timer is set for.
 func (p *Purgatory) add(w *Waiter) *Waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -148,9 +154,8 @@ func (p *Purgatory) add(w *Waiter) *Waiter {
 		return w
 	}
 	heap.Push(h, w)
-	earliest := len(p.deadlines) == 0 || w.deadline.Before(p.deadlines[0].deadline)
 	heap.Push(&p.deadlines, w)
-	if earliest {
+	if p.armed.IsZero() || w.deadline.Before(p.armed) {
 		select {
 		case p.wake <- struct{}{}:
 		default:
@@ -371,6 +376,19 @@ func (p *Purgatory) Cancel(w *Waiter) {
 	}
 }
 
+// arm notes the earliest pending deadline as the one Run's timer is set
+// for, and returns it.
+func (p *Purgatory) arm() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = time.Time{}
+	if len(p.deadlines) == 0 {
+		return time.Time{}, false
+	}
+	p.armed = p.deadlines[0].deadline
+	return p.armed, true
+}
+
 // NextDeadline is the earliest pending deadline.
 func (p *Purgatory) NextDeadline() (time.Time, bool) {
 	p.mu.Lock()
@@ -427,7 +445,7 @@ func (p *Purgatory) Run(ctx context.Context, clock Clock) {
 	for {
 		p.Expire(clock.Now())
 		var timer <-chan time.Time
-		if d, ok := p.NextDeadline(); ok {
+		if d, ok := p.arm(); ok {
 			timer = clock.After(d.Sub(clock.Now()))
 		}
 		select {

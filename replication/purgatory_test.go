@@ -1,10 +1,13 @@
 package replication
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringlog/ringlog/internal/testwait"
 )
 
 func done(w *Waiter) bool {
@@ -262,5 +265,69 @@ func TestPurgatoryFailWaiting(t *testing.T) {
 	}
 	if n := p.FailWaiting(other, 3, ErrNotLeaderOrFollower); n != 1 || !errors.Is(wo.Err(), ErrNotLeaderOrFollower) {
 		t.Fatalf("other partition: %d %v", n, wo.Err())
+	}
+}
+
+// TestPurgatoryRunArms: Run sets one timer for the earliest deadline, and
+// a waiter due later than that timer does not wake it (a steady stream of
+// produce waiters, each done long before its timeout, would otherwise
+// wake Run once per request); an earlier one does, and every waiter still
+// expires on time.
+func TestPurgatoryRunArms(t *testing.T) {
+	p := NewPurgatory()
+	c := newFakeClock()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	defer func() { cancel(); <-stopped }()
+	armed := func(want time.Time) {
+		t.Helper()
+		select {
+		case got := <-c.registered:
+			if !got.Equal(want) {
+				t.Fatalf("Run armed a timer for %v, want %v", got.Sub(t0), want.Sub(t0))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Run armed no timer for %v", want.Sub(t0))
+		}
+	}
+	quiet := func() {
+		t.Helper()
+		select {
+		case got := <-c.registered:
+			t.Fatalf("Run re-armed for %v", got.Sub(t0))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	p.Advance(simTP, 0, 0, 3, 2)
+	w1 := p.Add(simTP, 0, 1, t0, t0.Add(30*time.Second))
+	go func() { p.Run(ctx, c); close(stopped) }()
+	armed(t0.Add(30 * time.Second))
+	// The nudge of w1's Add may still be queued: Run then arms the same
+	// deadline once more.
+	select {
+	case got := <-c.registered:
+		if !got.Equal(t0.Add(30 * time.Second)) {
+			t.Fatalf("Run armed a timer for %v, want 30s", got.Sub(t0))
+		}
+	case <-time.After(50 * time.Millisecond):
+	}
+	w2 := p.Add(simTP, 0, 2, t0, t0.Add(31*time.Second)) // later: no nudge
+	quiet()
+	w0 := p.Add(simTP, 0, 3, t0, t0.Add(10*time.Second)) // earlier: nudged
+	armed(t0.Add(10 * time.Second))
+	c.AdvanceTo(t0.Add(10 * time.Second))
+	armed(t0.Add(30 * time.Second))
+	if !done(w0) || w0.Err() == nil || done(w1) || done(w2) {
+		t.Fatalf("at 10s: w0 done %v (%v), w1 done %v, w2 done %v", done(w0), w0.Err(), done(w1), done(w2))
+	}
+	if n := p.Advance(simTP, 0, 2, 3, 2); n != 1 || w1.Err() != nil {
+		t.Fatalf("advance completed %d, w1: %v", n, w1.Err())
+	}
+	c.AdvanceTo(t0.Add(30 * time.Second)) // nothing due: w2's 31s next
+	armed(t0.Add(31 * time.Second))
+	c.AdvanceTo(t0.Add(31 * time.Second))
+	testwait.Until(10*time.Second, func() bool { return done(w2) })
+	if w2.Err() == nil {
+		t.Fatal("w2 completed without an error at its deadline")
 	}
 }
