@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/coordinator/internal/idletick"
 	"github.com/ringlog/ringlog/coordinator/statelog"
 )
 
@@ -32,7 +33,7 @@ type Manager struct {
 	groups map[string]*group
 	// busy carries a token when a group appears, so Run, asleep while
 	// there is none, starts ticking.
-	busy       chan struct{}
+	busy       idletick.Wake
 	parts      map[int32]bool // owned partitions: false while loading
 	nextExpiry time.Time
 	// txnGroups indexes the groups with open transactional offsets by
@@ -78,7 +79,7 @@ func NewManager(cfg Config, p Persister, clock Clock) (*Manager, error) {
 		txnPersist:  tp,
 		clock:       clock,
 		groups:      make(map[string]*group),
-		busy:        make(chan struct{}, 1),
+		busy:        idletick.NewWake(),
 		parts:       make(map[int32]bool),
 		txnGroups:   make(map[int64]map[string]struct{}),
 		loadMarkers: make(map[int32][]marker),
@@ -128,7 +129,7 @@ func (m *Manager) FinishLoad(p int32, snap *Snapshot) {
 	}
 	delete(m.loadMarkers, p)
 	if len(loaded) > 0 {
-		m.signalBusy()
+		m.busy.Notify()
 	}
 	for id, g := range loaded {
 		m.groups[id] = g
@@ -205,7 +206,7 @@ func (m *Manager) lockGroup(groupID string, create bool) (*group, error) {
 			}
 			g = newGroup(m, groupID, p, m.clock.Now())
 			m.groups[groupID] = g
-			m.signalBusy()
+			m.busy.Notify()
 		}
 		m.mu.Unlock()
 		g.mu.Lock()
@@ -267,29 +268,7 @@ func (m *Manager) Tick(now time.Time) {
 // to fire, and Run sleeps until one appears: an idle broker's timer
 // wake-ups cost it CPU (BENCHMARKS.md section 31).
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if !m.hasGroups() {
-			t.Stop()
-			if runAsleep != nil {
-				runAsleep()
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-m.busy:
-			}
-			t.Reset(interval)
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.Tick(m.clock.Now())
-		}
-	}
+	idletick.Run(ctx, interval, m.hasGroups, m.busy, runAsleep, func(time.Time) { m.Tick(m.clock.Now()) })
 }
 
 // runAsleep, when set (tests only), is called when Run goes to sleep for
@@ -300,13 +279,6 @@ func (m *Manager) hasGroups() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.groups) > 0
-}
-
-func (m *Manager) signalBusy() {
-	select {
-	case m.busy <- struct{}{}:
-	default:
-	}
 }
 
 // Describe answers DescribeGroups.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringlog/ringlog/coordinator/internal/idletick"
 )
 
 // Key names a share-partition: a group's view of one topic partition.
@@ -67,7 +69,7 @@ type Manager struct {
 	changed chan struct{}
 	// busy carries a token when a share-partition or session appears, so
 	// Run, asleep while there is none, starts ticking.
-	busy chan struct{}
+	busy idletick.Wake
 }
 
 // NewManager returns a Manager with no share-partitions; p nil keeps the
@@ -86,7 +88,7 @@ func NewManager(cfg Config, p Persister) (*Manager, error) {
 		sessions: make(map[SessionKey]*session),
 		leaders:  make(map[TP]int32),
 		changed:  make(chan struct{}),
-		busy:     make(chan struct{}, 1),
+		busy:     idletick.NewWake(),
 	}, nil
 }
 
@@ -141,7 +143,7 @@ func (m *Manager) lookup(k Key, start func() int64) (*entry, error) {
 		if e == nil {
 			e = &entry{}
 			m.parts[k] = e
-			m.signalBusy()
+			m.busy.Notify()
 		}
 		leaderEpoch, led := m.leaders[TP{k.TopicID, k.Partition}]
 		m.mu.Unlock()
@@ -453,39 +455,13 @@ func (m *Manager) Tick(now time.Time) {
 // and no session nothing can expire, and Run sleeps until one appears: an
 // idle broker's timer wake-ups cost it CPU.
 func (m *Manager) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if !m.hasWork() {
-			t.Stop()
-			select {
-			case <-ctx.Done():
-				return
-			case <-m.busy:
-			}
-			t.Reset(interval)
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			m.Tick(now)
-		}
-	}
+	idletick.Run(ctx, interval, m.hasWork, m.busy, nil, m.Tick)
 }
 
 func (m *Manager) hasWork() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.parts) > 0 || len(m.sessions) > 0
-}
-
-func (m *Manager) signalBusy() {
-	select {
-	case m.busy <- struct{}{}:
-	default:
-	}
 }
 
 // PartitionOffset is one share-partition's start offset and lag.

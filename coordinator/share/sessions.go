@@ -76,7 +76,7 @@ func (m *Manager) Session(req SessionRequest, now time.Time) (SessionResult, err
 		}
 		s = &session{key: k, parts: make(map[TP]struct{})}
 		m.sessions[k] = s
-		m.signalBusy()
+		m.busy.Notify()
 	case req.Epoch == FinalEpoch:
 		res.Final = true
 		if s != nil {
