@@ -85,9 +85,9 @@ const (
 // commitWait is how long the next journal write waits for more appends:
 // until interval after the last write started, while the journal is busy
 // and what is pending is under journalPacedBytes; else 0. At 20k msg/s on
-// three brokers sharing two cores, a write every 1 ms instead of back to
-// back cost the brokers about a fifth less CPU, at about 0.9 ms more ack
-// p50 and the same p99 (BENCHMARKS.md section 31).
+// three brokers sharing two cores, a write at most every 1 ms instead of
+// back to back cost the brokers about a tenth less CPU, at about 0.6 ms
+// more ack p50 and the same p99 (BENCHMARKS.md section 31).
 func commitWait(interval time.Duration, lastStart time.Time, busy bool, pending int64, now time.Time) time.Duration {
 	if interval <= 0 || !busy || pending >= journalPacedBytes {
 		return 0
