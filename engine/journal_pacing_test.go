@@ -9,24 +9,28 @@ import (
 func TestCommitWait(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	ms := time.Millisecond
+	busy := commitPacer{streak: journalBusyWrites}
+	busy.started(t0)
+	idle := busy
+	idle.streak = 0
 	for _, c := range []struct {
 		name     string
 		interval time.Duration
-		busy     bool
+		pacer    commitPacer
 		pending  int64
 		now      time.Time
 		want     time.Duration
 	}{
-		{"busy: waits out the interval", ms, true, 100, t0.Add(300 * time.Microsecond), 700 * time.Microsecond},
-		{"busy, interval over", ms, true, 100, t0.Add(ms), 0},
-		{"busy, long past", ms, true, 100, t0.Add(time.Second), 0},
-		{"not busy", ms, false, 100, t0, 0},
-		{"pacing off", 0, true, 100, t0, 0},
-		{"a full write's worth is pending", ms, true, journalPacedBytes, t0, 0},
-		{"just under a full write's worth", ms, true, journalPacedBytes - 1, t0, ms},
+		{"busy: waits out the interval", ms, busy, 100, t0.Add(300 * time.Microsecond), 700 * time.Microsecond},
+		{"busy, interval over", ms, busy, 100, t0.Add(ms), 0},
+		{"busy, long past", ms, busy, 100, t0.Add(time.Second), 0},
+		{"not busy", ms, idle, 100, t0, 0},
+		{"pacing off", 0, busy, 100, t0, 0},
+		{"a full write's worth is pending", ms, busy, journalPacedBytes, t0, 0},
+		{"just under a full write's worth", ms, busy, journalPacedBytes - 1, t0, ms},
 	} {
-		if got := commitWait(c.interval, t0, c.busy, c.pending, c.now); got != c.want {
-			t.Errorf("%s: commitWait = %v, want %v", c.name, got, c.want)
+		if got := c.pacer.wait(c.interval, func() int64 { return c.pending }, c.now); got != c.want {
+			t.Errorf("%s: wait = %v, want %v", c.name, got, c.want)
 		}
 	}
 	var c commitPacer

@@ -105,16 +105,14 @@ type uringQueue struct {
 	j        *journal
 	jPending []*ioGroup
 	jio      *jwIO
-	// Group commit's pacing (holdJournal): when the last journal write
-	// started and whether the journal is busy (commitPacer); jWakeAt is
-	// when the armed jTimer wakes the owner.
-	jLastStart time.Time
-	jPacer     commitPacer
-	jWakeAt    time.Time
-	jTimer     *time.Timer
-	jQueued    uint64
-	jDone      uint64
-	drains     []jdrain
+	// Group commit's pacing (holdJournal); jWakeAt is when the armed
+	// jTimer wakes the owner.
+	jPacer  commitPacer
+	jWakeAt time.Time
+	jTimer  *time.Timer
+	jQueued uint64
+	jDone   uint64
+	drains  []jdrain
 }
 
 // Ring sizes. One round holds at most one chain (writev + fsync) per

@@ -137,7 +137,7 @@ func (q *uringQueue) fillJournal() {
 	jio := &jwIO{w: w, groups: append([]*ioGroup(nil), q.jPending[:k]...), sentAt: time.Now()}
 	q.jPending = append(q.jPending[:0:0], q.jPending[k:]...)
 	q.jio = jio
-	q.jLastStart = jio.sentAt
+	q.jPacer.started(jio.sentAt)
 	fd := q.j.f.Fd()
 	if q.faults != nil {
 		// The journal file's own faults: a failed write fails the round.
@@ -195,17 +195,15 @@ func (q *uringQueue) intakeWaiting() bool {
 }
 
 // holdJournal reports whether the next journal write waits for more
-// appends (commitWait), and arms a timer that wakes the owner when the
+// appends (commitPacer.wait), and arms a timer that wakes the owner when the
 // wait ends. Closing never waits.
 func (q *uringQueue) holdJournal(now time.Time) bool {
-	if !q.jPacer.busy() || q.e.cfg.JournalCommitInterval <= 0 {
-		return false // the common case at light load, without the sum
-	}
-	var pending int64
-	for _, g := range q.jPending {
-		pending += g.n
-	}
-	d := commitWait(q.e.cfg.JournalCommitInterval, q.jLastStart, true, pending, now)
+	d := q.jPacer.wait(q.e.cfg.JournalCommitInterval, func() (n int64) {
+		for _, g := range q.jPending {
+			n += g.n
+		}
+		return n
+	}, now)
 	if d <= 0 {
 		return false
 	}

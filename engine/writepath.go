@@ -168,14 +168,13 @@ func (q *syncQueue) requestFlush(p *Partition) {
 
 func (q *syncQueue) run() {
 	defer close(q.done)
-	var lastStart time.Time
 	var pacer commitPacer
 	pace := time.NewTimer(time.Hour)
 	pace.Stop()
 	for {
 		select {
 		case <-q.kick:
-			if d := q.holdJournal(lastStart, pacer.busy(), time.Now()); d > 0 {
+			if d := pacer.wait(q.e.cfg.JournalCommitInterval, q.pendingBytes, time.Now()); d > 0 {
 				pace.Reset(d)
 				select {
 				case <-pace.C:
@@ -184,7 +183,7 @@ func (q *syncQueue) run() {
 					return
 				}
 			}
-			lastStart = time.Now()
+			pacer.started(time.Now())
 			n := q.round()
 			q.mu.Lock()
 			pacer.written(n, len(q.jrecs) > 0)
@@ -196,19 +195,14 @@ func (q *syncQueue) run() {
 	}
 }
 
-// holdJournal is how long the next round waits for more appends while
-// the journal is busy (commitWait).
-func (q *syncQueue) holdJournal(lastStart time.Time, busy bool, now time.Time) time.Duration {
-	if !busy || q.e.cfg.JournalCommitInterval <= 0 {
-		return 0
-	}
-	var pending int64
+// pendingBytes is the appends' bytes waiting for the next journal round.
+func (q *syncQueue) pendingBytes() (n int64) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	for i := range q.jrecs {
-		pending += q.jrecs[i].dataSize
+		n += q.jrecs[i].dataSize
 	}
-	q.mu.Unlock()
-	return commitWait(q.e.cfg.JournalCommitInterval, lastStart, busy, pending, now)
+	return n
 }
 
 // round flushes every partition that asked since the previous round and

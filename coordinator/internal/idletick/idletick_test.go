@@ -33,6 +33,8 @@ func TestRun(t *testing.T) {
 		}
 	}
 	wait("with no work")
+	// Asleep, Run cannot tick until notified; the window only gives a
+	// broken Run the chance to show it (20 intervals).
 	time.Sleep(20 * time.Millisecond)
 	if n := ticks.Load(); n != 0 {
 		t.Fatalf("%d ticks with no work", n)
