@@ -35,10 +35,13 @@ type Health struct {
 	PID          int               `json:"pid"`
 	// MaxProcs is GOMAXPROCS, NumCPU the CPUs the process may run on:
 	// benchmark reports record both (brokers sharing a machine split it).
-	MaxProcs int           `json:"max_procs"`
-	NumCPU   int           `json:"num_cpu"`
-	Uptime   string        `json:"uptime"`
-	Stats    netpath.Stats `json:"stats"`
+	MaxProcs int `json:"max_procs"`
+	NumCPU   int `json:"num_cpu"`
+	// SchedPolicy is the Linux scheduling policy of the broker's
+	// threads (serve --sched-policy).
+	SchedPolicy string        `json:"sched_policy,omitempty"`
+	Uptime      string        `json:"uptime"`
+	Stats       netpath.Stats `json:"stats"`
 	// Disk is the data directory's free space and produce threshold;
 	// disk.degraded means produce is refused (docs/disk-full.md).
 	Disk *engine.DiskStatus `json:"disk,omitempty"`

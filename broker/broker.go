@@ -21,6 +21,7 @@ import (
 	"github.com/ringlog/ringlog/controller"
 	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/cpusched"
 	"github.com/ringlog/ringlog/internal/layout"
 	"github.com/ringlog/ringlog/internal/procstat"
 	"github.com/ringlog/ringlog/netpath"
@@ -298,6 +299,7 @@ func (b *Broker) health() Health {
 		PID:          os.Getpid(),
 		MaxProcs:     runtime.GOMAXPROCS(0),
 		NumCPU:       runtime.NumCPU(),
+		SchedPolicy:  cpusched.Current(),
 		Uptime:       time.Since(b.started).Round(time.Second).String(),
 		Stats:        b.srv.Stats(),
 		Disk:         &disk,

@@ -91,14 +91,15 @@ func brokerHealth(admin string, env *results.Environment) error {
 		Version json.RawMessage `json:"version"`
 		Commit  json.RawMessage `json:"commit"`
 		// Absent (0) from brokers that do not report them.
-		MaxProcs int `json:"max_procs"`
-		NumCPU   int `json:"num_cpu"`
+		MaxProcs    int    `json:"max_procs"`
+		NumCPU      int    `json:"num_cpu"`
+		SchedPolicy string `json:"sched_policy"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
 		return fmt.Errorf("%s: %w", url, err)
 	}
 	env.BrokerIOPath, env.BrokerFsync, env.BrokerVersion = rawString(h.IOPath), rawString(h.Fsync), rawString(h.Version)
-	env.BrokerMaxProcs, env.BrokerCPUs = h.MaxProcs, h.NumCPU
+	env.BrokerMaxProcs, env.BrokerCPUs, env.BrokerSchedPolicy = h.MaxProcs, h.NumCPU, h.SchedPolicy
 	if len(h.Commit) > 0 {
 		env.BrokerCommit = rawString(h.Commit)
 	}

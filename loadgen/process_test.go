@@ -189,6 +189,11 @@ func TestBenchThreeBrokers(t *testing.T) {
 		t.Fatalf("broker GOMAXPROCS %d of %d CPUs, want %d of %d:\n%s", res.Environment.BrokerMaxProcs,
 			res.Environment.BrokerCPUs, want, runtime.NumCPU(), stdout.String())
 	}
+	// The brokers run serve's default scheduling policy, and the
+	// environment records it.
+	if res.Environment.BrokerSchedPolicy != "batch" {
+		t.Fatalf("broker scheduling policy %q, want batch (serve's default)", res.Environment.BrokerSchedPolicy)
+	}
 	// Every broker's counters, and their sum.
 	c := res.BrokerCPU
 	if c == nil || c.Processes != 3 || len(c.Brokers) != 3 || c.CtxSwitches == nil || c.CtxSwitches.PerMsg <= 0 {

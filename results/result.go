@@ -217,6 +217,9 @@ type Environment struct {
 	// its cores (ringlog bench --broker-max-procs).
 	BrokerMaxProcs int `json:"broker_max_procs,omitempty"`
 	BrokerCPUs     int `json:"broker_cpus,omitempty"`
+	// BrokerSchedPolicy is the Linux scheduling policy of the broker's
+	// threads (serve --sched-policy; "" when not reported).
+	BrokerSchedPolicy string `json:"broker_sched_policy,omitempty"`
 	// What the run was measured against (filled by the generator from its
 	// flags and the topic's metadata/configs).
 	ReplicationFactor int    `json:"replication_factor,omitempty"`

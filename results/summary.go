@@ -236,6 +236,7 @@ func WriteCompare(w io.Writer, runs []*Run) {
 	cells("io path", func(r *Result) string { return orDash(r.Environment.BrokerIOPath) })
 	cells("fsync", func(r *Result) string { return orDash(r.Environment.BrokerFsync) })
 	cells("broker GOMAXPROCS", func(r *Result) string { return maxProcs(r.Environment) })
+	cells("broker scheduling", func(r *Result) string { return orDash(r.Environment.BrokerSchedPolicy) })
 	cells("broker version", func(r *Result) string { return orDash(r.Environment.BrokerVersion) })
 	cells("partitions", func(r *Result) string { return fmt.Sprint(r.Environment.Partitions) })
 	cells("RF / min ISR", func(r *Result) string {

@@ -122,6 +122,7 @@ func environmentFields(e Environment) []envField {
 		{"io_path", "io path", orUnknown(e.BrokerIOPath)},
 		{"fsync", "fsync policy", orUnknown(e.BrokerFsync)},
 		{"broker_max_procs", "broker GOMAXPROCS", maxProcs(e)},
+		{"broker_sched_policy", "broker scheduling policy", orUnknown(e.BrokerSchedPolicy)},
 		{"replication_factor", "replication factor", num(e.ReplicationFactor)},
 		{"min_isr", "min ISR", num(e.MinISR)},
 		{"partitions", "partitions", num(e.Partitions)},

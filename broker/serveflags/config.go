@@ -34,9 +34,10 @@ type Options struct {
 }
 
 // ProcessFlags are the flags that set process-wide state: the runtime's
-// GOMAXPROCS and GC target (applied by the binary's serve command, not by
-// Config) and the always-on mutex and block profile rates.
-var ProcessFlags = []string{"max-procs", "gc-percent", "mutex-profile-fraction", "block-profile-rate"}
+// GOMAXPROCS and GC target and the threads' scheduling policy (applied by
+// the binary's serve command, not by Config) and the always-on mutex and
+// block profile rates.
+var ProcessFlags = []string{"max-procs", "gc-percent", "sched-policy", "mutex-profile-fraction", "block-profile-rate"}
 
 // Parse parses serve's command line (the arguments after "serve"; the
 // RINGLOG_* environment included, as the binary reads it) and builds the

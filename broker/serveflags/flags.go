@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ringlog/ringlog/broker"
+	"github.com/ringlog/ringlog/internal/cpusched"
 	"github.com/urfave/cli/v2"
 )
 
@@ -109,6 +110,7 @@ func Flags(d broker.Config) []cli.Flag {
 		&cli.Int64Flag{Name: "remote-upload-max-rate", Value: d.Tiered.Upload.MaxRate, Usage: "bytes per second this broker uploads at most, over all partitions (0: no cap); keep it above the broker's share of the ingest rate", EnvVars: EnvVars("remote-upload-max-rate")},
 		&cli.IntFlag{Name: "remote-upload-concurrency", Value: d.Tiered.Upload.Concurrency, Usage: "segments this broker uploads at once", EnvVars: EnvVars("remote-upload-concurrency")},
 		&cli.IntFlag{Name: "max-procs", Usage: "GOMAXPROCS: threads running Go code at once (0: Go's default, the CPUs this process may use, cgroup limits included; the GOMAXPROCS variable, when set, wins); brokers sharing a machine should split its cores, or every idle scheduler thread is woken and put back to sleep on each request (ringlog bench and dev cluster do, BENCHMARKS.md section 21)", EnvVars: EnvVars("max-procs")},
+		&cli.StringFlag{Name: "sched-policy", Value: cpusched.Batch, Usage: "Linux scheduling policy of the broker's threads: batch (SCHED_BATCH: a thread the broker wakes does not preempt the one that woke it, which runs on to the end of its short stretch of work; 8-21% less CPU per message and about half the context switches of normal in BENCHMARKS.md section 32) | normal (SCHED_OTHER, the kernel's default). Both share the CPU fairly with other processes", EnvVars: EnvVars("sched-policy")},
 		&cli.IntFlag{Name: "gc-percent", Value: DefaultGCPercent, Usage: "Go GC target (as GOGC, which overrides it when set): heap growth over the live heap before a collection; produce bodies are short-lived garbage, and at 100 (Go's default) collecting them cost a quarter of the broker's CPU at 100k msg/s (BENCHMARKS.md section 13); -1 disables the GC", EnvVars: EnvVars("gc-percent")},
 		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug | info | warn | error", EnvVars: EnvVars("log-level")},
 		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text | json", EnvVars: EnvVars("log-format")},

@@ -35,6 +35,7 @@ func floorCommand() *cli.Command {
 			&cli.StringFlag{Name: "fsync", Value: "always", Usage: "always (a durable write per message on every node) | never (a page-cache write)", EnvVars: env("fsync")},
 			&cli.StringFlag{Name: "dir", Usage: "directory for the nodes' logs, on the disk to measure (default: a temporary directory)", EnvVars: env("dir")},
 			&cli.StringFlag{Name: "node-max-procs", Value: "auto", Usage: "GOMAXPROCS of each node: auto (the cores split among the nodes, as bench's --broker-max-procs) | N | 0 (Go's default)", EnvVars: env("node-max-procs")},
+			&cli.StringFlag{Name: "node-sched-policy", Value: d.SchedPolicy, Usage: "scheduling policy of each node's threads: batch (serve's default for brokers) | normal", EnvVars: env("node-sched-policy")},
 			&cli.StringFlag{Name: "json-file", Usage: "also write the results to this file as JSON", EnvVars: env("json-file")},
 		},
 		Action: func(c *cli.Context) error {
@@ -43,7 +44,7 @@ func floorCommand() *cli.Command {
 			}
 			cfg := d
 			cfg.Replicas, cfg.Rate, cfg.Duration, cfg.Warmup = c.Int("replicas"), c.Int("rate"), c.Duration("duration"), c.Duration("warmup")
-			cfg.Size, cfg.Dir = c.Int("message-size"), c.String("dir")
+			cfg.Size, cfg.Dir, cfg.SchedPolicy = c.Int("message-size"), c.String("dir"), c.String("node-sched-policy")
 			if v := c.String("node-max-procs"); v != "auto" {
 				n, err := strconv.Atoi(v)
 				if err != nil || n < 0 {

@@ -19,6 +19,7 @@ func TestFloorFlags(t *testing.T) {
 		{[]string{"--rate", "0"}, "rate"},
 		{[]string{"--replicas", "9"}, "replicas"},
 		{[]string{"--message-size", "4"}, "size"},
+		{[]string{"--node-sched-policy", "fifo"}, "scheduling policy"},
 	} {
 		_, err := runApp(t, floorCommand(), tc.args...)
 		if exitStatus(err) != 2 || !strings.Contains(err.Error(), tc.want) {

@@ -16,6 +16,7 @@ import (
 	"github.com/ringlog/ringlog/broker"
 	"github.com/ringlog/ringlog/broker/serveflags"
 	"github.com/ringlog/ringlog/engine"
+	"github.com/ringlog/ringlog/internal/cpusched"
 	"github.com/urfave/cli/v2"
 )
 
@@ -60,6 +61,20 @@ func setMaxProcs(n int, log *slog.Logger) error {
 	return nil
 }
 
+// setSchedPolicy applies --sched-policy to every thread of the process. A
+// kernel or sandbox that refuses the call leaves the broker on the default
+// policy, with a warning: the policy changes what the broker costs, not
+// what it does. An unknown name is an error.
+func setSchedPolicy(name string, log *slog.Logger) error {
+	if name != cpusched.Normal && name != cpusched.Batch {
+		return fmt.Errorf("--sched-policy %q: want %s or %s", name, cpusched.Batch, cpusched.Normal)
+	}
+	if err := cpusched.Apply(name); err != nil {
+		log.Warn("scheduling policy not applied; threads keep the kernel's default", "sched_policy", name, "err", err)
+	}
+	return nil
+}
+
 func runServe(c *cli.Context) error {
 	cfg, err := serveflags.Config(c, serveOptions())
 	if err != nil {
@@ -69,6 +84,9 @@ func runServe(c *cli.Context) error {
 	slog.SetDefault(log)
 	setGCPercent(c.Int("gc-percent"), log)
 	if err := setMaxProcs(c.Int("max-procs"), log); err != nil {
+		return err
+	}
+	if err := setSchedPolicy(c.String("sched-policy"), log); err != nil {
 		return err
 	}
 	// Checked before the data dir is touched.

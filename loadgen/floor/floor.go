@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringlog/ringlog/internal/cpusched"
 	"github.com/ringlog/ringlog/internal/launch"
 	"github.com/ringlog/ringlog/internal/procstat"
 	"github.com/ringlog/ringlog/results"
@@ -69,6 +70,9 @@ type Config struct {
 	// nodes as ringlog bench does for its brokers (launch.SplitMaxProcs),
 	// 0 is Go's default.
 	MaxProcs int
+	// SchedPolicy is each node's scheduling policy (cpusched.Batch, as
+	// serve's default gives the brokers, or cpusched.Normal).
+	SchedPolicy string
 	// Command builds a node's process from NodeMain's arguments; nil runs
 	// this executable's "floor node".
 	Command func(args []string) *exec.Cmd
@@ -79,7 +83,7 @@ type Config struct {
 // durable write on each.
 func DefaultConfig() Config {
 	return Config{Replicas: 3, Rate: 1000, Duration: 10 * time.Second, Warmup: 2 * time.Second,
-		Size: 1000, Mode: ModeNetpoll, Fsync: true, MaxProcs: -1}
+		Size: 1000, Mode: ModeNetpoll, Fsync: true, MaxProcs: -1, SchedPolicy: cpusched.Batch}
 }
 
 // Validate checks the bounds a run keeps to.
@@ -93,6 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("floor: duration %v outside (0, 10m]", c.Duration)
 	case c.Warmup < 0 || c.Warmup > time.Minute:
 		return fmt.Errorf("floor: warmup %v outside [0, 1m]", c.Warmup)
+	case c.SchedPolicy != cpusched.Batch && c.SchedPolicy != cpusched.Normal:
+		return fmt.Errorf("floor: scheduling policy %q is not %s or %s", c.SchedPolicy, cpusched.Batch, cpusched.Normal)
 	}
 	return checkNode(c.Mode, c.Size)
 }
@@ -119,6 +125,7 @@ type Result struct {
 	Fsync       bool    `json:"fsync"`
 	Direct      bool    `json:"direct_io"` // O_DIRECT was accepted (false on tmpfs)
 	MaxProcs    int     `json:"max_procs"`
+	SchedPolicy string  `json:"sched_policy"`
 	WindowS     float64 `json:"window_s"`
 	Messages    int64   `json:"messages"`
 	CPUUsPerMsg float64 `json:"cpu_us_per_msg"` // summed over the nodes
@@ -142,8 +149,8 @@ func (r Result) String() string {
 	if !r.Fsync {
 		fsync = "fsync never"
 	}
-	fmt.Fprintf(&b, "floor: %d replica(s), %s, %s, %d msg/s of %d bytes, %.1f s measured, %d messages\n",
-		r.Replicas, r.Mode, fsync, r.Rate, r.Size, r.WindowS, r.Messages)
+	fmt.Fprintf(&b, "floor: %d replica(s), %s, %s, %d msg/s of %d bytes, %.1f s measured, %d messages, GOMAXPROCS %d, scheduling %s\n",
+		r.Replicas, r.Mode, fsync, r.Rate, r.Size, r.WindowS, r.Messages, r.MaxProcs, r.SchedPolicy)
 	fmt.Fprintf(&b, "  CPU-µs per message %.1f, context switches per message %.2f (summed over the nodes)\n", r.CPUUsPerMsg, r.CtxPerMsg)
 	fmt.Fprintf(&b, "  latency p50 %.3f ms, p99 %.3f ms\n", r.P50Ms, r.P99Ms)
 	for _, n := range r.Nodes {
@@ -200,7 +207,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	}()
 	start := func(role, file string, peers []string) (*proc, error) {
 		args := []string{"-file", filepath.Join(dir, file), "-mode", cfg.Mode,
-			"-fsync=" + strconv.FormatBool(cfg.Fsync), "-size", strconv.Itoa(cfg.Size)}
+			"-fsync=" + strconv.FormatBool(cfg.Fsync), "-size", strconv.Itoa(cfg.Size), "-sched-policy", cfg.SchedPolicy}
 		if len(peers) > 0 {
 			args = append(args, "-peers", strings.Join(peers, ","))
 		}
@@ -293,6 +300,7 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 	defer conn.Close()
 	res, err = drive(ctx, cfg, conn, nodes)
 	res.Replicas, res.Rate, res.Size, res.Mode, res.Fsync, res.MaxProcs = cfg.Replicas, cfg.Rate, cfg.Size, cfg.Mode, cfg.Fsync, procs
+	res.SchedPolicy = cfg.SchedPolicy
 	res.Direct = leader.direct
 	conn.Close()
 	return res, err

@@ -147,6 +147,7 @@ func TestValidate(t *testing.T) {
 		func(c *Config) { c.Size = minSize - 1 },
 		func(c *Config) { c.Size = maxSize + 1 },
 		func(c *Config) { c.Mode = "spin" },
+		func(c *Config) { c.SchedPolicy = "fifo" },
 	}
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatal(err)

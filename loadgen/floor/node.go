@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ringlog/ringlog/internal/cpusched"
 	"github.com/ringlog/ringlog/internal/rawio"
 )
 
@@ -33,8 +34,12 @@ func NodeMain(args []string, stdout io.Writer) error {
 	mode := fs.String("mode", ModeNetpoll, "netpoll | thread")
 	fsync := fs.Bool("fsync", true, "a durable write per message")
 	size := fs.Int("size", 1000, "message bytes")
+	sched := fs.String("sched-policy", cpusched.Normal, "scheduling policy of the node's threads: batch | normal")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := cpusched.Apply(*sched); err != nil {
+		return fmt.Errorf("floor node: %w", err)
 	}
 	if err := checkNode(*mode, *size); err != nil {
 		return err
