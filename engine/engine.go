@@ -361,7 +361,7 @@ func (e *Engine) createSegment(dir string, base, nowMs int64) (*segment, error) 
 }
 
 func (e *Engine) newPartition(t *topicState, idx int32) *Partition {
-	return &Partition{e: e, topic: t, idx: idx, dir: filepath.Join(e.cfg.Dir, partitionDirName(t.name, idx)), changed: make(chan struct{})}
+	return &Partition{e: e, topic: t, idx: idx, dir: filepath.Join(e.cfg.Dir, partitionDirName(t.name, idx))}
 }
 
 // openPartition loads one partition; see doc.go for the recovery rules.

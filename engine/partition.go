@@ -30,9 +30,13 @@ type Partition struct {
 	// durable is the end offset known flushed; recoveryPoint persists it.
 	durable int64
 	// hw and its byte limit: reads stop at hwPos in hwSeg.
-	hw      int64
-	hwSeg   *segment
-	hwPos   int64
+	hw    int64
+	hwSeg *segment
+	hwPos int64
+	// changed is closed at the next change; nil until someone asks
+	// (changedLocked). chMu guards it, since readers make it under the
+	// read lock.
+	chMu    sync.Mutex
 	changed chan struct{}
 	// watch holds the Wakers of long-poll readers (watch.go).
 	watch watchers
@@ -94,6 +98,19 @@ func (p *Partition) Info() PartitionInfo {
 func (p *Partition) Changed() <-chan struct{} {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	return p.changedLocked()
+}
+
+// changedLocked returns the channel the next change closes, made on first
+// ask: most appends have no one waiting on it, and a channel made at every
+// change was one of the write path's most frequent allocations. The
+// partition lock must be held (read or write).
+func (p *Partition) changedLocked() chan struct{} {
+	p.chMu.Lock()
+	defer p.chMu.Unlock()
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
 	return p.changed
 }
 
@@ -118,13 +135,12 @@ func (p *Partition) setHW(hw int64, seg *segment, pos int64) {
 	p.notify()
 }
 
-// readable moves a replicated partition's readable end (what followers
-// fetch) to end, whose last byte is at pos in seg, once the bytes are in
-// the file but before they are durable (noteReadable). Writes of an
-// older generation (rolled back or truncated since) move nothing.
-func (p *Partition) readable(end int64, seg *segment, pos int64, gen uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// readableLocked moves a replicated partition's readable end (what
+// followers fetch) to end, whose last byte is at pos in seg, once the bytes
+// are in the file but before they are durable (noteReadable). Writes of an
+// older generation (rolled back or truncated since) move nothing. The lock
+// must be held (write).
+func (p *Partition) readableLocked(end int64, seg *segment, pos int64, gen uint64) {
 	if !p.replicated || p.failed != nil || p.deleted || gen != p.gen || end <= p.rend {
 		return
 	}
@@ -139,8 +155,12 @@ func (p *Partition) notify() { p.notifyChange(changeData) }
 // notifyChange is notify for a change of kind k, which Wakers that do not
 // want it sleep through (SetWakeOn).
 func (p *Partition) notifyChange(k change) {
-	close(p.changed)
-	p.changed = make(chan struct{})
+	p.chMu.Lock()
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
+	p.chMu.Unlock()
 	p.watch.wakeWatchers(p, k)
 }
 

@@ -216,7 +216,7 @@ func (p *Partition) duplicateWaiter(d *producerstate.BatchMetadata) *waiter {
 	go func() {
 		for {
 			p.mu.RLock()
-			written, failed, ch, truncated := p.durableEndLocked() > d.LastOffset, p.failed, p.changed, p.gen != gen
+			written, failed, ch, truncated := p.durableEndLocked() > d.LastOffset, p.failed, p.changedLocked(), p.gen != gen
 			p.mu.RUnlock()
 			switch {
 			case truncated:

@@ -48,6 +48,9 @@ type uringQueue struct {
 	// evr reads the eventfd with raw system calls (waitWake); set up on
 	// first use.
 	evr *rawio.Reader
+	// evBuf receives the eventfd's count: a field, since a local escaped
+	// through the Reader and cost an allocation per wait.
+	evBuf [8]byte
 	// iovScratch is the owner's iovec list for inline raw pwritevs.
 	iovScratch []unix.Iovec
 	active     atomic.Bool // requests are in the kernel: a completion will wake the owner
@@ -73,6 +76,7 @@ type uringQueue struct {
 	// Owner to completer handoff.
 	nmu          sync.Mutex
 	pendingNotes []ioNote // guarded by nmu
+	applying     bool     // guarded by nmu: the completer holds a batch it has not finished
 	notes        []ioNote // owner only: this round's notes
 	notify       chan struct{}
 	stopC        chan struct{}
@@ -543,8 +547,7 @@ func (q *uringQueue) waitWake() error {
 		}
 		q.evr = rawio.NewReader(rc)
 	}
-	var b [8]byte
-	if _, err := q.evr.Read(b[:]); err != nil {
+	if _, err := q.evr.Read(q.evBuf[:]); err != nil {
 		return fmt.Errorf("read eventfd: %w", err)
 	}
 	return nil

@@ -112,6 +112,9 @@ type conn struct {
 	// queued counts replies handed to the writer and not yet answered
 	// (answerInline).
 	queued atomic.Int32
+	// lastClientID is the client id of the last request read (reader
+	// goroutine only).
+	lastClientID *string
 }
 
 func newConn(s *Server, l *listener, nc net.Conn) *conn {
@@ -277,11 +280,12 @@ func (c *conn) readLoop() error {
 
 // dispatch decodes one frame and runs its handler.
 func (c *conn) dispatch(frame []byte) (pendingReply, error) {
-	hdr, kreq, err := decodeRequest(frame)
+	hdr, kreq, err := decodeRequest(frame, c.lastClientID)
 	if err != nil {
 		c.s.metrics.reject(rejectReason(hdr, frame))
 		return pendingReply{}, err
 	}
+	c.lastClientID = hdr.clientID
 	if !preAuthAllowed(hdr.key) && !c.auth.authenticated() {
 		c.s.stats.unauthenticated.Add(1)
 		return pendingReply{}, fmt.Errorf("%w: %s before SASL authentication", errFrame, kmsg.NameForKey(hdr.key))
@@ -306,8 +310,9 @@ func (c *conn) dispatch(frame []byte) (pendingReply, error) {
 // served API and version. A nil request with a nil error is an ApiVersions
 // request above our range, which gets the KIP-511 answer. Every other
 // problem is an error that closes the connection, as Kafka does.
-func decodeRequest(frame []byte) (requestHeader, kmsg.Request, error) {
-	hdr, body, err := parseRequestHeader(frame)
+// prev is parseRequestHeader's.
+func decodeRequest(frame []byte, prev *string) (requestHeader, kmsg.Request, error) {
+	hdr, body, err := parseRequestHeader(frame, prev)
 	if err != nil {
 		return hdr, nil, err
 	}
@@ -331,7 +336,11 @@ func decodeRequest(frame []byte) (requestHeader, kmsg.Request, error) {
 
 // parseRequestHeader splits a frame into header and body, checking every
 // length against the bytes that remain.
-func parseRequestHeader(frame []byte) (requestHeader, []byte, error) {
+//
+// prev is the client id of the connection's previous request, shared when
+// this one names the same client: a client sends the same id on every
+// request, and a copy per request was two allocations each.
+func parseRequestHeader(frame []byte, prev *string) (requestHeader, []byte, error) {
 	var h requestHeader
 	if len(frame) < 10 {
 		return h, nil, fmt.Errorf("%w: header truncated", errFrame)
@@ -345,8 +354,12 @@ func parseRequestHeader(frame []byte) (requestHeader, []byte, error) {
 		if int(n) > len(rest) {
 			return h, nil, fmt.Errorf("%w: client id length %d exceeds frame", errFrame, n)
 		}
-		id := string(rest[:n])
-		h.clientID = &id
+		if prev != nil && *prev == string(rest[:n]) {
+			h.clientID = prev
+		} else {
+			id := string(rest[:n])
+			h.clientID = &id
+		}
 		rest = rest[n:]
 	} else if n != -1 {
 		return h, nil, fmt.Errorf("%w: bad client id length %d", errFrame, n)

@@ -145,7 +145,7 @@ func newConsumerTestServer(t testing.TB, authorizer bool) (*Server, *fakeGroups)
 func roundTrip(t *testing.T, s *Server, req kmsg.Request) kmsg.Response {
 	t.Helper()
 	frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("cid")).AppendRequest(nil, req, 7)
-	hdr, kreq, err := decodeRequest(frame[4:])
+	hdr, kreq, err := decodeRequest(frame[4:], nil)
 	if err != nil {
 		t.Fatalf("decode: %v", err)
 	}
@@ -528,7 +528,7 @@ func FuzzConsumerGroupHandlers(f *testing.F) {
 	fg.consumer["ok"] = group.ConsumerGroupDescription{Group: "ok", State: group.ConsumerStable,
 		Members: []group.ConsumerMemberDescription{{MemberID: "m", Assignment: group.Assignment{group.TopicID(testTopicA): {0}}}}}
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		hdr, kreq, err := decodeRequest(frame)
+		hdr, kreq, err := decodeRequest(frame, nil)
 		if err != nil || !slices.Contains(keys, hdr.key) {
 			return
 		}

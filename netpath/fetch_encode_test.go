@@ -75,17 +75,17 @@ func TestFetchEncodingMatchesKmsg(t *testing.T) {
 func TestParseRequestHeaderBounds(t *testing.T) {
 	// Flexible header (Metadata v9) claiming a huge tagged field count.
 	frame := []byte{0, 3, 0, 9, 0, 0, 0, 1, 0, 1, 'x', 0xff, 0xff, 0xff, 0x7f}
-	if _, _, err := parseRequestHeader(frame); err == nil {
+	if _, _, err := parseRequestHeader(frame, nil); err == nil {
 		t.Fatal("huge tagged field count accepted")
 	}
 	// Client id longer than the frame.
 	frame = []byte{0, 3, 0, 1, 0, 0, 0, 1, 0x7f, 0xff, 'x'}
-	if _, _, err := parseRequestHeader(frame); err == nil {
+	if _, _, err := parseRequestHeader(frame, nil); err == nil {
 		t.Fatal("oversized client id accepted")
 	}
 	// A good flexible header with one tagged field.
 	frame = []byte{0, 3, 0, 9, 0, 0, 0, 5, 0, 1, 'c', 1, 0, 2, 0xaa, 0xbb, 0x42}
-	h, body, err := parseRequestHeader(frame)
+	h, body, err := parseRequestHeader(frame, nil)
 	if err != nil || h.correlationID != 5 || *h.clientID != "c" || !bytes.Equal(body, []byte{0x42}) {
 		t.Fatalf("header %+v body %v err %v", h, body, err)
 	}

@@ -42,7 +42,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(binary.AppendUvarint(tagged, 20_000_000))
 	f.Add([]byte{0, 18, 0, 0, 0, 0, 0, 1, 0x7f, 0xff, 'x'})
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		_, req, err := decodeRequest(frame)
+		_, req, err := decodeRequest(frame, nil)
 		if err != nil && !errors.Is(err, errFrame) {
 			t.Fatalf("decode error that is not a frame error: %v", err)
 		}

@@ -327,7 +327,9 @@ func (l *LeaderState) OnFollowerFetch(f FollowerFetch, now time.Time) (FetchOutc
 			return FetchOutcome{}, err
 		}
 		if diverged {
-			return FetchOutcome{Diverging: &div}, nil
+			// A copy, so div itself stays on the stack on every other fetch.
+			d := div
+			return FetchOutcome{Diverging: &d}, nil
 		}
 	}
 	leo := l.log.LogEndOffset()
