@@ -139,16 +139,28 @@ func (x *Fetcher) Stats() FetcherStats {
 // (bounded by their deadline; ctx's end cancels them).
 func (x *Fetcher) Run(ctx context.Context) {
 	defer x.restarts.Wait()
+	// rctx is the requests' context, which AddPartition's interruption
+	// cancels. It serves round after round until that happens: a context
+	// per round cost an allocation and a registration with ctx per fetch,
+	// and the client's cancellation hook on the connection could not
+	// outlive a round either.
+	var rctx context.Context
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	for ctx.Err() == nil {
 		x.mu.Lock()
 		now := x.clock.Now()
 		req := x.f.BuildRequest(now)
 		wakeAt, delayed := x.f.NextWake()
 		leader := x.f.Leader()
-		var rctx context.Context
-		var cancel context.CancelFunc
 		if req != nil {
-			rctx, cancel = context.WithCancel(ctx)
+			if rctx == nil {
+				rctx, cancel = context.WithCancel(ctx)
+			}
 			x.inflight, x.interrupted = cancel, false
 			x.stats.Requests++
 		}
@@ -172,7 +184,10 @@ func (x *Fetcher) Run(ctx context.Context) {
 		interrupted := x.interrupted
 		x.inflight, x.interrupted = nil, false
 		x.mu.Unlock()
-		cancel()
+		if interrupted {
+			cancel() // cancelled already; the next round gets a new one
+			rctx, cancel = nil, nil
+		}
 		if err != nil {
 			if interrupted && ctx.Err() == nil {
 				// Cancelled to take in a new partition: not the

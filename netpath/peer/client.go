@@ -11,11 +11,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringlog/ringlog/controller/metadata"
@@ -57,6 +59,9 @@ type Client struct {
 	idle     map[int32][]*conn
 	closed   bool
 	sessions map[int32]*fetchSession // by leader (fetch_session.go)
+	// addrs are the brokers' addresses in addrImg (addrOf).
+	addrImg *metadata.Image
+	addrs   map[int32]string
 
 	// bufs holds fetch response buffers handed back by Release, for the
 	// next response (fetchBuf).
@@ -66,7 +71,7 @@ type Client struct {
 // New returns a client; Close releases its connections.
 func New(cfg Config) *Client {
 	return &Client{cfg: cfg, idle: make(map[int32][]*conn), sessions: make(map[int32]*fetchSession),
-		bufs: make(chan []byte, maxPooledBufs)}
+		addrs: make(map[int32]string), bufs: make(chan []byte, maxPooledBufs)}
 }
 
 // Close closes the idle connections; connections in use close when their
@@ -76,7 +81,7 @@ func (c *Client) Close() {
 	defer c.mu.Unlock()
 	for _, cs := range c.idle {
 		for _, cn := range cs {
-			cn.nc.Close()
+			cn.close()
 		}
 	}
 	c.idle, c.closed = nil, true
@@ -93,6 +98,12 @@ type conn struct {
 	// even after a complete exchange the connection is not pooled, or
 	// that late deadline would fail the next request on it.
 	cut bool
+	// watched is the Done channel of the context whose cancellation
+	// cuts the connection (watch); stopWatch unregisters that hook and
+	// fired says it ran.
+	watched   <-chan struct{}
+	stopWatch func() bool
+	fired     atomic.Bool
 	// deadline is the socket deadline last set (setCallDeadline).
 	deadline time.Time
 }
@@ -100,15 +111,32 @@ type conn struct {
 // maxKeptWriteBuf bounds the request buffer a connection keeps.
 const maxKeptWriteBuf = 1 << 20
 
-// addrOf returns the plaintext address broker id advertises.
+// addrOf returns the plaintext address broker id advertises. The answer
+// is kept per metadata image (an image never changes once published):
+// building it from the image on every fetch round cost a sorted copy of
+// the broker list and the address string.
 func (c *Client) addrOf(id int32) (string, error) {
-	for _, b := range c.cfg.Image().Brokers() {
-		if b.ID != id {
-			continue
-		}
+	img := c.cfg.Image()
+	c.mu.Lock()
+	if c.addrImg != img {
+		c.addrImg = img
+		clear(c.addrs)
+	}
+	addr, ok := c.addrs[id]
+	c.mu.Unlock()
+	if ok {
+		return addr, nil
+	}
+	if b, ok := img.Broker(id); ok {
 		for _, ep := range b.Endpoints {
 			if ep.Listener == proto.EndpointPlaintext {
-				return net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))), nil
+				addr = net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
+				c.mu.Lock()
+				if c.addrImg == img {
+					c.addrs[id] = addr
+				}
+				c.mu.Unlock()
+				return addr, nil
 			}
 		}
 	}
@@ -134,8 +162,8 @@ func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatt
 		c.idle[id] = c.idle[id][:n-1]
 	}
 	c.mu.Unlock()
-	if cn != nil && cn.addr != addr {
-		cn.nc.Close() // the broker moved
+	if cn != nil && (cn.addr != addr || cn.fired.Load()) {
+		cn.close() // the broker moved, or a cancelled call cut it
 		cn = nil
 	}
 	if cn == nil {
@@ -144,8 +172,17 @@ func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatt
 		}
 	}
 	body, err := cn.roundTrip(ctx, f, req, maxSize, alloc)
+	if errors.Is(err, errConnCut) {
+		// Cut by an earlier call's cancellation before this one sent
+		// anything: a fresh connection serves it.
+		cn.close()
+		if cn, err = c.dial(ctx, addr); err != nil {
+			return nil, err
+		}
+		body, err = cn.roundTrip(ctx, f, req, maxSize, alloc)
+	}
 	if err != nil {
-		cn.nc.Close()
+		cn.close()
 		return nil, err
 	}
 	c.mu.Lock()
@@ -155,7 +192,7 @@ func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatt
 	}
 	c.mu.Unlock()
 	if cn != nil {
-		cn.nc.Close()
+		cn.close()
 	}
 	return body, nil
 }
@@ -177,7 +214,7 @@ func (c *Client) dial(ctx context.Context, addr string) (*conn, error) {
 		deadline = dl
 	}
 	if err := c.authenticate(ctx, cn, deadline); err != nil {
-		nc.Close()
+		cn.close()
 		return nil, fmt.Errorf("authenticating to broker %s as %s: %w", addr, c.cfg.User, err)
 	}
 	nc.SetDeadline(time.Time{})
@@ -212,14 +249,67 @@ func (cn *conn) setCallDeadline(ctx context.Context) {
 	cn.nc.SetDeadline(cn.deadline)
 }
 
+// errConnCut: a pooled connection was cut by the cancellation of the
+// context of an earlier call; nothing was sent on it.
+var errConnCut = errors.New("connection cut by a cancelled call")
+
+// watch makes the cancellation of ctx cut the call in flight on cn (its
+// socket deadline moves to now). A fetcher's hook stays registered across
+// its rounds, which share one Done channel: registering one per round
+// (context.AfterFunc and its removal) allocated and locked the parent
+// context twice per fetch round. It reports false
+// when the hook of an earlier context has run or is running: the
+// connection must not be used.
+func (cn *conn) watch(ctx context.Context) bool {
+	done := ctx.Done()
+	if done != nil && done == cn.watched {
+		return !cn.fired.Load()
+	}
+	if !cn.unwatch() {
+		return false
+	}
+	if done == nil {
+		return true // never cancelled
+	}
+	cn.watched = done
+	cn.stopWatch = context.AfterFunc(ctx, func() {
+		cn.fired.Store(true)
+		cn.nc.SetDeadline(time.Now())
+	})
+	return true
+}
+
+// unwatch removes the cancellation hook, reporting false when it had
+// already started.
+func (cn *conn) unwatch() bool {
+	ok := true
+	if cn.stopWatch != nil {
+		ok = cn.stopWatch()
+	}
+	cn.watched, cn.stopWatch = nil, nil
+	return ok && !cn.fired.Load()
+}
+
+// close closes the connection and drops its cancellation hook.
+func (cn *conn) close() {
+	cn.unwatch()
+	cn.nc.Close()
+}
+
 // roundTrip writes req and reads its response: the size is bounded by
 // maxSize, the correlation id checked, and flexible header tags skipped.
 // The body is read into alloc(size) when alloc is set.
 func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kmsg.Request, maxSize int32, alloc func(int) []byte) ([]byte, error) {
 	cn.setCallDeadline(ctx)
-	stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(time.Now()) })
+	if !cn.watch(ctx) {
+		cn.cut = true
+		return nil, errConnCut
+	}
 	defer func() {
-		if !stop() {
+		// A fetcher's rounds share one context: its hook stays for the
+		// next round. Any other call's context ends with the call (its
+		// caller cancels it), so its hook goes now.
+		if _, rounds := ctx.(socketDeadlineCtx); !rounds && !cn.unwatch() || cn.fired.Load() {
 			cn.cut = true
 		}
 	}()

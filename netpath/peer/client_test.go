@@ -76,8 +76,30 @@ func startFakeBrokerReq(t testing.TB, respond func(c net.Conn, corr int32, frame
 	return fb
 }
 
+// startAnsweringBroker is a fake broker that answers every fetch with
+// high watermark hw, counting the requests in n (when not nil).
+func startAnsweringBroker(t testing.TB, hw int64, n *atomic.Int32) *fakeBroker {
+	t.Helper()
+	return startFakeBroker(t, func(c net.Conn, corr int32) bool {
+		if n != nil {
+			n.Add(1)
+		}
+		c.Write(fetchResponse(corr, 0, hw))
+		return true
+	})
+}
+
 // client returns a Client whose metadata image places broker 1 at fb.
 func (fb *fakeBroker) client(t testing.TB) *Client {
+	t.Helper()
+	im := fb.image(t)
+	c := New(Config{Image: func() *metadata.Image { return im }})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// image is a metadata image that places broker 1 at fb.
+func (fb *fakeBroker) image(t testing.TB) *metadata.Image {
 	t.Helper()
 	addr := fb.ln.Addr().(*net.TCPAddr)
 	im, res := metadata.EmptyImage().Apply(1, metadata.Command{InitCluster: &metadata.InitCluster{ClusterID: "c1"}})
@@ -91,9 +113,35 @@ func (fb *fakeBroker) client(t testing.TB) *Client {
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	c := New(Config{Image: func() *metadata.Image { return im }})
-	t.Cleanup(c.Close)
-	return c
+	return im
+}
+
+// A broker that moves is reached at its new address from the first
+// request after the image says so: the client keeps addresses per image,
+// not per broker id.
+func TestFetchFollowsBrokerToNewAddress(t *testing.T) {
+	var first, second atomic.Int32
+	fb1, fb2 := startAnsweringBroker(t, 42, &first), startAnsweringBroker(t, 42, &second)
+	var cur atomic.Pointer[metadata.Image]
+	cur.Store(fb1.image(t))
+	cl := New(Config{Image: func() *metadata.Image { return cur.Load() }})
+	t.Cleanup(cl.Close)
+	for i := 0; i < 2; i++ {
+		resp, err := cl.Fetch(context.Background(), 1, fetchReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Release()
+	}
+	cur.Store(fb2.image(t))
+	resp, err := cl.Fetch(context.Background(), 1, fetchReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Release()
+	if first.Load() != 2 || second.Load() != 1 {
+		t.Fatalf("requests at the old address %d, at the new one %d; want 2 and 1", first.Load(), second.Load())
+	}
 }
 
 // fetchResponse is a v12 fetch response frame for corr with one partition
@@ -281,5 +329,55 @@ func TestCancelledFetchDropsConnection(t *testing.T) {
 	}
 	if got := fb.accepted.Load(); got != 2 {
 		t.Fatalf("%d connections, want 2 (the cancelled one dropped)", got)
+	}
+}
+
+// Rounds made with one context reuse one connection, and its cancellation
+// hook with it. Cancelling that context while the connection is pooled
+// cuts it: the next call, under another context, gets a fresh connection
+// and succeeds, with no error from the cut one.
+func TestContextCancelledWhilePooled(t *testing.T) {
+	fb := startAnsweringBroker(t, 7, nil)
+	cl := fb.client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	for i := 0; i < 3; i++ {
+		resp, err := cl.Fetch(ctx, 1, fetchReq())
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Release()
+	}
+	if got := fb.accepted.Load(); got != 1 {
+		t.Fatalf("%d connections for three rounds under one context, want 1", got)
+	}
+	cancel()
+	resp, err := cl.Fetch(context.Background(), 1, fetchReq())
+	if err != nil || resp.Partitions[0].HighWatermark != 7 {
+		t.Fatalf("fetch after the pooled connection's context ended: %v %+v", err, resp)
+	}
+	resp.Release()
+	if got := fb.accepted.Load(); got != 2 {
+		t.Fatalf("%d connections, want 2 (the cut one replaced)", got)
+	}
+}
+
+// A call under its own context (the marker writer's, the share-state
+// client's) leaves no hook behind: cancelling that context after the call
+// returned does not cut the pooled connection, which serves the next call.
+func TestPerCallContextKeepsConnection(t *testing.T) {
+	fb := startAnsweringBroker(t, 3, nil)
+	cl := fb.client(t)
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 12
+		_, err := cl.roundTrip(ctx, 1, replicaFormatter, req, maxFetchResponse, nil)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fb.accepted.Load(); got != 1 {
+		t.Fatalf("%d connections for three calls, each under a context cancelled after it; want 1", got)
 	}
 }
