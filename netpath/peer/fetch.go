@@ -120,12 +120,12 @@ func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication
 	if sess != nil {
 		send = sess.build(kr, req.Partitions)
 	}
-	byTopic := map[string]int{}
+	var byTopic topicIndex
 	for _, p := range send {
-		i, ok := byTopic[p.Topic]
+		i, ok := byTopic.find(p.Topic)
 		if !ok {
 			i = len(kr.Topics)
-			byTopic[p.Topic] = i
+			byTopic.add(p.Topic, i)
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic = p.Topic
 			t.TopicID = p.TopicID
@@ -167,15 +167,21 @@ func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication
 		}
 		return nil, err
 	}
-	ids := map[string][16]byte{}
-	for _, p := range req.Partitions {
-		ids[p.Topic] = p.TopicID
-	}
 	out := &replication.FetchResponse{Release: func() { c.putFetchBuf(buf) }}
+	var ids topicIndex // topic -> index of one of its partitions in req
+	for k, p := range req.Partitions {
+		if _, ok := ids.find(p.Topic); !ok {
+			ids.add(p.Topic, k)
+		}
+	}
 	for _, t := range kresp.Topics {
+		var id [16]byte
+		if k, ok := ids.find(t.Topic); ok {
+			id = req.Partitions[k].TopicID
+		}
 		for _, p := range t.Partitions {
 			r := replication.FetchPartitionResponse{
-				TopicPartition: replication.TopicPartition{Topic: t.Topic, TopicID: ids[t.Topic], Partition: p.Partition},
+				TopicPartition: replication.TopicPartition{Topic: t.Topic, TopicID: id, Partition: p.Partition},
 				Err:            fetchCodeErr(p.ErrorCode),
 				HighWatermark:  p.HighWatermark,
 				LogStartOffset: p.LogStartOffset,
@@ -218,4 +224,37 @@ func fetchCodeErr(code int16) error {
 		return replication.ErrOffsetMovedToTieredStorage
 	}
 	return kerr.ErrorForCode(code)
+}
+
+// topicIndex maps topic names to indexes for one request. A follower
+// fetches few topics from a leader, so the first few are found by a scan
+// and a map is made only past them: a map per round cost its allocation
+// and a string hash per partition.
+type topicIndex struct {
+	names [4]string
+	idx   [4]int
+	n     int
+	more  map[string]int
+}
+
+func (x *topicIndex) find(topic string) (int, bool) {
+	for i := range x.n {
+		if x.names[i] == topic {
+			return x.idx[i], true
+		}
+	}
+	i, ok := x.more[topic]
+	return i, ok
+}
+
+func (x *topicIndex) add(topic string, i int) {
+	if x.n < len(x.names) {
+		x.names[x.n], x.idx[x.n] = topic, i
+		x.n++
+		return
+	}
+	if x.more == nil {
+		x.more = make(map[string]int)
+	}
+	x.more[topic] = i
 }

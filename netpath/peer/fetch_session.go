@@ -100,7 +100,10 @@ func (s *fetchSession) reset() {
 // build sets kr's session fields for a fetch of want and returns the
 // partitions to list in it.
 func (s *fetchSession) build(kr *kmsg.FetchRequest, want []replication.FetchPartition) []replication.FetchPartition {
-	s.listed, s.forgotten = nil, nil
+	// Reused round to round: both are read only within the exchange.
+	clear(s.listed)
+	clear(s.forgotten)
+	s.listed, s.forgotten = s.listed[:0], s.forgotten[:0]
 	if s.id == 0 || s.epoch == 0 {
 		s.full = true
 		kr.SessionID, kr.SessionEpoch = 0, 0

@@ -347,3 +347,20 @@ func BenchmarkFetchQuiet256(b *testing.B) {
 		})
 	}
 }
+
+// topicIndex finds every topic added, past its scanned slots too, and
+// nothing else.
+func TestTopicIndex(t *testing.T) {
+	var x topicIndex
+	for i := range 9 {
+		x.add(fmt.Sprintf("t%d", i), i*10)
+	}
+	for i := range 9 {
+		if got, ok := x.find(fmt.Sprintf("t%d", i)); !ok || got != i*10 {
+			t.Errorf("find(t%d) = %d, %v; want %d", i, got, ok, i*10)
+		}
+	}
+	if _, ok := x.find("t9"); ok {
+		t.Error("found a topic never added")
+	}
+}
