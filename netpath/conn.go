@@ -376,17 +376,40 @@ func parseRequestHeader(frame []byte, prev *string) (requestHeader, []byte, erro
 
 // headerIsFlexible reports whether the request uses header v2.
 func headerIsFlexible(key, version int16) bool {
-	req := kmsg.RequestForKey(key)
-	if req == nil {
+	if key < 0 || int(key) >= len(flexibleFrom) || version < 0 {
 		return false
 	}
-	if version > req.MaxVersion() {
-		// Only ApiVersions gets here (KIP-511); its body is not read.
-		return false
-	}
-	req.SetVersion(version)
-	return req.IsFlexible()
+	// Versions above the codec's (only ApiVersions gets here, KIP-511;
+	// its body is not read) are not flexible.
+	f := flexibleFrom[key]
+	return f.from >= 0 && version >= f.from && version <= f.max
 }
+
+// flexibleFrom holds, per API key, the first version with flexible
+// headers (-1: none) and the codec's highest version. headerIsFlexible
+// asked the codec on every request, which built a request value each time.
+var flexibleFrom = func() []struct{ from, max int16 } {
+	var out []struct{ from, max int16 }
+	for key := int16(0); key < 1024; key++ {
+		req := kmsg.RequestForKey(key)
+		if req == nil {
+			continue
+		}
+		for int(key) >= len(out) {
+			out = append(out, struct{ from, max int16 }{-1, -1})
+		}
+		f := struct{ from, max int16 }{-1, req.MaxVersion()}
+		for v := int16(0); v <= f.max; v++ {
+			req.SetVersion(v)
+			if req.IsFlexible() {
+				f.from = v
+				break
+			}
+		}
+		out[key] = f
+	}
+	return out
+}()
 
 func (c *conn) writeLoop() {
 	broken := false
