@@ -14,32 +14,24 @@ func (q *uringQueue) deliver() {
 		return
 	}
 	q.nmu.Lock()
+	k := 0
 	if len(q.pendingNotes) == 0 && !q.applying {
-		k := 0
 		for k < len(q.notes) && q.tryApply(&q.notes[k]) {
 			k++
 		}
-		if k == len(q.notes) {
-			clear(q.notes)
-			q.notes = q.notes[:0]
-			q.nmu.Unlock()
-			return
-		}
-		clear(q.notes[:k])
-		q.notes = append(q.notes[:0], q.notes[k:]...)
-		clear(q.notes[len(q.notes):cap(q.notes)])
 	}
-	if len(q.pendingNotes) == 0 {
-		q.pendingNotes, q.notes = q.notes, q.pendingNotes[:0]
-	} else {
-		q.pendingNotes = append(q.pendingNotes, q.notes...)
-		clear(q.notes)
-		q.notes = q.notes[:0]
+	rest := k < len(q.notes)
+	if rest {
+		q.pendingNotes = append(q.pendingNotes, q.notes[k:]...)
 	}
 	q.nmu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
+	clear(q.notes)
+	q.notes = q.notes[:0]
+	if rest {
+		select {
+		case q.notify <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/ringlog/ringlog/broker/serveflags"
@@ -45,5 +46,14 @@ func TestSetGCPercentYieldsToGOGC(t *testing.T) {
 	setGCPercent(150, log)
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Fatalf("GC percent %d with GOGC set, want it left alone (100)", got)
+	}
+}
+
+// An unknown --sched-policy stops serve before anything starts, with an
+// error naming the flag and the policies it takes.
+func TestServeRefusesUnknownSchedPolicy(t *testing.T) {
+	_, err := runApp(t, serveCommand(), "--sched-policy", "fifo", "--data-dir", t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "--sched-policy") || !strings.Contains(err.Error(), "batch") {
+		t.Fatalf("serve --sched-policy fifo: %v; want an error naming the flag and its policies", err)
 	}
 }

@@ -66,8 +66,8 @@ func setMaxProcs(n int, log *slog.Logger) error {
 // policy, with a warning: the policy changes what the broker costs, not
 // what it does. An unknown name is an error.
 func setSchedPolicy(name string, log *slog.Logger) error {
-	if name != cpusched.Normal && name != cpusched.Batch {
-		return fmt.Errorf("--sched-policy %q: want %s or %s", name, cpusched.Batch, cpusched.Normal)
+	if err := cpusched.Check(name); err != nil {
+		return fmt.Errorf("--sched-policy: %w", err)
 	}
 	if err := cpusched.Apply(name); err != nil {
 		log.Warn("scheduling policy not applied; threads keep the kernel's default", "sched_policy", name, "err", err)

@@ -11,8 +11,18 @@
 // the end of a short stretch of work instead of interrupting it.
 package cpusched
 
+import "fmt"
+
 // The policies Apply accepts, by the name the serve flag uses.
 const (
 	Normal = "normal" // SCHED_OTHER, the kernel's default
 	Batch  = "batch"  // SCHED_BATCH: no preemption on wake-up
 )
+
+// Check refuses a name that is not one of the policies.
+func Check(name string) error {
+	if name != Normal && name != Batch {
+		return fmt.Errorf("scheduling policy %q: want %s or %s", name, Batch, Normal)
+	}
+	return nil
+}

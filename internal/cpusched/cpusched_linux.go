@@ -12,13 +12,13 @@ import (
 )
 
 func policyOf(name string) (uint32, error) {
-	switch name {
-	case Normal:
-		return unix.SCHED_NORMAL, nil
-	case Batch:
+	if err := Check(name); err != nil {
+		return 0, err
+	}
+	if name == Batch {
 		return unix.SCHED_BATCH, nil
 	}
-	return 0, fmt.Errorf("scheduling policy %q: want %s or %s", name, Normal, Batch)
+	return unix.SCHED_NORMAL, nil
 }
 
 // Apply sets the named policy on every thread of the process, keeping each

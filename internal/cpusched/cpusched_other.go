@@ -6,8 +6,8 @@ import "fmt"
 
 // Apply accepts only Normal off Linux.
 func Apply(name string) error {
-	if name == Normal {
-		return nil
+	if err := Check(name); err != nil || name == Normal {
+		return err
 	}
 	return fmt.Errorf("scheduling policy %q: only %s off Linux", name, Normal)
 }

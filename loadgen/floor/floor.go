@@ -97,8 +97,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("floor: duration %v outside (0, 10m]", c.Duration)
 	case c.Warmup < 0 || c.Warmup > time.Minute:
 		return fmt.Errorf("floor: warmup %v outside [0, 1m]", c.Warmup)
-	case c.SchedPolicy != cpusched.Batch && c.SchedPolicy != cpusched.Normal:
-		return fmt.Errorf("floor: scheduling policy %q is not %s or %s", c.SchedPolicy, cpusched.Batch, cpusched.Normal)
+	case cpusched.Check(c.SchedPolicy) != nil:
+		return fmt.Errorf("floor: %w", cpusched.Check(c.SchedPolicy))
 	}
 	return checkNode(c.Mode, c.Size)
 }

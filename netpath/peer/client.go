@@ -162,8 +162,8 @@ func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatt
 		c.idle[id] = c.idle[id][:n-1]
 	}
 	c.mu.Unlock()
-	if cn != nil && (cn.addr != addr || cn.fired.Load()) {
-		cn.close() // the broker moved, or a cancelled call cut it
+	if cn != nil && (cn.addr != addr || !cn.watch(ctx)) {
+		cn.close() // the broker moved, or an earlier call's cancellation cut it
 		cn = nil
 	}
 	if cn == nil {
@@ -172,15 +172,6 @@ func (c *Client) roundTrip(ctx context.Context, id int32, f *kmsg.RequestFormatt
 		}
 	}
 	body, err := cn.roundTrip(ctx, f, req, maxSize, alloc)
-	if errors.Is(err, errConnCut) {
-		// Cut by an earlier call's cancellation before this one sent
-		// anything: a fresh connection serves it.
-		cn.close()
-		if cn, err = c.dial(ctx, addr); err != nil {
-			return nil, err
-		}
-		body, err = cn.roundTrip(ctx, f, req, maxSize, alloc)
-	}
 	if err != nil {
 		cn.close()
 		return nil, err
@@ -257,9 +248,9 @@ var errConnCut = errors.New("connection cut by a cancelled call")
 // socket deadline moves to now). A fetcher's hook stays registered across
 // its rounds, which share one Done channel: registering one per round
 // (context.AfterFunc and its removal) allocated and locked the parent
-// context twice per fetch round. It reports false
-// when the hook of an earlier context has run or is running: the
-// connection must not be used.
+// context twice per fetch round. It reports false when the hook of an
+// earlier context has run or is running: the connection must not be used
+// (Client.roundTrip asks before it reuses a pooled one).
 func (cn *conn) watch(ctx context.Context) bool {
 	done := ctx.Done()
 	if done != nil && done == cn.watched {
@@ -306,9 +297,10 @@ func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kms
 		return nil, errConnCut
 	}
 	defer func() {
-		// A fetcher's rounds share one context: its hook stays for the
-		// next round. Any other call's context ends with the call (its
-		// caller cancels it), so its hook goes now.
+		// A fetch's context (socketDeadlineCtx, which Fetch always
+		// makes) is the fetcher's, shared by its rounds: its hook stays
+		// for the next round. Any other call's context ends with the call
+		// (its caller cancels it), so its hook goes now.
 		if _, rounds := ctx.(socketDeadlineCtx); !rounds && !cn.unwatch() || cn.fired.Load() {
 			cn.cut = true
 		}

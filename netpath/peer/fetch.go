@@ -95,9 +95,11 @@ type socketDeadlineCtx struct {
 	deadline time.Time
 }
 
+// withSocketDeadline wraps ctx always (an earlier deadline of ctx's own
+// wins): the type marks a fetch's context for conn.roundTrip.
 func withSocketDeadline(ctx context.Context, d time.Time) context.Context {
 	if pd, ok := ctx.Deadline(); ok && pd.Before(d) {
-		return ctx
+		d = pd
 	}
 	return socketDeadlineCtx{ctx, d}
 }
