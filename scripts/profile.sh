@@ -10,6 +10,10 @@
 #
 #   make profile
 #   DURATION=20s WARMUP=5s RATE=10000 scripts/profile.sh
+#
+# LOADGEN_FLAGS adds flags to the load generator's (a later flag wins),
+# e.g. LOADGEN_FLAGS="--client kgo --linger 0 --consumers 0". PERF=0
+# skips perf.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,6 +60,7 @@ echo "== profile: $RATE msg/s x 1000 B, acks=all, RF=3, 1 consumer, $DURATION af
 $BIN loadgen --bootstrap "$BOOT" --broker-admin "${ADMINS[0]}" --topic ringlog-profile --partitions 8 \
   --replication-factor 3 --topic-config min.insync.replicas=2 --acks all --message-size 1000 \
   --rate "$RATE" --consumers 1 --duration "$DURATION" --warmup "$WARMUP" --label profile --quiet \
-  --profile-broker "${ADMINS[0]}" --profile-broker "${ADMINS[1]}" --profile-broker "${ADMINS[2]}" --perf \
+  --profile-broker "${ADMINS[0]}" --profile-broker "${ADMINS[1]}" --profile-broker "${ADMINS[2]}" \
+  --perf="$([ "${PERF:-1}" = 0 ] && echo false || echo true)" ${LOADGEN_FLAGS:-} \
   --out "$OUT" >"$OUT/loadgen.txt"
 $BIN report "$OUT" | tee "$OUT/report.txt"
