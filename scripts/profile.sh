@@ -56,11 +56,13 @@ for _ in $(seq 300); do
 done
 [ $ok = 3 ] || { echo "cluster did not start" >&2; exit 1; }
 
-echo "== profile: $RATE msg/s x 1000 B, acks=all, RF=3, 1 consumer, $DURATION after $WARMUP warmup -> $OUT"
+PERF_ON=true
+[ "${PERF:-1}" = 0 ] && PERF_ON=false
+echo "== profile: $RATE msg/s x 1000 B, acks=all, RF=3, 1 consumer, $DURATION after $WARMUP warmup${LOADGEN_FLAGS:+, then $LOADGEN_FLAGS} -> $OUT"
 $BIN loadgen --bootstrap "$BOOT" --broker-admin "${ADMINS[0]}" --topic ringlog-profile --partitions 8 \
   --replication-factor 3 --topic-config min.insync.replicas=2 --acks all --message-size 1000 \
   --rate "$RATE" --consumers 1 --duration "$DURATION" --warmup "$WARMUP" --label profile --quiet \
   --profile-broker "${ADMINS[0]}" --profile-broker "${ADMINS[1]}" --profile-broker "${ADMINS[2]}" \
-  --perf="$([ "${PERF:-1}" = 0 ] && echo false || echo true)" ${LOADGEN_FLAGS:-} \
+  --perf="$PERF_ON" ${LOADGEN_FLAGS:-} \
   --out "$OUT" >"$OUT/loadgen.txt"
 $BIN report "$OUT" | tee "$OUT/report.txt"

@@ -97,8 +97,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("floor: duration %v outside (0, 10m]", c.Duration)
 	case c.Warmup < 0 || c.Warmup > time.Minute:
 		return fmt.Errorf("floor: warmup %v outside [0, 1m]", c.Warmup)
-	case cpusched.Check(c.SchedPolicy) != nil:
-		return fmt.Errorf("floor: %w", cpusched.Check(c.SchedPolicy))
+	}
+	if err := cpusched.Check(c.SchedPolicy); err != nil {
+		return fmt.Errorf("floor: %w", err)
 	}
 	return checkNode(c.Mode, c.Size)
 }
