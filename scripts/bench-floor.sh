@@ -5,7 +5,7 @@
 #
 # Runs N rounds. Each round runs, one after the other, `ringlog bench`
 # (franz-go, linger 0, no consumer, fsync always) and `ringlog floor`
-# (both modes) at RATE msg/s (default 1000), first with three replicas
+# (all three modes) at RATE msg/s (default 1000), first with three replicas
 # (RF=3, min ISR 2) and then with one, and prints each run's CPU-µs and
 # context switches per message and its ack p50. Compare the figures of
 # one round: the host drifts between rounds. DUR (default 10s) sets the

@@ -6,9 +6,11 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ringlog/ringlog/iouring"
 	"github.com/ringlog/ringlog/loadgen/floor"
 )
 
@@ -22,8 +24,9 @@ func floorCommand() *cli.Command {
 		Description: "Starts --replicas minimal processes (a leader and its followers) and sends them fixed-size messages at --rate, open loop.\n" +
 			"Per message each node writes it to its log (O_DIRECT|O_DSYNC with --fsync always) and the leader waits for every follower.\n" +
 			"Prints CPU-µs and context switches per message, summed over the nodes and per node, and the latency.\n" +
-			"--mode netpoll waits the way Go servers do (the netpoller); --mode thread blocks one thread per node in its own\n" +
-			"system calls, as a C server would; both runs the two back to back. Compare with\n" +
+			"--mode netpoll waits the way Go servers do (the netpoller, and a blocking write); --mode uring waits on the netpoller\n" +
+			"too but writes through an io_uring as the broker's storage engine does; --mode thread blocks one thread per node in its\n" +
+			"own system calls, as a C server would; all runs the three back to back. Compare with\n" +
 			"`ringlog bench --brokers N --rate R --client kgo --linger 0` on the same machine.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "replicas", Value: d.Replicas, Usage: "nodes in the round (1: a single durable server)", EnvVars: env("replicas")},
@@ -31,7 +34,7 @@ func floorCommand() *cli.Command {
 			&cli.DurationFlag{Name: "duration", Value: d.Duration, Usage: "measured time", EnvVars: env("duration")},
 			&cli.DurationFlag{Name: "warmup", Value: d.Warmup, Usage: "sent before measuring", EnvVars: env("warmup")},
 			&cli.IntFlag{Name: "message-size", Value: d.Size, Usage: "bytes per message", EnvVars: env("message-size")},
-			&cli.StringFlag{Name: "mode", Value: "both", Usage: "netpoll | thread | both", EnvVars: env("mode")},
+			&cli.StringFlag{Name: "mode", Value: "all", Usage: strings.Join(floor.Modes, " | ") + " | all", EnvVars: env("mode")},
 			&cli.StringFlag{Name: "fsync", Value: "always", Usage: "always (a durable write per message on every node) | never (a page-cache write)", EnvVars: env("fsync")},
 			&cli.StringFlag{Name: "dir", Usage: "directory for the nodes' logs, on the disk to measure (default: a temporary directory)", EnvVars: env("dir")},
 			&cli.StringFlag{Name: "node-max-procs", Value: "auto", Usage: "GOMAXPROCS of each node: auto (the cores split among the nodes, as bench's --broker-max-procs) | N | 0 (Go's default)", EnvVars: env("node-max-procs")},
@@ -61,8 +64,14 @@ func floorCommand() *cli.Command {
 				return cli.Exit(fmt.Sprintf("floor: --fsync %q is not always or never", c.String("fsync")), 2)
 			}
 			modes := []string{c.String("mode")}
-			if modes[0] == "both" {
-				modes = []string{floor.ModeNetpoll, floor.ModeThread}
+			if modes[0] == "all" {
+				modes = floor.Modes
+				// Where the kernel refuses io_uring, "all" measures the
+				// other two and says why it left one out.
+				if info, _ := iouring.Probe(); !info.Available {
+					fmt.Fprintf(c.App.ErrWriter, "floor: leaving out --mode %s: io_uring unavailable here: %s\n", floor.ModeUring, info.Reason)
+					modes = []string{floor.ModeNetpoll, floor.ModeThread}
+				}
 			}
 			for _, m := range modes {
 				cfg.Mode = m

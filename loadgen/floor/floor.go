@@ -10,12 +10,18 @@
 // message is its own; what this costs, the machine charges any design
 // with the same hops.
 //
-// Two ways to wait are measured. ModeNetpoll is Go's: goroutines park on
-// the netpoller, the runtime's threads sleep in epoll and hand work
-// between them. ModeThread is a C server's: one thread per node blocks
-// in its own read and write, woken by the kernel directly. The gap
-// between the two is what Go's scheduler costs per wake-up on this
-// machine.
+// Three ways to wait are measured. ModeNetpoll is Go's standard library:
+// goroutines park on the netpoller, the runtime's threads sleep in epoll
+// and hand work between them, socket calls carry the runtime's system
+// call bookkeeping, and the log write blocks the thread. ModeUring is
+// a Go broker's with ringlog's storage path: the same netpoller for the
+// sockets, and the log write submitted to an io_uring whose completion
+// signals an eventfd the netpoller watches, so no thread blocks in the
+// write (the leader's write runs while its followers write theirs).
+// ModeThread is a C server's: one thread per node blocks in its own read
+// and write, woken by the kernel directly. The gaps between them are what
+// Go's scheduler costs per wake-up on this machine, and what the blocking
+// write costs a Go server.
 package floor
 
 import (
@@ -29,6 +35,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,8 +50,12 @@ import (
 // The ways a node waits.
 const (
 	ModeNetpoll = "netpoll"
+	ModeUring   = "uring"
 	ModeThread  = "thread"
 )
+
+// Modes lists every mode, in the order "all" runs them.
+var Modes = []string{ModeNetpoll, ModeUring, ModeThread}
 
 const (
 	ackSize   = 8 // a message's sequence number, echoed
@@ -63,7 +74,7 @@ type Config struct {
 	Duration time.Duration // measured
 	Warmup   time.Duration // sent before measuring
 	Size     int           // message bytes
-	Mode     string        // ModeNetpoll or ModeThread
+	Mode     string        // ModeNetpoll, ModeUring or ModeThread
 	Fsync    bool          // a durable write per message on every node
 	Dir      string        // for the nodes' logs (default: a temporary directory)
 	// MaxProcs is each node's GOMAXPROCS: -1 splits the cores among the
@@ -110,8 +121,8 @@ func checkNode(mode string, size int) error {
 	switch {
 	case size < minSize || size > maxSize:
 		return fmt.Errorf("floor: size %d outside %d..%d", size, minSize, maxSize)
-	case mode != ModeNetpoll && mode != ModeThread:
-		return fmt.Errorf("floor: mode %q is not %s or %s", mode, ModeNetpoll, ModeThread)
+	case !slices.Contains(Modes, mode):
+		return fmt.Errorf("floor: mode %q is not one of %s", mode, strings.Join(Modes, ", "))
 	}
 	return nil
 }

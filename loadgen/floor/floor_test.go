@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/iouring"
 )
 
 // The test binary is also the nodes' binary: Run re-executes it with
@@ -62,9 +64,21 @@ func directWorks(t *testing.T, dir string) bool {
 	return true
 }
 
-func TestRunBothModes(t *testing.T) {
-	for _, mode := range []string{ModeNetpoll, ModeThread} {
+// skipWithoutUring skips the uring mode's case where the kernel refuses
+// io_uring (the floor's other modes need nothing of it).
+func skipWithoutUring(t *testing.T, mode string) {
+	if mode != ModeUring {
+		return
+	}
+	if info, _ := iouring.Probe(); !info.Available {
+		t.Skipf("io_uring unavailable here: %s", info.Reason)
+	}
+}
+
+func TestRunEveryMode(t *testing.T) {
+	for _, mode := range Modes {
 		t.Run(mode, func(t *testing.T) {
+			skipWithoutUring(t, mode)
 			cfg := testConfig(t, mode)
 			res, err := Run(context.Background(), cfg)
 			if err != nil {
@@ -100,8 +114,9 @@ func TestRunBothModes(t *testing.T) {
 // A node that dies fails the run promptly: the leader's read from it
 // ends, the leader exits, and the client's read of the next answer ends.
 func TestKilledFollowerFailsRun(t *testing.T) {
-	for _, mode := range []string{ModeNetpoll, ModeThread} {
+	for _, mode := range Modes {
 		t.Run(mode, func(t *testing.T) {
+			skipWithoutUring(t, mode)
 			cfg := testConfig(t, mode)
 			cfg.Duration = time.Minute
 			nc := &nodeCommand{}

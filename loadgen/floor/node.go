@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringlog/ringlog/internal/cpusched"
 	"github.com/ringlog/ringlog/internal/rawio"
+	"github.com/ringlog/ringlog/internal/sockio"
 )
 
 // NodeMain runs one node of the model round, with args as Run passes
@@ -31,7 +32,7 @@ func NodeMain(args []string, stdout io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	peers := fs.String("peers", "", "followers' addresses, comma-separated (the leader)")
 	file := fs.String("file", "", "data file")
-	mode := fs.String("mode", ModeNetpoll, "netpoll | thread")
+	mode := fs.String("mode", ModeNetpoll, strings.Join(Modes, " | "))
 	fsync := fs.Bool("fsync", true, "a durable write per message")
 	size := fs.Int("size", 1000, "message bytes")
 	sched := fs.String("sched-policy", cpusched.Normal, "scheduling policy of the node's threads: batch | normal")
@@ -52,6 +53,15 @@ func NodeMain(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer lg.close()
+	var app appender = lg
+	if *mode == ModeUring {
+		ul, err := newUringLog(lg)
+		if err != nil {
+			return err
+		}
+		defer ul.close()
+		app = ul
+	}
 	var fol []net.Conn
 	defer func() {
 		for _, c := range fol {
@@ -102,14 +112,14 @@ func NodeMain(args []string, stdout io.Writer) error {
 		runtime.LockOSThread()
 		debug.SetGCPercent(-1)
 	}
-	return serve(up, downs, lg, *size)
+	return serve(up, downs, app, *size)
 }
 
 // serve is the round: take a message, send it to every follower, write it
-// to the log, wait for every follower's answer, answer. The loop
-// allocates nothing. It returns nil when the upstream peer closes
-// between messages: the run is over.
-func serve(up link, downs []link, lg *logFile, size int) error {
+// to the log, wait for every follower's answer and for the write, answer.
+// The loop allocates nothing. It returns nil when the upstream peer
+// closes between messages: the run is over.
+func serve(up link, downs []link, lg appender, size int) error {
 	msg := make([]byte, size)
 	ack := make([]byte, ackSize)
 	for {
@@ -123,13 +133,16 @@ func serve(up link, downs []link, lg *logFile, size int) error {
 				return fmt.Errorf("floor node: send to follower %d: %w", i+1, err)
 			}
 		}
-		if err := lg.append(msg); err != nil {
+		if err := lg.start(msg); err != nil {
 			return err
 		}
 		for i, d := range downs {
 			if err := d.readFull(ack); err != nil {
 				return fmt.Errorf("floor node: answer of follower %d: %w", i+1, err)
 			}
+		}
+		if err := lg.wait(); err != nil {
+			return err
 		}
 		if err := up.write(msg[:ackSize]); err != nil {
 			return fmt.Errorf("floor node: answer: %w", err)
@@ -143,8 +156,14 @@ type link interface {
 }
 
 func newLink(c net.Conn, mode string) (link, error) {
-	if mode == ModeNetpoll {
+	switch mode {
+	case ModeNetpoll:
 		return netLink{c}, nil
+	case ModeUring:
+		// The broker's sockets: raw reads and writes inside the
+		// netpoller's RawConn (internal/sockio), so a call that does not
+		// block pays none of the runtime's system call bookkeeping.
+		return netLink{sockio.Wrap(c)}, nil
 	}
 	// A duplicate of the socket put into blocking mode. O_NONBLOCK belongs
 	// to the open file, so the net.Conn shares it; nothing uses the
@@ -261,14 +280,23 @@ func openLog(path string, size int, durable bool) (*logFile, error) {
 	return lg, nil
 }
 
-// append writes p into the next slot; with O_DSYNC it returns once the
-// device has it.
-func (lg *logFile) append(p []byte) error {
+// appender is a node's log: start writes a message (or begins to), wait
+// returns once it is written.
+type appender interface {
+	start(p []byte) error
+	wait() error
+}
+
+// start writes p into the next slot; with O_DSYNC it returns once the
+// device has it, so wait has nothing left to do.
+func (lg *logFile) start(p []byte) error {
 	copy(lg.buf, p)
 	err := lg.writeSlot(lg.next)
 	lg.next = (lg.next + 1) % lg.slots
 	return err
 }
+
+func (lg *logFile) wait() error { return nil }
 
 // writeSlot is a raw pwritev: the model's floor does not pay the
 // runtime's system call bookkeeping (internal/rawio).

@@ -1,0 +1,109 @@
+//go:build linux
+
+package floor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ringlog/ringlog/internal/rawio"
+	"github.com/ringlog/ringlog/iouring"
+)
+
+// uringLog writes the log through an io_uring the way the broker's
+// storage engine does (engine/uring.go): the write is submitted without
+// waiting, the kernel signals an eventfd as it posts the completion, and
+// the node parks on that eventfd in the netpoller. The ring is set up with
+// SUBMIT_ALL only, as the engine's is, since a goroutine that is not
+// locked to a thread cannot use SINGLE_ISSUER or DEFER_TASKRUN.
+type uringLog struct {
+	lg      *logFile
+	ring    *iouring.Ring
+	evf     *os.File
+	evr     *rawio.Reader
+	evBuf   [8]byte
+	pending bool // a write is in the kernel
+}
+
+func newUringLog(lg *logFile) (*uringLog, error) {
+	ring, err := iouring.New(4, iouring.WithSetupFlags(iouring.SetupSubmitAll))
+	if err != nil {
+		return nil, fmt.Errorf("floor node: io_uring: %w", err)
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		ring.Close()
+		return nil, fmt.Errorf("floor node: eventfd: %w", err)
+	}
+	u := &uringLog{lg: lg, ring: ring, evf: os.NewFile(uintptr(efd), "floor-eventfd")}
+	if err := ring.RegisterEventfd(efd); err != nil {
+		u.close()
+		return nil, fmt.Errorf("floor node: register eventfd: %w", err)
+	}
+	rc, err := u.evf.SyscallConn()
+	if err != nil {
+		u.close()
+		return nil, err
+	}
+	u.evr = rawio.NewReader(rc)
+	return u, nil
+}
+
+// start copies p into the slot buffer and submits its write. The buffer
+// and its iovec belong to the log for the node's whole life, so nothing
+// the kernel holds can be freed or reused before wait reaps the write.
+func (u *uringLog) start(p []byte) error {
+	if u.pending {
+		return errors.New("floor node: write started before the previous one was reaped")
+	}
+	lg := u.lg
+	copy(lg.buf, p)
+	sqe := u.ring.GetSQE()
+	if sqe == nil {
+		return errors.New("floor node: io_uring submission queue full")
+	}
+	iouring.PrepWritev(sqe, lg.fd, lg.iov, uint64(lg.next*int64(len(lg.buf))))
+	lg.next = (lg.next + 1) % lg.slots
+	if _, err := u.ring.Submit(); err != nil {
+		return fmt.Errorf("floor node: submit: %w", err)
+	}
+	u.pending = true
+	return nil
+}
+
+// wait reaps the write, parking on the eventfd until its completion is
+// posted. A signal left over from a completion reaped without it only
+// costs one extra read.
+func (u *uringLog) wait() error {
+	for u.pending {
+		if cqe, ok := u.ring.PeekCQE(); ok {
+			u.ring.CQAdvance(1)
+			u.pending = false
+			switch {
+			case cqe.Res < 0:
+				return fmt.Errorf("floor node: write: %w", syscall.Errno(-cqe.Res))
+			case int(cqe.Res) != len(u.lg.buf):
+				return fmt.Errorf("floor node: short write %d of %d", cqe.Res, len(u.lg.buf))
+			}
+			return nil
+		}
+		if _, err := u.evr.Read(u.evBuf[:]); err != nil {
+			return fmt.Errorf("floor node: read eventfd: %w", err)
+		}
+	}
+	return nil
+}
+
+// close waits for a write still in the kernel before the ring goes, so
+// the kernel never writes from a buffer the process no longer holds.
+func (u *uringLog) close() {
+	if u.pending {
+		u.ring.SubmitAndWait(1)
+	}
+	u.ring.Close()
+	u.evf.Close()
+}
