@@ -10,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ringlog/ringlog/iouring"
 	"github.com/ringlog/ringlog/loadgen/floor"
 )
 
@@ -68,8 +67,8 @@ func floorCommand() *cli.Command {
 				modes = floor.Modes
 				// Where the kernel refuses io_uring, "all" measures the
 				// other two and says why it left one out.
-				if info, _ := iouring.Probe(); !info.Available {
-					fmt.Fprintf(c.App.ErrWriter, "floor: leaving out --mode %s: io_uring unavailable here: %s\n", floor.ModeUring, info.Reason)
+				if why := floor.UringUnavailable(); why != "" {
+					fmt.Fprintf(c.App.ErrWriter, "floor: leaving out --mode %s: io_uring unavailable here: %s\n", floor.ModeUring, why)
 					modes = []string{floor.ModeNetpoll, floor.ModeThread}
 				}
 			}

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ringlog/ringlog/iouring"
 )
 
 // The test binary is also the nodes' binary: Run re-executes it with
@@ -70,8 +68,8 @@ func skipWithoutUring(t *testing.T, mode string) {
 	if mode != ModeUring {
 		return
 	}
-	if info, _ := iouring.Probe(); !info.Available {
-		t.Skipf("io_uring unavailable here: %s", info.Reason)
+	if why := UringUnavailable(); why != "" {
+		t.Skipf("io_uring unavailable here: %s", why)
 	}
 }
 

@@ -11,3 +11,6 @@ import (
 func NodeMain([]string, io.Writer) error {
 	return errors.New("floor: nodes run on Linux only")
 }
+
+// UringUnavailable says why ModeUring cannot run here.
+func UringUnavailable() string { return "io_uring is Linux's" }

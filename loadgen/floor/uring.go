@@ -107,3 +107,11 @@ func (u *uringLog) close() {
 	u.ring.Close()
 	u.evf.Close()
 }
+
+// UringUnavailable says why ModeUring cannot run here, or "" when it can.
+func UringUnavailable() string {
+	if info, _ := iouring.Probe(); !info.Available {
+		return info.Reason
+	}
+	return ""
+}
