@@ -7,12 +7,13 @@
 # (franz-go, linger 0, no consumer, fsync always) and `ringlog floor`
 # (all three modes) at RATE msg/s (default 1000), first with three replicas
 # (RF=3, min ISR 2) and then with one, and prints each run's CPU-µs and
-# context switches per message and its ack p50. Compare the figures of
+# context switches per message and its ack p50, then ringlog's CPU per
+# message over each floor's. Compare the figures of
 # one round: the host drifts between rounds. DUR (default 10s) sets the
 # measured time; results stay in $OUT (default /tmp/bench-floor).
 set -euo pipefail
 if [ $# -lt 2 ]; then
-	sed -n '2,12p' "$0"
+	sed -n '2,13p' "$0"
 	exit 2
 fi
 N=$1 BIN=$2
@@ -39,6 +40,20 @@ for mode, cpu, ctx, p50 in rows:
     print(f"{kind:6s} R={r} round {i} {mode:8s} cpu-us/msg {cpu:7.1f} ctx/msg {ctx:6.2f} p50 {p50:.3f}")
 PY
 }
+# ratio BENCH FLOOR R ROUND prints ringlog's CPU per message over each
+# floor's, measured seconds apart: the figure that compares across rounds.
+ratio() {
+	python3 - "$@" <<'PY'
+import json, sys
+b, f, r, i = sys.argv[1:]
+try:
+    cpu = json.load(open(b))["broker_cpu"]["cpu_us_per_msg"]
+    modes = {x["mode"]: x["cpu_us_per_msg"] for x in json.load(open(f))}
+except (OSError, KeyError, ValueError):
+    sys.exit(0)
+print(f"ratio  R={r} round {i} ringlog over " + ", ".join(f"{m} {cpu / v:.2f}" for m, v in modes.items() if v > 0))
+PY
+}
 for i in $(seq 1 "$N"); do
 	for r in 3 1; do
 		timeout 300 "$BIN" bench --brokers "$r" --rate "$RATE" --duration "$DUR" --warmup 3s --consumers 0 \
@@ -47,5 +62,6 @@ for i in $(seq 1 "$N"); do
 		timeout 300 "$BIN" floor --replicas "$r" --rate "$RATE" --duration "$DUR" --warmup 2s \
 			--json-file "$OUT/floor-$r-$i.json" >"$OUT/floor-$r-$i.log" 2>&1 || true
 		show floor "$OUT/floor-$r-$i.json" "$r" "$i"
+		ratio "$OUT/bench-$r-$i/result.json" "$OUT/floor-$r-$i.json" "$r" "$i"
 	done
 done
