@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ringlog/ringlog/internal/cpusched"
 )
 
 // The test binary is also the nodes' binary: Run re-executes it with
@@ -50,11 +48,6 @@ func (n *nodeCommand) command(args []string) *exec.Cmd {
 func testConfig(t *testing.T, mode string) Config {
 	cfg := DefaultConfig()
 	cfg.Rate, cfg.Duration, cfg.Warmup, cfg.Mode, cfg.Dir = 300, time.Second, 200*time.Millisecond, mode, t.TempDir()
-	// The kernel's default policy: under SCHED_BATCH a woken node waits
-	// out the running task's slice, and beside `make test`'s other
-	// packages on two cores the nodes fell seconds behind a 300 msg/s
-	// round. What these tests check does not depend on the policy.
-	cfg.SchedPolicy = cpusched.Normal
 	cfg.Command = (&nodeCommand{}).command
 	return cfg
 }
