@@ -95,9 +95,17 @@ func TestStalledBrokerShowsInTail(t *testing.T) {
 	if r.AckLatencyMs.Max < 550 || r.AckLatencyMs.P99 < 400 || r.AckLatencyMs.P90 < 150 {
 		t.Fatalf("stall missing from the tail: %+v", r.AckLatencyMs)
 	}
-	// The generator itself kept its schedule while the broker was paused.
-	if r.GeneratorSaturated || r.SendDelayMs.P99 > 5 {
-		t.Fatalf("generator fell behind: send delay %+v", r.SendDelayMs)
+	// The generator itself kept its schedule while the broker was paused:
+	// a generator that waited for the broker would have sent the
+	// messages due in the pause up to 600 ms late. Scheduling noise on a
+	// busy machine (make test runs packages side by side on two cores)
+	// can push the send delay's p99 past the 5 ms at which a run is
+	// called saturated, so the bound here is the stall's, not that one.
+	if limit := float64(pause/time.Millisecond) / 4; r.SendDelayMs.Max > limit {
+		t.Fatalf("the stall reached the generator's schedule: send delay %+v, max over %.0f ms", r.SendDelayMs, limit)
+	}
+	if r.GeneratorSaturated {
+		t.Logf("send delay p99 %.2f ms: the machine was busy (%s)", r.SendDelayMs.P99, r.SaturationReason)
 	}
 }
 
