@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -64,12 +65,12 @@ func floorCommand() *cli.Command {
 			}
 			modes := []string{c.String("mode")}
 			if modes[0] == "all" {
-				modes = floor.Modes
+				modes = slices.Clone(floor.Modes)
 				// Where the kernel refuses io_uring, "all" measures the
-				// other two and says why it left one out.
+				// others and says why it left one out.
 				if why := floor.UringUnavailable(); why != "" {
 					fmt.Fprintf(c.App.ErrWriter, "floor: leaving out --mode %s: io_uring unavailable here: %s\n", floor.ModeUring, why)
-					modes = []string{floor.ModeNetpoll, floor.ModeThread}
+					modes = slices.DeleteFunc(modes, func(m string) bool { return m == floor.ModeUring })
 				}
 			}
 			for _, m := range modes {

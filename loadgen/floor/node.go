@@ -290,10 +290,15 @@ type appender interface {
 // start writes p into the next slot; with O_DSYNC it returns once the
 // device has it, so wait has nothing left to do.
 func (lg *logFile) start(p []byte) error {
+	return lg.writeSlot(lg.take(p))
+}
+
+// take copies p into the slot buffer and hands out the next slot.
+func (lg *logFile) take(p []byte) int64 {
 	copy(lg.buf, p)
-	err := lg.writeSlot(lg.next)
+	i := lg.next
 	lg.next = (lg.next + 1) % lg.slots
-	return err
+	return i
 }
 
 func (lg *logFile) wait() error { return nil }

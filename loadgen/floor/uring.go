@@ -53,7 +53,7 @@ func newUringLog(lg *logFile) (*uringLog, error) {
 	return u, nil
 }
 
-// start copies p into the slot buffer and submits its write. The buffer
+// start takes the next slot for p and submits its write. The buffer
 // and its iovec belong to the log for the node's whole life, so nothing
 // the kernel holds can be freed or reused before wait reaps the write.
 func (u *uringLog) start(p []byte) error {
@@ -61,13 +61,11 @@ func (u *uringLog) start(p []byte) error {
 		return errors.New("floor node: write started before the previous one was reaped")
 	}
 	lg := u.lg
-	copy(lg.buf, p)
 	sqe := u.ring.GetSQE()
 	if sqe == nil {
 		return errors.New("floor node: io_uring submission queue full")
 	}
-	iouring.PrepWritev(sqe, lg.fd, lg.iov, uint64(lg.next*int64(len(lg.buf))))
-	lg.next = (lg.next + 1) % lg.slots
+	iouring.PrepWritev(sqe, lg.fd, lg.iov, uint64(lg.take(p)*int64(len(lg.buf))))
 	if _, err := u.ring.Submit(); err != nil {
 		return fmt.Errorf("floor node: submit: %w", err)
 	}
