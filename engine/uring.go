@@ -38,19 +38,28 @@ type uringQueue struct {
 	ring   *iouring.Ring // owner only
 	always bool          // FsyncAlways: link an fsync behind every group
 	// wakeFd is an eventfd registered with the ring: the kernel signals it
-	// when it posts completions, appenders and close when they need the
-	// owner. The owner waits by reading it through evf, in the Go
-	// netpoller: no thread sits blocked in io_uring_enter, which cost a
-	// P handoff (and kept sysmon polling) at every wait.
+	// when it posts completions. While requests are in the kernel the
+	// owner waits for it in the Go netpoller (waitCQ): no thread sits
+	// blocked in io_uring_enter, which cost a P handoff (and kept sysmon
+	// polling) at every wait. While nothing is in the kernel no completion
+	// can come, so the owner waits on kickC instead, and an appender wakes
+	// it with a channel send rather than an eventfd write, which cost the
+	// write, a netpoll round and the owner's read of the count (about four
+	// system calls per append on every broker of a replicated round).
 	wakeFd int
 	evf    *os.File
-	parked atomic.Bool // owner is (about to be) waiting for the eventfd
-	// evr reads the eventfd with raw system calls (waitWake); set up on
-	// first use.
-	evr *rawio.Reader
-	// evBuf receives the eventfd's count: a field, since a local escaped
-	// through the Reader and cost an allocation per wait.
-	evBuf [8]byte
+	evrc   syscall.RawConn // evf's, for waitCQ; set up on first use
+	parked atomic.Bool     // owner is (about to be) waiting
+	// fdWait: the owner's current wait is on the eventfd, not kickC. Set
+	// before parked, so a waker that takes parked signals the right one.
+	fdWait atomic.Bool
+	// kicked: a waker wants the owner out of its eventfd wait. The
+	// eventfd's count is never read: the wait checks the CQ and this flag
+	// instead, so each wait costs no read(2) and no EAGAIN.
+	kicked   atomic.Bool
+	kickC    chan struct{}
+	waitSeen uint32             // waitCQ: the CQ count its wait started from
+	waitFn   func(uintptr) bool // waitCQ's callback, bound once (no allocation per wait)
 	// iovScratch is the owner's iovec list for inline raw pwritevs.
 	iovScratch []unix.Iovec
 	active     atomic.Bool // requests are in the kernel: a completion will wake the owner
@@ -329,6 +338,7 @@ func newUringState(e *Engine) *uringQueue {
 		wakeFd:  -1,
 		parts:   map[*Partition]*partIO{},
 		notify:  make(chan struct{}, 1),
+		kickC:   make(chan struct{}, 1),
 		stopC:   make(chan struct{}),
 		ownerDn: make(chan struct{}),
 		complDn: make(chan struct{}),
@@ -383,10 +393,24 @@ func (q *uringQueue) put(r ioReq) error {
 	return nil
 }
 
-// The eventfd write never blocks (the counter cannot reach its maximum
-// here), so it is a raw system call: unix.Write would wake the runtime's
-// sysmon thread whenever the process had gone idle (waitWake).
+// wake ends the owner's wait, for a caller that took parked: a channel
+// send while nothing is in the kernel, else the kicked flag and an
+// eventfd write. The eventfd write never blocks (the counter cannot reach
+// its maximum here), so it is a raw system call: unix.Write would wake
+// the runtime's sysmon thread whenever the process had gone idle.
 func (q *uringQueue) wake() {
+	if !q.fdWait.Load() {
+		select {
+		case q.kickC <- struct{}{}:
+		default:
+		}
+		return
+	}
+	q.kicked.Store(true)
+	q.signalFd()
+}
+
+func (q *uringQueue) signalFd() {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1)
 	for {
@@ -499,25 +523,35 @@ func (q *uringQueue) run(ready chan<- error) {
 		// in one round lets the next submission carry all their
 		// partitions' new appends instead of one partition per enter.
 		// Announce the wait, then look once more: an appender that queued
-		// after the drain either is seen here or sees parked and writes the
-		// eventfd, which ends the wait.
+		// after the drain either is seen here or sees parked and wakes the
+		// owner, which ends the wait.
 		wait := uint32(max(1, q.inflight/waitDivisor))
+		fdWait := q.inflight > 0
+		q.fdWait.Store(fdWait)
 		q.parked.Store(true)
-		for ring.CQReady() < wait {
+		for {
+			ready := ring.CQReady()
+			if ready >= wait {
+				break
+			}
 			q.mu.Lock()
 			pending := len(q.intake) > 0 || q.closing != closing || len(q.injected) > 0
 			q.mu.Unlock()
 			if pending {
 				break
 			}
-			if err := q.waitWake(); err != nil {
+			if !fdWait {
+				<-q.kickC // nothing in the kernel: only a waker ends this
+				break
+			}
+			if err := q.waitCQ(ready); err != nil {
 				q.parked.Store(false)
 				q.breakRing(err)
 				return
 			}
-			if ring.CQReady() == 0 {
-				// Not a completion: an appender, close, or a fault
-				// timer (kick) that needs another fill.
+			if q.kicked.Swap(false) {
+				// An appender, close, or a fault or pacing timer (kick)
+				// that needs another fill.
 				break
 			}
 		}
@@ -531,24 +565,26 @@ func (q *uringQueue) run(ready chan<- error) {
 	ring.Close()
 }
 
-// waitWake parks the owner until the eventfd fires (a completion, an
-// appender, close or a fault timer) and consumes the signal.
-//
-// The read is a raw system call inside the file's RawConn: the eventfd is
-// non-blocking, so the call never blocks (EAGAIN parks the goroutine on
-// the netpoller instead), and os.File.Read's syscall.Syscall would wake
-// the runtime's sysmon thread whenever the process had gone idle, once per
-// round (internal/rawio explains the cost).
-func (q *uringQueue) waitWake() error {
-	if q.evr == nil {
+// waitCQ parks the owner until the CQ holds more than seen completions or
+// a waker set kicked. It waits in the netpoller on the eventfd, which the
+// kernel signals after posting a completion and kick after setting the
+// flag; each signal is a new edge for Go's edge-triggered poller, so the
+// count is never read. RawConn.Read clears the descriptor's readiness
+// before it calls waitFn, and waitFn looks at the CQ and the flag after
+// that: a signal sent before the look is seen by it, one sent after it
+// ends the park.
+func (q *uringQueue) waitCQ(seen uint32) error {
+	if q.evrc == nil {
 		rc, err := q.evf.SyscallConn()
 		if err != nil {
 			return err
 		}
-		q.evr = rawio.NewReader(rc)
+		q.evrc = rc
+		q.waitFn = func(uintptr) bool { return q.ring.CQReady() > q.waitSeen || q.kicked.Load() }
 	}
-	if _, err := q.evr.Read(q.evBuf[:]); err != nil {
-		return fmt.Errorf("read eventfd: %w", err)
+	q.waitSeen = seen
+	if err := q.evrc.Read(q.waitFn); err != nil {
+		return fmt.Errorf("wait on eventfd: %w", err)
 	}
 	return nil
 }

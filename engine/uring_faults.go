@@ -65,12 +65,21 @@ func (q *uringQueue) faultHold(pio *partIO) bool {
 	return hold
 }
 
-// kick wakes the owner from a timer (an injected delay ended).
+// kick wakes the owner from a timer (an injected delay or the journal's
+// pacing ended) or when a checkpoint freed journal space. The owner may
+// be running or waiting either way, so both signals are left for its
+// next wait, as an unread eventfd count was: at worst one round runs for
+// nothing.
 func (q *uringQueue) kick() {
+	q.kicked.Store(true)
+	select {
+	case q.kickC <- struct{}{}:
+	default:
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.fdGone {
-		q.wake()
+		q.signalFd()
 	}
 }
 
