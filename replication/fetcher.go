@@ -23,7 +23,9 @@ import (
 // after every Pending of the appends it made from those Records has
 // completed: Log.AppendReplicated's implementation owns the bytes it was
 // given until its Pending completes (the engine may still be writing
-// them) and must not keep them after.
+// them) and must not keep them after. Release hands back the response as
+// well: the caller must not touch it afterwards (the client fills it
+// again for a later fetch).
 type FetchClient interface {
 	Fetch(ctx context.Context, leaderID int32, req *FetchRequest) (*FetchResponse, error)
 }
@@ -57,6 +59,9 @@ type Fetcher struct {
 	stats       FetcherStats
 	// restarts tracks the RemoteRestart goroutines; Run waits for them.
 	restarts sync.WaitGroup
+	// req is the request of the round in flight, reused round to round
+	// (Run's own).
+	req FetchRequest
 }
 
 // FetcherStats counts a fetcher's requests (metrics, tests).
@@ -154,7 +159,7 @@ func (x *Fetcher) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		x.mu.Lock()
 		now := x.clock.Now()
-		req := x.f.BuildRequest(now)
+		req := x.f.BuildRequestInto(now, &x.req)
 		wakeAt, delayed := x.f.NextWake()
 		leader := x.f.Leader()
 		if req != nil {

@@ -154,6 +154,8 @@ type Follower struct {
 	// built without them may take them again (zero: none held back).
 	throttle     *FollowerThrottle
 	throttleWake time.Time
+	answered     []bool // HandleResponse's, reused
+	sentIdx      map[TopicPartition]int
 }
 
 // NewFollower returns a follower of leaderID with no partitions.
@@ -239,7 +241,16 @@ func (f *Follower) ready(p *followPart, now time.Time) bool {
 // high watermark in, are throttled, so leaving one out never makes the
 // leader think an in-sync follower stalled.
 func (f *Follower) BuildRequest(now time.Time) *FetchRequest {
-	req := &FetchRequest{ReplicaID: f.localID, MaxWait: f.cfg.FetchMaxWait, MinBytes: f.cfg.FetchMinBytes, MaxBytes: f.cfg.FetchMaxBytes}
+	return f.BuildRequestInto(now, new(FetchRequest))
+}
+
+// BuildRequestInto is BuildRequest filling req, whose Partitions slice it
+// reuses: a fetcher with one request in flight at a time keeps one, where
+// a request per round cost two allocations on every follower for every
+// acknowledged message.
+func (f *Follower) BuildRequestInto(now time.Time, req *FetchRequest) *FetchRequest {
+	clear(req.Partitions) // drop the last round's topic names
+	*req = FetchRequest{ReplicaID: f.localID, MaxWait: f.cfg.FetchMaxWait, MinBytes: f.cfg.FetchMinBytes, MaxBytes: f.cfg.FetchMaxBytes, Partitions: req.Partitions[:0]}
 	n := len(f.order)
 	hold := f.throttle.delay(now)
 	withheld := false
@@ -408,22 +419,77 @@ func TruncationOffset(log LogView, div EpochEndOffset) (offset int64, complete b
 // skipped: their answer describes a log we no longer have.
 func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now time.Time) HandleResult {
 	var res HandleResult
-	sent := make(map[TopicPartition]FetchPartition, len(req.Partitions))
-	for _, rp := range req.Partitions {
-		sent[rp.TopicPartition] = rp
+	// Each asked partition is handled once, for its first answer. The
+	// leader answers in request order, so the answer's partition is
+	// looked for from where the last one was found; a map of the request
+	// per round cost an allocation and two hashes per partition.
+	if cap(f.answered) < len(req.Partitions) {
+		f.answered = make([]bool, len(req.Partitions))
 	}
+	answered := f.answered[:len(req.Partitions)]
+	clear(answered)
+	index := f.sentIndex(req.Partitions)
+	at := 0
 	for i := range resp.Partitions {
 		r := &resp.Partitions[i]
-		rp, ok := sent[r.TopicPartition]
-		p := f.parts[r.TopicPartition]
-		if !ok || p == nil || p.status != statusFetching || p.epoch != rp.CurrentLeaderEpoch || p.log.LogEndOffset() != rp.FetchOffset {
+		k := index.index(r.TopicPartition, at)
+		if k < 0 || answered[k] {
 			continue
 		}
-		delete(sent, r.TopicPartition)
+		at = k + 1
+		rp := req.Partitions[k]
+		p := f.parts[r.TopicPartition]
+		if p == nil || p.status != statusFetching || p.epoch != rp.CurrentLeaderEpoch || p.log.LogEndOffset() != rp.FetchOffset {
+			continue
+		}
+		answered[k] = true
 		f.handlePartition(p, rp, r, now, &res)
 	}
 	return res
 }
+
+// sentIndex returns a lookup of a partition's index in sent: a scan for
+// the usual few partitions, a map (reused) past maxScannedSent, where
+// scans of answers out of request order would grow with the square of
+// the partitions.
+func (f *Follower) sentIndex(sent []FetchPartition) sentLookup {
+	if len(sent) <= maxScannedSent {
+		return sentLookup{sent: sent}
+	}
+	if f.sentIdx == nil {
+		f.sentIdx = make(map[TopicPartition]int, len(sent))
+	}
+	clear(f.sentIdx)
+	for k := len(sent) - 1; k >= 0; k-- {
+		f.sentIdx[sent[k].TopicPartition] = k
+	}
+	return sentLookup{sent: sent, byTP: f.sentIdx}
+}
+
+type sentLookup struct {
+	sent []FetchPartition
+	byTP map[TopicPartition]int // nil: scan
+}
+
+// index is tp's index in the request, looked for from at on (-1 when it
+// was not asked for).
+func (l sentLookup) index(tp TopicPartition, at int) int {
+	if l.byTP != nil {
+		if k, ok := l.byTP[tp]; ok {
+			return k
+		}
+		return -1
+	}
+	for i := range l.sent {
+		k := (at + i) % len(l.sent)
+		if l.sent[k].TopicPartition == tp {
+			return k
+		}
+	}
+	return -1
+}
+
+const maxScannedSent = 32
 
 func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPartitionResponse, now time.Time, res *HandleResult) {
 	log := p.log

@@ -301,7 +301,7 @@ func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kms
 		// makes) is the fetcher's, shared by its rounds: its hook stays
 		// for the next round. Any other call's context ends with the call
 		// (its caller cancels it), so its hook goes now.
-		if _, rounds := ctx.(socketDeadlineCtx); !rounds && !cn.unwatch() || cn.fired.Load() {
+		if _, rounds := ctx.(*socketDeadlineCtx); !rounds && !cn.unwatch() || cn.fired.Load() {
 			cn.cut = true
 		}
 	}()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringlog/ringlog/replication"
@@ -69,11 +71,15 @@ func (c *Client) putFetchBuf(b []byte) {
 // session the leader no longer knows is restarted with a full request
 // within this call, so the fetcher sees no error for it.
 func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.FetchRequest) (*replication.FetchResponse, error) {
-	ctx = withSocketDeadline(ctx, time.Now().Add(req.MaxWait+10*time.Second))
 	sess := c.takeSession(leaderID)
 	defer c.returnSession(leaderID, sess)
+	sc := &fetchScratch{}
+	if sess != nil {
+		sc = &sess.sc
+	}
+	ctx = sc.withSocketDeadline(ctx, time.Now().Add(req.MaxWait+10*time.Second))
 	for attempt := 0; ; attempt++ {
-		resp, err := c.fetchOnce(ctx, leaderID, req, sess)
+		resp, err := c.fetchOnce(ctx, leaderID, req, sess, sc)
 		if err == nil {
 			return resp, nil
 		}
@@ -82,6 +88,81 @@ func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.Fet
 			return nil, err
 		}
 	}
+}
+
+// fetchScratch is what a fetch round reuses from the one before: the
+// request and response codec values, whose slices keep their capacity,
+// the context, and the answer handed to the fetcher once it is released.
+// A session owns one, since its rounds run one at a time (takeSession); a
+// fetch outside a session makes its own. Each round allocated about eight
+// objects of these on every follower, for every acknowledged message
+// (BENCHMARKS.md section 35).
+type fetchScratch struct {
+	dctx  socketDeadlineCtx
+	kr    kmsg.FetchRequest
+	kresp kmsg.FetchResponse
+	// spare is an answer its fetcher released: Release runs on the
+	// fetcher's goroutine after Fetch returned, so it is handed over
+	// atomically.
+	spare atomic.Pointer[fetchAnswer]
+}
+
+// fetchAnswer is a replication.FetchResponse with what its Release needs,
+// bound once: a closure per round cost an allocation.
+type fetchAnswer struct {
+	resp replication.FetchResponse
+	c    *Client
+	sc   *fetchScratch
+	buf  []byte
+	// allocFn is alloc, bound once.
+	allocFn func(int) []byte
+}
+
+func (a *fetchAnswer) release() {
+	if a.buf != nil {
+		a.c.putFetchBuf(a.buf)
+		a.buf = nil
+	}
+	clear(a.resp.Partitions) // drop the references into the buffer
+	a.resp.Partitions = a.resp.Partitions[:0]
+	a.sc.spare.Store(a)
+}
+
+// answer returns a released answer to fill, or a new one.
+func (sc *fetchScratch) answer(c *Client) *fetchAnswer {
+	if a := sc.spare.Swap(nil); a != nil {
+		return a
+	}
+	a := &fetchAnswer{c: c, sc: sc}
+	a.resp.Release = a.release
+	a.allocFn = a.alloc
+	return a
+}
+
+// request returns the reused request, reset to a new one's defaults.
+func (sc *fetchScratch) request() *kmsg.FetchRequest {
+	kr := &sc.kr
+	topics, forgotten := kr.Topics[:0], kr.ForgottenTopics[:0]
+	*kr = kmsg.FetchRequest{}
+	kr.Default()
+	kr.Topics, kr.ForgottenTopics = topics, forgotten
+	return kr
+}
+
+// addTopic appends a topic to kr, reusing the partition slice an earlier
+// round left in that slot, and returns its index.
+func addTopic(kr *kmsg.FetchRequest, topic string, id [16]byte) int {
+	i := len(kr.Topics)
+	if i < cap(kr.Topics) {
+		kr.Topics = kr.Topics[:i+1]
+		parts := kr.Topics[i].Partitions[:0]
+		kr.Topics[i] = kmsg.NewFetchRequestTopic()
+		kr.Topics[i].Partitions = parts
+	} else {
+		kr.Topics = append(kr.Topics, kmsg.NewFetchRequestTopic())
+	}
+	kr.Topics[i].Topic, kr.Topics[i].TopicID = topic, id
+	return i
 }
 
 // socketDeadlineCtx is ctx with a deadline that only the socket enforces
@@ -96,22 +177,25 @@ type socketDeadlineCtx struct {
 }
 
 // withSocketDeadline wraps ctx always (an earlier deadline of ctx's own
-// wins): the type marks a fetch's context for conn.roundTrip.
-func withSocketDeadline(ctx context.Context, d time.Time) context.Context {
+// wins): the type marks a fetch's context for conn.roundTrip. The wrapper
+// is sc's, so a round allocates none.
+func (sc *fetchScratch) withSocketDeadline(ctx context.Context, d time.Time) context.Context {
 	if pd, ok := ctx.Deadline(); ok && pd.Before(d) {
 		d = pd
 	}
-	return socketDeadlineCtx{ctx, d}
+	sc.dctx = socketDeadlineCtx{ctx, d}
+	return &sc.dctx
 }
 
-func (c socketDeadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *socketDeadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // errSessionLost marks the session errors a full request recovers from.
 var errSessionLost = errors.New("fetch session lost")
 
-// fetchOnce sends one request, built from req and sess (nil: no session).
-func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication.FetchRequest, sess *fetchSession) (*replication.FetchResponse, error) {
-	kr := kmsg.NewPtrFetchRequest()
+// fetchOnce sends one request, built from req and sess (nil: no session),
+// with sc's reused values.
+func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication.FetchRequest, sess *fetchSession, sc *fetchScratch) (*replication.FetchResponse, error) {
+	kr := sc.request()
 	kr.Version = 12
 	kr.ReplicaID = req.ReplicaID
 	kr.MaxWaitMillis = int32(req.MaxWait / time.Millisecond)
@@ -126,12 +210,8 @@ func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication
 	for _, p := range send {
 		i, ok := byTopic.find(p.Topic)
 		if !ok {
-			i = len(kr.Topics)
+			i = addTopic(kr, p.Topic, p.TopicID)
 			byTopic.add(p.Topic, i)
-			t := kmsg.NewFetchRequestTopic()
-			t.Topic = p.Topic
-			t.TopicID = p.TopicID
-			kr.Topics = append(kr.Topics, t)
 		}
 		fp := kmsg.NewFetchRequestTopicPartition()
 		fp.Partition = p.Partition
@@ -142,34 +222,32 @@ func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication
 		fp.PartitionMaxBytes = p.MaxBytes
 		kr.Topics[i].Partitions = append(kr.Topics[i].Partitions, fp)
 	}
-	var buf []byte
-	body, err := c.roundTrip(ctx, leaderID, replicaFormatter, kr, maxFetchResponse, func(n int) []byte {
-		buf = c.fetchBuf(n)
-		return buf
-	})
+	a := sc.answer(c)
+	body, err := c.roundTrip(ctx, leaderID, replicaFormatter, kr, maxFetchResponse, a.allocFn)
 	if err != nil {
-		// The exchange failed: nothing reads buf (the connection is
-		// closed), so it can serve the next response.
-		if buf != nil {
-			c.putFetchBuf(buf)
-		}
+		// The exchange failed: nothing reads the buffer (the connection
+		// is closed), so it can serve the next response.
+		a.release()
 		return nil, err
 	}
-	kresp := kmsg.NewPtrFetchResponse()
+	// Unsafe: the response's strings alias body, which is reused once
+	// released. The only strings that leave this function are topic
+	// names, and those are the request's own (or a copy).
+	kresp := &sc.kresp
 	kresp.Version = 12
-	if err := kresp.ReadFrom(body); err != nil {
-		c.putFetchBuf(buf)
+	if err := kresp.UnsafeReadFrom(body); err != nil {
+		a.release()
 		return nil, fmt.Errorf("decoding fetch response from broker %d: %w", leaderID, err)
 	}
 	if kresp.ErrorCode != 0 {
-		c.putFetchBuf(buf)
+		a.release()
 		err := fmt.Errorf("fetch from broker %d: %w", leaderID, kerr.ErrorForCode(kresp.ErrorCode))
 		if sess != nil && (kresp.ErrorCode == kerr.FetchSessionIDNotFound.Code || kresp.ErrorCode == kerr.InvalidFetchSessionEpoch.Code) {
 			err = fmt.Errorf("%w: %w", errSessionLost, err)
 		}
 		return nil, err
 	}
-	out := &replication.FetchResponse{Release: func() { c.putFetchBuf(buf) }}
+	out := &a.resp
 	var ids topicIndex // topic -> index of one of its partitions in req
 	for k, p := range req.Partitions {
 		if _, ok := ids.find(p.Topic); !ok {
@@ -178,12 +256,15 @@ func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication
 	}
 	for _, t := range kresp.Topics {
 		var id [16]byte
+		var topic string
 		if k, ok := ids.find(t.Topic); ok {
-			id = req.Partitions[k].TopicID
+			id, topic = req.Partitions[k].TopicID, req.Partitions[k].Topic
+		} else {
+			topic = strings.Clone(t.Topic) // not asked for: the fetcher skips it
 		}
 		for _, p := range t.Partitions {
 			r := replication.FetchPartitionResponse{
-				TopicPartition: replication.TopicPartition{Topic: t.Topic, TopicID: id, Partition: p.Partition},
+				TopicPartition: replication.TopicPartition{Topic: topic, TopicID: id, Partition: p.Partition},
 				Err:            fetchCodeErr(p.ErrorCode),
 				HighWatermark:  p.HighWatermark,
 				LogStartOffset: p.LogStartOffset,
@@ -197,11 +278,17 @@ func (c *Client) fetchOnce(ctx context.Context, leaderID int32, req *replication
 	}
 	if sess != nil {
 		if out.Partitions, err = sess.answered(kresp.SessionID, req.Partitions, out.Partitions); err != nil {
-			c.putFetchBuf(buf)
+			a.release()
 			return nil, fmt.Errorf("fetch from broker %d: %w: %w", leaderID, errSessionLost, err)
 		}
 	}
 	return out, nil
+}
+
+// alloc is roundTrip's buffer source for the response body.
+func (a *fetchAnswer) alloc(n int) []byte {
+	a.buf = a.c.fetchBuf(n)
+	return a.buf
 }
 
 // fetchCodeErr maps a partition error code of a fetch response to

@@ -53,6 +53,7 @@ type fetchSession struct {
 	forgotten []replication.TopicPartition
 
 	scratch map[replication.TopicPartition]struct{} // reused by build and answered
+	sc      fetchScratch                            // the rounds' reused values
 }
 
 type sessionPart struct {

@@ -164,8 +164,9 @@ func TestFetchSessionIncremental(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Release()
-		return answers(t, resp)
+		got := answers(t, resp)
+		resp.Release() // hands back resp as well
+		return got
 	}
 	check := func(step string, r *kmsg.FetchRequest, id, epoch int32, list, forget []int32) {
 		t.Helper()
@@ -281,16 +282,18 @@ func TestFetchBufferReuse(t *testing.T) {
 	if addr(a) == addr(b) {
 		t.Fatal("an unreleased buffer was reused")
 	}
+	bAddr := addr(b)
 	b.Release()
-	if c := fetch(); addr(c) != addr(b) {
+	if c := fetch(); addr(c) != bAddr {
 		t.Fatal("the released buffer was not reused")
 	} else {
 		c.Release()
 	}
 	cl.cfg.DisableBufferReuse = true
 	c := fetch()
+	cAddr := addr(c) // before Release, which hands back the response too
 	c.Release()
-	if d := fetch(); addr(d) == addr(c) {
+	if d := fetch(); addr(d) == cAddr {
 		t.Fatal("buffer reused with DisableBufferReuse")
 	}
 	// Oversized buffers are not kept.
