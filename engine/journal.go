@@ -160,6 +160,7 @@ type jwrite struct {
 
 type journal struct {
 	e        *Engine
+	wplan    jwrite // what plan returns, reused write to write
 	path     string
 	f        vfs.File
 	size     int64
@@ -537,7 +538,9 @@ func (j *journal) plan(recs []jrec) *jwrite {
 	}
 	padded := alignJournal(n)
 	h := j.head
-	w := &jwrite{wrapPos: -1, recs: recs, n: padded}
+	// The one write planned at a time, reused: see above.
+	w := &j.wplan
+	*w = jwrite{wrapPos: -1, recs: recs, n: padded}
 	need := padded
 	wrap := h.pos+padded > j.size
 	if wrap {

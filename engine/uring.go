@@ -118,6 +118,8 @@ type uringQueue struct {
 	j        *journal
 	jPending []*ioGroup
 	jio      *jwIO
+	jioSlot  jwIO   // what jio points to while set, reused (fillJournal)
+	jRecs    []jrec // fillJournal's, reused
 	// Group commit's pacing (holdJournal); jWakeAt is when the armed
 	// jTimer wakes the owner.
 	jPacer  commitPacer

@@ -113,7 +113,12 @@ func (q *uringQueue) fillJournal() {
 	if q.holdJournal(time.Now()) {
 		return
 	}
-	var recs []jrec
+	// The journal's write, its records and the groups it carries are
+	// reused round to round: one write is in flight at a time (q.jio),
+	// and plan reuses its buffer on the same terms. Fresh ones cost four
+	// allocations per round on every broker.
+	clear(q.jRecs)
+	recs := q.jRecs[:0]
 	var n int64
 	k := 0
 	for ; k < len(q.jPending); k++ {
@@ -125,6 +130,7 @@ func (q *uringQueue) fillJournal() {
 		recs = append(recs, r)
 		n += r.size()
 	}
+	q.jRecs = recs
 	const need = 3 // wrap marker, records, fdatasync
 	if need > int(q.ring.SQSpace()) || q.inflight+need > q.maxInfl {
 		return // next round
@@ -134,8 +140,12 @@ func (q *uringQueue) fillJournal() {
 		q.j.kickCheckpoint() // its completion wakes the owner (journal.wake)
 		return
 	}
-	jio := &jwIO{w: w, groups: append([]*ioGroup(nil), q.jPending[:k]...), sentAt: time.Now()}
-	q.jPending = append(q.jPending[:0:0], q.jPending[k:]...)
+	jio := &q.jioSlot
+	clear(jio.groups)
+	*jio = jwIO{w: w, groups: append(jio.groups[:0], q.jPending[:k]...), sentAt: time.Now()}
+	rest := copy(q.jPending, q.jPending[k:])
+	clear(q.jPending[rest:])
+	q.jPending = q.jPending[:rest]
 	q.jio = jio
 	q.jPacer.started(jio.sentAt)
 	fd := q.j.f.Fd()
