@@ -199,7 +199,7 @@ func handleProduce(s *Server, r *request) reply {
 		return reply{noResponse: true, produced: sets}
 	}
 	return reply{produced: sets, resolve: func(done <-chan struct{}) *response {
-		t := time.NewTimer(time.Until(deadline))
+		t := r.conn.resolveTimer(deadline)
 		defer t.Stop()
 		timer := t.C
 		timedOut := false

@@ -533,12 +533,8 @@ func (s *Server) fetchResponse(req *kmsg.FetchRequest, sess *fetchSession, full 
 		sessionID = sess.id
 	}
 	s.metrics.fetched(s, req.ReplicaID >= 0, topics)
-	resp := &response{parts: encodeFetchResponse(req.Version, req.IsolationLevel, sessionID, topics), flexible: req.Version >= 12}
-	resp.release = append(resp.release, func() {
-		releaseFetch(topics)
-		putFetchState(st)
-	})
-	return resp
+	return &response{parts: encodeFetchResponse(req.Version, req.IsolationLevel, sessionID, topics), flexible: req.Version >= 12,
+		fetchTopics: topics, fetchState: st}
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -38,6 +38,20 @@ type request struct {
 	parked time.Duration
 }
 
+// resolveTimer returns the connection's timer, set to fire at deadline.
+// Replies resolve one at a time on a connection (on the writer, or on the
+// reader through answerInline while the writer has none queued), so one
+// timer serves them all, stopped by each before the next: a timer per
+// produce request cost two allocations on the leader for every message.
+func (c *conn) resolveTimer(deadline time.Time) *time.Timer {
+	if c.timer == nil {
+		c.timer = time.NewTimer(time.Until(deadline))
+	} else {
+		c.timer.Reset(time.Until(deadline))
+	}
+	return c.timer
+}
+
 // park adds the time since t to what the request spent parked.
 func (r *request) park(t time.Time) { r.parked += time.Since(t) }
 
@@ -96,6 +110,8 @@ type conn struct {
 	pending chan pendingReply
 	done    chan struct{}
 	once    sync.Once
+	head    [9]byte     // writeResponse's response header
+	timer   *time.Timer // resolveTimer's
 	// quietUntilClose, when non-zero, means the server is draining: the
 	// connection ends once no new request has arrived for this long.
 	quietUntilClose atomic.Int64

@@ -12,13 +12,19 @@ import (
 
 func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics []fetchTopic) []responsePart {
 	flex := version >= 12
-	var parts []responsePart
 	// Sized for the headers of every partition (about 50 bytes each,
-	// without aborted transactions), so the frame grows at most rarely.
-	size := 64
+	// without aborted transactions), so the frame grows at most rarely,
+	// and the parts list for every file range: both allocated once.
+	size, files := 64, 0
 	for i := range topics {
 		size += 16 + len(topics[i].name) + 56*len(topics[i].partitions)
+		for _, p := range topics[i].partitions {
+			if p.data != nil && p.data.Len() > 0 {
+				files++
+			}
+		}
 	}
+	parts := make([]responsePart, 0, 2*files+1)
 	b := make([]byte, 0, size)
 	b = appendInt32(b, 0) // throttle_time_ms (v1+)
 	if version >= 7 {
@@ -64,7 +70,8 @@ func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics 
 			b = appendBytesLen(b, n, flex)
 			if n > 0 {
 				parts = append(parts, responsePart{buf: b}, responsePart{file: p.data})
-				b = make([]byte, 0, 64)
+				b = b[len(b):] // the rest of the frame's buffer, after this part
+
 			}
 			if flex {
 				// Partition tagged fields, ascending: tag 0 DivergingEpoch
