@@ -66,6 +66,7 @@ type uringQueue struct {
 
 	mu      sync.Mutex
 	intake  []ioReq
+	spare   []ioReq // owner only: the intake's other slice (drain)
 	closing bool
 	broken  error // the ring failed: requests are refused
 	fdGone  bool  // wakeFd is closed: timers must not write it
@@ -602,12 +603,16 @@ func (q *uringQueue) idle() bool {
 func (q *uringQueue) drain() bool {
 	q.mu.Lock()
 	reqs := q.intake
-	q.intake = nil
+	// The two intake slices take turns: a new slice per round cost an
+	// allocation (and growth) for the first append after every drain.
+	q.intake = q.spare[:0]
 	closing := q.closing
 	q.mu.Unlock()
 	for i := range reqs {
 		q.accept(reqs[i])
 	}
+	clear(reqs)
+	q.spare = reqs[:0]
 	for _, p := range q.touched {
 		q.checkWaits(p, q.parts[p])
 	}
