@@ -38,26 +38,23 @@ type uringQueue struct {
 	ring   *iouring.Ring // owner only
 	always bool          // FsyncAlways: link an fsync behind every group
 	// wakeFd is an eventfd registered with the ring: the kernel signals it
-	// when it posts completions. While requests are in the kernel the
-	// owner waits for it in the Go netpoller (waitCQ): no thread sits
-	// blocked in io_uring_enter, which cost a P handoff (and kept sysmon
-	// polling) at every wait. While nothing is in the kernel no completion
-	// can come, so the owner waits on kickC instead, and an appender wakes
-	// it with a channel send rather than an eventfd write, which cost the
-	// write, a netpoll round and the owner's read of the count (about four
-	// system calls per append on every broker of a replicated round).
+	// when it posts completions, appenders and close when they need the
+	// owner. The owner waits for it in the Go netpoller (waitCQ): no
+	// thread sits blocked in io_uring_enter, which cost a P handoff (and
+	// kept sysmon polling) at every wait. It never reads the count: a wait
+	// ends on the poller's edge and then looks at the CQ and at kicked,
+	// which saved the read and the EAGAIN read of every wait, and the
+	// poller events those reads raised (BENCHMARKS.md section 35).
 	wakeFd int
 	evf    *os.File
 	evrc   syscall.RawConn // evf's, for waitCQ; set up on first use
 	parked atomic.Bool     // owner is (about to be) waiting
-	// fdWait: the owner's current wait is on the eventfd, not kickC. Set
-	// before parked, so a waker that takes parked signals the right one.
-	fdWait atomic.Bool
-	// kicked: a waker wants the owner out of its eventfd wait. The
-	// eventfd's count is never read: the wait checks the CQ and this flag
-	// instead, so each wait costs no read(2) and no EAGAIN.
+	// kicked: a waker wants the owner out of its wait (set before the
+	// eventfd write). An appender's wake stays an eventfd write rather
+	// than a channel send: with a channel, the goroutine it readied made
+	// Go's scheduler hand the P to another thread, a futex wake per
+	// append (1.3 more switches per message on one broker).
 	kicked   atomic.Bool
-	kickC    chan struct{}
 	waitSeen uint32             // waitCQ: the CQ count its wait started from
 	waitFn   func(uintptr) bool // waitCQ's callback, bound once (no allocation per wait)
 	// iovScratch is the owner's iovec list for inline raw pwritevs.
@@ -341,7 +338,6 @@ func newUringState(e *Engine) *uringQueue {
 		wakeFd:  -1,
 		parts:   map[*Partition]*partIO{},
 		notify:  make(chan struct{}, 1),
-		kickC:   make(chan struct{}, 1),
 		stopC:   make(chan struct{}),
 		ownerDn: make(chan struct{}),
 		complDn: make(chan struct{}),
@@ -396,19 +392,11 @@ func (q *uringQueue) put(r ioReq) error {
 	return nil
 }
 
-// wake ends the owner's wait, for a caller that took parked: a channel
-// send while nothing is in the kernel, else the kicked flag and an
-// eventfd write. The eventfd write never blocks (the counter cannot reach
-// its maximum here), so it is a raw system call: unix.Write would wake
-// the runtime's sysmon thread whenever the process had gone idle.
+// wake ends the owner's wait, for a caller that took parked. The
+// eventfd write never blocks (the counter cannot reach its maximum here),
+// so it is a raw system call: unix.Write would wake the runtime's sysmon
+// thread whenever the process had gone idle.
 func (q *uringQueue) wake() {
-	if !q.fdWait.Load() {
-		select {
-		case q.kickC <- struct{}{}:
-		default:
-		}
-		return
-	}
 	q.kicked.Store(true)
 	q.signalFd()
 }
@@ -529,8 +517,6 @@ func (q *uringQueue) run(ready chan<- error) {
 		// after the drain either is seen here or sees parked and wakes the
 		// owner, which ends the wait.
 		wait := uint32(max(1, q.inflight/waitDivisor))
-		fdWait := q.inflight > 0
-		q.fdWait.Store(fdWait)
 		q.parked.Store(true)
 		for {
 			ready := ring.CQReady()
@@ -541,10 +527,6 @@ func (q *uringQueue) run(ready chan<- error) {
 			pending := len(q.intake) > 0 || q.closing != closing || len(q.injected) > 0
 			q.mu.Unlock()
 			if pending {
-				break
-			}
-			if !fdWait {
-				<-q.kickC // nothing in the kernel: only a waker ends this
 				break
 			}
 			if err := q.waitCQ(ready); err != nil {

@@ -66,16 +66,11 @@ func (q *uringQueue) faultHold(pio *partIO) bool {
 }
 
 // kick wakes the owner from a timer (an injected delay or the journal's
-// pacing ended) or when a checkpoint freed journal space. The owner may
-// be running or waiting either way, so both signals are left for its
-// next wait, as an unread eventfd count was: at worst one round runs for
-// nothing.
+// pacing ended) or when a checkpoint freed journal space, whether or not
+// it is waiting: a kick while it runs ends its next wait at once, as an
+// unread eventfd count did.
 func (q *uringQueue) kick() {
 	q.kicked.Store(true)
-	select {
-	case q.kickC <- struct{}{}:
-	default:
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.fdGone {
