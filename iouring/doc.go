@@ -29,7 +29,8 @@
 // then needs a handoff of its own to run again. It sets the ring up with
 // SUBMIT_ALL only, registers an eventfd (RegisterEventfd) that the kernel
 // signals as it posts completions, submits without waiting and parks on the
-// eventfd in the Go netpoller.
+// eventfd in the Go netpoller, checking CQReady when the poller wakes it
+// rather than reading the eventfd's count.
 //
 // Memory referenced by a prepared SQE (buffers, iovec arrays) must stay
 // reachable and unmoved until its CQE is reaped: the owner pins it

@@ -442,3 +442,53 @@ func TestFetcherSetsHWOnceAppendIsWritten(t *testing.T) {
 		t.Fatalf("follower HW %d after its append of [1, 4) was written, leader's 4", hw)
 	}
 }
+
+// Answers are matched to the request's partitions whatever their order,
+// each handled once (a repeated answer is ignored), by the scan for a few
+// partitions and by the map past maxScannedSent; a partition not asked
+// for is ignored.
+func TestFollowerMatchesAnswersOutOfOrder(t *testing.T) {
+	for _, n := range []int{3, maxScannedSent + 8} {
+		f := NewFollower(DefaultConfig(), 2, 1)
+		logs := make([]*memLog, n)
+		for i := range n {
+			logs[i] = logWith()
+			f.AddPartition(TopicPartition{Topic: "t", Partition: int32(i)}, 1, logs[i])
+		}
+		var req FetchRequest
+		if f.BuildRequestInto(t0, &req) != &req || len(req.Partitions) != n {
+			t.Fatalf("%d partitions: request %+v", n, req)
+		}
+		resp := &FetchResponse{Partitions: []FetchPartitionResponse{{TopicPartition: TopicPartition{Topic: "t", Partition: int32(n)}, HighWatermark: 1, Records: appendBatch(nil, 0, 1, 9)}}}
+		for i := n - 1; i >= 0; i-- { // reversed
+			resp.Partitions = append(resp.Partitions, FetchPartitionResponse{TopicPartition: TopicPartition{Topic: "t", Partition: int32(i)}, HighWatermark: 1, Records: appendBatch(nil, 0, 1, uint64(i))})
+		}
+		resp.Partitions = append(resp.Partitions, resp.Partitions[1]) // partition n-1 again
+		res := f.HandleResponse(&req, resp, t0)
+		if len(res.Appended) != n {
+			t.Fatalf("%d partitions: %d appended", n, len(res.Appended))
+		}
+		for i, l := range logs {
+			if l.LogEndOffset() != 1 {
+				t.Fatalf("%d partitions: partition %d at %d, want 1 (once)", n, i, l.LogEndOffset())
+			}
+		}
+	}
+}
+
+// BuildRequestInto reuses the request's partition slice round to round.
+func TestFollowerBuildRequestIntoReuses(t *testing.T) {
+	f := NewFollower(DefaultConfig(), 2, 1)
+	f.AddPartition(tpA, 3, logWith(0))
+	f.AddPartition(tpB, 3, logWith())
+	var req FetchRequest
+	f.BuildRequestInto(t0, &req)
+	first := &req.Partitions[0]
+	f.BuildRequestInto(t0, &req)
+	if len(req.Partitions) != 2 || &req.Partitions[0] != first {
+		t.Fatalf("second round: %d partitions, slice reused %v", len(req.Partitions), &req.Partitions[0] == first)
+	}
+	if req.ReplicaID != 2 || req.MaxWait != DefaultConfig().FetchMaxWait {
+		t.Fatalf("second round's fields: %+v", req)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -365,5 +366,37 @@ func TestTopicIndex(t *testing.T) {
 	}
 	if _, ok := x.find("t9"); ok {
 		t.Error("found a topic never added")
+	}
+}
+
+// A released answer is filled again by the next fetch of the session, an
+// unreleased one never is; its topic names are the request's own strings,
+// not views of the pooled response buffer a later response overwrites.
+func TestFetchAnswerReuse(t *testing.T) {
+	l := &sessionLeader{records: []byte("batch")}
+	cl := startFakeBrokerReq(t, l.respond).client(t)
+	req := sessReq(0)
+	fetch := func() *replication.FetchResponse {
+		t.Helper()
+		resp, err := cl.Fetch(context.Background(), 1, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Partitions) != 1 {
+			t.Fatalf("response %+v", resp.Partitions)
+		}
+		if got, want := unsafe.StringData(resp.Partitions[0].Topic), unsafe.StringData(req.Partitions[0].Topic); got != want {
+			t.Fatal("the answer's topic name is not the request's string")
+		}
+		return resp
+	}
+	a := fetch()
+	b := fetch()
+	if a == b {
+		t.Fatal("an unreleased answer was filled again")
+	}
+	b.Release()
+	if c := fetch(); c != b {
+		t.Fatal("the released answer was not reused")
 	}
 }
