@@ -73,9 +73,11 @@ func (c *Client) putFetchBuf(b []byte) {
 func (c *Client) Fetch(ctx context.Context, leaderID int32, req *replication.FetchRequest) (*replication.FetchResponse, error) {
 	sess := c.takeSession(leaderID)
 	defer c.returnSession(leaderID, sess)
-	sc := &fetchScratch{}
+	var sc *fetchScratch
 	if sess != nil {
 		sc = &sess.sc
+	} else {
+		sc = new(fetchScratch) // outside a session: nothing to reuse
 	}
 	ctx = sc.withSocketDeadline(ctx, time.Now().Add(req.MaxWait+10*time.Second))
 	for attempt := 0; ; attempt++ {
