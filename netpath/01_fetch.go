@@ -168,8 +168,10 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 		wakeOn = engine.WakeOnData
 	}
 	st.waker.SetWakeOn(wakeOn)
+	st.reread = false
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
+		st.reread = true
 		if total >= int64(req.MinBytes) || hasErr || st.startNews || req.MaxWaitMillis <= 0 || !time.Now().Before(deadline) || len(st.watch) == 0 && st.throttleWait == 0 {
 			return s.fetchResponse(req, sess, full, topics, st)
 		}
@@ -253,6 +255,12 @@ type fetchState struct {
 	// current pass (zero until one starts).
 	deadline, remoteBy time.Time
 	timer              *time.Timer
+	// reread: an earlier read of this fetch recorded the follower's
+	// progress (FollowerFetch). Like Kafka's delayed fetch, the reads
+	// after a wake only read: the request's offsets are the same, so a
+	// second record changed nothing the HW or the ISR depend on, and it
+	// was a third of a replica read's cost.
+	reread bool
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -392,11 +400,17 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 				mode = readCommitted
 			}
 			if req.ReplicaID >= 0 && s.repl != nil && part.Replicated() {
-				div, err := s.repl.FollowerFetch(ft.name, rp.Partition, replication.FollowerFetch{
-					ReplicaID: req.ReplicaID, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
-					FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch,
-					LogStartOffset: rp.LogStartOffset,
-				})
+				var (
+					div *replication.EpochEndOffset
+					err error
+				)
+				if !st.reread {
+					div, err = s.repl.FollowerFetch(ft.name, rp.Partition, replication.FollowerFetch{
+						ReplicaID: req.ReplicaID, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
+						FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch,
+						LogStartOffset: rp.LogStartOffset,
+					})
+				}
 				if err != nil || div != nil {
 					var code int16
 					if err != nil {
