@@ -50,6 +50,16 @@ type Conn struct {
 	corkOn  int32
 	corkErr syscall.Errno
 	corkFn  func(uintptr)
+
+	// SendWithNextRead's state, under rmu: the bytes the next Read
+	// writes first, and that read's buffer and outcome.
+	send     []byte
+	sent     bool
+	sendErr  syscall.Errno
+	sendBuf  []byte
+	sendN    int
+	sendRErr syscall.Errno
+	sendRead func(uintptr) bool
 }
 
 // Wrap returns nc as a *Conn when it is a TCP connection, else nc itself.
@@ -66,6 +76,7 @@ func Wrap(nc net.Conn) net.Conn {
 	c.writeFn = c.writeSome
 	c.sendFn = c.sendSome
 	c.corkFn = c.setCork
+	c.sendRead = c.sendThenRead
 	return c
 }
 
@@ -79,6 +90,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
+	if c.send != nil {
+		if n, done, err := c.readAfterSend(p); done {
+			return n, err
+		}
+	}
 	n, err := c.r.Read(p)
 	if err != nil {
 		return 0, c.opError("read", err)
@@ -87,6 +103,86 @@ func (c *Conn) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// SendWithNextRead hands p to the next Read, which writes all of it and
+// then waits for the answer. A Write followed by a Read tries the socket
+// once before it parks, and for a request just sent that read finds
+// nothing (EAGAIN): a wasted system call per exchange. Written inside the
+// read's wait instead, after the poller cleared the socket's readiness,
+// the request's answer can only arrive after that clearing, so the read
+// may park at once. For a strict request and answer exchange whose
+// reader buffers nothing ahead; the caller is the connection's only
+// writer until that Read returns, and keeps p unchanged until then.
+func (c *Conn) SendWithNextRead(p []byte) {
+	c.rmu.Lock()
+	c.send, c.sent = p, false
+	c.rmu.Unlock()
+}
+
+// readAfterSend is Read with a request to send first. done is false when
+// the socket took only part of the request: the rest was written the
+// usual way and the caller reads as usual.
+func (c *Conn) readAfterSend(p []byte) (int, bool, error) {
+	c.sendBuf, c.sendErr, c.sendN, c.sendRErr = p, 0, 0, 0
+	err := c.rc.Read(c.sendRead)
+	rest, sent, werr := c.send, c.sent, c.sendErr
+	c.send, c.sent, c.sendBuf = nil, false, nil
+	switch {
+	case werr != 0:
+		return 0, true, c.opError("write", werr)
+	case err != nil:
+		return 0, true, c.opError("read", err)
+	case !sent:
+		c.wmu.Lock()
+		c.oneBuf[0] = rest
+		_, err := c.writev(c.oneBuf[:])
+		c.oneBuf[0] = nil
+		c.wmu.Unlock()
+		if err != nil {
+			return 0, true, err
+		}
+		return 0, false, nil
+	case c.sendRErr != 0:
+		return 0, true, c.opError("read", c.sendRErr)
+	case c.sendN == 0:
+		return 0, true, io.EOF
+	}
+	return c.sendN, true, nil
+}
+
+// sendThenRead is readAfterSend's callback: its first call writes the
+// request and parks (or stops when the socket is full), the later ones
+// read.
+func (c *Conn) sendThenRead(fd uintptr) bool {
+	if !c.sent {
+		for len(c.send) > 0 {
+			n, e := rawio.Write(fd, c.send)
+			switch e {
+			case 0:
+				c.send = c.send[n:]
+			case unix.EINTR:
+			case unix.EAGAIN:
+				return true // the rest goes the usual way
+			default:
+				c.sendErr = e
+				return true
+			}
+		}
+		c.sent = true
+		return false
+	}
+	for {
+		n, e := rawio.Read(fd, c.sendBuf)
+		switch e {
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		c.sendN, c.sendRErr = n, e
+		return true
+	}
 }
 
 // writeSome writes the pending buffers until they are all written or the

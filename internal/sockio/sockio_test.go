@@ -251,3 +251,62 @@ func TestCorkOneSegment(t *testing.T) {
 		t.Fatalf("corked: %d data segments, want 1", n)
 	}
 }
+
+// A request handed to the next Read is sent before that read waits: the
+// peer answers each of several rounds, a request larger than the socket
+// buffers arrives whole (the socket fills, the rest goes the usual way),
+// and a peer that never answers leaves the read to its deadline, with
+// the request delivered.
+func TestSendWithNextRead(t *testing.T) {
+	c, peer := pair(t)
+	serve := func(n int) {
+		go func() {
+			req := make([]byte, n)
+			if _, err := io.ReadFull(peer, req); err != nil {
+				return
+			}
+			peer.Write(append([]byte("re:"), req[:min(n, 8)]...))
+		}()
+	}
+	for i := range 5 {
+		req := []byte{'a' + byte(i), 'b', 'c', 'd', 'e', 'f', 'g', 'h'}
+		serve(len(req))
+		c.SendWithNextRead(req)
+		buf := make([]byte, 64)
+		n, err := io.ReadAtLeast(c, buf, 11)
+		if err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if want := "re:" + string(req); string(buf[:n]) != want {
+			t.Fatalf("round %d: got %q, want %q", i, buf[:n], want)
+		}
+	}
+
+	big := bytes.Repeat([]byte("x"), 16<<20)
+	big[0] = 'B'
+	serve(len(big))
+	c.SendWithNextRead(big)
+	buf := make([]byte, 64)
+	n, err := io.ReadAtLeast(c, buf, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(buf[:n]) != "re:Bxxxxxxx" {
+		t.Fatalf("large request: got %q", buf[:n])
+	}
+
+	got := make(chan []byte, 1)
+	go func() {
+		req := make([]byte, 4)
+		io.ReadFull(peer, req)
+		got <- req
+	}()
+	c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	c.SendWithNextRead([]byte("ping"))
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read without an answer: %v, want the deadline", err)
+	}
+	if req := <-got; string(req) != "ping" {
+		t.Fatalf("peer got %q, want the request", req)
+	}
+}

@@ -307,15 +307,19 @@ func (cn *conn) roundTrip(ctx context.Context, f *kmsg.RequestFormatter, req kms
 	}()
 	cn.corr++
 	cn.wbuf = f.AppendRequest(cn.wbuf[:0], req, cn.corr)
-	_, err := cn.nc.Write(cn.wbuf)
+	var hdr [8]byte
+	if sc, ok := cn.nc.(*sockio.Conn); ok && cn.r.Buffered() == 0 {
+		// The answer's first read sends the request: it then parks at
+		// once instead of first finding the socket empty.
+		sc.SendWithNextRead(cn.wbuf)
+	} else if _, err := cn.nc.Write(cn.wbuf); err != nil {
+		return nil, err
+	}
+	_, err := io.ReadFull(cn.r, hdr[:])
 	if cap(cn.wbuf) > maxKeptWriteBuf {
 		cn.wbuf = nil
 	}
 	if err != nil {
-		return nil, err
-	}
-	var hdr [8]byte
-	if _, err := io.ReadFull(cn.r, hdr[:]); err != nil {
 		return nil, err
 	}
 	size := int32(binary.BigEndian.Uint32(hdr[:]))
