@@ -135,6 +135,11 @@ type fetchPartition struct {
 	// throttled: the records (if any) count against the replication
 	// throttle (Replicas.LeaderThrottle).
 	throttled bool
+	// src, on a replica read that found nothing to send and no error, is
+	// the partition read, and ver its Version before the read: while
+	// that version holds, a read again would answer the same.
+	src *engine.Partition
+	ver uint64
 }
 
 type fetchTopic struct {
@@ -370,6 +375,22 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 		}
 		for pi := range rt.Partitions {
 			rp := &rt.Partitions[pi]
+			if st.reread && pi < cap(ft.partitions) {
+				// After a wake, a partition of a replica fetch that has
+				// not changed at all since its empty read keeps that
+				// read's answer: a fetch session names every partition
+				// the follower replicates from us, and reading them all
+				// again for the one that woke the fetch cost each
+				// acknowledged round a read per partition.
+				if prev := ft.partitions[:pi+1][pi]; prev.src != nil && prev.partition == rp.Partition {
+					seen := st.waker.Seen(prev.src)
+					if prev.src.Version() == prev.ver {
+						st.watch = append(st.watch, watched{prev.src, seen})
+						ft.partitions = append(ft.partitions, prev)
+						continue
+					}
+				}
+			}
 			fp := fetchPartition{partition: rp.Partition, highWatermark: -1, lastStable: -1, logStart: -1}
 			if denied[ft.name] {
 				fp.errorCode = kerr.TopicAuthorizationFailed.Code
@@ -441,6 +462,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			// this one (fetchState.arm) wakes at once rather than
 			// sleeping through it.
 			version := st.waker.Seen(part)
+			full := part.Version()
 			var (
 				res engine.ReadResult
 				err error
@@ -499,6 +521,9 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 				total += int64(res.Data.Len())
 			} else {
 				res.Data.Release()
+				if mode == readReplica && !fp.throttled {
+					fp.src, fp.ver = part, full
+				}
 			}
 			st.watch = append(st.watch, watched{part, version})
 			ft.partitions = append(ft.partitions, fp)

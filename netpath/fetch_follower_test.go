@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringlog/ringlog/engine"
 	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -84,5 +85,92 @@ func TestReplicaFetchRecordsProgressOnce(t *testing.T) {
 	}
 	if n := repl.calls.Load(); n != 1 {
 		t.Fatalf("follower progress recorded %d times for one request, want 1", n)
+	}
+}
+
+// After a wake, a replica fetch reads again only the partitions that
+// changed since its first read: here the one appended to (which woke it)
+// and one whose high watermark alone moved (which does not wake a replica
+// fetch, yet its answer must carry the new HW); the third answers as
+// before, without a read.
+func TestReplicaFetchRereadsOnlyChanged(t *testing.T) {
+	srv, eng := clusterServer(t, nil, 3, "few")
+	parts := make([]*engine.Partition, 3)
+	for i := range parts {
+		p, err := eng.Partition("few", int32(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[i] = p
+	}
+	srv.mu.Lock()
+	srv.repl = &countReplicas{}
+	srv.mu.Unlock()
+	for _, p := range parts {
+		p.SetReplicated(true)
+	}
+	// Partition 1 holds a record above its HW.
+	w, err := parts[1].Append(batchtest.Values("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Result(); err != nil {
+		t.Fatal(err)
+	}
+
+	var reads atomic.Int32
+	firstDone := make(chan struct{})
+	afterFetchRead = func() {
+		if reads.Add(1) == 3 {
+			close(firstDone)
+		}
+	}
+	t.Cleanup(func() { afterFetchRead = nil })
+
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MinBytes, req.MaxBytes = 11, 2, 1, 1<<20
+	req.MaxWaitMillis = 10_000
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "few"
+	for i, p := range parts {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.LogStartOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = int32(i), p.LogEndOffset(), 0, -1, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	type answer struct {
+		resp  *kmsg.FetchResponse
+		bytes map[int32]int
+	}
+	got := make(chan answer, 1)
+	go func() {
+		kr, n := doFetch(t, srv, req)
+		got <- answer{kr, n}
+	}()
+	<-firstDone
+	parts[1].SetHighWatermark(parts[1].LogEndOffset())
+	w, err = parts[0].Append(batchtest.Values("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Result(); err != nil {
+		t.Fatal(err)
+	}
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fetch did not wake for the append")
+	}
+	if a.bytes[0] == 0 || a.bytes[1] != 0 || a.bytes[2] != 0 {
+		t.Fatalf("record bytes per partition %v, want only partition 0's", a.bytes)
+	}
+	for _, rp := range a.resp.Topics[0].Partitions {
+		if rp.Partition == 1 && rp.HighWatermark != parts[1].LogEndOffset() {
+			t.Fatalf("partition 1 answered HW %d, want the moved one %d", rp.HighWatermark, parts[1].LogEndOffset())
+		}
+	}
+	if n := reads.Load(); n != 5 {
+		t.Fatalf("%d partition reads, want 5 (three, then the two that changed)", n)
 	}
 }
