@@ -125,6 +125,9 @@ type conn struct {
 	iovs [][]byte
 	// readDeadline is the read deadline last set (idleDeadline, readBody).
 	readDeadline time.Time
+	// writeDeadline is the write deadline last set, the writer's like
+	// head (writeDeadlineAhead).
+	writeDeadline time.Time
 	// queued counts replies handed to the writer and not yet answered
 	// (answerInline).
 	queued atomic.Int32

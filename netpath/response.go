@@ -50,6 +50,19 @@ func (r *response) releaseAll() {
 // connection's writer.
 const writeTimeout = 60 * time.Second
 
+// writeDeadlineAhead keeps the write deadline between writeTimeout and
+// writeTimeout plus an eighth from now, as idleDeadline does the read
+// deadline: set before every response, it re-armed the socket's runtime
+// timer three times per acknowledged round on a leader.
+func (c *conn) writeDeadlineAhead() {
+	now := time.Now()
+	if c.writeDeadline.Sub(now) >= writeTimeout {
+		return
+	}
+	c.writeDeadline = now.Add(writeTimeout + writeTimeout/8)
+	c.nc.SetWriteDeadline(c.writeDeadline)
+}
+
 func (c *conn) writeResponse(hdr requestHeader, r *response) error {
 	var body []responsePart
 	flexible := r.flexible
@@ -83,7 +96,7 @@ func (c *conn) writeResponse(hdr requestHeader, r *response) error {
 	head := c.head[:headerLen]
 	binary.BigEndian.PutUint32(head[0:], uint32(total))
 	binary.BigEndian.PutUint32(head[4:], uint32(hdr.correlationID))
-	c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	c.writeDeadlineAhead()
 
 	var err error
 	if c.useSendfile() {
