@@ -260,6 +260,9 @@ type fetchState struct {
 	// current pass (zero until one starts).
 	deadline, remoteBy time.Time
 	timer              *time.Timer
+	// resp and enc are the fetch's response and its encoding (fetchResponse).
+	resp response
+	enc  fetchEncoding
 	// reread: an earlier read of this fetch recorded the follower's
 	// progress (FollowerFetch). Like Kafka's delayed fetch, the reads
 	// after a wake only read: the request's offsets are the same, so a
@@ -289,6 +292,8 @@ func putFetchState(st *fetchState) {
 	}
 	clear(st.watch[:cap(st.watch)])
 	st.topics, st.watch = st.topics[:0], st.watch[:0]
+	st.resp = response{}
+	st.enc.reset()
 	fetchStates.Put(st)
 }
 
@@ -572,8 +577,11 @@ func (s *Server) fetchResponse(req *kmsg.FetchRequest, sess *fetchSession, full 
 		sessionID = sess.id
 	}
 	s.metrics.fetched(s, req.ReplicaID >= 0, topics)
-	return &response{parts: encodeFetchResponse(req.Version, req.IsolationLevel, sessionID, topics), flexible: req.Version >= 12,
+	// The response is st's own, like its encoding: both go back to the
+	// pool with st once the response is written (releaseAll).
+	st.resp = response{parts: encodeFetchResponse(&st.enc, req.Version, req.IsolationLevel, sessionID, topics), flexible: req.Version >= 12,
 		fetchTopics: topics, fetchState: st}
+	return &st.resp
 }
 
 func isClosed(ch <-chan struct{}) bool {

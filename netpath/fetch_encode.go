@@ -10,7 +10,9 @@ import (
 // records length prefix computed from the file range. A test decodes the
 // result with kmsg to keep this in step with the protocol definition.
 
-func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics []fetchTopic) []responsePart {
+// encodeFetchResponse encodes into enc's buffers, which the response's
+// parts then use until it is released; a nil enc allocates them.
+func encodeFetchResponse(enc *fetchEncoding, version int16, isolation int8, sessionID int32, topics []fetchTopic) []responsePart {
 	flex := version >= 12
 	// Sized for the headers of every partition (about 50 bytes each,
 	// without aborted transactions), so the frame grows at most rarely,
@@ -24,8 +26,10 @@ func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics 
 			}
 		}
 	}
-	parts := make([]responsePart, 0, 2*files+1)
-	b := make([]byte, 0, size)
+	if enc == nil {
+		enc = &fetchEncoding{}
+	}
+	parts, b := enc.take(2*files+1, size)
 	b = appendInt32(b, 0) // throttle_time_ms (v1+)
 	if version >= 7 {
 		b = appendInt16(b, 0)         // error_code
@@ -107,6 +111,38 @@ func encodeFetchResponse(version int16, isolation int8, sessionID int32, topics 
 		b = append(b, 0) // response tagged fields
 	}
 	return append(parts, responsePart{buf: b})
+}
+
+// fetchEncoding holds a fetch response's encoded frame and parts list
+// between fetches (fetchState keeps one): a new pair per response cost
+// two allocations on every replica fetch.
+type fetchEncoding struct {
+	parts []responsePart
+	buf   []byte
+}
+
+// maxKeptEncoding bounds the frame buffer kept for the next response.
+const maxKeptEncoding = 64 << 10
+
+// take returns the parts list and frame buffer, empty, with room for
+// nParts parts and size bytes.
+func (e *fetchEncoding) take(nParts, size int) ([]responsePart, []byte) {
+	if cap(e.parts) < nParts {
+		e.parts = make([]responsePart, 0, nParts)
+	}
+	if cap(e.buf) < size {
+		e.buf = make([]byte, 0, size)
+	}
+	return e.parts[:0], e.buf[:0]
+}
+
+// reset drops the file ranges the parts list refers to, and a frame
+// buffer too large to keep.
+func (e *fetchEncoding) reset() {
+	clear(e.parts[:cap(e.parts)])
+	if cap(e.buf) > maxKeptEncoding {
+		e.buf = nil
+	}
 }
 
 // encodeFetchError is a response with only a top-level error (v7+).

@@ -35,7 +35,7 @@ func TestFetchEncodingMatchesKmsg(t *testing.T) {
 	for v := int16(4); v <= handlers[1].max; v++ {
 		for _, isolation := range []int8{0, 1} {
 			var body []byte
-			for _, p := range encodeFetchResponse(v, isolation, 0, topics) {
+			for _, p := range encodeFetchResponse(nil, v, isolation, 0, topics) {
 				if p.file != nil {
 					body = append(body, p.file.(*memRange).data...)
 				} else {
@@ -110,5 +110,35 @@ func TestRegistryCoversEveryHandledKey(t *testing.T) {
 		if h == nil || h.min > r[0] || h.max < r[1] {
 			t.Errorf("key %d must cover v%d..v%d", key, r[0], r[1])
 		}
+	}
+}
+
+// A fetch state's encoding is reused from response to response: the
+// second response takes the first one's frame buffer and parts list, the
+// reset between them drops the file ranges the parts referred to, and a
+// frame buffer grown past maxKeptEncoding is not kept.
+func TestFetchEncodingReuse(t *testing.T) {
+	var enc fetchEncoding
+	data := &memRange{data: []byte("records")}
+	topics := []fetchTopic{{name: "t", partitions: []fetchPartition{{partition: 0, data: data}}}}
+	first := encodeFetchResponse(&enc, 12, 0, 0, topics)
+	if len(first) != 3 || first[1].file != data {
+		t.Fatalf("parts %+v", first)
+	}
+	buf0, parts0 := &enc.buf[:1][0], &enc.parts[:1][0]
+	enc.reset()
+	for _, p := range enc.parts[:cap(enc.parts)] {
+		if p.file != nil || p.buf != nil {
+			t.Fatal("reset kept a part")
+		}
+	}
+	second := encodeFetchResponse(&enc, 12, 0, 0, topics)
+	if &second[0].buf[0] != buf0 || &second[0] != parts0 {
+		t.Fatal("the second response did not reuse the encoding")
+	}
+	enc.buf = make([]byte, 0, maxKeptEncoding+1)
+	enc.reset()
+	if enc.buf != nil {
+		t.Fatal("an oversized frame buffer was kept")
 	}
 }

@@ -22,7 +22,7 @@ type response struct {
 	parts    []responsePart
 	flexible bool // header v1 (tagged fields) for a parts response
 	release  []func()
-	// A fetch's file ranges and read state, released first (releaseAll):
+	// A fetch's file ranges and read state, released last (releaseAll):
 	// fields rather than a closure in release, which cost two
 	// allocations per fetch.
 	fetchTopics []fetchTopic
@@ -35,15 +35,17 @@ type responsePart struct {
 }
 
 func (r *response) releaseAll() {
-	if r.fetchState != nil {
-		releaseFetch(r.fetchTopics)
-		putFetchState(r.fetchState)
-		r.fetchTopics, r.fetchState = nil, nil
-	}
 	for _, f := range r.release {
 		f()
 	}
 	r.release = nil
+	if st := r.fetchState; st != nil {
+		releaseFetch(r.fetchTopics)
+		r.fetchTopics, r.fetchState = nil, nil
+		// Last: r may be st's own response, which the pool hands to
+		// the next fetch from here on.
+		putFetchState(st)
+	}
 }
 
 // writeTimeout bounds how long a client that stopped reading can pin a
