@@ -154,7 +154,8 @@ type Follower struct {
 	// built without them may take them again (zero: none held back).
 	throttle     *FollowerThrottle
 	throttleWake time.Time
-	answered     []bool // HandleResponse's, reused
+	answered     []bool              // HandleResponse's, reused
+	appended     []AppendedPartition // HandleResponse's Appended, reused
 	sentIdx      map[TopicPartition]int
 }
 
@@ -416,9 +417,14 @@ func TruncationOffset(log LogView, div EpochEndOffset) (offset int64, complete b
 
 // HandleResponse applies the leader's answer to req. Partitions that were
 // removed, moved to another epoch or truncated since req was built are
-// skipped: their answer describes a log we no longer have.
+// skipped: their answer describes a log we no longer have. The result's
+// Appended list is valid until the next call.
 func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now time.Time) HandleResult {
 	var res HandleResult
+	// Appended reuses the last call's list: one per round otherwise,
+	// for a list the caller is done with before it asks again.
+	clear(f.appended)
+	res.Appended = f.appended[:0]
 	// Each asked partition is handled once, for its first answer. The
 	// leader answers in request order, so the answer's partition is
 	// looked for from where the last one was found; a map of the request
@@ -445,6 +451,7 @@ func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now ti
 		answered[k] = true
 		f.handlePartition(p, rp, r, now, &res)
 	}
+	f.appended = res.Appended
 	return res
 }
 

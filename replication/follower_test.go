@@ -492,3 +492,33 @@ func TestFollowerBuildRequestIntoReuses(t *testing.T) {
 		t.Fatalf("second round's fields: %+v", req)
 	}
 }
+
+// HandleResponse's Appended list is reused from round to round (the
+// fetcher is done with it before the next round).
+func TestFollowerHandleResponseReusesAppended(t *testing.T) {
+	f := NewFollower(DefaultConfig(), 2, 1)
+	la := logWith(0)
+	la.autoFlush = true
+	f.AddPartition(tpA, 3, la)
+	var first *AppendedPartition
+	for round := range 3 {
+		req := f.BuildRequest(t0)
+		if req == nil || len(req.Partitions) != 1 {
+			t.Fatalf("round %d: request %+v", round, req)
+		}
+		off := req.Partitions[0].FetchOffset
+		resp := &FetchResponse{Partitions: []FetchPartitionResponse{
+			{TopicPartition: tpA, HighWatermark: off + 1, Records: appendBatch(nil, off, 3, uint64(round))},
+		}}
+		res := f.HandleResponse(req, resp, t0)
+		if len(res.Appended) != 1 || la.LogEndOffset() != off+1 {
+			t.Fatalf("round %d: res %+v leo %d", round, res, la.LogEndOffset())
+		}
+		if first == nil {
+			first = &res.Appended[0]
+		} else if &res.Appended[0] != first {
+			t.Fatalf("round %d: a new Appended list", round)
+		}
+		f.OnAppendDone(res.Appended[0]) // memLog's appends are durable at once
+	}
+}
