@@ -108,6 +108,7 @@ type uringQueue struct {
 	// that long. Owner only, apart from the FS's own locking.
 	faults   *vfs.ErrorFS
 	injected []injectedCQE // completions to apply at the next reap
+	injSpare []injectedCQE // reap's other list
 
 	// The journal (uring_journal.go), owner only: groups whose segment
 	// write completed wait in jPending for the next journal write; jio is
@@ -239,6 +240,10 @@ type ioGroup struct {
 	sent, wrote, synced bool
 	err                 error
 	pin                 runtime.Pinner
+	// The first buffer and waiter live here, so the usual group of one
+	// append costs no allocation for its lists.
+	buf1    [1][]byte
+	waiter1 [1]*waiter
 }
 
 func (g *ioGroup) done() bool {
@@ -654,6 +659,7 @@ func (q *uringQueue) accept(r ioReq) {
 		if g == nil {
 			pio.seq++
 			g = &ioGroup{p: r.p, seg: r.seg, seq: pio.seq, pos: r.pos, base: r.w.res.BaseOffset, sync: q.always && !jr, jrnl: jr, gen: r.gen, repl: r.repl}
+			g.bufs, g.waiters = g.buf1[:0], g.waiter1[:0]
 			pio.groups = append(pio.groups, g)
 			pio.unsent++
 			if !pio.queued {
@@ -926,11 +932,15 @@ const rawWriteMax = 1 << 20
 
 // reap handles every ready completion, then retires what it finished.
 func (q *uringQueue) reap() {
+	// The two injected lists take turns, as the intake's do: completed
+	// may inject more, which go to the other one.
 	inj := q.injected
-	q.injected = nil
+	q.injected = q.injSpare[:0]
 	for _, c := range inj {
 		q.completed(c.ref, c.res)
 	}
+	clear(inj)
+	q.injSpare = inj[:0]
 	q.ring.ForEachCQE(func(c iouring.CQE) {
 		ref := q.slots[c.UserData]
 		q.slots[c.UserData] = opRef{}
@@ -1060,6 +1070,7 @@ func (q *uringQueue) finished(g *ioGroup) {
 		return
 	}
 	g.bufs = nil
+	clear(g.buf1[:])
 	for ; g.refs > 0; g.refs-- {
 		g.seg.release()
 	}

@@ -62,14 +62,21 @@ func (q *uringQueue) advance(p *Partition, pio *partIO) {
 			break
 		}
 		n.end, n.seg, n.pos, n.gen = g.end, g.seg, g.pos+g.n, g.gen
-		n.waiters = append(n.waiters, g.waiters...)
+		if n.waiters == nil {
+			n.waiters = g.waiters // the usual one group: no copy
+		} else {
+			n.waiters = append(n.waiters, g.waiters...)
+		}
 		g.waiters = nil
 	}
 	if i == 0 {
 		return
 	}
-	clear(pio.groups[:i])
-	pio.groups = pio.groups[i:]
+	// Moved to the front rather than resliced past, so the list keeps
+	// its room: an append per round outgrew it otherwise.
+	k := copy(pio.groups, pio.groups[i:])
+	clear(pio.groups[k:])
+	pio.groups = pio.groups[:k]
 	q.note(n)
 }
 
