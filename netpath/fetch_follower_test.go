@@ -23,6 +23,23 @@ func (c *countReplicas) FollowerFetch(string, int32, replication.FollowerFetch) 
 	return nil, nil
 }
 
+// replicaFetchAt is broker 2's fetch of topic's partitions 0, 1, ... at
+// the given offsets, long-polling for 10 s.
+func replicaFetchAt(topic string, offsets ...int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.ReplicaID, req.MinBytes, req.MaxBytes = 11, 2, 1, 1<<20
+	req.MaxWaitMillis = 10_000
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	for i, off := range offsets {
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.LogStartOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = int32(i), off, 0, -1, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // A replica fetch records the follower's progress once, when it arrives,
 // as Kafka does: the read after the wake that data brings to its long
 // poll returns the data without recording the same offsets again.
@@ -44,15 +61,7 @@ func TestReplicaFetchRecordsProgressOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { afterFetchRead = nil })
 
-	req := kmsg.NewPtrFetchRequest()
-	req.Version, req.ReplicaID, req.MinBytes, req.MaxBytes = 11, 2, 1, 1<<20
-	req.MaxWaitMillis = 10_000
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "once"
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.FetchOffset, rp.LogStartOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = end, 0, -1, 1<<20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	req := replicaFetchAt("once", end)
 	got := make(chan int64, 1)
 	go func() {
 		resp := srv.fetch(req, time.Now().Add(10*time.Second), make(chan struct{}), nil, new(time.Duration))
@@ -127,17 +136,7 @@ func TestReplicaFetchRereadsOnlyChanged(t *testing.T) {
 	}
 	t.Cleanup(func() { afterFetchRead = nil })
 
-	req := kmsg.NewPtrFetchRequest()
-	req.Version, req.ReplicaID, req.MinBytes, req.MaxBytes = 11, 2, 1, 1<<20
-	req.MaxWaitMillis = 10_000
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = "few"
-	for i, p := range parts {
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.LogStartOffset, rp.CurrentLeaderEpoch, rp.PartitionMaxBytes = int32(i), p.LogEndOffset(), 0, -1, 1<<20
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := replicaFetchAt("few", parts[0].LogEndOffset(), parts[1].LogEndOffset(), parts[2].LogEndOffset())
 	type answer struct {
 		resp  *kmsg.FetchResponse
 		bytes map[int32]int

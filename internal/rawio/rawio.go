@@ -42,16 +42,26 @@ func NewReader(rc syscall.RawConn) *Reader {
 }
 
 func (r *Reader) once(fd uintptr) bool {
+	n, e, done := ReadOnce(fd, r.buf)
+	if done {
+		r.n, r.err = n, e
+	}
+	return done
+}
+
+// ReadOnce is one read of a non-blocking descriptor inside a RawConn
+// callback: done is false when it has nothing yet (EAGAIN, to wait for),
+// and an interrupted read is retried.
+func ReadOnce(fd uintptr, p []byte) (n int, e syscall.Errno, done bool) {
 	for {
-		n, e := Read(fd, r.buf)
+		n, e := Read(fd, p)
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			return false
+			return 0, 0, false
 		}
-		r.n, r.err = n, e
-		return true
+		return n, e, true
 	}
 }
 

@@ -172,17 +172,11 @@ func (c *Conn) sendThenRead(fd uintptr) bool {
 		c.sent = true
 		return false
 	}
-	for {
-		n, e := rawio.Read(fd, c.sendBuf)
-		switch e {
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return false
-		}
+	n, e, done := rawio.ReadOnce(fd, c.sendBuf)
+	if done {
 		c.sendN, c.sendRErr = n, e
-		return true
 	}
+	return done
 }
 
 // writeSome writes the pending buffers until they are all written or the
