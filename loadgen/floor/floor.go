@@ -223,6 +223,9 @@ func Run(ctx context.Context, cfg Config) (res Result, err error) {
 		if len(peers) > 0 {
 			args = append(args, "-peers", strings.Join(peers, ","))
 		}
+		if strings.HasPrefix(role, "follower") {
+			args = append(args, "-follower")
+		}
 		var cmd *exec.Cmd
 		if cfg.Command != nil {
 			cmd = cfg.Command(args)

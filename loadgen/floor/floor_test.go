@@ -4,6 +4,7 @@ package floor
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,6 +196,46 @@ func TestNodeRejectsBadArgs(t *testing.T) {
 		}
 		if out.Len() != 0 {
 			t.Errorf("%v printed %q before failing", args, out.String())
+		}
+	}
+}
+
+// scriptedUp is an upstream link that delivers n messages, then EOF, and
+// records how each answer left: written, or handed to the next read.
+type scriptedUp struct {
+	n              int
+	written, armed int
+}
+
+func (u *scriptedUp) readFull(p []byte) error {
+	if u.n == 0 {
+		return io.EOF
+	}
+	u.n--
+	return nil
+}
+func (u *scriptedUp) write([]byte) error { u.written++; return nil }
+func (u *scriptedUp) sendWithNextRead([]byte) bool {
+	u.armed++
+	return true
+}
+
+type nopLog struct{}
+
+func (nopLog) start([]byte) error { return nil }
+func (nopLog) wait() error        { return nil }
+
+// A follower hands each answer to its next read (which sends it before
+// reading, saving the read that would find nothing); a leader, whose
+// client sends open loop, writes its answers.
+func TestFollowerAnswersWithNextRead(t *testing.T) {
+	for _, follower := range []bool{true, false} {
+		up := &scriptedUp{n: 3}
+		if err := serve(up, nil, nopLog{}, 100, follower); err != nil {
+			t.Fatal(err)
+		}
+		if follower && (up.armed != 3 || up.written != 0) || !follower && (up.armed != 0 || up.written != 3) {
+			t.Fatalf("follower=%v: %d answers handed to the next read, %d written", follower, up.armed, up.written)
 		}
 	}
 }

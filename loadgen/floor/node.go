@@ -36,6 +36,7 @@ func NodeMain(args []string, stdout io.Writer) error {
 	fsync := fs.Bool("fsync", true, "a durable write per message")
 	size := fs.Int("size", 1000, "message bytes")
 	sched := fs.String("sched-policy", cpusched.Normal, "scheduling policy of the node's threads: batch | normal")
+	follower := fs.Bool("follower", false, "a follower: its upstream (the leader) sends the next message only after this node's answer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,14 +113,18 @@ func NodeMain(args []string, stdout io.Writer) error {
 		runtime.LockOSThread()
 		debug.SetGCPercent(-1)
 	}
-	return serve(up, downs, app, *size)
+	return serve(up, downs, app, *size, *follower)
 }
 
 // serve is the round: take a message, send it to every follower, write it
 // to the log, wait for every follower's answer and for the write, answer.
 // The loop allocates nothing. It returns nil when the upstream peer
-// closes between messages: the run is over.
-func serve(up link, downs []link, lg appender, size int) error {
+// closes between messages: the run is over. A follower in uring mode
+// sends its answer inside the next read's wait, as ringlog's follower
+// sends its next fetch (sockio.Conn.SendWithNextRead): its leader sends
+// nothing before the answer, so the read may park without trying the
+// socket first. A leader may not: its client sends open loop.
+func serve(up link, downs []link, lg appender, size int, follower bool) error {
 	msg := make([]byte, size)
 	ack := make([]byte, ackSize)
 	for {
@@ -143,6 +148,9 @@ func serve(up link, downs []link, lg appender, size int) error {
 		}
 		if err := lg.wait(); err != nil {
 			return err
+		}
+		if sw, ok := up.(sendWithRead); ok && follower && sw.sendWithNextRead(msg[:ackSize]) {
+			continue // sent by the next readFull, before it reads into msg
 		}
 		if err := up.write(msg[:ackSize]); err != nil {
 			return fmt.Errorf("floor node: answer: %w", err)
@@ -194,6 +202,22 @@ type netLink struct{ c net.Conn }
 
 func (l netLink) readFull(p []byte) error { _, err := io.ReadFull(l.c, p); return err }
 func (l netLink) write(p []byte) error    { _, err := l.c.Write(p); return err }
+
+// sendWithRead is a link that can hand p to its next read to send
+// (serve's follower answer).
+type sendWithRead interface {
+	sendWithNextRead(p []byte) bool
+}
+
+// sendWithNextRead arms p on a sockio connection (uring mode); false for
+// Go's own sockets (netpoll mode), which write as before.
+func (l netLink) sendWithNextRead(p []byte) bool {
+	sc, ok := l.c.(*sockio.Conn)
+	if ok {
+		sc.SendWithNextRead(p)
+	}
+	return ok
+}
 
 // threadLink blocks the calling thread in read and write.
 type threadLink struct{ fd uintptr }
