@@ -172,7 +172,19 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 	if req.ReplicaID >= 0 {
 		wakeOn = engine.WakeOnData
 	}
-	st.waker.SetWakeOn(wakeOn)
+	if sess != nil {
+		// A session's waker stays registered with its partitions from
+		// fetch to fetch (fetchSession.watch): registering it with every
+		// partition and unregistering it again on each fetch cost each
+		// round a map insert and delete per partition of the session.
+		// What changed since the last fetch is read now, so its token
+		// goes.
+		st.ws = sess.watchSet(wakeOn)
+		st.ws.waker.Drain()
+	} else {
+		st.ws = &st.own
+		st.ws.waker.SetWakeOn(wakeOn)
+	}
 	st.reread = false
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
@@ -242,9 +254,11 @@ func (s *Server) deniedTopics(version int16, topics []kmsg.FetchRequestTopic, au
 type fetchState struct {
 	topics []fetchTopic
 	watch  []watched
-	// regs are the partitions waker is registered with.
-	regs  []*engine.Partition
-	waker *engine.Waker
+	// ws is the waker the fetch waits on and the partitions it is
+	// registered with: own for a fetch without a session, the session's
+	// otherwise.
+	ws  *watchSet
+	own watchSet
 	// limited: the last read cut a partition short for max_bytes.
 	limited bool
 	// startNews: the last read found a replica fetch's follower behind
@@ -278,7 +292,56 @@ type watched struct {
 	version uint64
 }
 
-var fetchStates = sync.Pool{New: func() any { return &fetchState{waker: engine.NewWaker()} }}
+// watchSet is a Waker and the partitions it is registered with.
+type watchSet struct {
+	waker *engine.Waker
+	regs  []*engine.Partition
+	// set indexes regs once they are more than a scan should cover.
+	set map[*engine.Partition]struct{}
+}
+
+// registered reports whether the waker is registered with p; i is p's
+// place in the last read, where it usually sits in regs too.
+func (w *watchSet) registered(p *engine.Partition, i int) bool {
+	if i < len(w.regs) && w.regs[i] == p {
+		return true
+	}
+	if len(w.regs) <= maxScannedRegs {
+		return slices.Contains(w.regs, p)
+	}
+	if w.set == nil {
+		w.set = make(map[*engine.Partition]struct{}, len(w.regs))
+		for _, r := range w.regs {
+			w.set[r] = struct{}{}
+		}
+	}
+	_, ok := w.set[p]
+	return ok
+}
+
+// maxScannedRegs: up to this many registrations a scan finds one.
+const maxScannedRegs = 16
+
+// add records a registration with p.
+func (w *watchSet) add(p *engine.Partition) {
+	w.regs = append(w.regs, p)
+	if w.set != nil {
+		w.set[p] = struct{}{}
+	}
+}
+
+// unwatchAll unregisters w from every partition; afterwards none can
+// wake it.
+func (w *watchSet) unwatchAll() {
+	for _, p := range w.regs {
+		p.Unwatch(w.waker)
+	}
+	clear(w.regs)
+	w.regs, w.set = w.regs[:0], nil
+	w.waker.Drain()
+}
+
+var fetchStates = sync.Pool{New: func() any { return &fetchState{own: watchSet{waker: engine.NewWaker()}} }}
 
 func getFetchState() *fetchState { return fetchStates.Get().(*fetchState) }
 
@@ -291,7 +354,7 @@ func putFetchState(st *fetchState) {
 		clear(ps[:cap(ps)])
 	}
 	clear(st.watch[:cap(st.watch)])
-	st.topics, st.watch = st.topics[:0], st.watch[:0]
+	st.topics, st.watch, st.ws = st.topics[:0], st.watch[:0], nil
 	st.resp = response{}
 	st.enc.reset()
 	fetchStates.Put(st)
@@ -301,14 +364,16 @@ func putFetchState(st *fetchState) {
 // and that it is not registered with yet. A partition changed since its
 // read wakes it at once (Watch compares the version).
 func (st *fetchState) arm() {
+	ws := st.ws
 	for i, w := range st.watch {
-		if i < len(st.regs) && st.regs[i] == w.part || slices.Contains(st.regs, w.part) {
-			// Registered by an earlier round: every change since then
-			// left a token, or was seen by the read that followed it.
+		if ws.registered(w.part, i) {
+			// Registered by an earlier round (or fetch of the session):
+			// every change since then left a token, or was seen by the
+			// read that followed it.
 			continue
 		}
-		w.part.Watch(st.waker, w.version)
-		st.regs = append(st.regs, w.part)
+		w.part.Watch(ws.waker, w.version)
+		ws.add(w.part)
 	}
 }
 
@@ -322,7 +387,7 @@ func (st *fetchState) wait(deadline time.Time, done <-chan struct{}) bool {
 	}
 	defer st.timer.Stop()
 	select {
-	case <-st.waker.C():
+	case <-st.ws.waker.C():
 		return true
 	case <-st.timer.C:
 		return false
@@ -331,14 +396,13 @@ func (st *fetchState) wait(deadline time.Time, done <-chan struct{}) bool {
 	}
 }
 
-// unwatch undoes arm; afterwards no partition can wake st.waker.
+// unwatch undoes arm for a fetch without a session; a session's
+// registrations stay with it (fetchSessions.end drops them with the
+// session).
 func (st *fetchState) unwatch() {
-	for _, p := range st.regs {
-		p.Unwatch(st.waker)
+	if st.ws == &st.own {
+		st.own.unwatchAll()
 	}
-	clear(st.regs)
-	st.regs = st.regs[:0]
-	st.waker.Drain()
 }
 
 // Read modes of a partition in a fetch.
@@ -388,7 +452,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 				// again for the one that woke the fetch cost each
 				// acknowledged round a read per partition.
 				if prev := ft.partitions[:pi+1][pi]; prev.src != nil && prev.partition == rp.Partition {
-					seen := st.waker.Seen(prev.src)
+					seen := st.ws.waker.Seen(prev.src)
 					if prev.src.Version() == prev.ver {
 						st.watch = append(st.watch, watched{prev.src, seen})
 						ft.partitions = append(ft.partitions, prev)
@@ -466,7 +530,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			// after the read has a later version, so registering with
 			// this one (fetchState.arm) wakes at once rather than
 			// sleeping through it.
-			version := st.waker.Seen(part)
+			version := st.ws.waker.Seen(part)
 			full := part.Version()
 			var (
 				res engine.ReadResult

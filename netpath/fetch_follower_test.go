@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ringlog/ringlog/engine"
-	"github.com/ringlog/ringlog/engine/batchtest"
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -77,13 +75,7 @@ func TestReplicaFetchRecordsProgressOnce(t *testing.T) {
 	// The first read found nothing past the follower's offset; the
 	// append lands after it, so the answer comes from a second read.
 	<-read
-	w, err := part.Append(batchtest.Values("v"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Result(); err != nil {
-		t.Fatal(err)
-	}
+	appendOne(t, part)
 	select {
 	case n := <-got:
 		if n == 0 {
@@ -104,14 +96,7 @@ func TestReplicaFetchRecordsProgressOnce(t *testing.T) {
 // before, without a read.
 func TestReplicaFetchRereadsOnlyChanged(t *testing.T) {
 	srv, eng := clusterServer(t, nil, 3, "few")
-	parts := make([]*engine.Partition, 3)
-	for i := range parts {
-		p, err := eng.Partition("few", int32(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts[i] = p
-	}
+	parts := partitionsOf(t, eng, "few", 3)
 	srv.mu.Lock()
 	srv.repl = &countReplicas{}
 	srv.mu.Unlock()
@@ -119,13 +104,7 @@ func TestReplicaFetchRereadsOnlyChanged(t *testing.T) {
 		p.SetReplicated(true)
 	}
 	// Partition 1 holds a record above its HW.
-	w, err := parts[1].Append(batchtest.Values("v"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Result(); err != nil {
-		t.Fatal(err)
-	}
+	appendOne(t, parts[1])
 
 	var reads atomic.Int32
 	firstDone := make(chan struct{})
@@ -148,13 +127,7 @@ func TestReplicaFetchRereadsOnlyChanged(t *testing.T) {
 	}()
 	<-firstDone
 	parts[1].SetHighWatermark(parts[1].LogEndOffset())
-	w, err = parts[0].Append(batchtest.Values("v"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Result(); err != nil {
-		t.Fatal(err)
-	}
+	appendOne(t, parts[0])
 	var a answer
 	select {
 	case a = <-got:

@@ -1,6 +1,7 @@
 package netpath
 
 import (
+	"github.com/ringlog/ringlog/engine"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -24,8 +25,10 @@ import (
 // offset different from what this session last sent. The broker still
 // reads every partition of the session on every request (a follower's
 // unchanged position still counts as a fetch for ISR purposes), and a
-// long poll watches them all; what idle partitions no longer cost is
-// request and response bytes, their parsing and encoding.
+// long poll watches them all, through the session's own Waker, which
+// stays registered with them between requests; what idle partitions no
+// longer cost is request and response bytes, their parsing and
+// encoding, and registering the long poll with each.
 //
 // Epoch rules, as Kafka's FetchManager:
 //   - epoch 0 with a session id closes that session, then opens a new one;
@@ -89,6 +92,12 @@ type fetchSession struct {
 	sent   [][]sentState
 	index  map[sessionKey]sessionPos
 	n      int
+	// watch is the session's long-poll waker and the partitions it is
+	// registered with, kept from fetch to fetch: used by the busy fetch,
+	// dropped with the session (unwatchLocked). watchStale: partitions
+	// were forgotten, so the next fetch registers afresh.
+	watch      watchSet
+	watchStale bool
 }
 
 type sentState struct {
@@ -145,6 +154,9 @@ func (c *fetchSessions) begin(req *kmsg.FetchRequest, now time.Time) (sess *fetc
 	}
 	for i := range req.ForgottenTopics {
 		s.forget(&req.ForgottenTopics[i])
+	}
+	if len(req.ForgottenTopics) > 0 {
+		s.watchStale = true
 	}
 	c.partitions += s.n - before
 	if s.n > maxSessionPartitions || c.partitions > maxCachedSessionPartitions {
@@ -237,12 +249,42 @@ func (c *fetchSessions) removeLocked(s *fetchSession) {
 	s.closed = true
 	delete(c.byID, s.id)
 	c.partitions -= s.n
+	if !s.busy {
+		s.unwatchLocked() // else end or abandon does, once the fetch is done with it
+	}
+}
+
+// unwatchLocked drops the session's registrations with its partitions.
+// Lock must be held, and no fetch may hold s busy.
+func (s *fetchSession) unwatchLocked() {
+	if s.watch.waker != nil {
+		s.watch.unwatchAll()
+	}
+}
+
+// watchSet returns the session's waker, made on first use with the
+// changes that wake this session's fetches (its fetcher kind never
+// changes), with the registrations of forgotten partitions dropped. The
+// busy fetch only.
+func (s *fetchSession) watchSet(on engine.WakeOn) *watchSet {
+	if s.watch.waker == nil {
+		s.watch.waker = engine.NewWaker()
+		s.watch.waker.SetWakeOn(on)
+	}
+	if s.watchStale {
+		s.watchStale = false
+		s.watch.unwatchAll()
+	}
+	return &s.watch
 }
 
 // end releases the session after its response was built.
 func (c *fetchSessions) end(s *fetchSession, now time.Time) {
 	c.mu.Lock()
 	s.busy, s.lastUsed = false, now
+	if s.closed {
+		s.unwatchLocked() // removed while this fetch held it
+	}
 	c.mu.Unlock()
 }
 
@@ -254,6 +296,9 @@ func (c *fetchSessions) abandon(s *fetchSession, created bool) {
 	s.busy = false
 	if created {
 		c.removeLocked(s)
+	}
+	if s.closed {
+		s.unwatchLocked()
 	}
 	c.mu.Unlock()
 }

@@ -538,3 +538,64 @@ func TestFetchSessionBookkeeping(t *testing.T) {
 		}
 	}
 }
+
+// A session's long-poll waker stays registered with its partitions from
+// fetch to fetch, and still wakes the next fetch for an append; a
+// forgotten partition loses it at the session's next fetch, and a closed
+// session's registrations all go.
+func TestFetchSessionKeepsItsWatch(t *testing.T) {
+	srv, eng := clusterServer(t, nil, 2, "sw")
+	ps := partitionsOf(t, eng, "sw", 2)
+	watchers := func() []int { return []int{ps[0].Watchers(), ps[1].Watchers()} }
+	poll := func(req *kmsg.FetchRequest, wait time.Duration) (*kmsg.FetchResponse, map[int32]int) {
+		req.MinBytes, req.MaxWaitMillis = 1, int32(wait/time.Millisecond)
+		return doFetch(t, srv, req)
+	}
+
+	// The session's first fetch parks on both partitions and times out.
+	kr, _ := poll(sessionFetch("sw", 0, 0, map[int32]int64{0: 0, 1: 0}), 150*time.Millisecond)
+	id := kr.SessionID
+	if id == 0 {
+		t.Fatal("no session")
+	}
+	if w := watchers(); !slices.Equal(w, []int{1, 1}) {
+		t.Fatalf("watchers after the first fetch %v, want the session's waker on both", w)
+	}
+
+	// The next fetch (naming nothing) wakes for an append to partition 1.
+	got := make(chan map[int32]int, 1)
+	go func() {
+		_, n := poll(sessionFetch("sw", id, 1, nil), 10*time.Second)
+		got <- n
+	}()
+	testwait.For(t, 5*time.Second, "the second fetch to hold the session", func() bool {
+		srv.sessions.mu.Lock()
+		defer srv.sessions.mu.Unlock()
+		return srv.sessions.byID[id].busy
+	})
+	appendOne(t, ps[1])
+	select {
+	case n := <-got:
+		if n[1] == 0 {
+			t.Fatalf("answer %v, want partition 1's records", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the session's fetch did not wake for the append")
+	}
+
+	// Forgetting partition 0 drops its registration at that fetch.
+	req := sessionFetch("sw", id, 2, map[int32]int64{1: 1})
+	ft := kmsg.NewFetchRequestForgottenTopic()
+	ft.Topic, ft.Partitions = "sw", []int32{0}
+	req.ForgottenTopics = append(req.ForgottenTopics, ft)
+	poll(req, 150*time.Millisecond)
+	if w := watchers(); !slices.Equal(w, []int{0, 1}) {
+		t.Fatalf("watchers after forgetting partition 0 %v, want [0 1]", w)
+	}
+
+	// Closing the session (epoch -1) drops the rest.
+	poll(sessionFetch("sw", id, -1, map[int32]int64{1: 1}), 0)
+	if w := watchers(); !slices.Equal(w, []int{0, 0}) {
+		t.Fatalf("watchers after the session closed %v, want none", w)
+	}
+}

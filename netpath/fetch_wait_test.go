@@ -48,6 +48,32 @@ func (c *testCluster) LookupTopic(img *metadata.Image, name string) (metadata.To
 // singleNodeServer starts a one-node cluster in process: engine (sync
 // write path, no fsync), controller node on its in-memory raft, and the
 // wire server over a one-broker Cluster, with topic created (one partition, RF=1).
+// partitionsOf returns topic's first n partitions.
+func partitionsOf(t *testing.T, eng *engine.Engine, topic string, n int) []*engine.Partition {
+	t.Helper()
+	ps := make([]*engine.Partition, n)
+	for i := range ps {
+		p, err := eng.Partition(topic, int32(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps[i] = p
+	}
+	return ps
+}
+
+// appendOne appends one batch to p and waits for it.
+func appendOne(t *testing.T, p *engine.Partition) {
+	t.Helper()
+	w, err := p.Append(batchtest.Values("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Result(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func singleNodeServer(t *testing.T, topic string) (*Server, *engine.Partition) {
 	t.Helper()
 	srv, eng := clusterServer(t, nil, 1, topic)
