@@ -87,13 +87,15 @@ func TestRunEveryMode(t *testing.T) {
 			// About rate × window answers were counted: every message of
 			// the window, and not those of the warmup. That holds while
 			// the nodes keep up with the rate; on a machine busy enough
-			// that they fall behind (answers later than keepUp), fewer
-			// come back within the window, and the count says nothing
-			// about the counting.
+			// that they fall behind or stall (answers later than keepUp;
+			// the p99 shows a stall the p50 hides: one of 400 ms in a
+			// 1.2 s window under a parallel make test), fewer come back
+			// within the window, and the count says nothing about the
+			// counting.
 			const keepUp = 50 * time.Millisecond
 			want := float64(cfg.Rate) * res.WindowS
-			if lag := time.Duration(res.P50Ms * float64(time.Millisecond)); lag > keepUp {
-				t.Logf("the nodes fell behind (ack p50 %v): the machine is busy, the count is not checked", lag)
+			if lag := time.Duration(res.P99Ms * float64(time.Millisecond)); lag > keepUp {
+				t.Logf("the nodes fell behind (ack p99 %v): the machine is busy, the count is not checked", lag)
 			} else if got := float64(res.Messages); got < 0.8*want || got > 1.2*want {
 				t.Errorf("%d messages in %.2f s at %d/s", res.Messages, res.WindowS, cfg.Rate)
 			}
