@@ -330,6 +330,28 @@ func (w *watchSet) add(p *engine.Partition) {
 	}
 }
 
+// keepOnly drops the registrations with partitions the last read did
+// not watch: a session's partitions withheld by the replication throttle
+// are not watched (see fetch), and a registration from an earlier fetch
+// would wake every read that withholds them again.
+func (w *watchSet) keepOnly(watch []watched) {
+	keep := make(map[*engine.Partition]struct{}, len(watch))
+	for _, x := range watch {
+		keep[x.part] = struct{}{}
+	}
+	n := 0
+	for _, p := range w.regs {
+		if _, ok := keep[p]; ok {
+			w.regs[n] = p
+			n++
+		} else {
+			p.Unwatch(w.waker)
+		}
+	}
+	clear(w.regs[n:])
+	w.regs, w.set = w.regs[:n], nil
+}
+
 // unwatchAll unregisters w from every partition; afterwards none can
 // wake it.
 func (w *watchSet) unwatchAll() {
@@ -365,6 +387,9 @@ func putFetchState(st *fetchState) {
 // read wakes it at once (Watch compares the version).
 func (st *fetchState) arm() {
 	ws := st.ws
+	if st.throttleWait > 0 && ws != &st.own {
+		ws.keepOnly(st.watch)
+	}
 	for i, w := range st.watch {
 		if ws.registered(w.part, i) {
 			// Registered by an earlier round (or fetch of the session):

@@ -599,3 +599,31 @@ func TestFetchSessionKeepsItsWatch(t *testing.T) {
 		t.Fatalf("watchers after the session closed %v, want none", w)
 	}
 }
+
+// A fetch of a session whose read withheld a throttled partition drops
+// the session's registration with it, so its appends do not wake reads
+// that withhold them again; the partitions it watches stay registered.
+func TestSessionWatchDropsThrottled(t *testing.T) {
+	_, eng := clusterServer(t, nil, 2, "th")
+	ps := partitionsOf(t, eng, "th", 2)
+	st := getFetchState()
+	defer putFetchState(st)
+	sess := &fetchSession{}
+	st.ws = sess.watchSet(engine.WakeOnData)
+	st.watch = append(st.watch[:0], watched{ps[0], st.ws.waker.Seen(ps[0])}, watched{ps[1], st.ws.waker.Seen(ps[1])})
+	st.arm()
+	if ps[0].Watchers() != 1 || ps[1].Watchers() != 1 {
+		t.Fatalf("watchers %d, %d after the first arm", ps[0].Watchers(), ps[1].Watchers())
+	}
+	// The next read withheld partition 1.
+	st.watch = append(st.watch[:0], watched{ps[0], st.ws.waker.Seen(ps[0])})
+	st.throttleWait = time.Second
+	st.arm()
+	if ps[0].Watchers() != 1 || ps[1].Watchers() != 0 || len(st.ws.regs) != 1 {
+		t.Fatalf("watchers %d, %d, registrations %d after a read that withheld partition 1", ps[0].Watchers(), ps[1].Watchers(), len(st.ws.regs))
+	}
+	sess.unwatchLocked()
+	if ps[0].Watchers() != 0 {
+		t.Fatal("the session's end left a registration")
+	}
+}
