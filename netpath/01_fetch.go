@@ -330,10 +330,7 @@ func (w *watchSet) add(p *engine.Partition) {
 	}
 }
 
-// keepOnly drops the registrations with partitions the last read did
-// not watch: a session's partitions withheld by the replication throttle
-// are not watched (see fetch), and a registration from an earlier fetch
-// would wake every read that withholds them again.
+// keepOnly drops the registrations with partitions not in watch.
 func (w *watchSet) keepOnly(watch []watched) {
 	keep := make(map[*engine.Partition]struct{}, len(watch))
 	for _, x := range watch {
@@ -387,9 +384,6 @@ func putFetchState(st *fetchState) {
 // read wakes it at once (Watch compares the version).
 func (st *fetchState) arm() {
 	ws := st.ws
-	if st.throttleWait > 0 && ws != &st.own {
-		ws.keepOnly(st.watch)
-	}
 	for i, w := range st.watch {
 		if ws.registered(w.part, i) {
 			// Registered by an earlier round (or fetch of the session):
@@ -399,6 +393,13 @@ func (st *fetchState) arm() {
 		}
 		w.part.Watch(ws.waker, w.version)
 		ws.add(w.part)
+	}
+	if len(ws.regs) > len(st.watch) {
+		// Registered with partitions this read did not watch: forgotten
+		// by the session, or withheld by the replication throttle (see
+		// fetch), whose appends would wake every read that withholds
+		// them again.
+		ws.keepOnly(st.watch)
 	}
 }
 
@@ -556,7 +557,10 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 			// this one (fetchState.arm) wakes at once rather than
 			// sleeping through it.
 			version := st.ws.waker.Seen(part)
-			full := part.Version()
+			var full uint64 // for the reuse after a wake (replica reads only)
+			if mode == readReplica {
+				full = part.Version()
+			}
 			var (
 				res engine.ReadResult
 				err error

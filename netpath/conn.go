@@ -212,13 +212,21 @@ func (c *conn) drain(quiet time.Duration) {
 // moves at most once per eighth of the timeout. A connection idle for
 // IdleTimeout is still closed, up to an eighth later.
 func (c *conn) idleDeadline() {
-	now := time.Now()
-	idle := c.s.cfg.IdleTimeout
-	if c.readDeadline.Sub(now) >= idle {
-		return
+	if deadlineAhead(&c.readDeadline, c.s.cfg.IdleTimeout) {
+		c.nc.SetReadDeadline(c.readDeadline)
 	}
-	c.readDeadline = now.Add(idle + idle/8)
-	c.nc.SetReadDeadline(c.readDeadline)
+}
+
+// deadlineAhead moves *last to d plus an eighth from now when it would
+// come sooner than d from now, and reports whether it moved (the caller
+// then sets it on the socket).
+func deadlineAhead(last *time.Time, d time.Duration) bool {
+	now := time.Now()
+	if last.Sub(now) >= d {
+		return false
+	}
+	*last = now.Add(d + d/8)
+	return true
 }
 
 // errFrame marks protocol violations that close the connection.

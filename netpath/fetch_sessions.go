@@ -1,7 +1,6 @@
 package netpath
 
 import (
-	"github.com/ringlog/ringlog/engine"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -93,11 +93,10 @@ type fetchSession struct {
 	index  map[sessionKey]sessionPos
 	n      int
 	// watch is the session's long-poll waker and the partitions it is
-	// registered with, kept from fetch to fetch: used by the busy fetch,
-	// dropped with the session (unwatchLocked). watchStale: partitions
-	// were forgotten, so the next fetch registers afresh.
-	watch      watchSet
-	watchStale bool
+	// registered with, kept from fetch to fetch: used by the busy fetch
+	// (whose arm also drops forgotten partitions), dropped with the
+	// session (unwatchLocked).
+	watch watchSet
 }
 
 type sentState struct {
@@ -154,9 +153,6 @@ func (c *fetchSessions) begin(req *kmsg.FetchRequest, now time.Time) (sess *fetc
 	}
 	for i := range req.ForgottenTopics {
 		s.forget(&req.ForgottenTopics[i])
-	}
-	if len(req.ForgottenTopics) > 0 {
-		s.watchStale = true
 	}
 	c.partitions += s.n - before
 	if s.n > maxSessionPartitions || c.partitions > maxCachedSessionPartitions {
@@ -264,16 +260,11 @@ func (s *fetchSession) unwatchLocked() {
 
 // watchSet returns the session's waker, made on first use with the
 // changes that wake this session's fetches (its fetcher kind never
-// changes), with the registrations of forgotten partitions dropped. The
-// busy fetch only.
+// changes). The busy fetch only.
 func (s *fetchSession) watchSet(on engine.WakeOn) *watchSet {
 	if s.watch.waker == nil {
 		s.watch.waker = engine.NewWaker()
 		s.watch.waker.SetWakeOn(on)
-	}
-	if s.watchStale {
-		s.watchStale = false
-		s.watch.unwatchAll()
 	}
 	return &s.watch
 }

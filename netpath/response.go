@@ -53,16 +53,13 @@ func (r *response) releaseAll() {
 const writeTimeout = 60 * time.Second
 
 // writeDeadlineAhead keeps the write deadline between writeTimeout and
-// writeTimeout plus an eighth from now, as idleDeadline does the read
-// deadline: set before every response, it re-armed the socket's runtime
-// timer three times per acknowledged round on a leader.
+// writeTimeout plus an eighth from now (deadlineAhead): set before every
+// response, it re-armed the socket's runtime timer three times per
+// acknowledged round on a leader.
 func (c *conn) writeDeadlineAhead() {
-	now := time.Now()
-	if c.writeDeadline.Sub(now) >= writeTimeout {
-		return
+	if deadlineAhead(&c.writeDeadline, writeTimeout) {
+		c.nc.SetWriteDeadline(c.writeDeadline)
 	}
-	c.writeDeadline = now.Add(writeTimeout + writeTimeout/8)
-	c.nc.SetWriteDeadline(c.writeDeadline)
 }
 
 func (c *conn) writeResponse(hdr requestHeader, r *response) error {
