@@ -59,7 +59,11 @@ func TestFinishesExpiredSegments(t *testing.T) {
 	m2 := New(testConfig(1), eng, store, v, nil)
 	defer m2.Close()
 	c.run(m2)
-	waitFor(t, "the expired segments to go", func() bool { return len(c.image().ExpiredRemoteSegments(c.tid, 0)) == 0 })
+	// The manager counts a deletion after its metadata commit, which the
+	// image shows first: wait for both.
+	waitFor(t, "the expired segments to go", func() bool {
+		return len(c.image().ExpiredRemoteSegments(c.tid, 0)) == 0 && m2.Stats().SegmentsDeleted == 2
+	})
 	for _, s := range segs[:2] {
 		if _, err := store.Stat(context.Background(), rlm.ObjectKey(&s, "log")); !errors.Is(err, objstore.ErrNotFound) {
 			t.Fatalf("expired segment's log object: %v", err)
