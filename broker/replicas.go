@@ -467,25 +467,27 @@ func (l replicaLog) AppendReplicated(b []byte) (replication.Pending, error) {
 // no records are returned. Under a KIP-227 fetch session (followers use
 // one, netpath/peer) it must be called for every partition of the
 // session on each fetch, listed in the request or not, with the
-// session's fetch offset, as Kafka does: a quiet partition left out
-// keeps an old caught-up time, and LeaderState.Tick would drop the
-// follower from its ISR the moment the leader's log end moved.
-func (m *replicaManager) FollowerFetch(topic string, partition int32, f replication.FollowerFetch) (*replication.EpochEndOffset, error) {
+// session's fetch offset, as Kafka does, except while quietUntil (the
+// answer of the last call) has not passed and the partition did not
+// change: a quiet partition left out for longer keeps an old caught-up
+// time, and LeaderState.Tick would drop the follower from its ISR the
+// moment the leader's log end moved.
+func (m *replicaManager) FollowerFetch(topic string, partition int32, f replication.FollowerFetch) (div *replication.EpochEndOffset, quietUntil time.Time, err error) {
 	lp := m.leader(topic, partition)
 	if lp == nil {
-		return nil, replication.ErrNotLeaderOrFollower
+		return nil, time.Time{}, replication.ErrNotLeaderOrFollower
 	}
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
 	if !lp.gen {
-		return nil, replication.ErrNotLeaderOrFollower
+		return nil, time.Time{}, replication.ErrNotLeaderOrFollower
 	}
 	out, err := lp.st.OnFollowerFetch(f, time.Now())
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	m.apply(lp, out.Update)
-	return out.Diverging, nil
+	return out.Diverging, out.QuietUntil, nil
 }
 
 // OffsetsAvailable is the ListOffsets check of a replicated partition the

@@ -185,7 +185,7 @@ func (s *Server) fetch(req *kmsg.FetchRequest, deadline time.Time, done <-chan s
 		st.ws = &st.own
 		st.ws.waker.SetWakeOn(wakeOn)
 	}
-	st.reread = false
+	st.reread, st.sess = false, sess
 	for {
 		topics, total, hasErr := s.readFetch(req, reqTopics, denied, st)
 		st.reread = true
@@ -283,6 +283,11 @@ type fetchState struct {
 	// second record changed nothing the HW or the ISR depend on, and it
 	// was a third of a replica read's cost.
 	reread bool
+	// sess is the fetch's session (nil without one): readFetch keeps its
+	// quiet partitions' state in it (sentState.quiet).
+	sess *fetchSession
+	// now is when the current read started.
+	now time.Time
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -451,6 +456,13 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 	topics := st.topics[:0]
 	st.watch, st.limited, st.startNews, st.throttleWait, st.remoteBy = st.watch[:0], false, false, 0, time.Time{}
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
+	st.now = time.Now()
+	// A replica fetch's session remembers which of its partitions were
+	// quiet at its last read (sentState.quiet).
+	var sent [][]sentState
+	if req.ReplicaID >= 0 && st.sess != nil && fresh == nil {
+		sent = st.sess.sent
+	}
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
@@ -486,6 +498,26 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 					}
 				}
 			}
+			var sentQuiet *quietRead // the session's record of this partition, read on arrival
+			if !st.reread && sent != nil {
+				sentQuiet = &sent[ti][pi].quiet
+				// A session partition the follower did not list, found
+				// quiet at an earlier fetch and unchanged since, keeps
+				// that answer without a read or a FollowerFetch record
+				// (sentState.quiet): each acknowledged round otherwise
+				// read every partition the follower replicates from us.
+				if q := &sent[ti][pi]; q.quiet.usable(img, st.now) {
+					seen := st.ws.waker.Seen(q.quiet.part)
+					if q.quiet.part.Version() == q.quiet.ver {
+						st.watch = append(st.watch, watched{q.quiet.part, seen})
+						ft.partitions = append(ft.partitions, fetchPartition{partition: rp.Partition,
+							highWatermark: q.hw, lastStable: q.lastStable, logStart: q.logStart, src: q.quiet.part, ver: q.quiet.ver})
+						continue
+					}
+				}
+				*sentQuiet = quietRead{} // until this read finds it quiet again
+			}
+			var quiet quietRead // set when this read finds the partition quiet
 			fp := fetchPartition{partition: rp.Partition, highWatermark: -1, lastStable: -1, logStart: -1}
 			if denied[ft.name] {
 				fp.errorCode = kerr.TopicAuthorizationFailed.Code
@@ -521,7 +553,7 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 					err error
 				)
 				if !st.reread {
-					div, err = s.repl.FollowerFetch(ft.name, rp.Partition, replication.FollowerFetch{
+					div, quiet.until, err = s.repl.FollowerFetch(ft.name, rp.Partition, replication.FollowerFetch{
 						ReplicaID: req.ReplicaID, CurrentLeaderEpoch: rp.CurrentLeaderEpoch,
 						FetchOffset: rp.FetchOffset, LastFetchedEpoch: rp.LastFetchedEpoch,
 						LogStartOffset: rp.LogStartOffset,
@@ -621,6 +653,12 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 				res.Data.Release()
 				if mode == readReplica && !fp.throttled {
 					fp.src, fp.ver = part, full
+					// Quiet: in sync at our end (QuietUntil) and not
+					// to be told of a log start move (startNews).
+					if sentQuiet != nil && !quiet.until.IsZero() && (rp.LogStartOffset < 0 || res.LogStartOffset <= rp.LogStartOffset) {
+						quiet.part, quiet.ver, quiet.img = part, full, img
+						*sentQuiet = quiet
+					}
 				}
 			}
 			st.watch = append(st.watch, watched{part, version})

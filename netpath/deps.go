@@ -127,7 +127,10 @@ type Replicas interface {
 	Leader(topic string, idx int32) Leadership
 	// FollowerFetch records a follower's fetch of topic/partition on the
 	// leader; an error or a diverging epoch means no records are returned.
-	FollowerFetch(topic string, partition int32, f replication.FollowerFetch) (*replication.EpochEndOffset, error)
+	// Until quietUntil (zero: not at all) a session's fetches that find
+	// the partition unchanged and do not list it need not call it again
+	// (replication.FetchOutcome.QuietUntil).
+	FollowerFetch(topic string, partition int32, f replication.FollowerFetch) (div *replication.EpochEndOffset, quietUntil time.Time, err error)
 	// OffsetsAvailable is the ListOffsets check of a replicated partition
 	// the image says this broker leads in epoch.
 	OffsetsAvailable(topic string, idx, epoch int32) error

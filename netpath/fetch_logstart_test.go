@@ -14,8 +14,8 @@ import (
 type acceptReplicas struct{}
 
 func (acceptReplicas) Leader(string, int32) Leadership { return nil }
-func (acceptReplicas) FollowerFetch(string, int32, replication.FollowerFetch) (*replication.EpochEndOffset, error) {
-	return nil, nil
+func (acceptReplicas) FollowerFetch(string, int32, replication.FollowerFetch) (*replication.EpochEndOffset, time.Time, error) {
+	return nil, time.Time{}, nil
 }
 func (acceptReplicas) OffsetsAvailable(string, int32, int32) error { return nil }
 func (acceptReplicas) Cancel(*replication.Waiter)                  {}

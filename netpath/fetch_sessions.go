@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/ringlog/ringlog/controller/metadata"
 	"github.com/ringlog/ringlog/engine"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,13 +23,18 @@ import (
 // (or max bytes, leader epoch) changed plus forgotten_topics_data to drop,
 // and its response carries only partitions with records, an error, a
 // diverging epoch, or a high watermark / last stable offset / log start
-// offset different from what this session last sent. The broker still
-// reads every partition of the session on every request (a follower's
-// unchanged position still counts as a fetch for ISR purposes), and a
-// long poll watches them all, through the session's own Waker, which
-// stays registered with them between requests; what idle partitions no
-// longer cost is request and response bytes, their parsing and
-// encoding, and registering the long poll with each.
+// offset different from what this session last sent. A long poll
+// watches every partition of the session, through the session's own
+// Waker, which stays registered with them between requests. A consumer
+// session's partitions are all read on every request. A follower's
+// unchanged position still counts as a fetch for ISR purposes, so a
+// replica session's partitions are read and recorded too, except those
+// its last read found quiet (the follower in sync at our log end, nothing
+// to send) that have not changed since, within the time replication
+// allows (sentState.quiet, replication.FetchOutcome.QuietUntil): idle
+// partitions then cost a replica fetch a version check each, not a read,
+// a record of the follower's progress, request and response bytes, their
+// parsing and encoding, or registering the long poll with each.
 //
 // Epoch rules, as Kafka's FetchManager:
 //   - epoch 0 with a session id closes that session, then opens a new one;
@@ -102,6 +108,27 @@ type fetchSession struct {
 type sentState struct {
 	hw, lastStable, logStart int64
 	ok                       bool // sent at least once
+	// quiet is set by a replica fetch's read that found the partition
+	// quiet (readFetch); the fields above then hold that read's answer,
+	// which filter either sent or found already sent.
+	quiet quietRead
+}
+
+// quietRead is a replica fetch's read of a session partition that found
+// nothing to send, no error and the follower in sync at our log end.
+// Until until, while the partition's Version stays ver, the metadata
+// image stays img and the follower does not list the partition again
+// (upsert clears it), a read would answer the same and its FollowerFetch
+// record may be skipped (replication.FetchOutcome.QuietUntil).
+type quietRead struct {
+	part  *engine.Partition // nil: not quiet
+	ver   uint64
+	img   *metadata.Image
+	until time.Time
+}
+
+func (q *quietRead) usable(img *metadata.Image, now time.Time) bool {
+	return q.part != nil && q.img == img && now.Before(q.until)
 }
 
 type sessionKey struct {
@@ -327,6 +354,7 @@ func (s *fetchSession) upsert(rt *kmsg.FetchRequestTopic) {
 		rp := &rt.Partitions[i]
 		k := sessionKey{name, rp.Partition}
 		if pos, ok := s.index[k]; ok {
+			s.sent[pos.topic][pos.part].quiet = quietRead{} // listed: its fetch state changed
 			p := &s.topics[pos.topic].Partitions[pos.part]
 			p.FetchOffset, p.PartitionMaxBytes = rp.FetchOffset, rp.PartitionMaxBytes
 			p.CurrentLeaderEpoch, p.LastFetchedEpoch, p.LogStartOffset = rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.LogStartOffset
@@ -416,7 +444,7 @@ func (s *fetchSession) filter(topics []fetchTopic, full, limited bool) []fetchTo
 				p.highWatermark == st.hw && p.lastStable == st.lastStable && p.logStart == st.logStart {
 				continue
 			}
-			*st = sentState{hw: p.highWatermark, lastStable: p.lastStable, logStart: p.logStart, ok: true}
+			st.hw, st.lastStable, st.logStart, st.ok = p.highWatermark, p.lastStable, p.logStart, true
 			if limited && p.data != nil {
 				served = append(served, sessionPos{int32(i), int32(j)})
 			}

@@ -56,7 +56,24 @@ type FetchOutcome struct {
 	// Diverging, when set, goes back as the partition's DivergingEpoch and
 	// no records are returned: the follower must truncate first.
 	Diverging *EpochEndOffset
+	// QuietUntil, when set, says the follower is in sync and at our log
+	// end: until then its fetches that find the partition unchanged (no
+	// append, HW, log start or durable end move) and carry the same
+	// fetch state need not be recorded. Skipping them only leaves its
+	// caught-up time up to QuietMargin older than Kafka's would be (see
+	// quietMargin).
+	QuietUntil time.Time
 }
+
+// quietMargin is the part of ReplicaLagTimeMax by which a fetch session
+// may leave a quiet partition's caught-up time unrefreshed
+// (FetchOutcome.QuietUntil). While the partition stays quiet the
+// follower's log end equals ours and Tick keeps it anyway; after the next
+// append its first fetch proves it caught up at its last recorded fetch,
+// at most this much older than its last real one. So a follower that
+// really stops is dropped at most an eighth of the lag time early, and
+// one that keeps fetching never is.
+const quietMargin = 8
 
 type followerState struct {
 	// leo is the offset the follower reported it has durably, NoOffset
@@ -355,9 +372,15 @@ func (l *LeaderState) OnFollowerFetch(f FollowerFetch, now time.Time) (FetchOutc
 
 	var out FetchOutcome
 	out.Update = l.advance()
-	if l.canPropose(now) && !containsID(l.isr, f.ReplicaID) &&
+	inISR := containsID(l.isr, f.ReplicaID)
+	if l.canPropose(now) && !inISR &&
 		f.FetchOffset >= l.hw && f.FetchOffset >= l.epochStartOffset {
 		out.Proposal = l.propose(union(l.isr, []int32{f.ReplicaID}))
+	}
+	// Not while an ISR change is in flight, or for a follower outside the
+	// ISR: their fetches may have to propose one.
+	if inISR && l.pending == nil && f.FetchOffset >= leo && l.cfg.ReplicaLagTimeMax > 0 {
+		out.QuietUntil = now.Add(l.cfg.ReplicaLagTimeMax / quietMargin)
 	}
 	return out, nil
 }

@@ -396,3 +396,56 @@ func sorted(s []int32) []int32 {
 	slices.Sort(s)
 	return s
 }
+
+// QuietUntil lets a fetch session skip recording an unchanged partition
+// only for an in-sync follower at the log end with no ISR change in
+// flight; skipping up to it never costs a fetching follower its ISR
+// place.
+func TestLeaderQuietUntil(t *testing.T) {
+	l, log := leaderFixture(t)
+	lag := l.cfg.ReplicaLagTimeMax
+	if out := fetch(t, l, 2, 10, t0); !out.QuietUntil.Equal(t0.Add(lag / quietMargin)) {
+		t.Fatalf("in-sync follower at the log end: quiet until %v, want %v", out.QuietUntil, t0.Add(lag/quietMargin))
+	}
+	if out := fetch(t, l, 3, 9, t0); !out.QuietUntil.IsZero() {
+		t.Fatalf("follower behind the log end: quiet until %v", out.QuietUntil)
+	}
+	// The followers' fetches are recorded only when their last quiet
+	// time has run out (a session skips them before), across an idle
+	// stretch of twice the lag time; then the leader appends, and their
+	// next fetches (just before their quiet time would run out again)
+	// still have the old end.
+	now := t0
+	for now.Sub(t0) < 2*lag {
+		fetch(t, l, 2, 10, now)
+		out := fetch(t, l, 3, 10, now)
+		if out.QuietUntil.IsZero() {
+			t.Fatal("in-sync follower at the log end not quiet")
+		}
+		if u := l.Tick(now); u.Proposal != nil {
+			t.Fatalf("ISR change %v while quiet", u.Proposal.NewISR)
+		}
+		now = out.QuietUntil
+	}
+	log.appendLeader(1)
+	log.flush()
+	now = now.Add(lag/quietMargin - time.Millisecond)
+	fetch(t, l, 2, 10, now)
+	fetch(t, l, 3, 10, now)
+	if u := l.Tick(now); u.Proposal != nil {
+		t.Fatalf("ISR shrunk to %v after an append to a quiet partition", u.Proposal.NewISR)
+	}
+
+	// Outside the ISR, or while a change is in flight: never quiet.
+	l2, _ := leaderFixture(t)
+	if _, err := l2.OnMetadata(PartitionState{Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}, Leader: 1, LeaderEpoch: 5, PartitionEpoch: 8}, t0); err != nil {
+		t.Fatal(err)
+	}
+	out := fetch(t, l2, 3, 10, t0)
+	if out.Proposal == nil || !out.QuietUntil.IsZero() {
+		t.Fatalf("follower outside the ISR: proposal %v, quiet until %v", out.Proposal, out.QuietUntil)
+	}
+	if out := fetch(t, l2, 2, 10, t0); !out.QuietUntil.IsZero() {
+		t.Fatalf("with an ISR change in flight: quiet until %v", out.QuietUntil)
+	}
+}
