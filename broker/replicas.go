@@ -449,6 +449,11 @@ type replicaLog struct{ *engine.Partition }
 
 var _ replication.Log = replicaLog{}
 
+func (l replicaLog) Position() replication.LogPosition {
+	end, durable, start := l.Partition.Ends()
+	return replication.LogPosition{LogEnd: end, DurableEnd: durable, LogStart: start}
+}
+
 func (l replicaLog) EndOffsetForEpoch(epoch int32) replication.EpochEndOffset {
 	e, o := l.Partition.EndOffsetForEpoch(epoch)
 	return replication.EpochEndOffset{Epoch: e, EndOffset: o}

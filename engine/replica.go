@@ -175,6 +175,14 @@ func (p *Partition) LogEndOffset() int64 {
 	return p.logEnd
 }
 
+// Ends is LogEndOffset, DurableEnd and LogStartOffset under one lock: a
+// follower reads all three for each partition of every fetch it builds.
+func (p *Partition) Ends() (logEnd, durableEnd, logStart int64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.logEnd, p.durableEndLocked(), p.startLocked()
+}
+
 // DurableEnd is the end this replica may count as held: the flushed end
 // under FsyncAlways, the written end otherwise.
 func (p *Partition) DurableEnd() int64 {

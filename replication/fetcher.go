@@ -15,8 +15,9 @@ import (
 // partition).
 //
 // The answer has one entry per partition of req with news (records, an
-// error, a moved high watermark); it may have one for each (an
-// incremental fetch session's client fills in the quiet ones).
+// error, a moved high watermark or log start); it may have one for each
+// (a full fetch does), but under an incremental fetch session it has
+// none for a quiet partition.
 //
 // Buffer ownership: Records may alias memory the client reuses for later
 // responses. When FetchResponse.Release is set the caller calls it once,
@@ -160,7 +161,11 @@ func (x *Fetcher) Run(ctx context.Context) {
 		x.mu.Lock()
 		now := x.clock.Now()
 		req := x.f.BuildRequestInto(now, &x.req)
-		wakeAt, delayed := x.f.NextWake()
+		var wakeAt time.Time
+		var delayed bool
+		if req == nil {
+			wakeAt, delayed = x.f.NextWake() // a look at every partition: only when idle
+		}
 		leader := x.f.Leader()
 		if req != nil {
 			if rctx == nil {
@@ -224,7 +229,7 @@ func (x *Fetcher) Run(ctx context.Context) {
 			if err := a.Pending.Err(); err != nil {
 				x.f.OnStorageError(a.TopicPartition, err, x.clock.Now())
 			} else {
-				x.f.OnAppendDone(a)
+				x.f.OnAppendDone(a, x.clock.Now())
 			}
 			x.mu.Unlock()
 		}

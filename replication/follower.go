@@ -103,11 +103,11 @@ type followPart struct {
 type AppendedPartition struct {
 	TopicPartition
 	Pending Pending
-	// HighWatermark is the leader's, from the answer that carried the
-	// records; OnAppendDone applies it.
-	HighWatermark int64
-	log           Log
-	epoch         int32
+	// HighWatermark and LogStartOffset are the leader's, from the answer
+	// that carried the records; OnAppendDone applies them.
+	HighWatermark, LogStartOffset int64
+	log                           Log
+	epoch                         int32
 }
 
 // HandleResult says what HandleResponse did.
@@ -147,7 +147,7 @@ type Follower struct {
 	localID  int32
 	leaderID int32
 	parts    map[TopicPartition]*followPart
-	order    []TopicPartition // request order; rotated for fairness
+	order    []*followPart // request order; rotated for fairness
 	next     int
 	// throttle, when set, holds back throttled partitions while the
 	// follower rate is exceeded; throttleWake is when the last request
@@ -192,37 +192,43 @@ func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) b
 		p.epoch, p.log, p.status, p.lastErr, p.lagErrs = leaderEpoch, log, statusFetching, nil, 0
 		return true
 	}
-	f.parts[tp] = &followPart{tp: tp, epoch: leaderEpoch, log: log, restartedAt: NoOffset}
-	f.order = append(f.order, tp)
+	p := &followPart{tp: tp, epoch: leaderEpoch, log: log, restartedAt: NoOffset}
+	f.parts[tp] = p
+	f.order = append(f.order, p)
 	return true
 }
 
 // RemovePartition stops following tp (leader change, deletion). After it
 // returns this Follower never touches tp's log again.
 func (f *Follower) RemovePartition(tp TopicPartition) {
-	if f.parts[tp] == nil {
+	p := f.parts[tp]
+	if p == nil {
 		return
 	}
 	delete(f.parts, tp)
-	i := slices.Index(f.order, tp)
+	i := slices.Index(f.order, p)
 	f.order = slices.Delete(f.order, i, i+1)
 	if f.next > i {
 		f.next--
 	}
 }
 
-func (f *Follower) ready(p *followPart, now time.Time) bool {
+// ready reports whether p can be fetched now, with its log's position.
+func (f *Follower) ready(p *followPart, now time.Time) (LogPosition, bool) {
 	switch p.status {
 	case statusFenced, statusRemote:
-		return false
+		return LogPosition{}, false
 	case statusDelayed:
 		if now.Before(p.delayUntil) {
-			return false
+			return LogPosition{}, false
 		}
 		p.status = statusFetching
 	}
+	// One read of the three ends: each alone took the partition's lock,
+	// for every partition of every round.
+	pos := p.log.Position()
 	// Unflushed appends: wait, so the fetch offset stays a durable one.
-	return p.log.DurableEnd() >= p.log.LogEndOffset()
+	return pos, pos.DurableEnd >= pos.LogEnd
 }
 
 // BuildRequest returns the fetch to send now, or nil when no partition is
@@ -258,8 +264,9 @@ func (f *Follower) BuildRequestInto(now time.Time, req *FetchRequest) *FetchRequ
 	f.throttleWake = time.Time{}
 	var retryAt time.Time // earliest delayUntil of a partition left out
 	for i := range n {
-		p := f.parts[f.order[(f.next+i)%n]]
-		if !f.ready(p, now) {
+		p := f.order[(f.next+i)%n]
+		pos, ok := f.ready(p, now)
+		if !ok {
 			if p.status == statusDelayed && (retryAt.IsZero() || p.delayUntil.Before(retryAt)) {
 				retryAt = p.delayUntil
 			}
@@ -272,9 +279,9 @@ func (f *Follower) BuildRequestInto(now time.Time, req *FetchRequest) *FetchRequ
 		req.Partitions = append(req.Partitions, FetchPartition{
 			TopicPartition:     p.tp,
 			CurrentLeaderEpoch: p.epoch,
-			FetchOffset:        p.log.LogEndOffset(),
+			FetchOffset:        pos.LogEnd,
 			LastFetchedEpoch:   p.log.LatestEpoch(),
-			LogStartOffset:     p.log.LogStartOffset(),
+			LogStartOffset:     pos.LogStart,
 			MaxBytes:           f.cfg.PartitionMaxBytes,
 		})
 	}
@@ -372,15 +379,24 @@ func (f *Follower) OnRequestError(req *FetchRequest, err error, now time.Time) {
 // leader before its next answer (a reassignment completes in the apply
 // that admits it to the ISR) took over with a HW one chunk below what the
 // old leader had acknowledged, until its followers' first fetches.
+// The leader's log start is followed as far as that HW allows, for the
+// same reason: the leader answers a quiet partition no more (the fetch
+// session leaves it out), so nothing else would move it, and the
+// leader's low watermark (a DeleteRecords answer) would wait for us.
 // Nothing is done when tp was removed, moved to another log or epoch, or
 // backed off since.
-func (f *Follower) OnAppendDone(a AppendedPartition) {
+func (f *Follower) OnAppendDone(a AppendedPartition, now time.Time) {
 	p := f.parts[a.TopicPartition]
 	if p == nil || p.log != a.log || p.epoch != a.epoch || p.status != statusFetching {
 		return
 	}
 	if hw := min(a.HighWatermark, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
 		p.log.SetHighWatermark(hw)
+	}
+	if ls := min(a.LogStartOffset, p.log.HighWatermark()); ls > p.log.LogStartOffset() {
+		if _, err := p.log.AdvanceLogStart(ls); err != nil {
+			f.delay(p, fmt.Errorf("advance log start to %d: %w: %w", ls, ErrStorage, err), now)
+		}
 	}
 }
 
@@ -561,7 +577,7 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 			res.Delayed = append(res.Delayed, p.tp)
 			return
 		}
-		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend, HighWatermark: r.HighWatermark, log: log, epoch: p.epoch})
+		res.Appended = append(res.Appended, AppendedPartition{TopicPartition: p.tp, Pending: pend, HighWatermark: r.HighWatermark, LogStartOffset: r.LogStartOffset, log: log, epoch: p.epoch})
 		f.throttle.record(p.tp, len(r.Records), now)
 	}
 	p.restartedAt = NoOffset

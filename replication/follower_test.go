@@ -519,6 +519,6 @@ func TestFollowerHandleResponseReusesAppended(t *testing.T) {
 		} else if &res.Appended[0] != first {
 			t.Fatalf("round %d: a new Appended list", round)
 		}
-		f.OnAppendDone(res.Appended[0]) // memLog's appends are durable at once
+		f.OnAppendDone(res.Appended[0], t0) // memLog's appends are durable at once
 	}
 }

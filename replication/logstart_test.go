@@ -81,6 +81,36 @@ func TestFollowerFollowsLeaderLogStart(t *testing.T) {
 	}
 }
 
+// writtenHWLog caps its high watermark at its durable end, as the engine
+// caps it at what it has written.
+type writtenHWLog struct{ *memLog }
+
+func (l writtenHWLog) SetHighWatermark(hw int64) { l.memLog.SetHighWatermark(min(hw, l.durable)) }
+
+// A follower whose HW could not reach the leader's log start when the
+// records came (their append was not written yet) follows the start once
+// the append completes: the leader's session answers the partition no
+// more while it stays quiet, and its DeleteRecords answer waits for our
+// start.
+func TestFollowerFollowsLogStartAfterAppend(t *testing.T) {
+	log := logWith(3, 3, 3, 3)
+	log.hw = 4
+	f := NewFollower(DefaultConfig(), 2, 1)
+	f.AddPartition(tpA, 3, writtenHWLog{log})
+	req := f.BuildRequest(t0)
+	res := f.HandleResponse(req, &FetchResponse{Partitions: []FetchPartitionResponse{
+		{TopicPartition: tpA, HighWatermark: 6, LogStartOffset: 6, Records: appendBatch(appendBatch(nil, 4, 3, 4), 5, 3, 5)},
+	}}, t0)
+	if len(res.Appended) != 1 || log.LogStartOffset() != 4 {
+		t.Fatalf("appended %d, start %d: want one append and the start held at our HW 4", len(res.Appended), log.LogStartOffset())
+	}
+	log.flush()
+	f.OnAppendDone(res.Appended[0], t0)
+	if log.hw != 6 || log.LogStartOffset() != 6 {
+		t.Fatalf("after the append: hw %d start %d, want both 6", log.hw, log.LogStartOffset())
+	}
+}
+
 // TestFollowerRestartsAtStraddlingBatch: an empty replica restarted at the
 // leader's log start gets the batch holding that offset, which starts
 // below it; it restarts at the batch's base offset and appends it.

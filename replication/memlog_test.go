@@ -35,7 +35,10 @@ func (l *memLog) LogStartOffset() int64 { return l.start }
 func (l *memLog) LogEndOffset() int64   { return l.start + int64(len(l.entries)) }
 func (l *memLog) DurableEnd() int64     { return l.durable }
 func (l *memLog) HighWatermark() int64  { return l.hw }
-func (l *memLog) LatestEpoch() int32    { return l.cache.LatestEpoch() }
+func (l *memLog) Position() LogPosition {
+	return LogPosition{LogEnd: l.LogEndOffset(), DurableEnd: l.durable, LogStart: l.start}
+}
+func (l *memLog) LatestEpoch() int32 { return l.cache.LatestEpoch() }
 func (l *memLog) EndOffsetForEpoch(e int32) EpochEndOffset {
 	ep, off := l.cache.EndOffsetFor(e, l.LogEndOffset())
 	return EpochEndOffset{Epoch: ep, EndOffset: off}

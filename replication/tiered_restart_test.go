@@ -34,6 +34,11 @@ func (l engineLog) EndOffsetForEpoch(epoch int32) replication.EpochEndOffset {
 	return replication.EpochEndOffset{Epoch: e, EndOffset: o}
 }
 
+func (l engineLog) Position() replication.LogPosition {
+	end, durable, start := l.Partition.Ends()
+	return replication.LogPosition{LogEnd: end, DurableEnd: durable, LogStart: start}
+}
+
 func (l engineLog) AppendReplicated(b []byte) (replication.Pending, error) {
 	return l.Partition.AppendReplicated(b)
 }

@@ -72,6 +72,14 @@ type LogView interface {
 	// follower reports it as the fetch offset (see Follower.BuildRequest).
 	DurableEnd() int64
 	HighWatermark() int64
+	// Position is LogEndOffset, DurableEnd and LogStartOffset read at
+	// once.
+	Position() LogPosition
+}
+
+// LogPosition is a log's ends at one moment (LogView.Position).
+type LogPosition struct {
+	LogEnd, DurableEnd, LogStart int64
 }
 
 // Pending completes asynchronously; the engine's AppendWaiter adapts to it

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/ringlog/ringlog/replication"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,9 +21,10 @@ import (
 //     state (offset, epochs, log start, max bytes) changed since it was
 //     last sent, and names in ForgottenTopics the partitions of the
 //     session the fetcher no longer asks for (removed, backing off,
-//     fenced). The leader answers only partitions with news; the others
-//     are filled in from the last high watermark and log start seen, so
-//     replication gets an entry for every partition it asked about.
+//     fenced). The leader answers only partitions with news, and so
+//     does the client: replication hears nothing of a quiet partition
+//     (filling each in from the last answer cost the follower a look at
+//     every partition it fetches, in every round).
 //   - Any failure (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH,
 //     a network error, a cancelled request whose fate at the leader is
 //     unknown) drops the session; the next request is full again. The
@@ -42,9 +42,8 @@ type fetchSession struct {
 
 	id    int32 // 0: none
 	epoch int32 // epoch of the next request; 0: full
-	// parts is what the leader's session holds, as last sent, with the
-	// last high watermark and log start answered.
-	parts map[replication.TopicPartition]sessionPart
+	// parts is what the leader's session holds, as last sent.
+	parts map[replication.TopicPartition]replication.FetchPartition
 
 	// The request in flight: full or incremental, and for an
 	// incremental one what it lists and forgets (applied on success).
@@ -52,13 +51,8 @@ type fetchSession struct {
 	listed    []replication.FetchPartition
 	forgotten []replication.TopicPartition
 
-	scratch map[replication.TopicPartition]struct{} // reused by build and answered
+	scratch map[replication.TopicPartition]struct{} // build's, reused
 	sc      fetchScratch                            // the rounds' reused values
-}
-
-type sessionPart struct {
-	fetch        replication.FetchPartition
-	hw, logStart int64 // -1 until answered
 }
 
 // takeSession returns leader's session for one fetch, or nil when
@@ -112,12 +106,25 @@ func (s *fetchSession) build(kr *kmsg.FetchRequest, want []replication.FetchPart
 	}
 	s.full = false
 	kr.SessionID, kr.SessionEpoch = s.id, s.epoch
+	held := 0 // partitions of want the session holds (want lists each once)
+	for _, p := range want {
+		sp, ok := s.parts[p.TopicPartition]
+		if ok {
+			held++
+		}
+		if !ok || sp != p {
+			s.listed = append(s.listed, p)
+		}
+	}
+	if held == len(s.parts) {
+		// Every partition of the session is asked for: nothing to
+		// forget, and no set of want to build (a map insert per
+		// partition per round).
+		return s.listed
+	}
 	asked := s.scratchSet()
 	for _, p := range want {
 		asked[p.TopicPartition] = struct{}{}
-		if sp, ok := s.parts[p.TopicPartition]; !ok || sp.fetch != p {
-			s.listed = append(s.listed, p)
-		}
 	}
 	byTopic := map[string]int{}
 	for tp := range s.parts {
@@ -149,10 +156,9 @@ func (s *fetchSession) scratchSet() map[replication.TopicPartition]struct{} {
 
 var errSessionMismatch = errors.New("fetch response for another session")
 
-// answered applies a successful response (session id sessionID, partition
-// answers got) to the session and returns the answers for replication:
-// for an incremental fetch, got plus an entry for each asked partition
-// the leader left out as quiet (only where its high watermark is known).
+// answered applies a successful response (session id sessionID,
+// partition answers got) to the session and returns the answers for
+// replication: got itself.
 func (s *fetchSession) answered(sessionID int32, want []replication.FetchPartition, got []replication.FetchPartitionResponse) ([]replication.FetchPartitionResponse, error) {
 	if s.full {
 		if sessionID == 0 {
@@ -160,21 +166,16 @@ func (s *fetchSession) answered(sessionID int32, want []replication.FetchPartiti
 			return got, nil
 		}
 		s.id, s.epoch = sessionID, 1
-		s.parts = make(map[replication.TopicPartition]sessionPart, len(want))
+		s.parts = make(map[replication.TopicPartition]replication.FetchPartition, len(want))
 		for _, p := range want {
-			s.parts[p.TopicPartition] = sessionPart{fetch: p, hw: -1, logStart: -1}
+			s.parts[p.TopicPartition] = p
 		}
 	} else {
 		if sessionID != s.id {
 			return nil, fmt.Errorf("%w: id %d, ours %d", errSessionMismatch, sessionID, s.id)
 		}
 		for _, p := range s.listed {
-			sp, ok := s.parts[p.TopicPartition]
-			if !ok {
-				sp = sessionPart{hw: -1, logStart: -1}
-			}
-			sp.fetch = p
-			s.parts[p.TopicPartition] = sp
+			s.parts[p.TopicPartition] = p
 		}
 		for _, tp := range s.forgotten {
 			delete(s.parts, tp)
@@ -186,32 +187,15 @@ func (s *fetchSession) answered(sessionID int32, want []replication.FetchPartiti
 		}
 	}
 	for _, r := range got {
-		if sp, ok := s.parts[r.TopicPartition]; ok {
-			sp.hw, sp.logStart = r.HighWatermark, r.LogStartOffset
-			if len(r.Records) > 0 || r.Err != nil {
-				// Listed again next time even if the fetcher could not
-				// use the answer (its offset then stays the same): the
-				// leader then holds our real position, whether or not
-				// it moved its own past the records it sent.
-				sp.fetch = replication.FetchPartition{}
-			}
-			s.parts[r.TopicPartition] = sp
-		}
-	}
-	if s.full {
-		return got, nil
-	}
-	answered := s.scratchSet()
-	for _, r := range got {
-		answered[r.TopicPartition] = struct{}{}
-	}
-	got = slices.Grow(got, len(want)-len(got))
-	for _, p := range want {
-		if _, ok := answered[p.TopicPartition]; ok {
+		if len(r.Records) == 0 && r.Err == nil {
 			continue
 		}
-		if sp := s.parts[p.TopicPartition]; sp.hw >= 0 {
-			got = append(got, replication.FetchPartitionResponse{TopicPartition: p.TopicPartition, HighWatermark: sp.hw, LogStartOffset: sp.logStart})
+		if _, ok := s.parts[r.TopicPartition]; ok {
+			// Listed again next time even if the fetcher could not use
+			// the answer (its offset then stays the same): the leader
+			// then holds our real position, whether or not it moved its
+			// own past the records it sent.
+			s.parts[r.TopicPartition] = replication.FetchPartition{}
 		}
 	}
 	return got, nil
