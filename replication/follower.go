@@ -95,6 +95,9 @@ type followPart struct {
 	// does not reach the leader's local log yet (our metadata lags):
 	// back off before asking the store again.
 	restartedAt int64
+	// reqAt is the partition's index in the request BuildRequestInto
+	// built last (-1: left out), for HandleResponse.
+	reqAt int
 }
 
 // AppendedPartition is an append whose durability the caller should wait
@@ -192,7 +195,7 @@ func (f *Follower) AddPartition(tp TopicPartition, leaderEpoch int32, log Log) b
 		p.epoch, p.log, p.status, p.lastErr, p.lagErrs = leaderEpoch, log, statusFetching, nil, 0
 		return true
 	}
-	p := &followPart{tp: tp, epoch: leaderEpoch, log: log, restartedAt: NoOffset}
+	p := &followPart{tp: tp, epoch: leaderEpoch, log: log, restartedAt: NoOffset, reqAt: -1}
 	f.parts[tp] = p
 	f.order = append(f.order, p)
 	return true
@@ -265,6 +268,7 @@ func (f *Follower) BuildRequestInto(now time.Time, req *FetchRequest) *FetchRequ
 	var retryAt time.Time // earliest delayUntil of a partition left out
 	for i := range n {
 		p := f.order[(f.next+i)%n]
+		p.reqAt = -1
 		pos, ok := f.ready(p, now)
 		if !ok {
 			if p.status == statusDelayed && (retryAt.IsZero() || p.delayUntil.Before(retryAt)) {
@@ -276,6 +280,7 @@ func (f *Follower) BuildRequestInto(now time.Time, req *FetchRequest) *FetchRequ
 			withheld = true
 			continue
 		}
+		p.reqAt = len(req.Partitions)
 		req.Partitions = append(req.Partitions, FetchPartition{
 			TopicPartition:     p.tp,
 			CurrentLeaderEpoch: p.epoch,
@@ -441,26 +446,37 @@ func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now ti
 	// for a list the caller is done with before it asks again.
 	clear(f.appended)
 	res.Appended = f.appended[:0]
-	// Each asked partition is handled once, for its first answer. The
-	// leader answers in request order, so the answer's partition is
-	// looked for from where the last one was found; a map of the request
-	// per round cost an allocation and two hashes per partition.
+	// Each asked partition is handled once, for its first answer. A
+	// partition's place in the request is where BuildRequestInto put it
+	// (reqAt), checked against req; otherwise (another request) it is
+	// looked for from where the last one was found. The leader answers
+	// only the partitions with news, so the request is not indexed as a
+	// whole: a map of it per round cost a hash per partition.
 	if cap(f.answered) < len(req.Partitions) {
 		f.answered = make([]bool, len(req.Partitions))
 	}
 	answered := f.answered[:len(req.Partitions)]
 	clear(answered)
-	index := f.sentIndex(req.Partitions)
+	var index sentLookup
+	indexed := false
 	at := 0
 	for i := range resp.Partitions {
 		r := &resp.Partitions[i]
-		k := index.index(r.TopicPartition, at)
+		p := f.parts[r.TopicPartition]
+		k := -1
+		if p != nil && p.reqAt >= 0 && p.reqAt < len(req.Partitions) && req.Partitions[p.reqAt].TopicPartition == r.TopicPartition {
+			k = p.reqAt
+		} else {
+			if !indexed {
+				index, indexed = f.sentIndex(req.Partitions), true
+			}
+			k = index.index(r.TopicPartition, at)
+		}
 		if k < 0 || answered[k] {
 			continue
 		}
 		at = k + 1
 		rp := req.Partitions[k]
-		p := f.parts[r.TopicPartition]
 		if p == nil || p.status != statusFetching || p.epoch != rp.CurrentLeaderEpoch || p.log.LogEndOffset() != rp.FetchOffset {
 			continue
 		}

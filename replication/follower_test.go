@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -448,7 +449,14 @@ func TestFetcherSetsHWOnceAppendIsWritten(t *testing.T) {
 // partitions and by the map past maxScannedSent; a partition not asked
 // for is ignored.
 func TestFollowerMatchesAnswersOutOfOrder(t *testing.T) {
-	for _, n := range []int{3, maxScannedSent + 8} {
+	// Against the request the follower built (each partition's place
+	// known), and against a reordered copy (looked for: a scan, or past
+	// maxScannedSent a map).
+	for _, c := range []struct {
+		n        int
+		reversed bool
+	}{{3, false}, {3, true}, {maxScannedSent + 8, false}, {maxScannedSent + 8, true}} {
+		n := c.n
 		f := NewFollower(DefaultConfig(), 2, 1)
 		logs := make([]*memLog, n)
 		for i := range n {
@@ -458,6 +466,9 @@ func TestFollowerMatchesAnswersOutOfOrder(t *testing.T) {
 		var req FetchRequest
 		if f.BuildRequestInto(t0, &req) != &req || len(req.Partitions) != n {
 			t.Fatalf("%d partitions: request %+v", n, req)
+		}
+		if c.reversed {
+			slices.Reverse(req.Partitions)
 		}
 		resp := &FetchResponse{Partitions: []FetchPartitionResponse{{TopicPartition: TopicPartition{Topic: "t", Partition: int32(n)}, HighWatermark: 1, Records: appendBatch(nil, 0, 1, 9)}}}
 		for i := n - 1; i >= 0; i-- { // reversed
