@@ -286,8 +286,6 @@ type fetchState struct {
 	// sess is the fetch's session (nil without one): readFetch keeps its
 	// quiet partitions' state in it (sentState.quiet).
 	sess *fetchSession
-	// now is when the current read started.
-	now time.Time
 }
 
 // watched is a partition a long poll waits on, with its change count
@@ -456,12 +454,14 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 	topics := st.topics[:0]
 	st.watch, st.limited, st.startNews, st.throttleWait, st.remoteBy = st.watch[:0], false, false, 0, time.Time{}
 	img, fresh := s.node.MetadataImage(), s.node.Fresh()
-	st.now = time.Now()
 	// A replica fetch's session remembers which of its partitions were
 	// quiet at its last read (sentState.quiet).
-	var sent [][]sentState
+	var (
+		sent [][]sentState
+		now  time.Time
+	)
 	if req.ReplicaID >= 0 && st.sess != nil && fresh == nil {
-		sent = st.sess.sent
+		sent, now = st.sess.sent, time.Now()
 	}
 	maxBytes := int64(req.MaxBytes)
 	if maxBytes <= 0 {
@@ -489,32 +489,23 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 				// the follower replicates from us, and reading them all
 				// again for the one that woke the fetch cost each
 				// acknowledged round a read per partition.
-				if prev := ft.partitions[:pi+1][pi]; prev.src != nil && prev.partition == rp.Partition {
-					seen := st.ws.waker.Seen(prev.src)
-					if prev.src.Version() == prev.ver {
-						st.watch = append(st.watch, watched{prev.src, seen})
-						ft.partitions = append(ft.partitions, prev)
-						continue
-					}
+				if prev := ft.partitions[:pi+1][pi]; prev.src != nil && prev.partition == rp.Partition && st.keepUnchanged(&ft, prev) {
+					continue
 				}
 			}
 			var sentQuiet *quietRead // the session's record of this partition, read on arrival
 			if !st.reread && sent != nil {
-				sentQuiet = &sent[ti][pi].quiet
 				// A session partition the follower did not list, found
 				// quiet at an earlier fetch and unchanged since, keeps
 				// that answer without a read or a FollowerFetch record
 				// (sentState.quiet): each acknowledged round otherwise
 				// read every partition the follower replicates from us.
-				if q := &sent[ti][pi]; q.quiet.usable(img, st.now) {
-					seen := st.ws.waker.Seen(q.quiet.part)
-					if q.quiet.part.Version() == q.quiet.ver {
-						st.watch = append(st.watch, watched{q.quiet.part, seen})
-						ft.partitions = append(ft.partitions, fetchPartition{partition: rp.Partition,
-							highWatermark: q.hw, lastStable: q.lastStable, logStart: q.logStart, src: q.quiet.part, ver: q.quiet.ver})
-						continue
-					}
+				ss := &sent[ti][pi]
+				if q := &ss.quiet; q.usable(img, now) && st.keepUnchanged(&ft, fetchPartition{partition: rp.Partition,
+					highWatermark: ss.hw, lastStable: ss.lastStable, logStart: ss.logStart, src: q.part, ver: q.ver}) {
+					continue
 				}
+				sentQuiet = &ss.quiet
 				*sentQuiet = quietRead{} // until this read finds it quiet again
 			}
 			var quiet quietRead // set when this read finds the partition quiet
@@ -668,6 +659,21 @@ func (s *Server) readFetch(req *kmsg.FetchRequest, reqTopics []kmsg.FetchRequest
 	}
 	st.topics = topics
 	return topics, total, hasErr
+}
+
+// keepUnchanged answers fp, the empty answer of an earlier read of
+// fp.src at Version fp.ver, again when the partition has not changed
+// since, and has the long poll watch it; it reports whether it did. The
+// watch's version is taken before the check, so a change that lands
+// after it wakes the poll.
+func (st *fetchState) keepUnchanged(ft *fetchTopic, fp fetchPartition) bool {
+	seen := st.ws.waker.Seen(fp.src)
+	if fp.src.Version() != fp.ver {
+		return false
+	}
+	st.watch = append(st.watch, watched{fp.src, seen})
+	ft.partitions = append(ft.partitions, fp)
+	return true
 }
 
 // afterFetchRead, when set (tests only), runs after each partition read

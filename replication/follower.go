@@ -159,7 +159,6 @@ type Follower struct {
 	throttleWake time.Time
 	answered     []bool              // HandleResponse's, reused
 	appended     []AppendedPartition // HandleResponse's Appended, reused
-	sentIdx      map[TopicPartition]int
 }
 
 // NewFollower returns a follower of leaderID with no partitions.
@@ -398,11 +397,7 @@ func (f *Follower) OnAppendDone(a AppendedPartition, now time.Time) {
 	if hw := min(a.HighWatermark, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
 		p.log.SetHighWatermark(hw)
 	}
-	if ls := min(a.LogStartOffset, p.log.HighWatermark()); ls > p.log.LogStartOffset() {
-		if _, err := p.log.AdvanceLogStart(ls); err != nil {
-			f.delay(p, fmt.Errorf("advance log start to %d: %w: %w", ls, ErrStorage, err), now)
-		}
-	}
+	f.followLogStart(p, a.LogStartOffset, now)
 }
 
 // OnStorageError backs off a partition whose append failed to become
@@ -448,8 +443,9 @@ func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now ti
 	res.Appended = f.appended[:0]
 	// Each asked partition is handled once, for its first answer. A
 	// partition's place in the request is where BuildRequestInto put it
-	// (reqAt), checked against req; otherwise (another request) it is
-	// looked for from where the last one was found. The leader answers
+	// (reqAt), checked against req. The Fetcher always hands back the
+	// request it built; another one (tests, a request built by hand) is
+	// scanned from where the last answer was found. The leader answers
 	// only the partitions with news, so the request is not indexed as a
 	// whole: a map of it per round cost a hash per partition.
 	if cap(f.answered) < len(req.Partitions) {
@@ -457,20 +453,15 @@ func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now ti
 	}
 	answered := f.answered[:len(req.Partitions)]
 	clear(answered)
-	var index sentLookup
-	indexed := false
 	at := 0
 	for i := range resp.Partitions {
 		r := &resp.Partitions[i]
 		p := f.parts[r.TopicPartition]
-		k := -1
+		var k int
 		if p != nil && p.reqAt >= 0 && p.reqAt < len(req.Partitions) && req.Partitions[p.reqAt].TopicPartition == r.TopicPartition {
 			k = p.reqAt
 		} else {
-			if !indexed {
-				index, indexed = f.sentIndex(req.Partitions), true
-			}
-			k = index.index(r.TopicPartition, at)
+			k = indexFrom(req.Partitions, r.TopicPartition, at)
 		}
 		if k < 0 || answered[k] {
 			continue
@@ -487,48 +478,17 @@ func (f *Follower) HandleResponse(req *FetchRequest, resp *FetchResponse, now ti
 	return res
 }
 
-// sentIndex returns a lookup of a partition's index in sent: a scan for
-// the usual few partitions, a map (reused) past maxScannedSent, where
-// scans of answers out of request order would grow with the square of
-// the partitions.
-func (f *Follower) sentIndex(sent []FetchPartition) sentLookup {
-	if len(sent) <= maxScannedSent {
-		return sentLookup{sent: sent}
-	}
-	if f.sentIdx == nil {
-		f.sentIdx = make(map[TopicPartition]int, len(sent))
-	}
-	clear(f.sentIdx)
-	for k := len(sent) - 1; k >= 0; k-- {
-		f.sentIdx[sent[k].TopicPartition] = k
-	}
-	return sentLookup{sent: sent, byTP: f.sentIdx}
-}
-
-type sentLookup struct {
-	sent []FetchPartition
-	byTP map[TopicPartition]int // nil: scan
-}
-
-// index is tp's index in the request, looked for from at on (-1 when it
+// indexFrom is tp's index in sent, looked for from at on (-1 when it
 // was not asked for).
-func (l sentLookup) index(tp TopicPartition, at int) int {
-	if l.byTP != nil {
-		if k, ok := l.byTP[tp]; ok {
-			return k
-		}
-		return -1
-	}
-	for i := range l.sent {
-		k := (at + i) % len(l.sent)
-		if l.sent[k].TopicPartition == tp {
+func indexFrom(sent []FetchPartition, tp TopicPartition, at int) int {
+	for i := range sent {
+		k := (at + i) % len(sent)
+		if sent[k].TopicPartition == tp {
 			return k
 		}
 	}
 	return -1
 }
-
-const maxScannedSent = 32
 
 func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPartitionResponse, now time.Time, res *HandleResult) {
 	log := p.log
@@ -601,16 +561,25 @@ func (f *Follower) handlePartition(p *followPart, rp FetchPartition, r *FetchPar
 	// truncation or under a new leader whose HW still lags.
 	log.SetHighWatermark(min(r.HighWatermark, log.LogEndOffset()))
 	p.caughtUp = log.LogEndOffset() >= r.HighWatermark
-	// The leader's start moved (DeleteRecords, retention): follow it as
-	// far as our HW allows (Kafka's LeaderOffsetIncremented); the next
-	// fetch reports it, which moves the leader's low watermark.
-	if ls := min(r.LogStartOffset, log.HighWatermark()); ls > log.LogStartOffset() {
-		if _, err := log.AdvanceLogStart(ls); err != nil {
-			f.delay(p, fmt.Errorf("advance log start to %d: %w: %w", ls, ErrStorage, err), now)
-			res.Delayed = append(res.Delayed, p.tp)
-			return
-		}
+	if !f.followLogStart(p, r.LogStartOffset, now) {
+		res.Delayed = append(res.Delayed, p.tp)
 	}
+}
+
+// followLogStart follows the leader's log start (DeleteRecords,
+// retention) as far as our HW allows (Kafka's LeaderOffsetIncremented);
+// the next fetch reports it, which moves the leader's low watermark. It
+// reports false when the log failed to move, and backs p off then.
+func (f *Follower) followLogStart(p *followPart, leaderStart int64, now time.Time) bool {
+	ls := min(leaderStart, p.log.HighWatermark())
+	if ls <= p.log.LogStartOffset() {
+		return true
+	}
+	if _, err := p.log.AdvanceLogStart(ls); err != nil {
+		f.delay(p, fmt.Errorf("advance log start to %d: %w: %w", ls, ErrStorage, err), now)
+		return false
+	}
+	return true
 }
 
 // outOfRange handles OFFSET_OUT_OF_RANGE (Kafka's handleOffsetOutOfRange):

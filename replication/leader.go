@@ -60,8 +60,8 @@ type FetchOutcome struct {
 	// end: until then its fetches that find the partition unchanged (no
 	// append, HW, log start or durable end move) and carry the same
 	// fetch state need not be recorded. Skipping them only leaves its
-	// caught-up time up to QuietMargin older than Kafka's would be (see
-	// quietMargin).
+	// caught-up time up to an eighth of ReplicaLagTimeMax older than
+	// Kafka's would be (quietMargin).
 	QuietUntil time.Time
 }
 
